@@ -1,0 +1,301 @@
+"""The session tree: one append-only JSONL file per session.
+
+Guarantees:
+
+- The file is only ever appended to. Each append writes one complete line, then
+  flushes and fsyncs, so a crash leaves at most one torn last line.
+- Loading never crashes on bad content: blank lines, torn or malformed lines, entries
+  without an id, duplicate ids and unknown shapes are skipped and reported in
+  :attr:`SessionTree.problems`. The file itself is never rewritten.
+- The leaf is the last appended entry unless the caller navigates to an earlier one
+  (reroll, rewind); the next append then forks a new branch from there.
+- :meth:`SessionTree.branch` returns root-to-leaf and is safe against ``parentId`` cycles.
+
+Line format: the first line is a header ``{"type": "session", "version": 1, "id": ...}``;
+every other line is an entry with ``id``, ``parentId`` (``null`` for the first),
+``type`` and ``timestamp``. Messages carry ``role`` and ``text``; custom entries carry
+``customType`` and ``data``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .clock import Clock, IdFactory, random_ids, system_clock
+from .errors import TreeError
+
+__all__ = [
+    "SESSION_VERSION",
+    "Entry",
+    "SessionTree",
+    "branch_to",
+    "custom",
+    "entries_by_id",
+    "is_message",
+    "message",
+]
+
+SESSION_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One line of the session tree."""
+
+    id: str
+    """Unique id of the entry within its session."""
+    parent_id: str | None
+    """Id of the entry this one follows on its branch; ``None`` for a root."""
+    type: str
+    """``message`` or ``custom`` (other types are kept but ignored by the memory code)."""
+    body: Mapping[str, Any] = field(default_factory=dict)
+    """Every other field, exactly as stored (``role``, ``text``, ``customType``, ``data`` ...)."""
+
+    @property
+    def role(self) -> str | None:
+        """Message role (``user``, ``assistant``, ``toolResult``), or ``None``."""
+        role = self.body.get("role")
+        return role if isinstance(role, str) else None
+
+    @property
+    def text(self) -> str:
+        """Message text; empty for non-messages or non-string text."""
+        text = self.body.get("text")
+        return text if isinstance(text, str) else ""
+
+    @property
+    def custom_type(self) -> str | None:
+        """``customType`` of a custom entry, or ``None``."""
+        value = self.body.get("customType")
+        return value if isinstance(value, str) else None
+
+    @property
+    def data(self) -> Mapping[str, Any]:
+        """``data`` of a custom entry; empty mapping when absent or not an object."""
+        value = self.body.get("data")
+        return value if isinstance(value, Mapping) else {}
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored JSON object of this entry."""
+        return {"id": self.id, "parentId": self.parent_id, "type": self.type, **self.body}
+
+
+def is_message(entry: Entry, role: str | None = None) -> bool:
+    """True when ``entry`` is a message (of ``role``, if given)."""
+    return entry.type == "message" and (role is None or entry.role == role)
+
+
+def message(
+    entry_id: str, parent_id: str | None, role: str, text: str, **extra: Any
+) -> Entry:
+    """Build a message entry in memory (tests, harness, synthetic branches)."""
+    return Entry(entry_id, parent_id, "message", {"role": role, "text": text, **extra})
+
+
+def custom(entry_id: str, parent_id: str | None, custom_type: str, data: Mapping[str, Any]) -> Entry:
+    """Build a custom entry in memory."""
+    return Entry(entry_id, parent_id, "custom", {"customType": custom_type, "data": dict(data)})
+
+
+def branch_to(entries: Mapping[str, Entry], leaf_id: str | None) -> list[Entry]:
+    """Walk ``parentId`` from ``leaf_id`` to the root; return root-to-leaf.
+
+    A cycle or a dangling parent ends the walk where it is detected.
+    """
+    path: list[Entry] = []
+    seen: set[str] = set()
+    current = leaf_id
+    while current is not None and current not in seen:
+        entry = entries.get(current)
+        if entry is None:
+            break
+        seen.add(current)
+        path.append(entry)
+        current = entry.parent_id
+    path.reverse()
+    return path
+
+
+def _parse_entry(obj: Any) -> Entry | None:
+    if not isinstance(obj, dict):
+        return None
+    entry_id = obj.get("id")
+    entry_type = obj.get("type")
+    parent = obj.get("parentId")
+    if not isinstance(entry_id, str) or not entry_id or not isinstance(entry_type, str):
+        return None
+    if parent is not None and not isinstance(parent, str):
+        return None
+    body = {k: v for k, v in obj.items() if k not in ("id", "parentId", "type")}
+    return Entry(entry_id, parent, entry_type, body)
+
+
+class SessionTree:
+    """An append-only session tree, backed by a JSONL file or held in memory.
+
+    Args:
+        path: The JSONL file, or ``None`` for an in-memory tree.
+        session_id: Id written into a new file's header.
+        clock: Timestamp source for new entries.
+        ids: Id source for new entries.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        session_id: str = "session",
+        clock: Clock = system_clock,
+        ids: IdFactory = random_ids,
+    ) -> None:
+        self.path = Path(path) if path is not None else None
+        self.session_id = session_id
+        self._clock = clock
+        self._ids = ids
+        self._entries: dict[str, Entry] = {}
+        self._order: list[str] = []
+        self._leaf: str | None = None
+        self.problems: list[str] = []
+        """Human-readable notes on every line skipped while loading."""
+        if self.path is not None:
+            if self.path.exists():
+                self._load(self.path)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                header = {"type": "session", "version": SESSION_VERSION, "id": session_id,
+                          "timestamp": clock()}
+                self._write_line(header)
+
+    # -- loading -------------------------------------------------------------
+
+    def _load(self, path: Path) -> None:
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise TreeError(f"无法读取会话文件 {path}: {exc}") from exc
+        lines = raw.split(b"\n")
+        torn_tail = bool(lines) and lines[-1] != b""
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            where = f"{path.name}:{number}"
+            try:
+                obj = json.loads(line.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                last = number == len(lines) and torn_tail
+                self.problems.append(
+                    f"{where}: 末行不完整（写入中断），已跳过" if last else f"{where}: 不是合法 JSON，已跳过"
+                )
+                continue
+            if isinstance(obj, dict) and obj.get("type") == "session":
+                sid = obj.get("id")
+                if isinstance(sid, str):
+                    self.session_id = sid
+                continue
+            entry = _parse_entry(obj)
+            if entry is None:
+                self.problems.append(f"{where}: 缺少 id/type 或字段类型不对，已跳过")
+                continue
+            if entry.id in self._entries:
+                self.problems.append(f"{where}: id {entry.id!r} 重复，已跳过")
+                continue
+            self._entries[entry.id] = entry
+            self._order.append(entry.id)
+        self._leaf = self._order[-1] if self._order else None
+        if torn_tail:
+            # The next append must start on a fresh line, or it would glue itself onto
+            # the torn fragment and both would be lost. Appending a newline is still
+            # append-only: no existing byte changes.
+            self._append_bytes(b"\n")
+
+    # -- reading -------------------------------------------------------------
+
+    @property
+    def leaf_id(self) -> str | None:
+        """Where the next append attaches."""
+        return self._leaf
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def __iter__(self) -> Iterator[Entry]:
+        return (self._entries[i] for i in self._order)
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self._entries
+
+    def get(self, entry_id: str) -> Entry | None:
+        """The entry with this id, or ``None``."""
+        return self._entries.get(entry_id)
+
+    def entries(self) -> list[Entry]:
+        """All entries in file order."""
+        return list(self)
+
+    def branch(self, leaf_id: str | None = None) -> list[Entry]:
+        """Root-to-leaf path ending at ``leaf_id`` (default: the current leaf)."""
+        return branch_to(self._entries, self._leaf if leaf_id is None else leaf_id)
+
+    # -- writing -------------------------------------------------------------
+
+    def navigate(self, entry_id: str | None) -> None:
+        """Move the leaf (reroll, rewind). ``None`` means before the first entry."""
+        if entry_id is not None and entry_id not in self._entries:
+            raise TreeError(f"没有这个条目：{entry_id!r}")
+        self._leaf = entry_id
+
+    def append(self, entry_type: str, **fields: Any) -> Entry:
+        """Append an entry as a child of the current leaf and make it the leaf."""
+        entry_id = self._ids()
+        if entry_id in self._entries:
+            raise TreeError(f"id 工厂给出了重复的 id：{entry_id!r}")
+        body = {"timestamp": self._clock(), **fields}
+        entry = Entry(entry_id, self._leaf, entry_type, body)
+        if self.path is not None:
+            self._write_line(entry.to_json())
+        self._entries[entry_id] = entry
+        self._order.append(entry_id)
+        self._leaf = entry_id
+        return entry
+
+    def append_message(self, role: str, text: str, **extra: Any) -> Entry:
+        """Append a message (``user``, ``assistant`` or ``toolResult``)."""
+        return self.append("message", role=role, text=text, **extra)
+
+    def append_custom(self, custom_type: str, data: Mapping[str, Any]) -> Entry:
+        """Append a custom entry such as ``rp-summary`` or ``rp-state``."""
+        return self.append("custom", customType=custom_type, data=dict(data))
+
+    def extend(self, items: Iterable[tuple[str, Mapping[str, Any]]]) -> list[Entry]:
+        """Append several ``(type, fields)`` pairs in order."""
+        return [self.append(kind, **fields) for kind, fields in items]
+
+    def _write_line(self, obj: Mapping[str, Any]) -> None:
+        line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
+        self._append_bytes(line.encode("utf-8"))
+
+    def _append_bytes(self, data: bytes) -> None:
+        assert self.path is not None
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                # One write call per line: with O_APPEND the line lands whole or,
+                # after a crash, as a torn tail that loading skips.
+                written = os.write(fd, data)
+                if written != len(data):
+                    raise TreeError(f"写入不完整：{self.path}")
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise TreeError(f"无法追加会话文件 {self.path}: {exc}") from exc
+
+
+def entries_by_id(entries: Sequence[Entry]) -> dict[str, int]:
+    """Map entry id to its index in ``entries``."""
+    return {e.id: i for i, e in enumerate(entries)}

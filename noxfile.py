@@ -1,0 +1,86 @@
+"""Task runner. ``nox -s tests`` is what CI runs; ``nox -s docs`` builds the site.
+
+Sessions:
+    tests   regenerate-and-compare the simulation artifacts, then the whole pytest suite
+    lint    ruff and mypy
+    sim     regenerate sim/ (the scripted walkthrough and the other scenarios)
+    docs    regenerate sim/, then ``mkdocs build --strict``
+    serve   live preview of the site (watches liyuan/, harness/ and sim/ too)
+    bench   recall, estimator and per-beat benchmarks; prints tables, writes sim/bench/*.json
+    eval    scorecards for every run folder
+    local   opt-in: a real local model (Gemma 3 270M base, llama.cpp) through the live path
+"""
+
+from __future__ import annotations
+
+import os
+
+import nox
+
+nox.options.sessions = ["lint", "tests", "docs"]
+nox.options.error_on_external_run = True
+nox.options.default_venv_backend = "venv"
+
+PYTHON = "3.11"
+TEST_EXTRAS = ".[dev,docs,vector,browser]"
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """Drift gate plus the pytest suite (scripted models only; no real model calls)."""
+    session.install("-e", TEST_EXTRAS)
+    session.run("python", "-m", "harness", "check")
+    session.run("pytest", *(session.posargs or ["-q"]))
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff (style, imports) and mypy --strict."""
+    session.install("-e", ".[dev,docs,vector]", "nox")
+    session.run("ruff", "check", "liyuan", "harness", "tests", "noxfile.py")
+    session.run("mypy")
+
+
+@nox.session(python=PYTHON)
+def sim(session: nox.Session) -> None:
+    """Regenerate every artifact under sim/ from the scripted replies."""
+    session.install("-e", ".[vector]")
+    session.run("python", "-m", "harness", "run", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """Build the site from freshly regenerated artifacts, warnings as errors."""
+    session.install("-e", ".[docs,vector]")
+    session.run("python", "-m", "harness", "run")
+    session.run("mkdocs", "build", "--strict", env={"NO_MKDOCS_2_WARNING": "1"})
+
+
+@nox.session(python=PYTHON)
+def serve(session: nox.Session) -> None:
+    """Live preview on http://127.0.0.1:8000."""
+    session.install("-e", ".[docs,vector]")
+    session.run("python", "-m", "harness", "run")
+    session.run("mkdocs", "serve", "-a", "127.0.0.1:8000", env={"NO_MKDOCS_2_WARNING": "1"})
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Benchmarks that print numbers; not timed tests."""
+    session.install("-e", ".[dev,docs,vector,semantic]")
+    session.run("python", "-m", "harness", "bench", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def eval(session: nox.Session) -> None:
+    """Scorecards (sim/out/eval.json and one per run folder)."""
+    session.install("-e", ".[vector]")
+    session.run("python", "-m", "harness", "eval", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def local(session: nox.Session) -> None:
+    """Opt-in: run the scenarios against a real local model (plumbing only, not quality)."""
+    session.install("-e", ".[vector,local]")
+    session.run("python", "-m", "harness", "run", "--model", "local", *session.posargs,
+                env={"LIYUAN_LIVE": os.environ.get("LIYUAN_LIVE", "1")})

@@ -1,0 +1,34 @@
+"""Shared fixtures. Real model requests are blocked for the whole suite."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+import liyuan.model
+
+
+@pytest.fixture(autouse=True)
+def _block_model_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reaches a real model unless it asks for ``allow_model_requests``."""
+    monkeypatch.setattr(liyuan.model, "ALLOW_MODEL_REQUESTS", False)
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "LIYUAN_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+def allow_model_requests(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Opt a test back in to real (or mock-transport) requests."""
+    monkeypatch.setattr(liyuan.model, "ALLOW_MODEL_REQUESTS", True)
+    yield
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("LIYUAN_LIVE") == "1":
+        return
+    skip = pytest.mark.skip(reason="live model test: set LIYUAN_LIVE=1 to run")
+    for item in items:
+        if "live" in item.keywords:
+            item.add_marker(skip)
