@@ -15,6 +15,23 @@ Line format: the first line is a header ``{"type": "session", "version": 1, "id"
 every other line is an entry with ``id``, ``parentId`` (``null`` for the first),
 ``type`` and ``timestamp``. Messages carry ``role`` and ``text``; custom entries carry
 ``customType`` and ``data``.
+
+Entry conventions used across liyuan (other fields are kept and ignored):
+
+- ``{"type": "message", "role": "user", "text": ...}``: a user turn. Optional
+  ``"mode": "roleplay" | "authoring" | "agent"`` (absent means roleplay).
+- ``{"type": "message", "role": "assistant", "text": ...}``: a reply. Optional
+  ``"thinking": str``, ``"toolCalls": [{"name": str, "args": {...}}]``,
+  ``"greeting": true`` (the card's opening line), ``"mode"`` as above.
+- ``{"type": "message", "role": "toolResult", "toolName": str, "text": ...}``: a tool receipt.
+- ``{"type": "custom", "customType": "rp-summary", "data": {"summary", "coversThroughId",
+  "turns", "chars"}}``: a relay summary (see :mod:`liyuan.compact`).
+- ``{"type": "custom", "customType": "rp-state", "data": {...}}``: a ledger snapshot
+  (see :mod:`liyuan.state`).
+- ``{"type": "custom", "customType": "rp-draft-op", "data": {"target": id, "old": str,
+  "new": str}}``: a revision of an earlier reply's text.
+- ``{"type": "custom", "customType": "liyuan-discussion-summary", "data": {"summary",
+  "firstKeptEntryId", "tokensBefore"}}``: an agent-discussion summary.
 """
 
 from __future__ import annotations

@@ -8,11 +8,14 @@ runs (names, language, texts) is passed in explicitly.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 
 import jinja2
 
-__all__ = ["render", "template_path"]
+from ..model import ChatMessage, ModelRequest
+
+__all__ = ["Prompt", "render", "template_path"]
 
 
 @cache
@@ -35,3 +38,29 @@ def render(name: str, /, **variables: object) -> str:
 def template_path(name: str) -> str:
     """Repository-relative path of a template, for records and docs."""
     return f"liyuan/prompts/{name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """A rendered two-part prompt and where it came from."""
+
+    purpose: str
+    """``summary``, ``recap``, ``merge``, ``discussion``, ``agent-summary`` ..."""
+    system: str
+    user: str
+    system_template: str
+    """Template file name of the system part (under ``liyuan/prompts/``)."""
+    user_template: str
+    max_tokens: int = 4096
+
+    def request(self) -> ModelRequest:
+        """The model request: system message, then the user text."""
+        return ModelRequest(
+            messages=(ChatMessage("system", self.system), ChatMessage("user", self.user)),
+            purpose=self.purpose,
+            max_tokens=self.max_tokens,
+        )
+
+    def as_text(self) -> str:
+        """Human-readable form for artifacts: role headers, then each part."""
+        return f"===== system =====\n{self.system}\n\n===== user =====\n{self.user}\n"
