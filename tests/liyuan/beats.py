@@ -1,0 +1,46 @@
+"""Branch fixtures shared by the memory-core tests (the upstream test's shape).
+
+A beat ``i`` is a user message ``u-i`` followed by an assistant reply ``a-i``. Bodies are
+800 "云" characters by default, so ten beats serialize to well over the 2000-char floor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from liyuan.compact import SUMMARY_ENTRY_TYPE
+from liyuan.tree import Entry, SessionTree, custom, message
+
+BODY = "云" * 800
+
+
+def beat(i: int, parent: str | None, body: str = BODY) -> list[Entry]:
+    """``u-i`` (user) and ``a-i`` (assistant) chained after ``parent``."""
+    return [
+        message(f"u-{i}", parent, "user", f"第{i}拍用户"),
+        message(f"a-{i}", f"u-{i}", "assistant", f"第{i}拍回复{body}"),
+    ]
+
+
+def beats(start: int, stop: int, parent: str | None = None, body: str = BODY) -> list[Entry]:
+    """Beats ``start`` .. ``stop`` inclusive, chained after ``parent``."""
+    out: list[Entry] = []
+    for i in range(start, stop + 1):
+        out.extend(beat(i, out[-1].id if out else parent, body))
+    return out
+
+
+def summary(entry_id: str, parent: str | None, text: str, covers: str) -> Entry:
+    """An ``rp-summary`` entry ``{summary, coversThroughId}``."""
+    return custom(entry_id, parent, SUMMARY_ENTRY_TYPE, {"summary": text, "coversThroughId": covers})
+
+
+def chain(*parts: Iterable[Entry]) -> list[Entry]:
+    """Concatenate pieces (their parent ids are only informative here)."""
+    return [e for part in parts for e in part]
+
+
+def fill_tree(tree: SessionTree, entries: Iterable[Entry]) -> None:
+    """Append entries to a tree in order (fresh ids; type and body kept)."""
+    for e in entries:
+        tree.append(e.type, **dict(e.body))
