@@ -10,12 +10,15 @@ Invariant: :func:`fit_resident_summary` never returns more characters than its
 allowance, ``min(RESIDENT_MAX_CHARS, RESIDENT_ENVELOPE_CHARS - other_chars)``, and a text
 that already fits comes back unchanged.
 
-Lengths are Python ``len`` (code points), i.e. Chinese characters (字). The original
-counts UTF-16 code units; the two differ only for characters outside the BMP (emoji),
-where this port is slightly more generous and never splits a character in two.
+Lengths are UTF-16 code units, as in the original and in :mod:`liyuan.compact`
+(:func:`~liyuan.compact.utf16_len`): a Chinese character counts 1, an emoji 2. Cuts
+never split a character; where the original could cut between the two halves of an
+emoji, this port keeps one unit less.
 """
 
 from __future__ import annotations
+
+from .compact import utf16_len
 
 __all__ = [
     "OMITTED_MARKER",
@@ -68,7 +71,19 @@ def other_chars_for(summary: str | None, state_text: str, roster: str) -> int:
     Returns:
         The sum of the three lengths.
     """
-    return len(summary or "") + len(state_text) + len(roster)
+    return utf16_len(summary or "") + utf16_len(state_text) + utf16_len(roster)
+
+
+def _utf16_prefix(text: str, units: int) -> str:
+    """The longest prefix of ``text`` that takes at most ``units`` UTF-16 code units."""
+    if len(text) * 2 <= units:
+        return text
+    used = 0
+    for index, char in enumerate(text):
+        used += 2 if ord(char) > 0xFFFF else 1
+        if used > units:
+            return text[:index]
+    return text
 
 
 # --8<-- [start:fit_resident_summary]
@@ -89,16 +104,16 @@ def fit_resident_summary(text: str | None, other_chars: int) -> str | None:
     if text is None or not text.strip():
         return None
     allowance = resident_allowance(other_chars)
-    if len(text) <= allowance:
+    if utf16_len(text) <= allowance:
         return text
     if allowance < RESIDENT_MIN_USEFUL_CHARS:
         return None
     # Reserve room for the marker first, so the marker can never push us over.
-    head = text[: allowance - len(OMITTED_MARKER)]
+    head = _utf16_prefix(text, allowance - utf16_len(OMITTED_MARKER))
     cut = head.rfind("\n\n")
-    if cut < RESIDENT_MIN_USEFUL_CHARS:
+    if cut < 0 or utf16_len(head[:cut]) < RESIDENT_MIN_USEFUL_CHARS:
         cut = head.rfind("\n")
-    if cut < RESIDENT_MIN_USEFUL_CHARS:
+    if cut < 0 or utf16_len(head[:cut]) < RESIDENT_MIN_USEFUL_CHARS:
         cut = len(head)  # no usable break: keep the whole head
     return head[:cut].rstrip() + OMITTED_MARKER
 # --8<-- [end:fit_resident_summary]

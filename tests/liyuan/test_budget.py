@@ -14,6 +14,7 @@ from liyuan.budget import (
     other_chars_for,
     resident_allowance,
 )
+from liyuan.compact import utf16_len
 
 LONG = "# 往局记忆" + "\n\n" + "第一段。" * 400 + "\n\n" + "第二段。" * 400
 
@@ -75,6 +76,16 @@ def test_seed_example_ledger_3900_then_4200() -> None:
     assert fit_resident_summary(resident, 4200) is None
 
 
+def test_lengths_are_utf16_units_and_emoji_are_never_split() -> None:
+    text = "😀" * 700  # 1400 UTF-16 units, 700 code points
+    fitted = fit_resident_summary(text, 0)
+    assert fitted is not None and fitted.endswith(OMITTED_MARKER)
+    kept = fitted[: -len(OMITTED_MARKER)]
+    assert kept == "😀" * 593  # 1187 units available, an emoji takes 2: one unit stays unused
+    assert utf16_len(fitted) == 1199
+    assert other_chars_for("😀", "", "") == 2
+
+
 def test_other_chars_counts_the_three_texts_without_labels() -> None:
     assert other_chars_for("摘要", "时间：清晨", "人物：小满") == 2 + 5 + 5
     assert other_chars_for(None, "", "") == 0
@@ -83,7 +94,7 @@ def test_other_chars_counts_the_three_texts_without_labels() -> None:
     assert resident_allowance(5000) == -700
 
 
-_alphabet = st.sampled_from(list("甲乙丙丁往局记忆。，ab \n")) | st.characters(codec="utf-8")
+_alphabet = st.sampled_from([*"甲乙丙丁往局记忆。，ab \n", "😀", "𠀋"]) | st.characters(codec="utf-8")
 
 
 @settings(max_examples=400, deadline=None)
@@ -94,14 +105,14 @@ def test_never_over_the_allowance(text: str, other: int) -> None:
     if not text.strip():
         assert fitted is None
         return
-    if len(text) <= allowance:
+    if utf16_len(text) <= allowance:
         assert fitted == text
         return
     if allowance < RESIDENT_MIN_USEFUL_CHARS:
         assert fitted is None
         return
     assert fitted is not None
-    assert len(fitted) <= allowance
+    assert utf16_len(fitted) <= allowance
     assert fitted.endswith(OMITTED_MARKER)
     kept = fitted[: -len(OMITTED_MARKER)]
     assert text.startswith(kept)  # only the tail is dropped; nothing is rewritten
