@@ -17,11 +17,16 @@ to the sequence the function was given.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from .tree import Entry
+from .errors import ConfigError, ModelError
+from .model import ChatModel
+from .scribe import SUMMARY_MAX_TOKENS, build_summary_prompt, validate_summary
+from .state import format_state, state_from_branch
+from .tree import Entry, SessionTree
 
 __all__ = [
     "DEFAULT_EVERY_N_TURNS",
@@ -33,10 +38,16 @@ __all__ = [
     "SUMMARY_ENTRY_TYPE",
     "SUMMARY_MAX_TOKENS",
     "ActiveSummary",
+    "Archive",
+    "CompactionOutcome",
+    "CompactionPlan",
     "History",
     "HistoryItem",
     "active_summary",
+    "compact_now",
+    "plan_compaction",
     "rebuild_history",
+    "run_compaction",
     "serialize_for_summary",
     "story_view",
     "utf16_len",
@@ -49,11 +60,12 @@ PROCESS_ENTRY_TYPES = frozenset({"liyuan-mode", "liyuan-process"})
 LEGACY_COMPACTION_TYPE = "compaction"
 """Entry type of pi's own compaction summaries, still read from old sessions."""
 
+_log = logging.getLogger(__name__)
+
 KEEP_RECENT_BEATS = 6
 MIN_COMPACT_CHARS = 2000
 MANUAL_MIN_COMPACT_CHARS = 500
 DEFAULT_EVERY_N_TURNS = 30
-SUMMARY_MAX_TOKENS = 4096
 
 
 def utf16_len(text: str) -> int:
@@ -236,4 +248,235 @@ def serialize_for_summary(entries: Sequence[Entry], user_name: str, char_name: s
     history = rebuild_history(region)
     return "\n\n".join(
         f"{user_name if item.role == 'user' else char_name}：{item.text}" for item in history.items
+    )
+
+
+# -- planning ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    """What one compaction would cover."""
+
+    covers_through_id: str
+    """Id of the last covered entry (inclusive): the new summary's anchor."""
+    covered: tuple[Entry, ...]
+    turns: int
+    """User turns covered this time."""
+    conversation_text: str
+    """The covered region serialized for the summariser (and the archive)."""
+    previous_summary: str | None
+    """The active summary being replaced; merged into the new one."""
+
+
+# --8<-- [start:plan_compaction]
+def plan_compaction(
+    branch: Sequence[Entry],
+    *,
+    user_name: str,
+    char_name: str,
+    keep: int = KEEP_RECENT_BEATS,
+    every_n_turns: int = DEFAULT_EVERY_N_TURNS,
+    min_chars: int = MIN_COMPACT_CHARS,
+) -> CompactionPlan | None:
+    """Decide whether the branch is due for compaction, and what to cover.
+
+    A turn is a user message after the active summary. Compaction is due when there are
+    at least ``keep + every_n_turns`` such turns and the covered text, serialized, is at
+    least ``min_chars`` long (UTF-16 units, prefixes and separators included). The cut
+    lands just before the ``keep``-th user message from the end, so whole turns are kept.
+
+    Args:
+        branch: Root-to-leaf entries.
+        user_name: Name written before user text.
+        char_name: Name written before assistant text.
+        keep: Turns kept verbatim (at least 1).
+        every_n_turns: The period; ``<= 0`` disables compaction.
+        min_chars: Floor on the serialized covered text.
+
+    Returns:
+        The plan, or ``None`` when nothing is due.
+
+    Raises:
+        ConfigError: When ``keep`` is below 1.
+    """
+    if keep < 1:
+        raise ConfigError(f"保留轮数至少为 1，收到 {keep}")
+    if every_n_turns <= 0:
+        return None
+    view = story_view(branch)
+    active = active_summary(view)
+    live = view[active.cut:] if active else view
+    # Only type and role mark a turn: backstage user messages on the story branch count too.
+    turn_starts = [i for i, e in enumerate(live) if e.type == "message" and e.role == "user"]
+    if len(turn_starts) < keep + every_n_turns:
+        return None
+    cut_at = turn_starts[len(turn_starts) - keep]
+    if cut_at <= 0:
+        return None
+    covered = tuple(live[:cut_at])
+    text = serialize_for_summary(covered, user_name, char_name)
+    if utf16_len(text) < min_chars:
+        return None
+    return CompactionPlan(
+        covers_through_id=covered[-1].id,
+        covered=covered,
+        turns=len(turn_starts) - keep,
+        conversation_text=text,
+        previous_summary=active.summary if active else None,
+    )
+# --8<-- [end:plan_compaction]
+
+
+# -- running ----------------------------------------------------------------------
+
+OutcomeKind = Literal["compacted", "skipped", "failed", "stale"]
+
+Archive = Callable[[str], object]
+"""Receives the covered conversation text before the summary lands; errors are swallowed."""
+
+
+@dataclass(frozen=True)
+class CompactionOutcome:
+    """What a compaction attempt did."""
+
+    kind: OutcomeKind
+    message: str
+    """The Chinese activity/result line shown to the user."""
+    plan: CompactionPlan | None
+    summary: str | None
+    entry: Entry | None
+    """The appended ``rp-summary`` entry (only when compacted)."""
+    reason: str = ""
+    """Machine-readable cause: ``not-due``, ``busy``, ``model-error``, ``invalid-summary``, ``leaf-moved``."""
+
+
+# --8<-- [start:run_compaction]
+def run_compaction(
+    tree: SessionTree,
+    model: ChatModel,
+    *,
+    user_name: str,
+    char_name: str,
+    language: str = "中文",
+    every_n_turns: int = DEFAULT_EVERY_N_TURNS,
+    min_chars: int = MIN_COMPACT_CHARS,
+    keep: int = KEEP_RECENT_BEATS,
+    archive: Archive | None = None,
+    on_activity: Callable[[str], None] | None = None,
+    state_text: str | None = None,
+) -> CompactionOutcome:
+    """Compact the current branch if due: summarise, guard, archive, append.
+
+    The summary is appended at the leaf as ``rp-summary``
+    ``{summary, coversThroughId, turns, chars, provenance}`` only if the model call
+    succeeded, the leaf did not move meanwhile, and the reply passes
+    :func:`~liyuan.scribe.validate_summary`. Otherwise nothing is written and the next
+    trigger tries again. Never raises for model failures.
+
+    Args:
+        tree: The session tree; only its current branch is read.
+        model: The side model that writes the summary.
+        user_name: The user's character name.
+        char_name: The card character's name.
+        language: Output language of the summary.
+        every_n_turns: The period (see :func:`plan_compaction`).
+        min_chars: Floor on the covered text.
+        keep: Turns kept verbatim.
+        archive: Gets the covered text before the summary lands (vector memory).
+        on_activity: Receives every activity/result line as it happens.
+        state_text: The ledger text; default: :func:`format_state` of the branch's latest snapshot.
+
+    Returns:
+        The outcome; ``message`` is the line shown to the user.
+    """
+    emit = on_activity or (lambda _line: None)
+
+    def done(kind: OutcomeKind, message: str, reason: str = "", plan: CompactionPlan | None = None,
+             summary: str | None = None, entry: Entry | None = None) -> CompactionOutcome:
+        emit(message)
+        return CompactionOutcome(kind, message, plan, summary, entry, reason)
+
+    branch = tree.branch()
+    plan = plan_compaction(branch, user_name=user_name, char_name=char_name, keep=keep,
+                           every_n_turns=every_n_turns, min_chars=min_chars)
+    if plan is None:
+        return done("skipped", "早期剧情还不够长，暂不需要压缩", "not-due")
+    leaf_before = tree.leaf_id
+    chars = utf16_len(plan.conversation_text)
+    emit(f"正在压缩前情（{plan.turns} 拍 · {chars} 字）…")
+    prompt = build_summary_prompt(
+        plan.conversation_text,
+        state_text=state_text if state_text is not None else format_state(state_from_branch(branch)),
+        previous_summary=plan.previous_summary,
+        language=language,
+        user_name=user_name,
+    )
+    try:
+        completion = model.complete(prompt.request())
+    except ModelError as exc:
+        return done("failed", f"前情压缩失败：{exc}", "model-error", plan=plan)
+    # Leaf guard: a reroll, rewind or line switch during the call makes the plan stale.
+    if tree.leaf_id != leaf_before:
+        return done("stale", "压缩已丢弃（本拍期间切换了分支）", "leaf-moved", plan=plan)
+    try:
+        summary = validate_summary(completion.text)
+    except ModelError as exc:
+        return done("failed", f"前情摘要拒绝提交：{exc}", "invalid-summary", plan=plan)
+    if archive is not None:
+        try:
+            archive(plan.conversation_text)
+        except Exception as exc:  # best effort by design: the summary keeps continuity
+            _log.warning("压缩前归档失败（已忽略）：%s", exc)
+        if tree.leaf_id != leaf_before:
+            return done("stale", "压缩已丢弃（本拍期间切换了分支）", "leaf-moved", plan=plan)
+    entry = tree.append_custom(SUMMARY_ENTRY_TYPE, {
+        "summary": summary,
+        "coversThroughId": plan.covers_through_id,
+        "turns": plan.turns,
+        "chars": chars,
+        # Scripted summaries must never pass for model output downstream.
+        "provenance": completion.provenance,
+    })
+    return done("compacted", f"前情已压缩：{plan.turns} 拍 {chars} 字 → 摘要 {utf16_len(summary)} 字",
+                plan=plan, summary=summary, entry=entry)
+# --8<-- [end:run_compaction]
+
+
+def compact_now(
+    tree: SessionTree,
+    model: ChatModel,
+    *,
+    user_name: str,
+    char_name: str,
+    language: str = "中文",
+    keep: int = KEEP_RECENT_BEATS,
+    archive: Archive | None = None,
+    on_activity: Callable[[str], None] | None = None,
+    state_text: str | None = None,
+    busy: bool = False,
+) -> CompactionOutcome:
+    """Manual ``/compact``: no waiting for the period (``every_n_turns=1``), a 500-char floor.
+
+    Args:
+        tree: The session tree.
+        model: The side model.
+        user_name: The user's character name.
+        char_name: The card character's name.
+        language: Output language of the summary.
+        keep: Turns kept verbatim.
+        archive: As in :func:`run_compaction`.
+        on_activity: As in :func:`run_compaction`.
+        state_text: As in :func:`run_compaction`.
+        busy: True while a beat is being performed: nothing happens (``skipped``/``busy``).
+    """
+    if busy:
+        message = "正在演出中，稍后再压缩"
+        if on_activity is not None:
+            on_activity(message)
+        return CompactionOutcome("skipped", message, None, None, None, "busy")
+    return run_compaction(
+        tree, model, user_name=user_name, char_name=char_name, language=language,
+        every_n_turns=1, min_chars=MANUAL_MIN_COMPACT_CHARS, keep=keep, archive=archive,
+        on_activity=on_activity, state_text=state_text,
     )

@@ -6,8 +6,10 @@ A beat ``i`` is a user message ``u-i`` followed by an assistant reply ``a-i``. B
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
+from liyuan.clock import counter_ids, fixed_clock
 from liyuan.compact import SUMMARY_ENTRY_TYPE
 from liyuan.tree import Entry, SessionTree, custom, message
 
@@ -40,7 +42,29 @@ def chain(*parts: Iterable[Entry]) -> list[Entry]:
     return [e for part in parts for e in part]
 
 
-def fill_tree(tree: SessionTree, entries: Iterable[Entry]) -> None:
-    """Append entries to a tree in order (fresh ids; type and body kept)."""
+def tree_of(entries: Iterable[Entry], path: str | os.PathLike[str] | None = None) -> SessionTree:
+    """A linear tree holding ``entries`` with their ids; later appends get ``n0001``, ..."""
+    entries = list(entries)
+    names = iter([e.id for e in entries])
+    extra = counter_ids("n")
+    tree = SessionTree(path, ids=lambda: next(names, None) or extra(), clock=fixed_clock())
     for e in entries:
         tree.append(e.type, **dict(e.body))
+    return tree
+
+
+SUMMARY_REPLY = """## 前情提要
+第一天黄昏，旅人走进茶馆。
+
+## 人物
+阿箬：话少，称旅人为「客官」。
+
+## 承诺与伏笔
+- 阿箬答应明早带路。
+
+## 事实账
+旅人带着一把旧伞。第一天。
+
+## 当前场景
+第一天夜里，茶馆里，阿箬正在收拾碗筷。"""
+"""A hand-written five-section reply (served by ScriptedModel: no model wrote it)."""

@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
+import pytest
+
 from liyuan.compact import (
+    MANUAL_MIN_COMPACT_CHARS,
     ActiveSummary,
+    CompactionOutcome,
     HistoryItem,
     active_summary,
+    compact_now,
+    plan_compaction,
     rebuild_history,
+    run_compaction,
     serialize_for_summary,
     story_view,
     utf16_len,
 )
-from liyuan.tree import Entry, custom, message
+from liyuan.errors import ConfigError, ModelError
+from liyuan.model import Completion, FunctionModel, ModelRequest, ScriptedModel
+from liyuan.tree import Entry, SessionTree, custom, message
 
-from .beats import BODY, beats, chain, summary
+from .beats import BODY, SUMMARY_REPLY, beats, chain, summary, tree_of
+
+NAMES = {"user_name": "旅人", "char_name": "阿箬"}
 
 
 def user_texts(items: tuple[HistoryItem, ...]) -> list[str]:
@@ -171,3 +182,251 @@ def test_utf16_len_counts_astral_twice() -> None:
     assert utf16_len("云" * 3) == 3
     assert utf16_len("a😀") == 3
     assert utf16_len(BODY) == 800
+
+
+# -- case 7-11: planning --------------------------------------------------------------
+
+
+def test_plan_needs_keep_plus_period_turns() -> None:
+    assert plan_compaction(beats(1, 7), every_n_turns=3, **NAMES) is None
+    assert plan_compaction(beats(1, 8), every_n_turns=3, **NAMES) is None
+    assert plan_compaction(beats(1, 9), every_n_turns=3, **NAMES) is not None
+
+
+def test_plan_covers_all_but_last_six_turns() -> None:
+    plan = plan_compaction(beats(1, 10), every_n_turns=3, **NAMES)
+    assert plan is not None
+    assert plan.turns == 4
+    assert plan.covers_through_id == "a-4"
+    assert [e.id for e in plan.covered][-2:] == ["u-4", "a-4"]
+    assert "第4拍用户" in plan.conversation_text
+    assert "第5拍" not in plan.conversation_text
+    assert plan.previous_summary is None
+    assert plan.conversation_text.startswith("旅人：第1拍用户\n\n阿箬：第1拍回复")
+
+
+def test_plan_char_floor_is_measured_on_serialized_text() -> None:
+    assert plan_compaction(beats(1, 10, body="x"), every_n_turns=3, min_chars=5000, **NAMES) is None
+    plan = plan_compaction(beats(1, 10, body="x"), every_n_turns=3, min_chars=1, **NAMES)
+    assert plan is not None
+    exact = utf16_len(plan.conversation_text)
+    assert plan_compaction(beats(1, 10, body="x"), every_n_turns=3, min_chars=exact, **NAMES) is not None
+    assert plan_compaction(beats(1, 10, body="x"), every_n_turns=3, min_chars=exact + 1, **NAMES) is None
+
+
+def test_plan_zero_or_negative_period_disables() -> None:
+    assert plan_compaction(beats(1, 30), every_n_turns=0, **NAMES) is None
+    assert plan_compaction(beats(1, 30), every_n_turns=-5, **NAMES) is None
+
+
+def test_plan_rejects_keep_below_one() -> None:
+    with pytest.raises(ConfigError):
+        plan_compaction(beats(1, 10), keep=0, **NAMES)
+
+
+def test_plan_counts_only_turns_after_active_summary() -> None:
+    branch = chain(beats(1, 12), [summary("s1", "a-12", "旧摘要：1-6 拍。", "a-6")])
+    assert plan_compaction(branch, every_n_turns=3, **NAMES) is None
+    branch = chain(branch, beats(13, 15, "s1"))
+    plan = plan_compaction(branch, every_n_turns=3, **NAMES)
+    assert plan is not None
+    assert plan.previous_summary == "旧摘要：1-6 拍。"
+    assert plan.turns == 3
+    assert plan.covers_through_id == "a-9"
+    assert "第7拍用户" in plan.conversation_text
+    assert "第6拍" not in plan.conversation_text
+    assert "旧摘要" not in plan.conversation_text
+
+
+def test_plan_default_first_compaction_covers_thirty_turns() -> None:
+    assert plan_compaction(beats(1, 35), **NAMES) is None
+    plan = plan_compaction(beats(1, 36), **NAMES)
+    assert plan is not None and plan.turns == 30 and plan.covers_through_id == "a-30"
+
+
+def test_plan_ignores_authoring_turns() -> None:
+    authoring = [message(f"w-{i}", None, "user", "改一下卡", mode="authoring") for i in range(5)]
+    assert plan_compaction(chain(beats(1, 8), authoring), every_n_turns=3, **NAMES) is None
+
+
+# -- case 14-18 and beyond: running ---------------------------------------------------
+
+
+def summaries(tree: SessionTree) -> list[Entry]:
+    return [e for e in tree if e.custom_type == "rp-summary"]
+
+
+def test_run_compacts_archives_and_appends_once() -> None:
+    tree = tree_of(beats(1, 10))
+    model = ScriptedModel([SUMMARY_REPLY])
+    archived: list[str] = []
+    lines: list[str] = []
+    outcome = run_compaction(tree, model, every_n_turns=3, archive=archived.append,
+                             on_activity=lines.append, **NAMES)
+    assert outcome.kind == "compacted"
+    assert len(tree) == 21
+    [entry] = summaries(tree)
+    assert entry is outcome.entry and tree.leaf_id == entry.id and entry.parent_id == "a-10"
+    assert entry.data["coversThroughId"] == "a-4"
+    assert entry.data["turns"] == 4
+    assert entry.data["summary"] == SUMMARY_REPLY
+    assert entry.data["chars"] == utf16_len(outcome.plan.conversation_text) if outcome.plan else False
+    assert entry.data["provenance"] == "scripted"
+    assert len(archived) == 1 and "第1拍用户" in archived[0] and "第5拍" not in archived[0]
+    chars = entry.data["chars"]
+    assert lines == [f"正在压缩前情（4 拍 · {chars} 字）…",
+                     f"前情已压缩：4 拍 {chars} 字 → 摘要 {utf16_len(SUMMARY_REPLY)} 字"]
+    assert outcome.message == lines[-1]
+    # The prompt carries the covered text and the ledger fallback.
+    [call] = model.calls
+    assert call.purpose == "summary" and call.max_tokens == 4096
+    user = call.messages[1].content
+    assert "第4拍用户" in user and "第5拍" not in user and "（尚无记录）" in user
+    assert "<previous-summary>" not in user
+    # Afterwards the history starts at turn 5 and the summary travels separately.
+    history = rebuild_history(tree.branch())
+    assert history.summary == SUMMARY_REPLY
+    assert history.items[0] == HistoryItem("user", "第5拍用户")
+
+
+def test_run_skips_when_not_due() -> None:
+    tree = tree_of(beats(1, 4))
+    model = ScriptedModel([SUMMARY_REPLY])
+    archived: list[str] = []
+    outcome = run_compaction(tree, model, every_n_turns=3, archive=archived.append, **NAMES)
+    assert (outcome.kind, outcome.reason) == ("skipped", "not-due")
+    assert outcome.message == "早期剧情还不够长，暂不需要压缩"
+    assert len(tree) == 8 and archived == [] and model.calls == []
+
+
+def test_run_stale_when_leaf_moves_during_call() -> None:
+    tree = tree_of(beats(1, 10))
+    archived: list[str] = []
+
+    def reroll(_request: ModelRequest) -> str:
+        tree.navigate("u-10")  # the user swipes the last reply while the summary is written
+        return SUMMARY_REPLY
+
+    outcome = run_compaction(tree, FunctionModel(reroll), every_n_turns=3, archive=archived.append, **NAMES)
+    assert (outcome.kind, outcome.reason) == ("stale", "leaf-moved")
+    assert outcome.message == "压缩已丢弃（本拍期间切换了分支）"
+    assert summaries(tree) == [] and archived == [] and len(tree) == 20
+
+
+def test_run_stale_when_archive_moves_leaf() -> None:
+    tree = tree_of(beats(1, 10))
+    outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=3,
+                             archive=lambda _text: tree.navigate("a-9"), **NAMES)
+    assert outcome.kind == "stale" and summaries(tree) == []
+
+
+@pytest.mark.parametrize("reply", [ModelError("HTTP 429"), "   \n  "])
+def test_run_fails_on_model_error_or_blank_reply(reply: str | ModelError) -> None:
+    tree = tree_of(beats(1, 10))
+    archived: list[str] = []
+    outcome = run_compaction(tree, ScriptedModel([reply]), every_n_turns=3, archive=archived.append, **NAMES)
+    assert outcome.kind == "failed"
+    assert "429" in outcome.message or "摘要为空" in outcome.message
+    assert summaries(tree) == [] and archived == []
+
+
+def test_run_swallows_archive_errors() -> None:
+    tree = tree_of(beats(1, 10))
+
+    def broken(_text: str) -> None:
+        raise RuntimeError("向量库坏了")
+
+    outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=3, archive=broken, **NAMES)
+    assert outcome.kind == "compacted" and len(summaries(tree)) == 1
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (SUMMARY_REPLY.replace("## 事实账", "## 账目"), "缺少小节「## 事实账」"),
+        (SUMMARY_REPLY.split("## 当前场景")[0] + "## 当前场景\n", "没有内容"),
+        ("<think>先想想</think>", "摘要为空"),
+    ],
+)
+def test_run_rejects_invalid_summary_and_retries_next_time(reply: str, reason: str) -> None:
+    tree = tree_of(beats(1, 10))
+    model = ScriptedModel([reply, SUMMARY_REPLY])
+    archived: list[str] = []
+    outcome = run_compaction(tree, model, every_n_turns=3, archive=archived.append, **NAMES)
+    assert (outcome.kind, outcome.reason) == ("failed", "invalid-summary")
+    assert outcome.message.startswith("前情摘要拒绝提交：") and reason in outcome.message
+    assert summaries(tree) == [] and archived == []
+    again = run_compaction(tree, model, every_n_turns=3, archive=archived.append, **NAMES)
+    assert again.kind == "compacted" and len(archived) == 1
+
+
+def test_run_strips_reasoning_before_storing() -> None:
+    reply = Completion(text="<think>按时间排一下</think>\n" + SUMMARY_REPLY, provenance="model:test")
+    tree = tree_of(beats(1, 10))
+    outcome = run_compaction(tree, FunctionModel(lambda _r: reply), every_n_turns=3, **NAMES)
+    assert outcome.summary == SUMMARY_REPLY
+    assert summaries(tree)[0].data["provenance"] == "model:test"
+
+
+def test_second_compaction_merges_previous_summary() -> None:
+    tree = tree_of(beats(1, 10))
+    model = ScriptedModel([SUMMARY_REPLY, SUMMARY_REPLY.replace("旧伞", "新伞")])
+    assert run_compaction(tree, model, every_n_turns=3, **NAMES).kind == "compacted"
+    for i in range(11, 13):
+        tree.append_message("user", f"第{i}拍用户")
+        tree.append_message("assistant", f"第{i}拍回复{BODY}")
+    assert run_compaction(tree, model, every_n_turns=3, **NAMES).kind == "skipped"
+    tree.append_message("user", "第13拍用户")
+    tree.append_message("assistant", f"第13拍回复{BODY}")
+    outcome = run_compaction(tree, model, every_n_turns=3, **NAMES)
+    assert outcome.kind == "compacted" and outcome.plan is not None
+    assert outcome.plan.previous_summary == SUMMARY_REPLY
+    user = model.calls[-1].messages[1].content
+    assert f"<previous-summary>\n{SUMMARY_REPLY}\n</previous-summary>" in user
+    assert "第5拍用户" in user and "第4拍" not in user and "第8拍" not in user
+    history = rebuild_history(tree.branch())
+    assert history.summary is not None and "新伞" in history.summary
+    assert history.items[0] == HistoryItem("user", "第8拍用户")
+
+
+def test_state_text_reaches_prompt() -> None:
+    tree = tree_of(beats(1, 10))
+    tree.append_custom("rp-state", {"time": "第一天黄昏", "location": "茶馆"})
+    model = ScriptedModel([SUMMARY_REPLY])
+    run_compaction(tree, model, every_n_turns=3, **NAMES)
+    assert "【工具账本快照】" in model.calls[0].messages[1].content
+    assert "时间：第一天黄昏\n地点：茶馆" in model.calls[0].messages[1].content
+    model = ScriptedModel([SUMMARY_REPLY])
+    run_compaction(tree_of(beats(1, 10)), model, every_n_turns=3, state_text="手写账本", **NAMES)
+    assert "手写账本" in model.calls[0].messages[1].content
+
+
+def test_compact_now_uses_manual_thresholds() -> None:
+    short = beats(1, 7, body="云" * 500)
+    model = ScriptedModel([SUMMARY_REPLY])
+    assert run_compaction(tree_of(short), model, **NAMES).kind == "skipped"
+    outcome = compact_now(tree_of(short), model, **NAMES)
+    assert outcome.kind == "compacted" and outcome.plan is not None
+    assert outcome.plan.turns == 1 and outcome.plan.covers_through_id == "a-1"
+    too_short = beats(1, 7, body="云")
+    assert utf16_len(serialize_for_summary(too_short[:2], "旅人", "阿箬")) < MANUAL_MIN_COMPACT_CHARS
+    assert compact_now(tree_of(too_short), model, **NAMES).kind == "skipped"
+    assert compact_now(tree_of(beats(1, 6)), model, **NAMES).kind == "skipped"
+
+
+def test_compact_now_refuses_while_busy() -> None:
+    tree = tree_of(beats(1, 10))
+    model = ScriptedModel([SUMMARY_REPLY])
+    lines: list[str] = []
+    outcome = compact_now(tree, model, busy=True, on_activity=lines.append, **NAMES)
+    assert outcome == CompactionOutcome("skipped", "正在演出中，稍后再压缩", None, None, None, "busy")
+    assert lines == [outcome.message] and model.calls == [] and len(tree) == 20
+
+
+def test_reroll_of_triggering_turn_drops_summary_from_branch() -> None:
+    tree = tree_of(beats(1, 10))
+    assert run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=3, **NAMES).kind == "compacted"
+    tree.navigate("u-10")
+    tree.append_message("assistant", "重来的回复")
+    assert active_summary(tree.branch()) is None
+    assert len(rebuild_history(tree.branch()).items) == 20
