@@ -1,0 +1,116 @@
+"""Context assembly: the messages sent to the model for one role-play turn.
+
+Invariants of :func:`build_context`:
+
+- At most one leading user message carries the summaries; it opens with
+  :data:`SUMMARY_OPENING`, then the in-session summary, then the resident summary.
+- Entries covered by the active summary do not appear at all (they are sliced away by
+  :func:`liyuan.compact.rebuild_history`, not subtracted).
+- The last message is the user's: the tail holds the injection block and, last of all,
+  the user's own words. Same-role neighbours are merged with a blank line, so roles
+  alternate, and the list never ends with an assistant message (no prefill).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .compact import HistoryItem, rebuild_history
+from .model import ChatMessage
+from .tree import Entry
+
+__all__ = ["SUMMARY_OPENING", "Injection", "build_context"]
+
+SUMMARY_OPENING = "【前情提要】以下是更早剧情的接力摘要，是既定事实："
+"""Fixed first sentence of the summary message; the system prompt defines the tag."""
+
+
+@dataclass(frozen=True)
+class Injection:
+    """The per-turn data block placed right before the user's words.
+
+    Blocks appear in the original's order: 【世界状态】, 【登场名录】, 【设定集索引】,
+    【剧情记忆】, then any ``extra`` blocks (author's end note, language line ...), each
+    separated by a blank line. Empty blocks are left out.
+    """
+
+    state_text: str
+    """The ledger as :func:`liyuan.state.format_state` writes it."""
+    roster: str = ""
+    """The 【登场名录】 index (:func:`liyuan.state.format_roster`)."""
+    lore_index: str = ""
+    """Titles of the lore book, already cut to its budget."""
+    recall_lines: Sequence[str] = ()
+    """Vector-memory hits, one ``- ...`` line each."""
+    extra: Sequence[str] = ()
+    """Further complete blocks, appended in order."""
+
+    def render(self) -> str:
+        """The injection text; empty when every block is empty."""
+        blocks: list[str] = []
+        if self.state_text.strip():
+            blocks.append(f"【世界状态】\n{self.state_text.strip()}")
+        if self.roster.strip():
+            blocks.append(f"【登场名录】\n{self.roster.strip()}")
+        if self.lore_index.strip():
+            blocks.append(f"【设定集索引】\n{self.lore_index.strip()}")
+        # --8<-- [start:recall_block]
+        recall = [line.strip() for line in self.recall_lines if line.strip()]
+        if recall:  # no hits, no block: an empty 【剧情记忆】 would only invite invention
+            blocks.append("【剧情记忆】\n" + "\n".join(recall))
+        # --8<-- [end:recall_block]
+        blocks.extend(block.strip() for block in self.extra if block.strip())
+        return "\n\n".join(blocks)
+
+
+def _merge(messages: list[ChatMessage]) -> list[ChatMessage]:
+    merged: list[ChatMessage] = []
+    for msg in messages:
+        if merged and merged[-1].role == msg.role:
+            merged[-1] = ChatMessage(msg.role, f"{merged[-1].content}\n\n{msg.content}")
+        else:
+            merged.append(msg)
+    return merged
+
+
+# --8<-- [start:build_context]
+def build_context(
+    branch: Sequence[Entry],
+    user_text: str,
+    *,
+    resident_summary: str | None = None,
+    injection: Injection | str = "",
+) -> list[ChatMessage]:
+    """Assemble the messages for one turn (system prompt not included).
+
+    Args:
+        branch: The persisted branch, root to leaf.
+        user_text: The new user message; empty on a regenerate, where the branch
+            already ends with the user's message.
+        resident_summary: The card's cross-session summary, if any.
+        injection: The data block for the tail (an :class:`Injection` or ready text).
+
+    Returns:
+        Summary message (if any summary exists), kept history, then the tail.
+    """
+    history = rebuild_history(branch)
+    items = list(history.items)
+    if user_text.strip():
+        items.append(HistoryItem("user", user_text.strip()))
+    # The last user item becomes the tail so the user's words come after the data block.
+    tail_user = items.pop().text if items and items[-1].role == "user" else ""
+    summaries = [s.strip() for s in (history.summary, resident_summary) if s and s.strip()]
+    messages: list[ChatMessage] = []
+    if summaries:
+        messages.append(ChatMessage("user", "\n\n".join([SUMMARY_OPENING, *summaries])))
+    messages.extend(ChatMessage(item.role, item.text) for item in items)
+    block = injection.render() if isinstance(injection, Injection) else injection.strip()
+    tail = "\n\n".join(part for part in (block, tail_user) if part)
+    if tail:
+        messages.append(ChatMessage("user", tail))
+    messages = _merge(messages)
+    while messages and messages[-1].role == "assistant":
+        messages.pop()  # no prefill: the model must never be asked to continue its own reply
+    return messages
+# --8<-- [end:build_context]
