@@ -188,7 +188,7 @@ class OpenAIModel:
 
     model: str = ""
     base_url: str | None = None
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)
     timeout: float = 300.0
     max_retries: int = 3
     backoff: float = 1.0
@@ -220,6 +220,11 @@ class OpenAIModel:
             self._client = OpenAI(**kwargs)
         return self._client
 
+    def _redact(self, error: object) -> str:
+        # Endpoints and proxies may echo the key back in an error body; never pass it on.
+        text = str(error)
+        return text.replace(self.api_key, "***") if self.api_key and len(self.api_key) >= 8 else text
+
     def complete(self, request: ModelRequest) -> Completion:
         if not ALLOW_MODEL_REQUESTS:
             raise ModelError("真实模型请求已被禁止（liyuan.model.ALLOW_MODEL_REQUESTS = False）")
@@ -244,12 +249,12 @@ class OpenAIModel:
             except (openai.RateLimitError, openai.InternalServerError,
                     openai.APITimeoutError, openai.APIConnectionError) as exc:
                 if attempt >= self.max_retries:
-                    raise ModelError(f"模型请求失败（已重试 {attempt} 次）：{exc}") from exc
+                    raise ModelError(f"模型请求失败（已重试 {attempt} 次）：{self._redact(exc)}") from exc
             except openai.APIStatusError as exc:
                 if exc.status_code < 500 or attempt >= self.max_retries:
                     raise ModelError(f"模型请求失败：HTTP {exc.status_code}") from exc
             except openai.OpenAIError as exc:
-                raise ModelError(f"模型请求失败：{exc}") from exc
+                raise ModelError(f"模型请求失败：{self._redact(exc)}") from exc
             self.sleep(self.backoff * (2**attempt))
             attempt += 1
         latency_ms = int((time.perf_counter() - started) * 1000)
