@@ -1,0 +1,166 @@
+"""The append-only session tree: durability, bad input, navigation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from liyuan.clock import counter_ids, fixed_clock
+from liyuan.errors import TreeError
+from liyuan.tree import Entry, SessionTree, branch_to, entries_by_id, is_message, message
+
+
+def new_tree(path: Path | None) -> SessionTree:
+    return SessionTree(path, session_id="s1", clock=fixed_clock(), ids=counter_ids())
+
+
+def lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+
+
+def test_file_format_one_line_per_entry(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    tree = new_tree(path)
+    tree.append_message("user", "你好")
+    tree.append_custom("rp-state", {"time": "黄昏"})
+    header, first, second = lines(path)
+    assert header["type"] == "session" and header["version"] == 1 and header["id"] == "s1"
+    assert first == {"id": "e0001", "parentId": None, "type": "message",
+                     "timestamp": "2026-01-01T00:01:00+00:00", "role": "user", "text": "你好"}
+    assert second["parentId"] == "e0001" and second["customType"] == "rp-state"
+    assert path.read_bytes().endswith(b"\n")
+    assert "你好" in path.read_text("utf-8")  # raw UTF-8, not \\u escapes
+
+
+def test_reload_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    tree = new_tree(path)
+    for i in range(5):
+        tree.append_message("user" if i % 2 == 0 else "assistant", f"第{i}句")
+    again = SessionTree(path)
+    assert again.entries() == tree.entries()
+    assert again.leaf_id == tree.leaf_id == "e0005"
+    assert again.session_id == "s1" and again.problems == []
+
+
+def test_torn_last_line_is_skipped_and_file_only_grows(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    tree = new_tree(path)
+    tree.append_message("user", "一")
+    tree.append_message("assistant", "二")
+    with path.open("ab") as f:
+        f.write(b'{"id":"e0003","parentId":"e0002","type":"mess')
+    before = path.read_bytes()
+    reloaded = SessionTree(path, ids=counter_ids("r"))
+    assert [e.id for e in reloaded] == ["e0001", "e0002"]
+    assert len(reloaded.problems) == 1 and "末行不完整" in reloaded.problems[0]
+    reloaded.append_message("user", "三")
+    after = path.read_bytes()
+    assert after.startswith(before)  # nothing rewritten, only appended
+    third = SessionTree(path)
+    assert [e.id for e in third] == ["e0001", "e0002", "r0001"]
+    assert third.get("r0001") is not None and third.get("r0001").parent_id == "e0002"  # type: ignore[union-attr]
+    assert any("不是合法 JSON" in p for p in third.problems)  # the old fragment, now a whole bad line
+
+
+def test_bad_lines_are_skipped_and_reported(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    good = {"id": "a", "parentId": None, "type": "message", "role": "user", "text": "好"}
+    rows = [
+        json.dumps({"type": "session", "version": 1, "id": "old"}),
+        json.dumps(good, ensure_ascii=False),
+        "",
+        "这不是 JSON",
+        json.dumps([1, 2, 3]),
+        json.dumps({"parentId": "a", "type": "message", "text": "没有 id"}),
+        json.dumps({"id": "", "parentId": "a", "type": "message"}),
+        json.dumps({"id": "b", "parentId": 7, "type": "message"}),
+        json.dumps({"id": "a", "parentId": None, "type": "message", "text": "重复"}),
+        json.dumps({"id": "c", "parentId": "a", "type": "model_change", "provider": "x"}),
+        json.dumps({"id": "d", "parentId": "c", "type": "message", "role": "assistant", "text": "回"}),
+    ]
+    path.write_bytes("\n".join(rows).encode() + b"\n\xff\xfe\n")
+    tree = SessionTree(path)
+    assert [e.id for e in tree] == ["a", "c", "d"]
+    assert tree.get("a") == Entry("a", None, "message", {"role": "user", "text": "好"})
+    assert tree.session_id == "old"
+    assert len(tree.problems) == 7
+    assert sum("重复" in p for p in tree.problems) == 1
+    # The unknown type is kept on the tree but is not a message: the memory code ignores it.
+    assert [e.id for e in tree.branch()] == ["a", "c", "d"]
+    assert not is_message(tree.get("c"))  # type: ignore[arg-type]
+
+
+def test_parent_cycle_does_not_hang(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    rows = [
+        {"id": "x", "parentId": "z", "type": "message", "role": "user", "text": "1"},
+        {"id": "y", "parentId": "x", "type": "message", "role": "assistant", "text": "2"},
+        {"id": "z", "parentId": "y", "type": "message", "role": "user", "text": "3"},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", "utf-8")
+    tree = SessionTree(path)
+    assert [e.id for e in tree.branch()] == ["x", "y", "z"]
+    assert [e.id for e in tree.branch("y")] == ["z", "x", "y"]
+
+
+def test_dangling_parent_ends_branch() -> None:
+    entries = {"b": message("b", "missing", "user", "x"), "c": message("c", "b", "assistant", "y")}
+    assert [e.id for e in branch_to(entries, "c")] == ["b", "c"]
+    assert branch_to(entries, None) == [] and branch_to(entries, "nope") == []
+
+
+def test_fork_by_navigation(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    tree = new_tree(path)
+    u1 = tree.append_message("user", "问")
+    a1 = tree.append_message("assistant", "答一")
+    tree.navigate(u1.id)  # reroll the reply
+    a2 = tree.append_message("assistant", "答二")
+    assert a2.parent_id == u1.id
+    assert [e.text for e in tree.branch()] == ["问", "答二"]
+    assert [e.text for e in tree.branch(a1.id)] == ["问", "答一"]
+    reloaded = SessionTree(path)
+    assert reloaded.leaf_id == a2.id  # the last appended entry
+    reloaded.navigate(None)  # a new root
+    root = reloaded.append_message("user", "另起")
+    assert root.parent_id is None and reloaded.branch() == [root]
+    with pytest.raises(TreeError, match="没有这个条目"):
+        tree.navigate("nope")
+
+
+def test_in_memory_tree_writes_nothing(tmp_path: Path) -> None:
+    tree = new_tree(None)
+    tree.append_message("user", "x")
+    assert len(tree) == 1 and "e0001" in tree and list(tmp_path.iterdir()) == []
+    assert entries_by_id(tree.entries()) == {"e0001": 0}
+
+
+def test_duplicate_id_from_factory_is_refused() -> None:
+    tree = SessionTree(None, ids=lambda: "same")
+    tree.append_message("user", "x")
+    with pytest.raises(TreeError, match="重复"):
+        tree.append_message("user", "y")
+    assert len(tree) == 1
+
+
+def test_unreadable_or_unwritable_file_is_a_tree_error(tmp_path: Path) -> None:
+    folder = tmp_path / "dir.jsonl"
+    folder.mkdir()
+    with pytest.raises(TreeError, match="无法读取"):
+        SessionTree(folder)
+    path = tmp_path / "chat.jsonl"
+    tree = new_tree(path)
+    path.unlink()
+    path.mkdir()
+    with pytest.raises(TreeError, match="无法追加"):
+        tree.append_message("user", "x")
+    assert len(tree) == 0  # a failed write leaves no phantom entry
+
+
+def test_entry_accessors_tolerate_odd_shapes() -> None:
+    odd = Entry("o", None, "custom", {"customType": 3, "data": [1], "text": None, "role": 5})
+    assert (odd.custom_type, dict(odd.data), odd.text, odd.role) == (None, {}, "", None)
+    assert odd.to_json()["id"] == "o"
