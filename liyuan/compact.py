@@ -29,28 +29,11 @@ from .state import format_state, state_from_branch
 from .tree import Entry, SessionTree
 
 __all__ = [
-    "DEFAULT_EVERY_N_TURNS",
-    "DRAFT_OP_ENTRY_TYPE",
-    "KEEP_RECENT_BEATS",
-    "MANUAL_MIN_COMPACT_CHARS",
-    "MIN_COMPACT_CHARS",
-    "PROCESS_ENTRY_TYPES",
-    "SUMMARY_ENTRY_TYPE",
-    "SUMMARY_MAX_TOKENS",
-    "ActiveSummary",
-    "Archive",
-    "CompactionOutcome",
-    "CompactionPlan",
-    "History",
-    "HistoryItem",
-    "active_summary",
-    "compact_now",
-    "plan_compaction",
-    "rebuild_history",
-    "run_compaction",
-    "serialize_for_summary",
-    "story_view",
-    "utf16_len",
+    "DEFAULT_EVERY_N_TURNS", "DRAFT_OP_ENTRY_TYPE", "KEEP_RECENT_BEATS",
+    "MANUAL_MIN_COMPACT_CHARS", "MIN_COMPACT_CHARS", "PROCESS_ENTRY_TYPES", "SUMMARY_ENTRY_TYPE",
+    "SUMMARY_MAX_TOKENS", "ActiveSummary", "Archive", "CompactionOutcome", "CompactionPlan",
+    "History", "HistoryItem", "active_summary", "compact_now", "plan_compaction",
+    "rebuild_history", "run_compaction", "serialize_for_summary", "story_view", "utf16_len",
 ]
 
 SUMMARY_ENTRY_TYPE = "rp-summary"
@@ -458,17 +441,8 @@ def compact_now(
 ) -> CompactionOutcome:
     """Manual ``/compact``: no waiting for the period (``every_n_turns=1``), a 500-char floor.
 
-    Args:
-        tree: The session tree.
-        model: The side model.
-        user_name: The user's character name.
-        char_name: The card character's name.
-        language: Output language of the summary.
-        keep: Turns kept verbatim.
-        archive: As in :func:`run_compaction`.
-        on_activity: As in :func:`run_compaction`.
-        state_text: As in :func:`run_compaction`.
-        busy: True while a beat is being performed: nothing happens (``skipped``/``busy``).
+    ``busy`` is true while a beat is being performed: then nothing happens
+    (``skipped``/``busy``). The other arguments are those of :func:`run_compaction`.
     """
     if busy:
         message = "正在演出中，稍后再压缩"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from liyuan.compact import (
     MANUAL_MIN_COMPACT_CHARS,
@@ -430,3 +432,35 @@ def test_reroll_of_triggering_turn_drops_summary_from_branch() -> None:
     tree.append_message("assistant", "重来的回复")
     assert active_summary(tree.branch()) is None
     assert len(rebuild_history(tree.branch()).items) == 20
+
+
+# -- properties ---------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(min_value=0, max_value=40),
+    period=st.integers(min_value=1, max_value=12),
+    keep=st.integers(min_value=1, max_value=8),
+    body=st.integers(min_value=1, max_value=60),
+)
+def test_compaction_keeps_exactly_the_last_turns(n: int, period: int, keep: int, body: int) -> None:
+    tree = tree_of(beats(1, n, body="云" * body))
+    outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=period, keep=keep,
+                             min_chars=0, **NAMES)
+    if n < keep + period:
+        assert outcome.kind == "skipped" and summaries(tree) == []
+        return
+    assert outcome.kind == "compacted" and outcome.plan is not None
+    assert outcome.plan.turns == n - keep
+    history = rebuild_history(tree.branch())
+    assert user_texts(history.items) == [f"第{i}拍用户" for i in range(n - keep + 1, n + 1)]
+    assert history.summary == SUMMARY_REPLY
+    # The next compaction is due exactly `period` turns later.
+    for i in range(n + 1, n + period + 1):
+        assert plan_compaction(tree.branch(), every_n_turns=period, keep=keep, min_chars=0, **NAMES) is None
+        tree.append_message("user", f"第{i}拍用户")
+        tree.append_message("assistant", f"第{i}拍回复")
+    plan = plan_compaction(tree.branch(), every_n_turns=period, keep=keep, min_chars=0, **NAMES)
+    assert plan is not None and plan.turns == period and plan.previous_summary == SUMMARY_REPLY
+    assert SUMMARY_REPLY not in plan.conversation_text
