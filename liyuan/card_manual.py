@@ -1,0 +1,286 @@
+"""The hard path: reading, listing, searching and changing card memory by reference.
+
+Refs: ``card:handbook`` (记忆.md), ``card:resident`` (常驻摘要.md) and
+``card:recap:<chatId>`` (局/<chatId>.md). A document's version is the sha256 of its text.
+
+Invariants:
+
+- A change names the version it was based on; a stale version (or a document that no
+  longer exists) is refused with :class:`VersionConflict` and changes nothing.
+- The manifest is saved **before** any memory file changes, and records what still has
+  to be removed in its journal (``manual.pending``). A crash after that save fails
+  closed: the next sync (or hard-path call) finishes the removals before anything is
+  merged, so a hard-deleted chat can never leak back through an old aggregate.
+- Editing or deleting a recap clears every merge record and retires both aggregates
+  (unless hand-protected) to ``.history/``: the next sync rebuilds them from the
+  remaining recaps, so no model decides which entries of a hard-deleted chat go.
+- Editing an aggregate protects it and pauses automatic merging; sync never overwrites it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .card_files import CardLayout, MemoryFiles, is_valid_chat_id, sha256_text, validate_chat_id
+from .card_manifest import Manifest, finish_pending, load_manifest, save_manifest
+from .errors import ConfigError, VersionConflict
+
+__all__ = [
+    "HANDBOOK_REF",
+    "PROTECTED_NOTE",
+    "RECAP_REF_PREFIX",
+    "RESIDENT_REF",
+    "SEARCH_LEAD_CHARS",
+    "SEARCH_WINDOW_CHARS",
+    "STALE_VERSION_MESSAGE",
+    "MemoryDoc",
+    "MemoryHit",
+    "change_memory",
+    "forget_chat_recap",
+    "list_memory",
+    "read_memory",
+    "recap_ref",
+    "ref_path",
+    "search_memory",
+]
+
+HANDBOOK_REF = "card:handbook"
+RESIDENT_REF = "card:resident"
+RECAP_REF_PREFIX = "card:recap:"
+STALE_VERSION_MESSAGE = "记忆版本冲突或引用已失效；请重新读取。"
+PROTECTED_NOTE = "手工记忆，自动同步不会覆盖。"
+SEARCH_WINDOW_CHARS = 1200
+SEARCH_LEAD_CHARS = 160
+
+
+def recap_ref(chat_id: str) -> str:
+    """``card:recap:<chatId>`` (the id is validated)."""
+    return RECAP_REF_PREFIX + validate_chat_id(chat_id)
+
+
+def ref_path(layout: CardLayout, ref: str) -> Path:
+    """The file a ref names.
+
+    Raises:
+        ConfigError: The ref is not one of the three kinds, or names an invalid chat id.
+    """
+    if ref == HANDBOOK_REF:
+        return layout.handbook
+    if ref == RESIDENT_REF:
+        return layout.resident
+    if ref.startswith(RECAP_REF_PREFIX):
+        return layout.recap_path(ref[len(RECAP_REF_PREFIX):])
+    raise ConfigError(f"不认识的记忆引用：{ref!r}（可用 card:handbook、card:resident、card:recap:<局id>）")
+
+
+@dataclass(frozen=True)
+class MemoryDoc:
+    """One visible memory document."""
+
+    ref: str
+    path: str
+    """Relative to the memory folder, e.g. ``局/jA.md``."""
+    chars: int
+    version: str
+    note: str = ""
+    """:data:`PROTECTED_NOTE` for hand-protected documents."""
+
+
+@dataclass(frozen=True)
+class MemoryHit:
+    """A search hit: which document, how well, and a window of its text."""
+
+    ref: str
+    score: float
+    """Share of the query words found in the document (0..1]."""
+    excerpt: str
+    """Up to 1200 chars, starting 160 chars before the earliest match."""
+
+
+def read_memory(files: MemoryFiles, ref: str) -> tuple[str, str] | None:
+    """``(text, version)`` of a document, or ``None`` when it does not exist.
+
+    Raises:
+        ConfigError: Bad ref.
+        MemoryFileError: The document exists but cannot be read.
+    """
+    text = files.read_text(ref_path(files.layout, ref))
+    return None if text is None else (text, sha256_text(text))
+
+
+def _aggregates_to_retire(manifest: Manifest, layout: CardLayout, keep: str | None) -> list[str]:
+    names = []
+    for ref, path in ((HANDBOOK_REF, layout.handbook), (RESIDENT_REF, layout.resident)):
+        if ref != keep and not manifest.is_protected(ref):
+            names.append(layout.relative(path))
+    return names
+
+
+def _journal(manifest: Manifest, paths: list[str]) -> None:
+    state = manifest.manual_state()
+    state.pending = [*state.pending, *(p for p in paths if p not in state.pending)]
+
+
+def _recap_ids_on_disk(layout: CardLayout) -> list[str]:
+    try:
+        names = [p.name for p in layout.recaps_dir.iterdir() if p.name.endswith(".md")]
+    except OSError:
+        return []
+    return sorted(n[:-3] for n in names if is_valid_chat_id(n[:-3]))
+
+
+def change_memory(files: MemoryFiles, ref: str, version: str, content: str | None) -> None:
+    """Replace (``content``) or delete (``None``) a memory document by hand.
+
+    The caller holds the card's write lock (see :class:`~liyuan.card_memory.CardMemory`).
+
+    Args:
+        files: The card's file adapter.
+        ref: Which document.
+        version: The version the change is based on (from :func:`read_memory`).
+        content: The new text, or ``None`` to delete the document.
+
+    Raises:
+        ConfigError: Bad ref, or blank content (use ``None`` to delete).
+        VersionConflict: The document is gone or has changed since it was read.
+    """
+    layout = files.layout
+    path = ref_path(layout, ref)
+    if content is not None and not content.strip():
+        raise ConfigError("新内容是空的；要删除这份记忆，请用删除而不是写入空文本。")
+    current = files.read_text(path)
+    if current is None or sha256_text(current) != version:
+        raise VersionConflict(STALE_VERSION_MESSAGE)
+    manifest = load_manifest(files)
+    finish_pending(files, manifest)
+    state = manifest.manual_state()
+    if ref not in state.protected_refs:
+        state.protected_refs.append(ref)
+    state.epoch += 1
+    retire: list[str]
+    if ref.startswith(RECAP_REF_PREFIX):
+        chat_id = ref[len(RECAP_REF_PREFIX):]
+        if content is None and chat_id not in state.forgotten_chats:
+            state.forgotten_chats.append(chat_id)
+        retire = _aggregates_to_retire(manifest, layout, keep=None)
+    else:
+        # The user's version of an aggregate now speaks for every recap as it is today.
+        state.aggregate_pinned = True
+        forgotten = manifest.forgotten()
+        for chat_id in _recap_ids_on_disk(layout):
+            text = files.read_text(layout.recap_path(chat_id))
+            if chat_id not in forgotten and text is not None:
+                state.superseded_recaps[chat_id] = sha256_text(text)
+        retire = _aggregates_to_retire(manifest, layout, keep=ref)
+    for record in manifest.recaps.values():
+        record.merged_hash = None
+    files.backup_copy(path)  # the version the user replaced stays recoverable
+    if content is None:
+        retire.append(layout.relative(path))
+    _journal(manifest, retire)
+    save_manifest(files, manifest)  # decided and recorded before any memory file changes
+    if content is not None:
+        files.write_text(path, content.rstrip() + "\n")
+    finish_pending(files, manifest)
+
+
+def forget_chat_recap(files: MemoryFiles, chat_id: str) -> bool:
+    """Forget a chat for good: delete its recap and rebuild both aggregates without it.
+
+    The chat is never recapped again, even if its sessions grow.
+
+    Returns:
+        False when the chat has no recap (nothing changes).
+
+    Raises:
+        ConfigError: Invalid chat id.
+    """
+    layout = files.layout
+    path = layout.recap_path(chat_id)
+    if not path.exists():
+        return False
+    manifest = load_manifest(files)
+    finish_pending(files, manifest)
+    state = manifest.manual_state()
+    if chat_id not in state.forgotten_chats:
+        state.forgotten_chats.append(chat_id)
+    state.epoch += 1
+    for record in manifest.recaps.values():
+        record.merged_hash = None
+    _journal(manifest, [layout.relative(path), *_aggregates_to_retire(manifest, layout, keep=None)])
+    save_manifest(files, manifest)
+    finish_pending(files, manifest)
+    return True
+
+
+def _visible_docs(files: MemoryFiles) -> list[tuple[str, str]]:
+    """``(ref, text)`` of every document a reader should see, in a stable order."""
+    layout = files.layout
+    manifest = load_manifest(files)
+    docs: list[tuple[str, str]] = []
+    for ref in (HANDBOOK_REF, RESIDENT_REF):
+        text = files.read_text(ref_path(layout, ref))
+        if text is not None:
+            docs.append((ref, text))
+    forgotten = manifest.forgotten()
+    superseded = manifest.manual.superseded_recaps if manifest.manual else {}
+    for chat_id in _recap_ids_on_disk(layout):
+        if chat_id in forgotten:
+            continue
+        text = files.read_text(layout.recap_path(chat_id))
+        if text is None or superseded.get(chat_id) == sha256_text(text):
+            continue  # folded into a hand-edited aggregate and unchanged since
+        docs.append((recap_ref(chat_id), text))
+    return docs
+
+
+def list_memory(files: MemoryFiles) -> list[MemoryDoc]:
+    """Every visible document: aggregates first, then recaps by chat id.
+
+    Forgotten chats and recaps superseded by a hand-edited aggregate (and unchanged
+    since) are hidden.
+
+    Raises:
+        MemoryFileError: A document exists but cannot be read.
+    """
+    manifest = load_manifest(files)
+    return [
+        MemoryDoc(
+            ref=ref,
+            path=files.layout.relative(ref_path(files.layout, ref)),
+            chars=len(text),
+            version=sha256_text(text),
+            note=PROTECTED_NOTE if manifest.is_protected(ref) else "",
+        )
+        for ref, text in _visible_docs(files)
+    ]
+
+
+def search_memory(files: MemoryFiles, query: str, limit: int = 6) -> list[MemoryHit]:
+    """Find visible documents containing any of the query's words (case-insensitive).
+
+    Args:
+        files: The card's file adapter.
+        query: Whitespace-separated words.
+        limit: At most this many hits, best first.
+
+    Returns:
+        Hits sorted by score (ties keep document order); empty for a blank query.
+
+    Raises:
+        MemoryFileError: A document exists but cannot be read (never "no hits").
+    """
+    words = query.lower().split()
+    if not words or limit <= 0:
+        return []
+    hits: list[MemoryHit] = []
+    for ref, text in _visible_docs(files):
+        lowered = text.lower()
+        found = [pos for pos in (lowered.find(w) for w in words) if pos >= 0]
+        if not found:
+            continue
+        start = max(0, min(found) - SEARCH_LEAD_CHARS)
+        hits.append(MemoryHit(ref, len(found) / len(words), text[start : start + SEARCH_WINDOW_CHARS]))
+    hits.sort(key=lambda hit: -hit.score)
+    return hits[:limit]
