@@ -97,3 +97,21 @@ def test_custom_and_tool_entries_never_reach_context() -> None:
     ]
     joined = "\n".join(m.content for m in build_context(branch, "继续"))
     assert "秘密思考" not in joined and "掷出" not in joined and "roll" not in joined
+
+
+def test_doc_snippet_sections_exist_and_are_not_empty() -> None:
+    """The docs include these named sections; a rename or a lost marker must fail here too."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "liyuan"
+    wanted = {
+        "compact.py": ["active_summary", "plan_compaction", "run_compaction"],
+        "assemble.py": ["build_context", "recall_block"],
+        "agent_compact.py": ["before_compact_hook"],
+    }
+    for name, sections in wanted.items():
+        text = (root / name).read_text("utf-8")
+        for section in sections:
+            found = re.findall(rf"# --8<-- \[start:{section}\]\n(.*?)# --8<-- \[end:{section}\]", text, re.DOTALL)
+            assert len(found) == 1 and found[0].strip(), (name, section)

@@ -116,6 +116,27 @@ def test_400_is_not_retried_and_hides_the_key(allow_model_requests: None) -> Non
     assert SECRET not in repr(model)
 
 
+def test_connection_errors_are_retried(allow_model_requests: None) -> None:
+    attempts: list[int] = []
+
+    def flaky(req: httpx2.Request) -> httpx2.Response:
+        attempts.append(1)
+        if len(attempts) < 3:
+            raise httpx2.ConnectError(f"refused {SECRET}", request=req)
+        return httpx2.Response(200, json=reply("通了"))
+
+    sleeps: list[float] = []
+    model = OpenAIModel(model="m", base_url="http://side.test/v1", api_key=SECRET, sleep=sleeps.append,
+                        http_client=httpx2.Client(transport=httpx2.MockTransport(flaky)))
+    assert model.complete(ask()).text == "通了"
+    assert len(attempts) == 3 and sleeps == [1.0, 2.0]
+    attempts.clear()
+    model.max_retries = 1
+    with pytest.raises(ModelError) as info:
+        model.complete(ask())
+    assert SECRET not in str(info.value) and len(attempts) == 2
+
+
 def test_empty_choices_is_a_model_error(allow_model_requests: None) -> None:
     body = reply("x")
     body["choices"] = []
