@@ -6,9 +6,11 @@ Invariants of :func:`build_context`:
   :data:`SUMMARY_OPENING`, then the in-session summary, then the resident summary.
 - Entries covered by the active summary do not appear at all (they are sliced away by
   :func:`liyuan.compact.rebuild_history`, not subtracted).
+- The summary message stands alone, never merged with the kept history: it is one
+  message a reader (and the model) can point at. After it, same-role neighbours are
+  merged with a blank line, so the kept history and the tail alternate roles.
 - The last message is the user's: the tail holds the injection block and, last of all,
-  the user's own words. Same-role neighbours are merged with a blank line, so roles
-  alternate, and the list never ends with an assistant message (no prefill).
+  the user's own words. The list never ends with an assistant message (no prefill).
 """
 
 from __future__ import annotations
@@ -101,16 +103,15 @@ def build_context(
     # The last user item becomes the tail so the user's words come after the data block.
     tail_user = items.pop().text if items and items[-1].role == "user" else ""
     summaries = [s.strip() for s in (history.summary, resident_summary) if s and s.strip()]
-    messages: list[ChatMessage] = []
-    if summaries:
-        messages.append(ChatMessage("user", "\n\n".join([SUMMARY_OPENING, *summaries])))
-    messages.extend(ChatMessage(item.role, item.text) for item in items)
+    body = [ChatMessage(item.role, item.text) for item in items]
     block = injection.render() if isinstance(injection, Injection) else injection.strip()
     tail = "\n\n".join(part for part in (block, tail_user) if part)
     if tail:
-        messages.append(ChatMessage("user", tail))
-    messages = _merge(messages)
-    while messages and messages[-1].role == "assistant":
-        messages.pop()  # no prefill: the model must never be asked to continue its own reply
-    return messages
+        body.append(ChatMessage("user", tail))
+    body = _merge(body)
+    while body and body[-1].role == "assistant":
+        body.pop()  # no prefill: the model must never be asked to continue its own reply
+    if not summaries or not body:
+        return body
+    return [ChatMessage("user", "\n\n".join([SUMMARY_OPENING, *summaries])), *body]
 # --8<-- [end:build_context]

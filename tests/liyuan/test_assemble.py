@@ -26,10 +26,11 @@ def test_no_summary_plain_history_then_tail() -> None:
 def test_summary_message_replaces_covered_history() -> None:
     branch = chain(beats(1, 3, body="。"), [summary("s1", "a-3", "五节摘要", "a-2")])
     msgs = build_context(branch, "新的一句", injection="【世界状态】\n时间：黄昏")
-    assert roles(msgs) == [U, A, U]
-    assert msgs[0].content == f"{SUMMARY_OPENING}\n\n五节摘要\n\n第3拍用户"
-    assert msgs[1].content == "第3拍回复。"
-    assert msgs[2].content == "【世界状态】\n时间：黄昏\n\n新的一句"
+    assert roles(msgs) == [U, U, A, U]
+    assert msgs[0].content == f"{SUMMARY_OPENING}\n\n五节摘要"
+    assert msgs[1].content == "第3拍用户"
+    assert msgs[2].content == "第3拍回复。"
+    assert msgs[3].content == "【世界状态】\n时间：黄昏\n\n新的一句"
     joined = "\n".join(m.content for m in msgs)
     assert "第1拍" not in joined and "第2拍" not in joined
     assert sum(m.content.count(SUMMARY_OPENING) for m in msgs) == 1
@@ -38,7 +39,10 @@ def test_summary_message_replaces_covered_history() -> None:
 def test_in_session_summary_then_resident_summary() -> None:
     branch = chain(beats(1, 2, body="。"), [summary("s1", "a-2", "本局摘要", "a-2")])
     msgs = build_context(branch, "你好", resident_summary="# 往局记忆（同一世界更早的几局）\n旧事")
-    assert msgs == [ChatMessage(U, f"{SUMMARY_OPENING}\n\n本局摘要\n\n# 往局记忆（同一世界更早的几局）\n旧事\n\n你好")]
+    assert msgs == [
+        ChatMessage(U, f"{SUMMARY_OPENING}\n\n本局摘要\n\n# 往局记忆（同一世界更早的几局）\n旧事"),
+        ChatMessage(U, "你好"),
+    ]
 
 
 def test_resident_summary_alone_opens_new_chat() -> None:
