@@ -260,6 +260,7 @@ class SessionTree:
 
     # -- writing -------------------------------------------------------------
 
+    # --8<-- [start:navigate]
     def navigate(self, entry_id: str | None) -> None:
         """Move the leaf (reroll, rewind). ``None`` means before the first entry."""
         if entry_id is not None and entry_id not in self._entries:
@@ -279,6 +280,7 @@ class SessionTree:
         self._order.append(entry_id)
         self._leaf = entry_id
         return entry
+    # --8<-- [end:navigate]
 
     def append_message(self, role: str, text: str, **extra: Any) -> Entry:
         """Append a message (``user``, ``assistant`` or ``toolResult``)."""
