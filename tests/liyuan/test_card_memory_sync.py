@@ -14,6 +14,7 @@ import pytest
 
 from liyuan.card_files import MemoryFiles, sha1_text
 from liyuan.card_manifest import load_manifest
+from liyuan.card_memory import load_resident_summary
 from liyuan.errors import ConfigError, ModelError
 from liyuan.model import FunctionModel, ModelRequest, ScriptedModel
 
@@ -64,7 +65,7 @@ def test_full_chain(tmp_path: Path) -> None:
     assert "mergedAt" in manifest
     assert any(n.startswith("正在复盘「初来乍到」（1 拍 · ") for n in notes)
     assert "正在合并记忆（2 局有更新）…" in notes and "记忆已更新：复盘 2 局" in notes
-    assert mem.load_resident_summary() == RESIDENT_1
+    assert mem.load_resident_summary() == RESIDENT_1 == load_resident_summary(tmp_path)
 
     second = mem.sync()
     assert (second.recapped, second.merged, len(model.calls)) == ([], "no-change", 3)
