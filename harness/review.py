@@ -1,0 +1,171 @@
+"""The drift gate (``check``) and the review view of a change (``diff``).
+
+Invariant: neither command writes into the repository. Both regenerate the scripted
+artifacts into a temporary folder and compare: ``check`` against the committed files in
+``sim/`` (any difference fails), ``diff`` against the artifacts as they were at a git ref,
+reported per scenario step and per model call so a prompt change reads as a prompt diff.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from liyuan.errors import ConfigError
+
+from .artifacts import FileDiff, compare_trees, unified
+from .models import open_setup
+from .progress import Progress
+from .runner import RunReport, run_scenarios
+
+__all__ = ["CheckResult", "check", "diff_against", "regenerate"]
+
+
+def regenerate(root: Path, out_base: Path, progress: Progress) -> tuple[RunReport, dict[str, bytes]]:
+    """Run every scenario with scripted replies into ``out_base``; return the fresh files."""
+    with open_setup("scripted", root) as setup:
+        report = run_scenarios(None, root=root, setup=setup, out_base=out_base, progress=progress)
+    fresh = {p.relative_to(out_base).as_posix(): p.read_bytes()
+             for p in sorted(out_base.rglob("*")) if p.is_file()}
+    return report, fresh
+
+
+@dataclass
+class CheckResult:
+    """Outcome of :func:`check`."""
+
+    diffs: list[FileDiff]
+    failures: list[str]
+    files: int
+
+    @property
+    def ok(self) -> bool:
+        """True when the committed artifacts match a fresh run and no step failed."""
+        return not self.diffs and not self.failures
+
+    def report(self) -> str:
+        """Human-readable result (Chinese), with a unified diff per differing file."""
+        if self.ok:
+            return f"sim/ 与代码一致：{self.files} 个文件逐字节相同。\n"
+        lines = []
+        for failure in self.failures:
+            lines.append(f"步骤失败：{failure}\n")
+        labels = {"changed": "内容不同", "new": "没有提交", "missing": "已提交但不再生成"}
+        for d in self.diffs:
+            lines.append(f"\n✗ sim/{d.path}（{labels.get(d.status, d.status)}）\n{d.diff}")
+        lines.append(f"\n{len(self.diffs)} 个文件和代码对不上。改了代码或 prompt 之后运行 "
+                     "`python -m harness run` 重新生成，审阅 `python -m harness diff` 的输出后一并提交。\n")
+        return "".join(lines)
+
+
+def check(root: Path, progress: Progress | None = None) -> CheckResult:
+    """Regenerate into a temp dir and compare with the committed ``sim/out`` and ``sim/txt``."""
+    progress = progress or Progress(quiet=True)
+    with tempfile.TemporaryDirectory(prefix="liyuan-check-") as tmp:
+        report, fresh = regenerate(root, Path(tmp), progress)
+    diffs = compare_trees(root / "sim", fresh, orphan_dirs=("txt",))
+    return CheckResult(diffs=diffs, failures=report.failures, files=len(fresh))
+
+
+def _git_show(root: Path, ref: str, rel: str) -> str | None:
+    result = subprocess.run(["git", "-C", str(root), "show", f"{ref}:{rel}"],
+                            capture_output=True, check=False)
+    return result.stdout.decode("utf-8") if result.returncode == 0 else None
+
+
+def _verify_ref(root: Path, ref: str) -> None:
+    result = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+                            capture_output=True, check=False)
+    if result.returncode != 0:
+        raise ConfigError(f"不认识的 git 引用：{ref}（在 {root} 里）")
+
+
+def _calls(step: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {c["key"]: c for c in step.get("calls", [])}
+
+
+def _call_parts(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(label, old text, new text) for the prompt parts and the reply of one call."""
+
+    def request(call: Mapping[str, Any], part: str) -> str:
+        return str((call.get("request") or {}).get(part, ""))
+
+    def reply(call: Mapping[str, Any]) -> str:
+        return str((call.get("reply") or {}).get("text", ""))
+
+    return [("prompt · system", request(a, "system"), request(b, "system")),
+            ("prompt · user", request(a, "user"), request(b, "user")),
+            ("回复", reply(a), reply(b))]
+
+
+def _step_diffs(rel: str, ref: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """Per step and per call: the parts that differ, as unified diffs."""
+    out: list[str] = []
+    old_steps = {s["id"]: s for s in old.get("steps", [])}
+    new_steps = {s["id"]: s for s in new.get("steps", [])}
+    scenario = new.get("scenario") or old.get("scenario")
+    for step_id in list(new_steps) + [s for s in old_steps if s not in new_steps]:
+        a, b = old_steps.get(step_id, {}), new_steps.get(step_id, {})
+        kind = b.get("kind") or a.get("kind")
+        parts: list[str] = []
+        old_calls, new_calls = _calls(a), _calls(b)
+        for key in list(new_calls) + [k for k in old_calls if k not in new_calls]:
+            ca, cb = old_calls.get(key, {}), new_calls.get(key, {})
+            for label, old_part, new_part in _call_parts(ca, cb):
+                text = unified(old_part, new_part, f"{ref}:sim/{rel} · {key} · {label}",
+                               f"工作区 · {key} · {label}")
+                if text:
+                    parts.append(f"### 调用 {key} 的{label}\n{text}")
+        for label in ("outcome", "activity"):
+            old_text = json.dumps(a.get(label), ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+            new_text = json.dumps(b.get(label), ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+            text = unified(old_text, new_text, f"{ref} · {step_id} · {label}", f"工作区 · {step_id} · {label}")
+            if text:
+                parts.append(f"### 结果 {label}\n{text}")
+        if parts:
+            state = "（新步骤）" if not a else "（已删除的步骤）" if not b else ""
+            out.append(f"## {scenario} · 步骤 {step_id}（{kind}）{state}\n" + "".join(parts))
+    return out
+
+
+def diff_against(root: Path, ref: str = "HEAD", progress: Progress | None = None) -> tuple[str, int]:
+    """Compare freshly generated artifacts with those committed at ``ref``.
+
+    Returns:
+        The review text and the number of differing prompts/outputs/files.
+
+    Raises:
+        ConfigError: ``ref`` is not a commit of the repository at ``root``.
+    """
+    _verify_ref(root, ref)
+    progress = progress or Progress(quiet=True)
+    with tempfile.TemporaryDirectory(prefix="liyuan-diff-") as tmp:
+        report, fresh = regenerate(root, Path(tmp), progress)
+    sections: list[str] = []
+    writers: dict[str, str] = {}
+    for records in report.records.values():
+        for step in records:
+            for rel in step.get("files", []):
+                writers[rel] = step["id"]
+    for rel in sorted(r for r in fresh if r.startswith("out/") and r.endswith(".json")):
+        new = json.loads(fresh[rel].decode("utf-8"))
+        old_text = _git_show(root, ref, f"sim/{rel}")
+        old = json.loads(old_text) if old_text else {}
+        sections.extend(_step_diffs(rel, ref, old, new))
+    file_sections = []
+    for rel in sorted(r for r in fresh if r.startswith("txt/")):
+        new_text = fresh[rel].decode("utf-8")
+        old_text = _git_show(root, ref, f"sim/{rel}") or ""
+        text = unified(old_text, new_text, f"{ref}:sim/{rel}", f"工作区:sim/{rel}")
+        if text:
+            file_sections.append(f"## sim/{rel}（步骤 {writers.get(rel, '?')} 写的文件）\n{text}")
+    count = len(sections) + len(file_sections)
+    if not count:
+        return f"和 {ref} 相比，所有 prompt 和产物都没有变化。\n", 0
+    head = f"# 和 {ref} 相比：{len(sections)} 个步骤、{len(file_sections)} 个文件有变化\n\n"
+    return head + "\n".join(sections + file_sections), count

@@ -1,0 +1,83 @@
+"""The README of a model run folder (``sim/runs/<model>/README.md``).
+
+Invariant: the README is generated from the run's own records: it names the model, says
+plainly whether the run is a plumbing run, and lists every step outcome (failures
+included) so what the model did, and what the code did with it, is visible without
+opening the JSON.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .models import ModelSetup
+    from .runner import RunReport
+
+__all__ = ["readme"]
+
+
+def _step_line(step: dict[str, Any]) -> str:
+    outcome = step.get("outcome") or {}
+    kind = step.get("kind")
+    calls = step.get("calls") or []
+    usage = [c["reply"]["usage"] for c in calls if c.get("reply") and c["reply"].get("usage")]
+    tokens = ""
+    if usage:
+        tokens = f"；tokens {sum(u['prompt_tokens'] for u in usage)}→{sum(u['completion_tokens'] for u in usage)}"
+    if kind == "compact":
+        what = f"压缩：{outcome.get('kind')}（{outcome.get('reason') or '—'}）{outcome.get('message', '')}"
+    elif kind == "sync":
+        changed = outcome.get("memory_files_changed") or []
+        what = (f"同步：复盘成功 {outcome.get('recapped')}，失败 {outcome.get('failed')}，"
+                f"合并 {outcome.get('merged')}；记忆文件变化：{'、'.join(changed) if changed else '没有'}")
+    elif kind == "play":
+        done = outcome.get("compactions") or []
+        what = "演出：" + ("；".join(f"第 {c['after_beat']} 拍后 {c['kind']}（{c.get('reason') or '—'}）"
+                                    for c in done) or "没有触发压缩")
+    else:
+        what = str(outcome.get("error") or kind)
+    return f"- `{step['id']}`（{kind}，{len(calls)} 次调用{tokens}）：{what}"
+
+
+def readme(setup: ModelSetup, report: RunReport) -> str:
+    """README text for a model run folder."""
+    lines = [f"# 实跑记录：{setup.model_id}", ""]
+    if setup.plumbing:
+        lines += [
+            "**这是一次管线演示（plumbing run），不是质量证据。**",
+            "",
+            "模型是 Gemma 3 270M 的基础模型（没有指令微调），由 llama.cpp（xllamacpp）在本机回环地址上提供，"
+            "经 openai SDK 调用，温度 0。它写不出可用的摘要、复盘或合并结果。这次运行只证明："
+            "真实模型这条路从 HTTP、用量、耗时到记录都走得通；模型交回的东西不合格时，校验拒收，"
+            "摘要不落地，记忆文件不变，什么都不丢。",
+            "",
+        ]
+    else:
+        lines += [f"模型 `{setup.model_id}`，接口 {setup.endpoint}，参数 {setup.parameters}。", ""]
+    lines += [
+        "## 目录里有什么",
+        "",
+        "- `out/<场景>.json`：每一步的每次调用：请求（messages、参数）、回复、用量、耗时、来源，以及结果。",
+        "- `txt/`：各步骤按场景写出的文件（和 `sim/txt/` 同名，但这里是真实模型的输出）。",
+        "- `replies/<场景>.yaml`：录制的回复，每条带它所回答的请求的 sha256；"
+        "prompt 一变，重放时报告过期并给出 prompt 差异。",
+        "- `run.json`：模型、参数、每个场景的调用数和 token 用量。",
+        "",
+        "## 每一步的结果",
+        "",
+    ]
+    for name, steps in report.records.items():
+        lines.append(f"### {name}")
+        lines.append("")
+        lines.extend(_step_line(step) for step in steps)
+        lines.append("")
+    lines += [
+        "## 重跑和重放",
+        "",
+        "```bash",
+        f"python -m harness run --model {setup.spec}",
+        f"python -m harness run --model replay:{setup.out_rel}",
+        "```",
+    ]
+    return "\n".join(lines)

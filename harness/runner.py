@@ -1,0 +1,291 @@
+"""Run scenarios on the real liyuan code and collect their artifacts.
+
+Invariant: a run is a pure function of (scenario files, reply files, liyuan code) when
+the model is scripted: ids come from counters, time from a fixed clock, card memory
+lives in a private temporary folder, and every artifact records only relative, stable
+content. Nothing is written until every scenario has run; then all files are written
+under the output base (``sim/`` for scripted runs, ``sim/runs/<model>/`` otherwise).
+
+Layout under the output base: ``out/<name>.json`` (every step: prompts, replies,
+outcomes, provenance) and ``txt/<file>`` (the files the steps name); a model run also
+gets ``replies/<scenario>.yaml`` (the recording, with request hashes), ``run.json``
+and ``README.md``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from liyuan.clock import counter_ids, fixed_clock
+from liyuan.errors import LiyuanError
+from liyuan.tree import SessionTree
+
+from .artifacts import ArtifactSet
+from .models import ModelSetup
+from .progress import Progress
+from .recorder import CallRecord, Recorder
+from .scenario import ChatSpec, Scenario, StepSpec, load_scenario, scenario_names
+
+__all__ = [
+    "DEFAULT_CLOCK_START",
+    "HANDLERS",
+    "RunReport",
+    "ScenarioRun",
+    "StepResult",
+    "run_scenarios",
+]
+
+DEFAULT_CLOCK_START = "2026-03-01T20:00:00+08:00"
+SESSION_FILE = "001.jsonl"
+
+SCRIPTED_LINE = "（脚本回复：人工撰写的示范，不是模型输出）"
+HAND_WRITTEN_LINE = "（手写复盘：人工撰写，用来演示跨局记忆和遗忘，不是模型输出）"
+PROMPT_SCRIPTED_LINE = "（下面的 prompt 由 liyuan 代码拼出；其中引用的摘要、复盘是人工撰写的脚本回复，不是模型输出）"
+
+
+@dataclass
+class StepResult:
+    """What a step handler reports."""
+
+    outcome: dict[str, Any]
+    """JSON-able outcome, copied into the step record."""
+    summary: str
+    """One Chinese line for the progress output."""
+    failed: bool = False
+    """True when the step could not do its job (the run reports it; artifacts are still written)."""
+
+
+@dataclass
+class ScenarioRun:
+    """Everything a step handler needs: the scenario, its trees, its files, the model."""
+
+    scenario: Scenario
+    recorder: Recorder
+    setup: ModelSetup
+    workdir: Path
+    artifacts: ArtifactSet
+    progress: Progress
+    clock: Callable[[], str]
+    trees: dict[str, SessionTree] = field(default_factory=dict)
+    played: dict[str, int] = field(default_factory=dict)
+    """Beats of each chat already written into its tree."""
+    written: dict[str, list[str]] = field(default_factory=dict)
+    """Step id to the txt paths it wrote."""
+    activity: list[str] = field(default_factory=list)
+    services: dict[str, Any] = field(default_factory=dict)
+    """Lazily created helpers shared by steps (card memory, vector memory ...)."""
+    current: StepSpec | None = None
+
+    @property
+    def card_dir(self) -> Path:
+        """The card folder in the private work dir."""
+        return self.workdir / "cards" / self.scenario.card
+
+    def chat_dir(self, chat_id: str) -> Path:
+        """Folder of one chat (局) of the card."""
+        return self.card_dir / "对话" / chat_id
+
+    def chat(self, chat_id: str) -> ChatSpec:
+        """The chat definition."""
+        return self.scenario.chats[chat_id]
+
+    def config(self, key: str, default: Any) -> Any:
+        """A scenario-level config value."""
+        return self.scenario.config.get(key, default)
+
+    def tree(self, chat_id: str) -> SessionTree:
+        """The chat's session tree, created (greeting and first ledger) on first use."""
+        if chat_id in self.trees:
+            return self.trees[chat_id]
+        from .story import chat_beats, write_opening
+
+        spec = self.chat(chat_id)
+        path = self.chat_dir(chat_id) / "会话" / SESSION_FILE
+        tree = SessionTree(path, session_id=f"{chat_id}-session", clock=self.clock,
+                           ids=counter_ids(f"{chat_id}-"))
+        write_opening(tree, spec)
+        self.trees[chat_id] = tree
+        self.played[chat_id] = 0
+        chat_beats(spec)  # validate a generated chat early
+        return tree
+
+    def on_activity(self, line: str) -> None:
+        """Collect the memory code's activity lines into the step record."""
+        self.activity.append(line)
+        self.progress.note(line)
+
+    def header_for(self, records: Sequence[CallRecord]) -> str | None:
+        """The provenance line for a txt holding these replies, or ``None``."""
+        provenances = {r.provenance for r in records if r.text is not None}
+        if not provenances:
+            return None
+        if provenances == {"scripted"}:
+            return SCRIPTED_LINE
+        models = "、".join(sorted(p.removeprefix("model:") for p in provenances if p != "scripted"))
+        line = f"（模型输出：{models}，原样记录"
+        if self.setup.plumbing:
+            line += "；管线演示，不代表摘要质量"
+        return line + "）"
+
+    def prompt_header(self, embeds_scripted: bool) -> str | None:
+        """The line for a prompt txt that quotes replies no model wrote."""
+        return PROMPT_SCRIPTED_LINE if embeds_scripted else None
+
+    def write_txt(self, key: str, text: str, *, header: str | None = None) -> str | None:
+        """Write the step's file for ``key`` (if the scenario names one); returns its path."""
+        step = self.current
+        assert step is not None
+        name = step.files.get(key)
+        if name is None:
+            return None
+        rel = f"txt/{name}"
+        body = f"{header}\n\n{text.strip()}" if header else text.strip()
+        self.artifacts.add_text(rel, body)
+        self.written.setdefault(step.id, []).append(rel)
+        return rel
+
+
+Handler = Callable[[ScenarioRun, StepSpec], StepResult]
+HANDLERS: dict[str, Handler] = {}
+"""Step kind to handler; filled by :mod:`harness.steps`."""
+
+
+@dataclass
+class RunReport:
+    """The result of running some scenarios."""
+
+    artifacts: ArtifactSet
+    out_base: Path
+    failures: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+    calls: int = 0
+    written: bool = False
+    """Whether the files were written (a failed scripted run into ``sim/`` writes nothing)."""
+    records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """``out`` name to its step records (what ``out/<name>.json`` holds under ``steps``)."""
+
+
+def _run_one(scenario: Scenario, setup: ModelSetup, artifacts: ArtifactSet, progress: Progress,
+             root: Path) -> tuple[dict[str, list[dict[str, Any]]], list[str], Recorder]:
+    from . import steps  # noqa: F401  (registers the handlers)
+
+    recorder = Recorder(setup.backend_for(scenario, root), on_call=progress.call)
+    records: dict[str, list[dict[str, Any]]] = {}
+    failures: list[str] = []
+    workdir = Path(tempfile.mkdtemp(prefix=f"liyuan-sim-{scenario.name}-"))
+    try:
+        run = ScenarioRun(scenario=scenario, recorder=recorder, setup=setup, workdir=workdir,
+                          artifacts=artifacts, progress=progress,
+                          clock=fixed_clock(scenario.config.get("clock_start", DEFAULT_CLOCK_START)))
+        progress.scenario(scenario.name, len(scenario.steps), setup.label)
+        for index, step in enumerate(scenario.steps, start=1):
+            progress.step(index, len(scenario.steps), step.id, step.kind)
+            recorder.begin_step(step.id)
+            run.current = step
+            run.activity = []
+            try:
+                result = HANDLERS[step.kind](run, step)
+            except LiyuanError as exc:
+                result = StepResult({"error": str(exc)}, f"出错：{exc}", failed=True)
+            if recorder.fatal is not None:
+                failures.append(f"{scenario.name} · {step.id}: {recorder.fatal}")
+                progress.step_done("中止：回复缺失或过期")
+                break
+            if result.failed and not setup.tolerate_failures:
+                failures.append(f"{scenario.name} · {step.id}: {result.summary}")
+            progress.step_done(result.summary)
+            records.setdefault(step.out, []).append({
+                "id": step.id,
+                "kind": step.kind,
+                "note": step.note,
+                "params": dict(step.params),
+                "calls": [c.to_json(stable=setup.stable) for c in recorder.step_calls(step.id)],
+                "activity": list(run.activity),
+                "outcome": result.outcome,
+                "files": run.written.get(step.id, []),
+            })
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return records, failures, recorder
+
+
+def run_scenarios(
+    names: Sequence[str] | None,
+    *,
+    root: Path,
+    setup: ModelSetup,
+    out_base: Path | None = None,
+    progress: Progress | None = None,
+    write: bool = True,
+) -> RunReport:
+    """Run scenarios and write their artifacts.
+
+    Args:
+        names: Scenario names (``sim/scenarios/<name>.yaml``); ``None`` or empty runs all.
+        root: The repository root.
+        setup: Which model answers and how the run is labelled (:mod:`harness.models`).
+        out_base: Where ``out/`` and ``txt/`` go; default from ``setup``.
+        progress: Progress reporter (default: stderr).
+        write: Write the files (``False`` keeps them in the report only).
+
+    Raises:
+        ScenarioError: A scenario or reply file is malformed, or a name is unknown.
+    """
+    from .scenario import ScenarioError
+
+    progress = progress or Progress()
+    folder = root / "sim" / "scenarios"
+    available = scenario_names(folder)
+    chosen = list(names) if names else available
+    for name in chosen:
+        if name not in available:
+            raise ScenarioError(f"没有这个场景：{name}（可选：{'、'.join(available)}）")
+    scenarios = [load_scenario(folder / f"{n}.yaml", root) for n in chosen]
+    base = out_base if out_base is not None else root / setup.out_rel
+    artifacts = ArtifactSet(secrets=setup.secrets)
+    report = RunReport(artifacts=artifacts, out_base=base)
+    outputs: dict[str, list[dict[str, Any]]] = {}
+    owners: dict[str, str] = {}
+    for scenario in scenarios:
+        started = time.perf_counter()
+        files_before = len(artifacts)
+        records, failures, recorder = _run_one(scenario, setup, artifacts, progress, root)
+        report.failures.extend(failures)
+        report.calls += len(recorder.calls)
+        for out_name, steps in records.items():
+            if out_name in owners and owners[out_name] != scenario.name:
+                raise ScenarioError(f"sim/out/{out_name}.json 同时由 {owners[out_name]} 和 {scenario.name} 写")
+            owners[out_name] = scenario.name
+            outputs.setdefault(out_name, []).extend(steps)
+        setup.after_scenario(scenario, recorder, artifacts)
+        progress.scenario_done(len(artifacts) - files_before)
+        report.seconds[scenario.name] = time.perf_counter() - started
+    for out_name, steps in outputs.items():
+        scenario = next(s for s in scenarios if s.name == owners[out_name])
+        artifacts.add_json(f"out/{out_name}.json", {
+            "scenario": scenario.name,
+            "source": scenario.path,
+            "title": scenario.title,
+            "description": scenario.description,
+            "card": scenario.card,
+            "user": scenario.user,
+            "char": scenario.char,
+            "language": scenario.language,
+            "config": dict(scenario.config),
+            "model": setup.describe(),
+            "steps": steps,
+        })
+    report.records = outputs
+    setup.after_run(scenarios, report)
+    # A failed scripted run must not overwrite the committed artifacts with half a run;
+    # an explicit --out (check, diff, a look at the failure) and model runs still write.
+    report.written = write and not (report.failures and setup.kind == "scripted" and out_base is None)
+    if report.written:
+        artifacts.write(base)
+    return report

@@ -1,0 +1,416 @@
+"""Scenario files (``sim/scenarios/*.yaml``): schema, loading, validation.
+
+Invariant: a :class:`Scenario` that loads is complete and self-consistent: every step
+has a known kind, only the parameters that kind accepts (with the right types), refers
+to chats that exist, and names its output files under ``sim/txt/`` with no two steps
+writing the same file. Anything else fails at load time with a Chinese message that
+names the file and the field, before any step runs.
+
+The schema is documented in ``docs/harness.md``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from liyuan.errors import ConfigError
+
+__all__ = [
+    "STEP_KINDS",
+    "Beat",
+    "ChatSpec",
+    "Scenario",
+    "ScenarioError",
+    "StepKind",
+    "StepSpec",
+    "load_scenario",
+    "scenario_names",
+]
+
+_ID_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+_FILE_RE = re.compile(r"^[A-Za-z0-9_.-]+\.(txt|md|json)$")
+
+
+class ScenarioError(ConfigError):
+    """A scenario or reply file is malformed; the message names the file and field."""
+
+
+Check = Callable[[Any], bool]
+
+
+def _is_str(v: Any) -> bool:
+    return isinstance(v, str) and bool(v.strip())
+
+
+def _is_bool(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_int_list(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(_is_int(x) for x in v)
+
+
+def _is_mapping(v: Any) -> bool:
+    return isinstance(v, dict)
+
+
+_TYPE_NAMES: dict[Check, str] = {
+    _is_str: "非空字符串",
+    _is_bool: "true/false",
+    _is_int: "整数",
+    _is_int_list: "整数列表",
+    _is_mapping: "映射",
+}
+
+
+@dataclass(frozen=True)
+class StepKind:
+    """What one kind of step accepts."""
+
+    name: str
+    summary: str
+    """One line, Chinese, for docs and error messages."""
+    required: Mapping[str, Check] = field(default_factory=dict)
+    optional: Mapping[str, Check] = field(default_factory=dict)
+    files: tuple[str, ...] = ()
+    """File keys the step can write (``prompt``, ``summary`` ...)."""
+    per_chat_files: tuple[str, ...] = ()
+    """File keys whose value maps chat id to file name (a sync recaps several chats)."""
+    chat_params: tuple[str, ...] = ("chat",)
+    """Parameters that must name a chat of the scenario."""
+
+
+STEP_KINDS: dict[str, StepKind] = {
+    k.name: k
+    for k in (
+        StepKind("play", "把聊天定义里的拍子逐拍写进会话树（可在每拍后自动压缩、写入向量记忆）",
+                 required={"chat": _is_str},
+                 optional={"upto": _is_int, "auto_compact": _is_bool, "vector": _is_bool},
+                 files=("log", "prompt_1", "prompt_2", "prompt_3", "summary_1", "summary_2", "summary_3")),
+        StepKind("compact", "压缩一次：auto 按周期和 2000 字门槛，manual 即 /compact（周期 1、500 字）",
+                 required={"chat": _is_str, "mode": _is_str},
+                 optional={"keep": _is_int, "every_n_turns": _is_int, "min_chars": _is_int},
+                 files=("prompt", "prompt_user", "summary", "outcome")),
+        StepKind("assemble", "来一条新的用户消息，组装发给主模型的上下文",
+                 required={"chat": _is_str, "user": _is_str},
+                 optional={"resident": _is_bool, "recall": _is_bool},
+                 files=("history", "context", "injection")),
+        StepKind("sync", "给整张卡同步一次跨局记忆：写复盘、合并手册和常驻摘要、遗忘",
+                 chat_params=(),
+                 files=("merge_prompt", "merge_prompt_user", "merge_prompt_tail", "handbook", "resident"),
+                 per_chat_files=("recap_prompt", "recap")),
+        StepKind("write_recap", "手写一局的复盘（标注为手写，不是模型输出）",
+                 required={"chat": _is_str, "text": _is_str},
+                 files=("recap",)),
+        StepKind("delete_recap", "删掉一局的复盘文件（软路径：下次合并时按来源遗忘）",
+                 required={"chat": _is_str}),
+        StepKind("delete_chat", "删掉一局（会话和复盘）", required={"chat": _is_str}),
+        StepKind("fit", "常驻摘要和账本共用预算：给定其他块的字数，演示截断",
+                 required={"other": _is_int_list}, chat_params=(), files=("fit",)),
+        StepKind("reroll", "重来：同一条用户消息换一个回复（旧回复留在树上，成了旁支）",
+                 required={"chat": _is_str, "reply": _is_str},
+                 optional={"ledger": _is_mapping}, files=("branch",)),
+        StepKind("rewind", "回档：把会话叶子移回第 N 拍的回复之后",
+                 required={"chat": _is_str, "beat": _is_int}, files=("branch",)),
+        StepKind("recall", "按用户原话召回向量记忆（只取当前分支）",
+                 required={"chat": _is_str, "query": _is_str}, files=("recall",)),
+        StepKind("discussion", "agent 讨论：按真实用量压缩讨论区",
+                 required={"chat": _is_str},
+                 optional={"context_window": _is_int, "reserve": _is_int, "keep_recent": _is_int},
+                 files=("prompt", "summary", "history", "outcome")),
+    )
+}
+
+_SCENARIO_KEYS = {"name", "title", "description", "card", "user", "char", "language", "config",
+                  "chats", "steps", "out"}
+_CONFIG_KEYS = {"every_n_turns": _is_int, "keep": _is_int, "min_chars": _is_int,
+                "vector": _is_bool, "clock_start": _is_str}
+_CHAT_KEYS = {"name", "greeting", "ledger", "beats", "generate", "note", "mode"}
+_BEAT_KEYS = {"user", "reply", "ledger", "usage", "tools"}
+_STEP_COMMON = {"id", "kind", "note", "files", "out"}
+
+
+@dataclass(frozen=True)
+class Beat:
+    """One narrative turn: the user's words, the reply, the ledger after it."""
+
+    user: str
+    reply: str
+    ledger: Mapping[str, Any] | None = None
+    usage: Mapping[str, int] | None = None
+    """Agent chats: the real token usage the app stored for this reply."""
+    tools: tuple[Mapping[str, Any], ...] = ()
+    """Agent chats: tool calls made during the turn (``name``, ``args``, ``result``)."""
+
+
+@dataclass(frozen=True)
+class ChatSpec:
+    """One chat (局) of the card."""
+
+    id: str
+    name: str
+    greeting: str | None = None
+    ledger: Mapping[str, Any] | None = None
+    """Ledger written right after the greeting."""
+    beats: tuple[Beat, ...] = ()
+    generate: Mapping[str, Any] | None = None
+    """Parameters of a deterministic generator (long chats); see :mod:`harness.story`."""
+    note: str = ""
+    mode: str = "roleplay"
+    """``roleplay`` or ``agent``."""
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """One step of a scenario."""
+
+    id: str
+    kind: str
+    out: str
+    """Stem of the JSON file under ``sim/out/`` that records this step."""
+    params: Mapping[str, Any]
+    files: Mapping[str, str]
+    """File key (``prompt``; per-chat keys as ``recap:jA``) to file name under ``sim/txt/``."""
+    note: str = ""
+    """Why the step is there; copied into the JSON record."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A whole scenario file."""
+
+    name: str
+    title: str
+    description: str
+    card: str
+    user: str
+    char: str
+    language: str
+    config: Mapping[str, Any]
+    chats: Mapping[str, ChatSpec]
+    steps: tuple[StepSpec, ...]
+    path: str
+    """Repository-relative path of the YAML file."""
+
+    def step(self, step_id: str) -> StepSpec:
+        """The step with this id."""
+        for s in self.steps:
+            if s.id == step_id:
+                return s
+        raise KeyError(step_id)
+
+
+class _Ctx:
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def fail(self, field_path: str, message: str) -> ScenarioError:
+        return ScenarioError(f"{self.where}: {field_path}: {message}")
+
+    def mapping(self, value: Any, field_path: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(field_path, f"应该是映射（键: 值），实际是 {type(value).__name__}")
+        return value
+
+    def keys(self, value: Mapping[str, Any], allowed: set[str], field_path: str) -> None:
+        unknown = sorted(set(value) - allowed)
+        if unknown:
+            listed = ", ".join(map(str, unknown))
+            raise self.fail(field_path, f"未知字段 {listed}（可用：{'、'.join(sorted(allowed))}）")
+
+    def text(self, value: Any, field_path: str, *, optional: bool = False) -> str:
+        if value is None and optional:
+            return ""
+        if not _is_str(value):
+            raise self.fail(field_path, "应该是非空字符串")
+        return str(value)
+
+
+def _beat(ctx: _Ctx, raw: Any, where: str) -> Beat:
+    data = ctx.mapping(raw, where)
+    ctx.keys(data, _BEAT_KEYS, where)
+    ledger = data.get("ledger")
+    if ledger is not None:
+        ctx.mapping(ledger, f"{where}.ledger")
+    usage = data.get("usage")
+    if usage is not None:
+        usage = ctx.mapping(usage, f"{where}.usage")
+        if not all(_is_int(v) for v in usage.values()):
+            raise ctx.fail(f"{where}.usage", "用量应该是整数（prompt_tokens、completion_tokens）")
+    tools = data.get("tools") or []
+    if not isinstance(tools, list):
+        raise ctx.fail(f"{where}.tools", "应该是列表")
+    for i, tool in enumerate(tools):
+        ctx.mapping(tool, f"{where}.tools[{i}]")
+    return Beat(
+        user=ctx.text(data.get("user"), f"{where}.user"),
+        reply=ctx.text(data.get("reply"), f"{where}.reply"),
+        ledger=ledger, usage=usage, tools=tuple(tools),
+    )
+
+
+def _chat(ctx: _Ctx, chat_id: Any, raw: Any) -> ChatSpec:
+    where = f"chats.{chat_id}"
+    if not isinstance(chat_id, str) or not _ID_RE.match(chat_id):
+        raise ctx.fail(where, "局 id 只能用字母、数字、- 和 _")
+    data = ctx.mapping(raw, where)
+    ctx.keys(data, _CHAT_KEYS, where)
+    beats_raw = data.get("beats") or []
+    if not isinstance(beats_raw, list):
+        raise ctx.fail(f"{where}.beats", "应该是列表")
+    generate = data.get("generate")
+    if generate is not None:
+        generate = ctx.mapping(generate, f"{where}.generate")
+        if beats_raw:
+            raise ctx.fail(where, "beats 和 generate 只能二选一")
+    ledger = data.get("ledger")
+    if ledger is not None:
+        ctx.mapping(ledger, f"{where}.ledger")
+    mode = data.get("mode", "roleplay")
+    if mode not in ("roleplay", "agent"):
+        raise ctx.fail(f"{where}.mode", "只能是 roleplay 或 agent")
+    greeting = data.get("greeting")
+    return ChatSpec(
+        id=chat_id,
+        name=ctx.text(data.get("name"), f"{where}.name"),
+        greeting=ctx.text(greeting, f"{where}.greeting") if greeting is not None else None,
+        ledger=ledger,
+        beats=tuple(_beat(ctx, b, f"{where}.beats[{i}]") for i, b in enumerate(beats_raw)),
+        generate=generate,
+        note=ctx.text(data.get("note"), f"{where}.note", optional=True),
+        mode=mode,
+    )
+
+
+def _files(ctx: _Ctx, kind: StepKind, raw: Any, where: str, chats: Mapping[str, ChatSpec]) -> dict[str, str]:
+    if raw is None:
+        return {}
+    data = ctx.mapping(raw, where)
+    allowed = set(kind.files) | set(kind.per_chat_files)
+    ctx.keys(data, allowed, where)
+    out: dict[str, str] = {}
+
+    def name(value: Any, path: str) -> str:
+        if not isinstance(value, str) or not _FILE_RE.match(value):
+            raise ctx.fail(path, f"文件名不合法：{value!r}（只写 sim/txt/ 下的文件名，如 summary.txt）")
+        return value
+
+    for key, value in data.items():
+        if key in kind.per_chat_files:
+            per_chat = ctx.mapping(value, f"{where}.{key}")
+            for chat_id, file_name in per_chat.items():
+                if chat_id not in chats:
+                    raise ctx.fail(f"{where}.{key}.{chat_id}", "没有这个局")
+                out[f"{key}:{chat_id}"] = name(file_name, f"{where}.{key}.{chat_id}")
+        else:
+            out[key] = name(value, f"{where}.{key}")
+    return out
+
+
+def _step(ctx: _Ctx, raw: Any, index: int, default_out: str, chats: Mapping[str, ChatSpec]) -> StepSpec:
+    where = f"steps[{index}]"
+    data = ctx.mapping(raw, where)
+    step_id = data.get("id")
+    if not isinstance(step_id, str) or not _ID_RE.match(step_id):
+        raise ctx.fail(f"{where}.id", "每一步都要有 id（字母、数字、- 和 _）")
+    where = f"steps[{index}]（{step_id}）"
+    kind_name = data.get("kind")
+    kind = STEP_KINDS.get(kind_name) if isinstance(kind_name, str) else None
+    if kind is None:
+        raise ctx.fail(f"{where}.kind", f"未知的步骤类型 {kind_name!r}（可选：{'、'.join(STEP_KINDS)}）")
+    params = {k: v for k, v in data.items() if k not in _STEP_COMMON}
+    ctx.keys(params, set(kind.required) | set(kind.optional), where)
+    for key, check in {**kind.required, **kind.optional}.items():
+        if key not in params:
+            if key in kind.required:
+                raise ctx.fail(f"{where}.{key}", f"{kind.name} 步骤缺少必填字段")
+            continue
+        if not check(params[key]):
+            raise ctx.fail(f"{where}.{key}", f"应该是{_TYPE_NAMES.get(check, '合法值')}")
+    for key in kind.chat_params:
+        if key in params and params[key] not in chats:
+            raise ctx.fail(f"{where}.{key}", f"没有这个局：{params[key]!r}（已定义：{'、'.join(chats)}）")
+    if kind.name == "compact" and params["mode"] not in ("auto", "manual"):
+        raise ctx.fail(f"{where}.mode", "只能是 auto 或 manual")
+    out = data.get("out", default_out)
+    if not isinstance(out, str) or not _ID_RE.match(out):
+        raise ctx.fail(f"{where}.out", "应该是 sim/out/ 下 JSON 文件的名字（不带 .json）")
+    return StepSpec(
+        id=step_id, kind=kind.name, out=out, params=params,
+        files=_files(ctx, kind, data.get("files"), f"{where}.files", chats),
+        note=ctx.text(data.get("note"), f"{where}.note", optional=True),
+    )
+
+
+def load_scenario(path: Path, root: Path | None = None) -> Scenario:
+    """Load and validate one scenario file.
+
+    Args:
+        path: The YAML file.
+        root: Repository root, to record a relative path (defaults to the file's folder).
+
+    Raises:
+        ScenarioError: The file cannot be read or breaks the schema.
+    """
+    rel = path.relative_to(root).as_posix() if root is not None else path.name
+    ctx = _Ctx(rel)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ScenarioError(f"{rel}: 读不了这个文件：{exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"{rel}: YAML 语法错误：{exc}") from exc
+    data = ctx.mapping(raw, "（顶层）")
+    ctx.keys(data, _SCENARIO_KEYS, "（顶层）")
+    name = data.get("name", path.stem)
+    if name != path.stem:
+        raise ctx.fail("name", f"应该和文件名一致（{path.stem}）")
+    config = ctx.mapping(data.get("config") or {}, "config")
+    ctx.keys(config, set(_CONFIG_KEYS), "config")
+    for key, value in config.items():
+        if not _CONFIG_KEYS[key](value):
+            raise ctx.fail(f"config.{key}", f"应该是{_TYPE_NAMES[_CONFIG_KEYS[key]]}")
+    chats_raw = ctx.mapping(data.get("chats") or {}, "chats")
+    chats = {cid: _chat(ctx, cid, c) for cid, c in chats_raw.items()}
+    if not chats:
+        raise ctx.fail("chats", "至少要有一局")
+    steps_raw = data.get("steps")
+    if not isinstance(steps_raw, list) or not steps_raw:
+        raise ctx.fail("steps", "应该是非空列表")
+    default_out = data.get("out", path.stem)
+    steps = tuple(_step(ctx, s, i, default_out, chats) for i, s in enumerate(steps_raw))
+    seen_ids: set[str] = set()
+    seen_files: dict[str, str] = {}
+    for s in steps:
+        if s.id in seen_ids:
+            raise ctx.fail(f"steps（{s.id}）", "步骤 id 重复")
+        seen_ids.add(s.id)
+        for file_name in s.files.values():
+            if file_name in seen_files:
+                raise ctx.fail(f"steps（{s.id}）.files", f"{file_name} 已经由步骤 {seen_files[file_name]} 写了")
+            seen_files[file_name] = s.id
+    return Scenario(
+        name=name,
+        title=ctx.text(data.get("title"), "title"),
+        description=ctx.text(data.get("description"), "description", optional=True),
+        card=ctx.text(data.get("card"), "card"),
+        user=ctx.text(data.get("user"), "user"),
+        char=ctx.text(data.get("char"), "char"),
+        language=ctx.text(data.get("language", "中文"), "language"),
+        config=config, chats=chats, steps=steps, path=rel,
+    )
+
+
+def scenario_names(folder: Path) -> list[str]:
+    """Names of every scenario in ``folder`` (sorted)."""
+    return sorted(p.stem for p in folder.glob("*.yaml"))

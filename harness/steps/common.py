@@ -1,0 +1,87 @@
+"""Helpers shared by step handlers: prompt text, provenance lines, shared services.
+
+Invariant: services (card memory, vector memory) are created once per scenario run,
+inside the run's private work dir, with the run's fixed clock; nothing here touches the
+repository.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from liyuan.budget import fit_resident_summary, other_chars_for
+from liyuan.errors import ConfigError
+
+from ..recorder import CallRecord
+from ..runner import ScenarioRun
+
+__all__ = [
+    "card_memory",
+    "context_label",
+    "prompt_label",
+    "prompt_text",
+    "resident_for",
+    "vector_for",
+]
+
+PROMPT_LINE_SCRIPTED = "（完整 prompt，由 liyuan 代码拼出；里面的对话和前文回复都是人工撰写的示范，不是模型输出）"
+PROMPT_LINE_LIVE = "（完整 prompt，由 liyuan 代码拼出；里面的对话是人工撰写的剧本）"
+CONTEXT_LINE_SCRIPTED = "（组装出的上下文，由 liyuan 代码拼出；对话、摘要和常驻摘要都是人工撰写的示范，不是模型输出）"
+CONTEXT_LINE_LIVE = "（组装出的上下文，由 liyuan 代码拼出；对话是人工撰写的剧本）"
+
+
+def prompt_text(call: CallRecord) -> str:
+    """A recorded request as text: the system part, then the user part."""
+    parts = []
+    for message in call.request["messages"]:
+        parts.append(f"===== {message['role']} =====\n{message['content']}")
+    return "\n\n".join(parts)
+
+
+def prompt_label(run: ScenarioRun) -> str:
+    """First line of a prompt txt: who wrote what is inside."""
+    return PROMPT_LINE_SCRIPTED if run.setup.kind == "scripted" else PROMPT_LINE_LIVE
+
+
+def context_label(run: ScenarioRun) -> str:
+    """First line of an assembled-context txt."""
+    return CONTEXT_LINE_SCRIPTED if run.setup.kind == "scripted" else CONTEXT_LINE_LIVE
+
+
+def card_memory(run: ScenarioRun) -> Any:
+    """The card's :class:`liyuan.card_memory.CardMemory`, created on first use.
+
+    Every chat of the scenario gets its folder and ``meta.json`` (its display name), so a
+    chat with no sessions (one that exists only as a hand-written recap) still has a name.
+    """
+    if "card_memory" in run.services:
+        return run.services["card_memory"]
+    from liyuan.card_memory import CardMemory
+
+    for chat_id, spec in run.scenario.chats.items():
+        folder = run.chat_dir(chat_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        meta = folder / "meta.json"
+        if not meta.exists():
+            meta.write_text(json.dumps({"name": spec.name}, ensure_ascii=False) + "\n", encoding="utf-8")
+    memory = CardMemory(run.card_dir, run.recorder, user_name=run.scenario.user, char_name=run.scenario.char,
+                        language=run.scenario.language, clock=run.clock, on_activity=run.on_activity)
+    run.services["card_memory"] = memory
+    return memory
+
+
+def resident_for(run: ScenarioRun, summary: str | None, state_text: str, roster: str) -> str | None:
+    """The card's resident summary, fitted to what the in-session blocks leave."""
+    memory = run.services.get("card_memory")
+    if memory is None:
+        return None
+    text = memory.load_resident_summary()
+    return fit_resident_summary(text, other_chars_for(summary, state_text, roster))
+
+
+def vector_for(run: ScenarioRun, chat_id: str) -> Any:
+    """The chat's vector memory when the scenario turns it on (``config.vector``), else ``None``."""
+    if not run.config("vector", False):
+        return None
+    raise ConfigError("向量记忆还没有接进模拟框架：场景里先别打开 config.vector")

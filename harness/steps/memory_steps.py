@@ -1,0 +1,179 @@
+"""Steps on the card's cross-session memory: sync, hand-written recap, deletions, budget fit.
+
+Invariant: card memory runs on real files in the run's private work dir; artifacts get
+only memory-relative paths and file contents (never mtimes, fingerprints or absolute
+paths). A sync step records the memory files' hashes before and after, so "nothing
+changed" is visible in the record, not just claimed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+from liyuan.budget import RESIDENT_ENVELOPE_CHARS, RESIDENT_MAX_CHARS, RESIDENT_MIN_USEFUL_CHARS, fit_resident_summary
+from liyuan.errors import ConfigError
+
+from ..artifacts import atomic_write
+from ..recorder import CallRecord
+from ..runner import HAND_WRITTEN_LINE, ScenarioRun, StepResult
+from ..scenario import StepSpec
+from . import handler
+from .common import card_memory, prompt_label, prompt_text
+
+__all__ = ["memory_snapshot"]
+
+MEMORY_DIR = "记忆"
+_CHAT_ATTR_RE = re.compile(r'<conversation\s+chat="([^"]*)"')
+
+
+def memory_snapshot(card_dir: Path) -> dict[str, str]:
+    """Every memory file (relative path -> short sha256), hidden bookkeeping excluded."""
+    base = card_dir / MEMORY_DIR
+    if not base.is_dir():
+        return {}
+    out = {}
+    for path in sorted(base.rglob("*")):
+        rel = path.relative_to(base).as_posix()
+        if path.is_file() and not any(part.startswith(".") for part in rel.split("/")):
+            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    return out
+
+
+def _read(card_dir: Path, rel: str) -> str | None:
+    path = card_dir / MEMORY_DIR / rel
+    return path.read_text(encoding="utf-8") if path.is_file() else None
+
+
+def _recap_chat(run: ScenarioRun, call: CallRecord, candidates: list[str]) -> str | None:
+    """Which chat a recap call was about: by the chat name the prompt quotes."""
+    user = "\n".join(m["content"] for m in call.request["messages"] if m["role"] == "user")
+    match = _CHAT_ATTR_RE.search(user)
+    if match:
+        for chat_id in candidates:
+            if run.chat(chat_id).name == match.group(1) or chat_id == match.group(1):
+                return chat_id
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def _user_part(call: CallRecord) -> str:
+    return "\n\n".join(m["content"] for m in call.request["messages"] if m["role"] == "user")
+
+
+@handler("sync")
+def sync(run: ScenarioRun, step: StepSpec) -> StepResult:
+    """One card-memory sync, as the app runs it when a chat is entered or deleted."""
+    memory = card_memory(run)
+    before = memory_snapshot(run.card_dir)
+    outcome = memory.sync()
+    after = memory_snapshot(run.card_dir)
+    calls = run.recorder.step_calls(step.id)
+    touched = list(outcome.recapped) + list(outcome.failed)
+    recap_calls: dict[str, CallRecord] = {}
+    for call in (c for c in calls if c.purpose == "recap"):
+        chat_id = _recap_chat(run, call, [c for c in touched if c not in recap_calls])
+        if chat_id is not None:
+            recap_calls[chat_id] = call
+    for chat_id, call in recap_calls.items():
+        run.write_txt(f"recap_prompt:{chat_id}", prompt_text(call), header=prompt_label(run))
+        text = _read(run.card_dir, f"局/{chat_id}.md")
+        if chat_id in outcome.recapped and text is not None:
+            run.write_txt(f"recap:{chat_id}", text, header=run.header_for([call]))
+    merge_calls = [c for c in calls if c.purpose == "merge"]
+    if merge_calls:
+        call = merge_calls[-1]
+        run.write_txt("merge_prompt", prompt_text(call), header=prompt_label(run))
+        user = _user_part(call)
+        run.write_txt("merge_prompt_user", user, header=prompt_label(run))
+        tail_at = user.find("<deleted-chats>")
+        if tail_at >= 0:
+            run.write_txt("merge_prompt_tail", user[tail_at:], header=prompt_label(run))
+        if outcome.merged == "ok":
+            for key, rel in (("handbook", "记忆.md"), ("resident", "常驻摘要.md")):
+                text = _read(run.card_dir, rel)
+                if text is not None:
+                    run.write_txt(key, text, header=run.header_for([call]))
+    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    resident = _read(run.card_dir, "常驻摘要.md")
+    record: dict[str, Any] = {
+        "recapped": list(outcome.recapped),
+        "failed": list(outcome.failed),
+        "merged": outcome.merged,
+        "forgotten": list(outcome.forgotten),
+        "memory_files_before": before,
+        "memory_files_after": after,
+        "memory_files_changed": changed,
+        "resident_chars": len(resident.strip()) if resident else 0,
+        "resident_within_cap": len(resident.strip()) <= RESIDENT_MAX_CHARS if resident else True,
+    }
+    summary = (f"复盘 {len(outcome.recapped)} 局、失败 {len(outcome.failed)} 局；合并 {outcome.merged}；"
+               f"遗忘 {len(outcome.forgotten)} 局；{len(changed)} 个记忆文件有变化")
+    failed = bool(outcome.failed) or outcome.merged in ("failed", "skipped")
+    return StepResult(record, summary, failed=failed)
+
+
+@handler("write_recap")
+def write_recap(run: ScenarioRun, step: StepSpec) -> StepResult:
+    """A recap written by hand (labelled so everywhere), put where a model's recap would go."""
+    card_memory(run)  # the chat folders and names exist before the recap does
+    chat_id = step.params["chat"]
+    text = step.params["text"].strip() + "\n"
+    atomic_write(run.card_dir / MEMORY_DIR / "局" / f"{chat_id}.md", text.encode("utf-8"))
+    run.write_txt("recap", text, header=HAND_WRITTEN_LINE)
+    return StepResult({"chat": chat_id, "path": f"局/{chat_id}.md", "provenance": "hand-written",
+                       "chars": len(text.strip())}, f"手写复盘 局/{chat_id}.md（{len(text.strip())} 字）")
+
+
+@handler("delete_recap")
+def delete_recap(run: ScenarioRun, step: StepSpec) -> StepResult:
+    """The soft path: the user deletes a recap file; the next merge forgets by source."""
+    card_memory(run)
+    chat_id = step.params["chat"]
+    path = run.card_dir / MEMORY_DIR / "局" / f"{chat_id}.md"
+    if not path.is_file():
+        raise ConfigError(f"{step.id}: 没有 局/{chat_id}.md 可删")
+    path.unlink()
+    return StepResult({"chat": chat_id, "deleted": f"局/{chat_id}.md"}, f"删掉了 局/{chat_id}.md")
+
+
+@handler("delete_chat")
+def delete_chat(run: ScenarioRun, step: StepSpec) -> StepResult:
+    """Delete a whole chat through the library (recap first, then its folder)."""
+    memory = card_memory(run)
+    chat_id = step.params["chat"]
+    existed = memory.delete_chat(chat_id)
+    run.trees.pop(chat_id, None)
+    return StepResult({"chat": chat_id, "existed": bool(existed)}, f"删掉了局 {chat_id}")
+
+
+@handler("fit")
+def fit(run: ScenarioRun, step: StepSpec) -> StepResult:
+    """The shared budget: fit the resident summary beside other blocks of given sizes."""
+    memory = card_memory(run)
+    text = memory.load_resident_summary()
+    if text is None:
+        raise ConfigError(f"{step.id}: 还没有常驻摘要，先合并一次")
+    lines = [f"常驻摘要原文 {len(text)} 字；上限 {RESIDENT_MAX_CHARS} 字，和其他块共用 {RESIDENT_ENVELOPE_CHARS} 字，"
+             f"余量不到 {RESIDENT_MIN_USEFUL_CHARS} 字就整段不送。"]
+    results = []
+    for other in step.params["other"]:
+        allowance = min(RESIDENT_MAX_CHARS, RESIDENT_ENVELOPE_CHARS - other)
+        fitted = fit_resident_summary(text, other)
+        lines.append("")
+        lines.append(f"===== 其他块占 {other} 字：余量 min({RESIDENT_MAX_CHARS}, {RESIDENT_ENVELOPE_CHARS} − {other})"
+                     f" = {allowance} 字 =====")
+        if fitted is None:
+            lines.append("（返回 None：余量不够，常驻摘要整段退场）")
+        else:
+            lines.append(fitted)
+            lines.append(f"（结果 {len(fitted)} 字）")
+        results.append({"other_chars": other, "allowance": allowance,
+                        "result_chars": len(fitted) if fitted is not None else None,
+                        "dropped": fitted is None, "result": fitted})
+    run.write_txt("fit", "\n".join(lines), header="（常驻摘要是人工撰写的脚本回复；截断由 fit_resident_summary 实算）"
+                  if run.setup.kind == "scripted" else None)
+    return StepResult({"resident_chars": len(text), "results": results},
+                      "；".join(f"{r['other_chars']} → {r['result_chars'] if not r['dropped'] else '不送'}"
+                               for r in results))
