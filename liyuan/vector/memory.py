@@ -1,0 +1,346 @@
+"""The vector memory of one chat: what gets written, and what a beat may recall.
+
+Invariants:
+
+- Disabled (the default) means inert: nothing is written, the per-beat recall returns
+  nothing, and the explicit tools (manual add, import, read) raise a :class:`ConfigError`
+  saying the memory is off (``已停用``), so "off" is never mistaken for "no hits".
+- The narrative store is written automatically only (archive and per-beat ingest);
+  imports and manual additions go to any other store.
+- A narrative chunk always carries the id of the newest beat whose text it holds.
+  Merging continues the newest chunk visible on the current branch by writing a new
+  version (copy-on-write) tagged with the new beat; the old version stays. Every
+  earlier contributor is an ancestor of that beat, so a version is visible exactly
+  when all of its text is on the current branch, and a reroll that abandons the
+  newest beat shows the previous version again instead of losing it
+  (see :func:`~liyuan.vector.search.visible_mask`).
+- Every beat's text is queued; every ``every_n_turns``-th beat the queue is ingested,
+  keeping only beats still on the current branch. (The original stored just the text
+  of that one beat, losing the beats between; the queue keeps them.)
+- Recall never rewrites the query: it searches the user's raw words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from ..errors import ConfigError
+from .chunking import (
+    ARCHIVE_CHUNK_CHARS,
+    IMPORT_CHUNK_CHARS,
+    MANUAL_WHOLE_CHARS,
+    MAX_CHUNK_CHARS,
+    MIN_CHUNK_CHARS,
+    MIN_INGEST_CHARS,
+    condense,
+    split_text_chunks,
+)
+from .config import EXTERNAL, NARRATIVE, VectorConfig
+from .embed import Embedder, make_embedder
+from .lexical import get_tokenizer
+from .search import Fusion, on_current_branch, rank, visible_mask
+from .store import Chunk, NewChunk, Source, SqliteChunkStore
+
+__all__ = [
+    "ARCHIVE_TITLE",
+    "MERGE_MAX_CHARS",
+    "SEARCH_TOOL_TOP",
+    "Hit",
+    "IngestResult",
+    "SearchReport",
+    "StoreStatus",
+    "VectorMemory",
+    "make_ref",
+    "parse_ref",
+]
+
+ARCHIVE_TITLE = "早期剧情归档"
+MERGE_MAX_CHARS = 1800
+SEARCH_TOOL_TOP = 6
+MIN_QUERY_CHARS = 2
+_DEDUP_HEAD = 80
+_DEDUP_MIN = 24
+DISABLED_MESSAGE = "向量记忆已停用：请先在配置里打开 enabled"
+
+StoreStatus = Literal["ok", "disabled", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One recalled chunk."""
+
+    ref: str
+    """``session:<store>:<chunk id>``; pass it back to :meth:`VectorMemory.read_chunk`."""
+    store: str
+    title: str
+    """The chunk's own title, else its store's display name."""
+    text: str
+    score: float
+    source: Source
+    node_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    """What one per-beat ingest did."""
+
+    stored: bool
+    merged: bool = False
+    chunk_id: str | None = None
+    reason: str = ""
+    """``disabled``, ``too-short``, ``not-due``, ``duplicate``, ``off-branch`` or empty."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchReport:
+    """The tool-side search: hits plus the status of every store."""
+
+    hits: list[Hit]
+    status: dict[str, StoreStatus]
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+def make_ref(chunk: Chunk) -> str:
+    """The reference a tool hands out for ``chunk``."""
+    return f"session:{chunk.store}:{chunk.id}"
+
+
+def parse_ref(ref: str) -> tuple[str, str]:
+    """``(store, chunk_id)`` of a reference; :class:`ConfigError` if malformed."""
+    parts = ref.split(":")
+    if len(parts) != 3 or parts[0] != "session" or not parts[1] or not parts[2]:
+        raise ConfigError(f"记忆引用格式不对：{ref!r}（应为 session:<库>:<id>）")
+    return parts[1], parts[2]
+
+
+class VectorMemory:
+    """Vector memory of one chat.
+
+    Args:
+        config: The configuration (see :mod:`liyuan.vector.config`).
+        store: The chat's chunk store.
+        embedder: Defaults to the one the configuration names.
+        fusion: Hybrid fusion method (``rrf`` unless a benchmark says otherwise).
+    """
+
+    def __init__(
+        self,
+        config: VectorConfig,
+        store: SqliteChunkStore,
+        embedder: Embedder | None = None,
+        *,
+        fusion: Fusion = "rrf",
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.embedder = embedder if embedder is not None else make_embedder(config)
+        self.fusion: Fusion = fusion
+
+    # -- switches --------------------------------------------------------------------
+
+    def _require_enabled(self) -> None:
+        if not self.config.enabled:
+            raise ConfigError(DISABLED_MESSAGE)
+
+    def _store_on(self, store_id: str) -> bool:
+        store = self.config.stores.get(store_id)
+        return self.config.enabled and store is not None and store.enabled
+
+    # -- writing ---------------------------------------------------------------------
+
+    def _insert(self, store_id: str, texts: Sequence[str], source: Source, title: str | None,
+                node_id: str | None = None) -> list[str]:
+        pieces = [t.strip()[:MAX_CHUNK_CHARS] for t in texts]
+        pieces = list(dict.fromkeys(p for p in pieces if len(p) >= MIN_CHUNK_CHARS))
+        if not pieces:
+            return []
+        vectors = self.embedder.embed(pieces)
+        rows = [NewChunk(store_id, text, vectors[i], self.embedder.label, source, title, node_id)
+                for i, text in enumerate(pieces)]
+        return self.store.add(rows, max_chunks=self.config.store(store_id).max_chunks)
+
+    def archive_compacted(self, text: str) -> int:
+        """Store the original text a compaction is about to cover (the compaction seam).
+
+        Called before the summary lands; the caller ignores any exception. Archive
+        chunks carry no beat id, so they stay visible on every branch.
+
+        Returns:
+            Number of chunks added (0 when disabled or the text is under 20 characters).
+        """
+        if not self._store_on(NARRATIVE) or len(text.strip()) < MIN_INGEST_CHARS:
+            return 0
+        pieces = split_text_chunks(text, ARCHIVE_CHUNK_CHARS)
+        return len(self._insert(NARRATIVE, pieces, "archive", ARCHIVE_TITLE))
+
+    def ingest_beat(self, text: str, *, node_id: str | None,
+                    branch_ids: Collection[str] | None) -> IngestResult:
+        """Per-beat ingest, after a finished role-play beat.
+
+        Args:
+            text: The beat's reply text.
+            node_id: Id of the beat's assistant entry.
+            branch_ids: Ids on the current branch, taken before any asynchronous work.
+        """
+        narrative = self.config.stores.get(NARRATIVE)
+        if not self._store_on(NARRATIVE) or narrative is None or narrative.every_n_turns <= 0:
+            return IngestResult(False, reason="disabled")
+        branch = frozenset(branch_ids) if branch_ids is not None else None
+        counter = self.store.next_turn()
+        if len(text.strip()) >= MIN_INGEST_CHARS:
+            self.store.push_pending(node_id, condense(text.strip()))
+        if counter % narrative.every_n_turns != 0:
+            return IngestResult(False, reason="not-due")
+        queued = self.store.pending()
+        result = IngestResult(False, reason="too-short")
+        for _, beat_id, beat_text in queued:
+            if branch is not None and beat_id is not None and beat_id not in branch:
+                result = IngestResult(False, reason="off-branch")
+                continue  # written on a branch the user has since left
+            result = self._merge_narrative(beat_text, beat_id, branch)
+        if queued:
+            # Cleared only after the chunks are in: a crash in between re-ingests the
+            # queue, and the duplicate checks make that harmless.
+            self.store.clear_pending(queued[-1][0])
+        return result
+
+    def _last_visible(self, branch: frozenset[str] | None) -> Chunk | None:
+        snapshot = self.store.snapshot()
+        mask = visible_mask(snapshot, {NARRATIVE}, branch)
+        positions = np.flatnonzero(mask)
+        return snapshot.chunks[int(positions[-1])] if positions.size else None
+
+    def _merge_narrative(self, text: str, node_id: str | None, branch: frozenset[str] | None) -> IngestResult:
+        last = self._last_visible(branch)
+        if last is not None and (
+            last.text == text or (len(text) >= _DEDUP_MIN and text[:_DEDUP_HEAD] in last.text)
+        ):
+            return IngestResult(False, reason="duplicate", chunk_id=last.id)
+        parent: Chunk | None = None
+        if (
+            last is not None
+            and last.source == "narrative"
+            and len(last.text) + 2 + len(text) <= max(400, MERGE_MAX_CHARS)
+            and (branch is None or (last.node_id is not None and last.node_id in branch))
+        ):
+            parent = last
+            text = f"{last.text}\n\n{text}"
+        vector = self.embedder.embed([text])[0]
+        row = NewChunk(NARRATIVE, text, vector, self.embedder.label, "narrative", None,
+                       node_id if node_id is not None or parent is None else parent.node_id,
+                       parent.id if parent else None, parent.merge_count + 1 if parent else 1)
+        added = self.store.add([row], max_chunks=self.config.store(NARRATIVE).max_chunks)
+        return IngestResult(bool(added), merged=parent is not None and bool(added),
+                            chunk_id=added[0] if added else None, reason="" if added else "duplicate")
+
+    def _writable(self, store_id: str) -> None:
+        self._require_enabled()
+        if store_id == NARRATIVE:
+            raise ConfigError("剧情数据库只接受自动写入（归档和每拍写入），不能导入或手动添加")
+        if not self._store_on(store_id):
+            raise ConfigError(f"向量库 {store_id!r} 不存在或已停用")
+
+    def import_text(self, text: str, *, store: str = EXTERNAL, title: str | None = None) -> list[str]:
+        """Import a document into ``store`` in 600-character chunks; returns the new ids."""
+        self._writable(store)
+        return self._insert(store, split_text_chunks(text, IMPORT_CHUNK_CHARS), "import", title)
+
+    def add_manual(self, text: str, *, store: str = EXTERNAL, title: str | None = None) -> list[str]:
+        """Add a note: whole up to 800 characters, else 600-character chunks."""
+        self._writable(store)
+        stripped = text.strip()
+        pieces = [stripped] if len(stripped) <= MANUAL_WHOLE_CHARS else split_text_chunks(stripped, 600)
+        return self._insert(store, pieces, "manual", title)
+
+    def delete_chunk(self, ref_or_id: str) -> bool:
+        """Delete one chunk by reference or id."""
+        self._require_enabled()
+        chunk_id = parse_ref(ref_or_id)[1] if ref_or_id.startswith("session:") else ref_or_id
+        return self.store.delete(chunk_id)
+
+    def list_chunks(self, store: str | None = None, *, branch_ids: Collection[str] | None = None) -> list[Chunk]:
+        """Chunks visible on the branch (default: current versions only), oldest first."""
+        snapshot = self.store.snapshot()
+        stores = [store] if store is not None else list(snapshot.store_names)
+        mask = visible_mask(snapshot, stores, branch_ids)
+        return [snapshot.chunks[int(i)] for i in np.flatnonzero(mask)]
+
+    def reembed(self, embedder: Embedder | None = None, *, batch: int = 64) -> int:
+        """Recompute vectors with ``embedder`` (default: the current one); texts stay.
+
+        Returns:
+            Number of chunks re-embedded.
+        """
+        if embedder is not None:
+            self.embedder = embedder
+        chunks = [c for c in self.store.chunks() if c.embedder != self.embedder.label]
+        for start in range(0, len(chunks), batch):
+            part = chunks[start : start + batch]
+            vectors = self.embedder.embed([c.text for c in part])
+            self.store.set_embeddings([(c.id, vectors[i]) for i, c in enumerate(part)], self.embedder.label)
+        return len(chunks)
+
+    # -- reading ---------------------------------------------------------------------
+
+    def search(self, query: str, *, branch_ids: Collection[str] | None = None, top_k: int | None = None,
+               stores: Collection[str] | None = None) -> list[Hit]:
+        """Search the given (default: enabled) stores; at most ``top_k`` merged hits."""
+        wanted = [s for s in (stores if stores is not None else self.config.stores) if self._store_on(s)]
+        if not wanted or not query.strip():
+            return []
+        snapshot = self.store.snapshot()
+        mode = self.config.recall_mode
+        vector = self.embedder.embed([query])[0] if mode != "lexical" else None
+        terms = get_tokenizer(self.config.lexical_tokenizer)(query) if mode != "semantic" else []
+        ranked = rank(
+            snapshot, query_vector=vector, embedder_label=self.embedder.label, query_terms=terms,
+            tokenizer=self.config.lexical_tokenizer, mode=mode,
+            mask=visible_mask(snapshot, set(wanted), branch_ids),
+            top_k=top_k if top_k is not None else self.config.search_top_k, fusion=self.fusion,
+        )
+        return [self._hit(r.chunk, r.score) for r in ranked]
+
+    def _hit(self, chunk: Chunk, score: float) -> Hit:
+        store = self.config.stores.get(chunk.store)
+        title = chunk.title or (store.name if store else chunk.store)
+        return Hit(make_ref(chunk), chunk.store, title, chunk.text, score, chunk.source, chunk.node_id)
+
+    def recall_for_turn(self, query: str, branch_ids: Collection[str] | None) -> list[Hit]:
+        """The passive per-beat recall: nothing unless enabled, injecting, and the
+        trimmed query has at least 2 characters."""
+        if not (self.config.enabled and self.config.inject_on_turn) or len(query.strip()) < MIN_QUERY_CHARS:
+            return []
+        return self.search(query, branch_ids=branch_ids)
+
+    def search_report(self, query: str, *, branch_ids: Collection[str] | None = None,
+                      top_k: int = SEARCH_TOOL_TOP) -> SearchReport:
+        """The search tool: hits plus ``ok`` / ``disabled`` / ``error`` per store."""
+        status: dict[str, StoreStatus] = {
+            s: "ok" if self._store_on(s) else "disabled" for s in self.config.stores
+        }
+        live = [s for s, st in status.items() if st == "ok"]
+        if not live:
+            return SearchReport([], status)
+        try:
+            hits = self.search(query, branch_ids=branch_ids, top_k=top_k, stores=live)
+        except Exception as exc:  # reported per store: a broken store is not "no hits"
+            message = f"{type(exc).__name__}: {exc}"
+            return SearchReport([], {**status, **dict.fromkeys(live, "error")}, dict.fromkeys(live, message))
+        return SearchReport(hits, status)
+
+    def read_chunk(self, ref: str, branch_ids: Collection[str] | None) -> str | None:
+        """The full text behind a reference, or ``None`` when it is unknown or off-branch.
+
+        Raises:
+            ConfigError: The memory is disabled, or the reference is malformed.
+        """
+        self._require_enabled()
+        store_id, chunk_id = parse_ref(ref)
+        chunk = self.store.get(chunk_id)
+        if chunk is None or chunk.store != store_id or not on_current_branch(chunk, branch_ids):
+            return None
+        return chunk.text

@@ -1,0 +1,379 @@
+"""The chunk store: one SQLite file per chat, plus an in-memory search snapshot.
+
+Invariants:
+
+- Every write is one transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``) in WAL mode with
+  ``synchronous=FULL``: a process killed mid-write loses at most the write in flight,
+  never a committed chunk, and the file stays consistent (tested by killing a child).
+- Each write bumps ``meta.generation``; a :class:`Snapshot` is rebuilt only when the
+  generation it was built from is stale, so a recall costs one small query plus numpy.
+- Rows are never edited in place except to re-embed: a narrative merge inserts a new
+  version whose ``parent`` is the chunk it extends (copy-on-write), so a reroll that
+  abandons the newer version brings the older one back (see
+  :func:`liyuan.vector.search.visible_mask`).
+- ``seq`` is the creation order. Beyond a store's cap, rows that another version
+  extends go first (their text lives on in the newer one), then the oldest rows.
+- Within a store, no two chunks have the same text (checked by a hash column).
+- A connection is opened per operation, so a store may be used from any thread (the
+  recall runs in a worker thread with a timeout).
+
+Rows: ``id`` (16 hex), ``store``, ``text``, ``embedding`` (float32 blob), ``dim``,
+``embedder`` (label of what wrote the vector), ``source`` (narrative | archive | import
+| manual), ``title``, ``node_id`` (assistant entry id of the beat; ``NULL`` for archive,
+import and manual chunks), ``parent`` (the version this one extends), ``seq``,
+``merge_count``, ``created_at``, ``updated_at``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from ..clock import Clock, system_clock
+from ..errors import ConfigError
+from .lexical import BM25Index, get_tokenizer
+
+__all__ = ["Chunk", "NewChunk", "Snapshot", "Source", "SqliteChunkStore"]
+
+Source = Literal["narrative", "archive", "import", "manual"]
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS chunks (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    store TEXT NOT NULL,
+    text TEXT NOT NULL,
+    text_hash TEXT NOT NULL,
+    embedding BLOB NOT NULL,
+    dim INTEGER NOT NULL,
+    embedder TEXT NOT NULL,
+    source TEXT NOT NULL CHECK (source IN ('narrative', 'archive', 'import', 'manual')),
+    title TEXT,
+    node_id TEXT,
+    parent TEXT,
+    merge_count INTEGER NOT NULL DEFAULT 1,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_by_store ON chunks (store, seq);
+CREATE INDEX IF NOT EXISTS chunks_by_text ON chunks (store, text_hash);
+CREATE INDEX IF NOT EXISTS chunks_by_parent ON chunks (parent);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS pending (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    node_id TEXT,
+    text TEXT NOT NULL
+);
+"""
+
+_COLUMNS = "seq, id, store, text, embedder, source, title, node_id, parent, merge_count, created_at, updated_at"
+_NCOLS = 12
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One stored chunk (without its vector)."""
+
+    id: str
+    store: str
+    text: str
+    embedder: str
+    source: Source
+    title: str | None
+    node_id: str | None
+    parent: str | None
+    """Id of the older version this chunk extends (narrative merges), else ``None``."""
+    seq: int
+    merge_count: int
+    created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class NewChunk:
+    """A chunk to insert."""
+
+    store: str
+    text: str
+    embedding: npt.NDArray[np.float32]
+    embedder: str
+    source: Source
+    title: str | None = None
+    node_id: str | None = None
+    parent: str | None = None
+    merge_count: int = 1
+
+
+def _text_hash(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+def _chunk(row: Sequence[Any]) -> Chunk:
+    seq, cid, store, text, embedder, source, title, node_id, parent, merges, created, updated = row[:_NCOLS]
+    return Chunk(id=cid, store=store, text=text, embedder=embedder, source=source, title=title, node_id=node_id,
+                 parent=parent, seq=seq, merge_count=merges, created_at=created, updated_at=updated)
+
+
+@dataclass
+class Snapshot:
+    """Everything a search needs, frozen at one generation of the store.
+
+    ``matrices[label]`` is ``(rows, vectors)``: the positions in :attr:`chunks` written
+    by that embedder and their unit vectors, one row each. The remaining fields are
+    derived in ``__post_init__`` so a per-query visibility mask costs numpy plus a loop
+    over narrative chunks only.
+    """
+
+    generation: int
+    chunks: tuple[Chunk, ...]
+    matrices: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]
+    _token_cache: dict[tuple[str, str], tuple[str, list[str]]] = field(default_factory=dict, repr=False)
+    store_names: tuple[str, ...] = field(init=False)
+    store_codes: npt.NDArray[np.int32] = field(init=False, repr=False)
+    """Index into :attr:`store_names` per chunk."""
+    tagged: tuple[tuple[int, str], ...] = field(init=False, repr=False)
+    """``(position, node_id)`` of every narrative chunk that carries a beat id."""
+    versions: tuple[tuple[int, int], ...] = field(init=False, repr=False)
+    """``(position, position of the version it extends)`` for merged chunks."""
+    _lexical: dict[str, BM25Index] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        names: dict[str, int] = {}
+        codes = [names.setdefault(c.store, len(names)) for c in self.chunks]
+        self.store_names = tuple(names)
+        self.store_codes = np.array(codes, dtype=np.int32)
+        self.tagged = tuple((i, c.node_id) for i, c in enumerate(self.chunks)
+                            if c.source == "narrative" and c.node_id is not None)
+        where = {c.id: i for i, c in enumerate(self.chunks)}
+        self.versions = tuple((i, where[c.parent]) for i, c in enumerate(self.chunks)
+                              if c.parent is not None and c.parent in where)
+
+    def lexical(self, tokenizer: str) -> BM25Index:
+        """The BM25 index of every chunk for ``tokenizer`` (built once per snapshot)."""
+        with self._lock:
+            index = self._lexical.get(tokenizer)
+            if index is None:
+                split = get_tokenizer(tokenizer)
+                documents: list[list[str]] = []
+                for chunk in self.chunks:
+                    # Terms are reused across snapshots while a chunk's text is unchanged.
+                    cached = self._token_cache.get((tokenizer, chunk.id))
+                    if cached is None or cached[0] != chunk.text:
+                        cached = (chunk.text, split(chunk.text))
+                        self._token_cache[(tokenizer, chunk.id)] = cached
+                    documents.append(cached[1])
+                index = self._lexical[tokenizer] = BM25Index(documents)
+            return index
+
+
+class SqliteChunkStore:
+    """Chunks of one chat in one SQLite file.
+
+    Args:
+        path: The database file (created with its folder when missing).
+        clock: Timestamps for ``created_at`` / ``updated_at``.
+    """
+
+    def __init__(self, path: str | Path, *, clock: Clock = system_clock) -> None:
+        self.path = Path(path)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._snapshot: Snapshot | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._connect() as db:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.executescript(_SCHEMA)
+                db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                db.execute("INSERT OR IGNORE INTO meta VALUES ('generation', '0')")
+                db.execute("INSERT OR IGNORE INTO meta VALUES ('turn_counter', '0')")
+        except sqlite3.DatabaseError as exc:
+            raise ConfigError(f"向量记忆库无法打开（{self.path}）：{exc}") from exc
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+        try:
+            db.execute("PRAGMA synchronous=FULL")
+            yield db
+        finally:
+            db.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    # -- writing ---------------------------------------------------------------------
+
+    def add(self, chunks: Sequence[NewChunk], *, max_chunks: int) -> list[str]:
+        """Insert chunks, skipping texts already in their store; evict FIFO beyond the cap.
+
+        Returns:
+            Ids of the chunks inserted (and not immediately evicted), in order.
+        """
+        now = self._clock()
+        added: list[str] = []
+        stores: set[str] = set()
+        with self._write() as db:
+            for chunk in chunks:
+                digest = _text_hash(chunk.text)
+                seen = db.execute("SELECT 1 FROM chunks WHERE store = ? AND text_hash = ? AND text = ?",
+                                  (chunk.store, digest, chunk.text)).fetchone()
+                if seen:
+                    continue
+                cid = uuid.uuid4().hex[:16]
+                vector = np.ascontiguousarray(chunk.embedding, dtype=np.float32)
+                db.execute(
+                    "INSERT INTO chunks (id, store, text, text_hash, embedding, dim, embedder, source, title,"
+                    " node_id, parent, merge_count, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (cid, chunk.store, chunk.text, digest, vector.tobytes(), int(vector.size), chunk.embedder,
+                     chunk.source, chunk.title, chunk.node_id, chunk.parent, chunk.merge_count, now, now),
+                )
+                added.append(cid)
+                stores.add(chunk.store)
+            for store in stores:
+                excess = db.execute("SELECT COUNT(*) FROM chunks WHERE store = ?", (store,)).fetchone()[0]
+                excess -= max(1, max_chunks)
+                if excess > 0:
+                    db.execute(
+                        "DELETE FROM chunks WHERE seq IN (SELECT c.seq FROM chunks c WHERE c.store = ? ORDER BY"
+                        " EXISTS (SELECT 1 FROM chunks d WHERE d.parent = c.id) DESC, c.seq ASC LIMIT ?)",
+                        (store, excess),
+                    )
+            kept = {r[0] for r in db.execute(
+                f"SELECT id FROM chunks WHERE id IN ({','.join('?' * len(added))})", added)} if added else set()
+        return [cid for cid in added if cid in kept]
+
+    def set_embeddings(self, updates: Sequence[tuple[str, npt.NDArray[np.float32]]], embedder: str) -> None:
+        """Store new vectors for existing chunks (re-embedding); texts are untouched."""
+        with self._write() as db:
+            for chunk_id, vector in updates:
+                row = np.ascontiguousarray(vector, dtype=np.float32)
+                db.execute("UPDATE chunks SET embedding = ?, dim = ?, embedder = ? WHERE id = ?",
+                           (row.tobytes(), int(row.size), embedder, chunk_id))
+
+    def delete(self, chunk_id: str) -> bool:
+        """Delete one chunk and the older versions it extends; ``False`` if there was none."""
+        with self._write() as db:
+            doomed: list[str] = []
+            current: str | None = chunk_id
+            while current is not None and current not in doomed:
+                row = db.execute("SELECT parent FROM chunks WHERE id = ?", (current,)).fetchone()
+                if row is None:
+                    break
+                doomed.append(current)
+                current = row[0]
+            for cid in doomed:
+                db.execute("DELETE FROM chunks WHERE id = ?", (cid,))
+            return bool(doomed)
+
+    def next_turn(self) -> int:
+        """Increment and return the chat's beat counter (it drives the ingest period)."""
+        with self._write() as db:
+            db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'turn_counter'")
+            return int(db.execute("SELECT value FROM meta WHERE key = 'turn_counter'").fetchone()[0])
+
+    def push_pending(self, node_id: str | None, text: str) -> None:
+        """Queue one beat's text until the next ingest."""
+        with self._write() as db:
+            db.execute("INSERT INTO pending (node_id, text) VALUES (?, ?)", (node_id, text))
+
+    def pending(self) -> list[tuple[int, str | None, str]]:
+        """Queued beats as ``(seq, node_id, text)``, oldest first."""
+        with self._connect() as db:
+            return list(db.execute("SELECT seq, node_id, text FROM pending ORDER BY seq"))
+
+    def clear_pending(self, through_seq: int) -> None:
+        """Drop queued beats up to ``through_seq`` (after they were ingested)."""
+        with self._write() as db:
+            db.execute("DELETE FROM pending WHERE seq <= ?", (through_seq,))
+
+    # -- reading ---------------------------------------------------------------------
+
+    def get(self, chunk_id: str) -> Chunk | None:
+        """The chunk with this id, or ``None``."""
+        with self._connect() as db:
+            row = db.execute(f"SELECT {_COLUMNS} FROM chunks WHERE id = ?", (chunk_id,)).fetchone()
+        return _chunk(row) if row else None
+
+    def last(self, store: str) -> Chunk | None:
+        """The newest chunk of ``store`` by creation order."""
+        with self._connect() as db:
+            row = db.execute(f"SELECT {_COLUMNS} FROM chunks WHERE store = ? ORDER BY seq DESC LIMIT 1",
+                             (store,)).fetchone()
+        return _chunk(row) if row else None
+
+    def chunks(self, store: str | None = None) -> list[Chunk]:
+        """Chunks in creation order, of one store or of all."""
+        with self._connect() as db:
+            if store is None:
+                rows = db.execute(f"SELECT {_COLUMNS} FROM chunks ORDER BY seq").fetchall()
+            else:
+                rows = db.execute(f"SELECT {_COLUMNS} FROM chunks WHERE store = ? ORDER BY seq",
+                                  (store,)).fetchall()
+        return [_chunk(r) for r in rows]
+
+    def count(self, store: str | None = None) -> int:
+        """Number of chunks, of one store or of all."""
+        with self._connect() as db:
+            if store is None:
+                return int(db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+            return int(db.execute("SELECT COUNT(*) FROM chunks WHERE store = ?", (store,)).fetchone()[0])
+
+    def generation(self) -> int:
+        """How many write transactions the file has seen."""
+        with self._connect() as db:
+            return int(db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+
+    def snapshot(self) -> Snapshot:
+        """The current search snapshot, rebuilt only when the file changed."""
+        with self._lock:
+            current = self._snapshot
+            with self._connect() as db:
+                db.execute("BEGIN")  # one read transaction: generation and rows agree
+                generation = int(db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
+                if current is not None and current.generation == generation:
+                    db.execute("COMMIT")
+                    return current
+                rows = db.execute(f"SELECT {_COLUMNS}, embedding, dim FROM chunks ORDER BY seq").fetchall()
+                db.execute("COMMIT")
+            chunks = tuple(_chunk(r) for r in rows)
+            emb, dim = _NCOLS, _NCOLS + 1
+            groups: dict[str, list[int]] = {}
+            for position, chunk in enumerate(chunks):
+                groups.setdefault(chunk.embedder, []).append(position)
+            matrices: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]] = {}
+            for label, positions in groups.items():
+                dims = {int(rows[p][dim]) for p in positions}
+                if len(dims) != 1:
+                    # A label whose vectors disagree in width is corrupt; keep the majority width.
+                    width = max(dims, key=lambda d: sum(int(rows[p][dim]) == d for p in positions))
+                    positions = [p for p in positions if int(rows[p][dim]) == width]
+                blob = b"".join(rows[p][emb] for p in positions)
+                matrix = np.frombuffer(blob, dtype=np.float32).reshape(len(positions), -1)
+                matrices[label] = (np.array(positions, dtype=np.int64), matrix)
+            cache = current._token_cache if current is not None else {}
+            live = {c.id for c in chunks}
+            cache = {k: v for k, v in cache.items() if k[1] in live}
+            self._snapshot = Snapshot(generation, chunks, matrices, cache)
+            return self._snapshot
