@@ -233,3 +233,43 @@ def test_branch_ids_are_frozen_before_the_search(memory: VectorMemory) -> None:
     lines = recall_for_beat(memory, "玉佩", branch)
     branch.clear()  # the caller's set changes afterwards (a reroll moved the leaf)
     assert lines and isinstance(seen[0], frozenset) and seen[0] == {"u1", "a1"}
+
+
+# -- the compaction seam: archive before the summary lands -----------------------------
+
+
+def test_compaction_archives_the_covered_text_into_memory(memory: VectorMemory) -> None:
+    from liyuan.compact import run_compaction
+    from liyuan.model import ScriptedModel
+
+    from .beats import SUMMARY_REPLY, beats, tree_of
+
+    tree = tree_of(beats(1, 10, body="沈怀瑾在东门外的石阶上拉琴，小满撑着青伞听。" * 40))
+    outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=3,
+                             archive=memory.archive_compacted, user_name="旅人", char_name="阿箬")
+    assert outcome.kind == "compacted"
+    chunks = memory.list_chunks(NARRATIVE)
+    assert chunks and all(c.source == "archive" and c.title == "早期剧情归档" for c in chunks)
+    archived = "\n".join(c.text for c in chunks)
+    assert "第1拍用户" in archived and "第5拍用户" not in archived
+    # Archive chunks carry no beat id: visible on any branch, even an unrelated one.
+    lines = recall_for_beat(memory, "第1拍用户说了什么", {"somewhere-else"})
+    assert lines and lines[0].startswith("- 【早期剧情归档】")
+
+
+def test_a_failing_archive_does_not_block_compaction(tmp_path: Path) -> None:
+    from liyuan.compact import run_compaction
+    from liyuan.model import ScriptedModel
+
+    from .beats import SUMMARY_REPLY, beats, tree_of
+
+    broken = VectorMemory(VectorConfig(enabled=True), BrokenStore(tmp_path / "b.sqlite"))
+
+    def archive(text: str) -> int:
+        broken.store.snapshot()  # raises, as a broken disk would
+        return broken.archive_compacted(text)
+
+    tree = tree_of(beats(1, 10))
+    outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=3, archive=archive,
+                             user_name="旅人", char_name="阿箬")
+    assert outcome.kind == "compacted"
