@@ -1,4 +1,4 @@
-"""A card's memory on disk: layout, chat ids, atomic writes, the manifest, fingerprints.
+"""A card's memory on disk: layout, chat ids, atomic writes, fingerprints, the input stamp.
 
 Layout of one card (every memory file is plain Markdown, readable and editable by hand)::
 
@@ -175,30 +175,37 @@ class CardLayout:
 
     @property
     def chats_dir(self) -> Path:
+        """``对话/``: one folder per chat."""
         return self.card_dir / CHATS_DIR
 
     @property
     def memory_dir(self) -> Path:
+        """``记忆/``: everything the memory code writes."""
         return self.card_dir / MEMORY_DIR
 
     @property
     def recaps_dir(self) -> Path:
+        """``记忆/局/``: one recap per chat."""
         return self.memory_dir / RECAPS_DIR
 
     @property
     def handbook(self) -> Path:
+        """``记忆/记忆.md``."""
         return self.memory_dir / HANDBOOK_FILE
 
     @property
     def resident(self) -> Path:
+        """``记忆/常驻摘要.md``."""
         return self.memory_dir / RESIDENT_FILE
 
     @property
     def manifest(self) -> Path:
+        """``记忆/.清单.json``."""
         return self.memory_dir / MANIFEST_FILE
 
     @property
     def history_dir(self) -> Path:
+        """``记忆/.history/``: backups, never read back by the code."""
         return self.memory_dir / HISTORY_DIR
 
     def chat_dir(self, chat_id: str) -> Path:

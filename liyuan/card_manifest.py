@@ -85,9 +85,11 @@ class Manifest:
         return self.manual
 
     def forgotten(self) -> set[str]:
+        """Chats the hard path forgot for good."""
         return set(self.manual.forgotten_chats) if self.manual else set()
 
     def is_protected(self, ref: str) -> bool:
+        """True when ``ref`` was edited by hand through the hard path."""
         return bool(self.manual and ref in self.manual.protected_refs)
 
     def to_json(self) -> str:
