@@ -1,0 +1,1 @@
+"""Evaluation: scorecards of runs, the strategy comparison, the per-beat overhead bench."""
