@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from liyuan.errors import ConfigError
 from liyuan.state import STATE_ENTRY_TYPE, Ledger
 from liyuan.tree import Entry, SessionTree
 
@@ -58,4 +57,6 @@ def chat_beats(spec: ChatSpec) -> tuple[Beat, ...]:
     """The chat's beats: as written, or generated from ``generate:``."""
     if spec.generate is None:
         return spec.beats
-    raise ConfigError(f"chats.{spec.id}.generate: 生成长对话的功能还没有接上")
+    from .longstory import generate_beats
+
+    return generate_beats(spec.generate, where=f"chats.{spec.id}.generate")

@@ -8,13 +8,15 @@ repository.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from liyuan.budget import fit_resident_summary, other_chars_for
-from liyuan.errors import ConfigError
 
 from ..recorder import CallRecord
 from ..runner import ScenarioRun
+
+if TYPE_CHECKING:
+    from .vector_steps import VectorAdapter
 
 __all__ = [
     "card_memory",
@@ -80,8 +82,14 @@ def resident_for(run: ScenarioRun, summary: str | None, state_text: str, roster:
     return fit_resident_summary(text, other_chars_for(summary, state_text, roster))
 
 
-def vector_for(run: ScenarioRun, chat_id: str) -> Any:
+def vector_for(run: ScenarioRun, chat_id: str) -> VectorAdapter | None:
     """The chat's vector memory when the scenario turns it on (``config.vector``), else ``None``."""
     if not run.config("vector", False):
         return None
-    raise ConfigError("向量记忆还没有接进模拟框架：场景里先别打开 config.vector")
+    key = f"vector:{chat_id}"
+    if key not in run.services:
+        from .vector_steps import VectorAdapter
+
+        run.services[key] = VectorAdapter(run, chat_id)
+    adapter: VectorAdapter = run.services[key]
+    return adapter

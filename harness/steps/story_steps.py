@@ -116,6 +116,8 @@ def play(run: ScenarioRun, step: StepSpec) -> StepResult:
             vector.ingest_turn(tree, reply)
         if step.params.get("auto_compact", False):
             outcome = _compaction(run, tree, chat_id, manual=False, params={})
+            if run.recorder.fatal is not None:
+                break  # a missing or stale reply ends the scenario; do not play on without it
             if outcome.kind != "skipped":
                 compactions.append({"after_beat": number, **_outcome(outcome)})
                 if outcome.summary is not None:

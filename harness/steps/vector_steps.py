@@ -1,0 +1,73 @@
+"""Vector memory in a scenario: archive on compaction, ingest per beat, recall per turn.
+
+Invariant: the harness uses the library's own seams only (``archive_compacted`` as the
+compaction's archive callback, ``ingest_beat`` after a beat, ``recall_for_beat`` for the
+【剧情记忆】 lines), with the hashing embedder, which needs no model files and gives the
+same vectors on every machine, so recalled lines are byte-stable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from liyuan.tree import Entry, SessionTree
+from liyuan.vector import SqliteChunkStore, VectorConfig, VectorMemory, branch_ids_of, recall_for_beat
+
+from ..runner import ScenarioRun, StepResult
+from ..scenario import StepSpec
+from . import handler
+from .common import vector_for
+
+__all__ = ["VectorAdapter"]
+
+STORE_FILE = "向量记忆.sqlite"
+
+
+class VectorAdapter:
+    """One chat's vector memory inside a scenario run."""
+
+    def __init__(self, run: ScenarioRun, chat_id: str) -> None:
+        folder = run.chat_dir(chat_id)
+        self.memory = VectorMemory(VectorConfig(enabled=True, embedder="hash"),
+                                   SqliteChunkStore(folder / STORE_FILE, clock=run.clock))
+        self.archived: list[int] = []
+        self.ingests: list[dict[str, Any]] = []
+
+    def archive(self, text: str) -> object:
+        """The compaction's archive callback: store the covered original text."""
+        added = self.memory.archive_compacted(text)
+        self.archived.append(added)
+        return added
+
+    def ingest_turn(self, tree: SessionTree, reply: Entry) -> None:
+        """After a finished beat: ingest its reply, tagged with the beat's entry id."""
+        result = self.memory.ingest_beat(reply.text, node_id=reply.id, branch_ids=branch_ids_of(tree.branch()))
+        self.ingests.append({"node_id": reply.id, "stored": result.stored, "merged": result.merged,
+                             "reason": result.reason})
+
+    def recall(self, query: str, tree: SessionTree, on_warning: Callable[[str], None]) -> list[str]:
+        """The 【剧情记忆】 lines for this query on the current branch."""
+        return recall_for_beat(self.memory, query, branch_ids_of(tree.branch()), warn=on_warning)
+
+
+@handler("recall")
+def recall(run: ScenarioRun, step: StepSpec) -> StepResult:
+    """Recall for a query on the current branch; records every visible and hidden chunk."""
+    chat_id = step.params["chat"]
+    tree = run.tree(chat_id)
+    adapter = vector_for(run, chat_id)
+    if adapter is None:
+        from liyuan.errors import ConfigError
+
+        raise ConfigError(f"{step.id}: recall 需要在场景 config 里打开 vector")
+    warnings: list[str] = []
+    lines = adapter.recall(step.params["query"], tree, warnings.append)
+    branch = branch_ids_of(tree.branch())
+    chunks = adapter.memory.list_chunks()
+    hidden = [c for c in chunks if c.source == "narrative" and c.node_id is not None and c.node_id not in branch]
+    run.write_txt("recall", "\n".join(lines) if lines else "（没有召回任何内容：不出【剧情记忆】这一块）")
+    return StepResult({"query": step.params["query"], "lines": lines, "warnings": warnings,
+                       "chunks_total": len(chunks),
+                       "chunks_off_branch": [{"node_id": c.node_id, "text_head": c.text[:40]} for c in hidden]},
+                      f"召回 {len(lines)} 行；{len(hidden)} 段因不在当前分支而隐藏")
