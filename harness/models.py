@@ -73,6 +73,8 @@ class ModelSetup:
     replay_dir: Path | None = None
     endpoint: str = ""
     parameters: dict[str, Any] = field(default_factory=dict)
+    folder: str = ""
+    """The run folder's home in the repository (``sim/runs/<slug>``), as README and run.json name it."""
     scenario_status: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -133,8 +135,9 @@ class ModelSetup:
             return
         from .runfolder import readme
 
-        info = {**self.describe(), "scenarios": self.scenario_status,
-                "replay": f"python -m harness run --model replay:{self.out_rel}"}
+        folder = self.folder or self.out_rel
+        info = {**self.describe(), "folder": folder, "scenarios": self.scenario_status,
+                "replay": f"python -m harness run --model replay:{folder}"}
         report.artifacts.add_json("run.json", info)
         report.artifacts.add_text("README.md", readme(self, report))
 
@@ -167,7 +170,7 @@ def open_setup(spec: str, root: Path, *, model: ChatModel | None = None,
         yield ModelSetup(str(info.get("spec", spec)), "replay", f"重放 {rel}", rel,
                          model_id=str(info.get("model", "")), plumbing=bool(info.get("plumbing_run")),
                          replay_dir=folder, endpoint=str(info.get("endpoint", "")),
-                         parameters=dict(info.get("parameters") or {}))
+                         parameters=dict(info.get("parameters") or {}), folder=str(info.get("folder") or rel))
         return
     if spec.startswith("openai:"):
         name = spec.removeprefix("openai:")

@@ -46,6 +46,10 @@ class Backend(Protocol):
         """Answer one call or raise :class:`~liyuan.errors.ModelError`."""
         ...
 
+    def parameters_for(self, key: str) -> dict[str, Any]:
+        """Sampling parameters behind the answer to ``key`` (for the record)."""
+        ...
+
 
 def _completion(reply: Reply) -> Completion:
     if reply.error is not None:
@@ -74,6 +78,9 @@ class ScriptedBackend:
                                f"（用途 {request.purpose}）；请在回复文件里补上这一条")
         return _completion(reply)
 
+    def parameters_for(self, key: str) -> dict[str, Any]:
+        return {}
+
 
 @dataclass
 class ReplayBackend:
@@ -89,6 +96,10 @@ class ReplayBackend:
         reply.check_request(request)
         return _completion(reply)
 
+    def parameters_for(self, key: str) -> dict[str, Any]:
+        reply = self.book.get(key)
+        return dict(reply.parameters) if reply is not None else {}
+
 
 @dataclass
 class LiveBackend:
@@ -102,6 +113,9 @@ class LiveBackend:
 
     def answer(self, key: str, request: ModelRequest) -> Completion:
         return self.model.complete(request)
+
+    def parameters_for(self, key: str) -> dict[str, Any]:
+        return dict(self.parameters)
 
 
 @dataclass
@@ -198,8 +212,7 @@ class Recorder:
         key = call_key(self._step, request.purpose, self._counts[request.purpose])
         record = CallRecord(key=key, step=self._step, purpose=request.purpose,
                             request=request_json(request), request_sha256=request_sha256(request))
-        if isinstance(self.backend, LiveBackend):
-            record.parameters = dict(self.backend.parameters)
+        record.parameters = self.backend.parameters_for(key)
         started = time.perf_counter()
         try:
             completion = self.backend.answer(key, request)

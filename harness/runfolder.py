@@ -18,26 +18,21 @@ __all__ = ["readme"]
 
 
 def _step_line(step: dict[str, Any]) -> str:
-    outcome = step.get("outcome") or {}
-    kind = step.get("kind")
     calls = step.get("calls") or []
     usage = [c["reply"]["usage"] for c in calls if c.get("reply") and c["reply"].get("usage")]
     tokens = ""
     if usage:
         tokens = f"；tokens {sum(u['prompt_tokens'] for u in usage)}→{sum(u['completion_tokens'] for u in usage)}"
-    if kind == "compact":
-        what = f"压缩：{outcome.get('kind')}（{outcome.get('reason') or '—'}）{outcome.get('message', '')}"
-    elif kind == "sync":
+    outcome = step.get("outcome") or {}
+    detail = ""
+    if step.get("kind") == "compact":
+        detail = f"（{outcome.get('kind')}/{outcome.get('reason') or '—'}）"
+    elif step.get("kind") == "sync":
         changed = outcome.get("memory_files_changed") or []
-        what = (f"同步：复盘成功 {outcome.get('recapped')}，失败 {outcome.get('failed')}，"
-                f"合并 {outcome.get('merged')}；记忆文件变化：{'、'.join(changed) if changed else '没有'}")
-    elif kind == "play":
-        done = outcome.get("compactions") or []
-        what = "演出：" + ("；".join(f"第 {c['after_beat']} 拍后 {c['kind']}（{c.get('reason') or '—'}）"
-                                    for c in done) or "没有触发压缩")
-    else:
-        what = str(outcome.get("error") or kind)
-    return f"- `{step['id']}`（{kind}，{len(calls)} 次调用{tokens}）：{what}"
+        detail = f"（记忆文件变化：{'、'.join(changed) if changed else '没有'}）"
+    mark = "✗ " if step.get("failed") else ""
+    head = f"- {mark}`{step['id']}`（{step.get('kind')}，{len(calls)} 次调用{tokens}）"
+    return f"{head}：{step.get('summary', '')}{detail}"
 
 
 def readme(setup: ModelSetup, report: RunReport) -> str:
@@ -77,7 +72,7 @@ def readme(setup: ModelSetup, report: RunReport) -> str:
         "",
         "```bash",
         f"python -m harness run --model {setup.spec}",
-        f"python -m harness run --model replay:{setup.out_rel}",
+        f"python -m harness run --model replay:{setup.folder or setup.out_rel}",
         "```",
     ]
     return "\n".join(lines)

@@ -1,0 +1,360 @@
+"""Four ways to keep a long chat in context, run on the same synthetic chat.
+
+Invariant: the comparison is a pure function of its :class:`Settings`: the chat comes
+from :mod:`harness.eval.synth`, every summary comes from :func:`scripted_summariser` (a
+:class:`~liyuan.model.FunctionModel` that writes a labelled, rule-made summary from the
+request text; no model is involved), ids and clock are fixed. Two runs give the same
+numbers byte for byte. Context sizes measure what each strategy would send; they say
+nothing about how good a summary is: with a scripted summariser no run here can.
+
+Per beat and strategy: the characters and estimated tokens
+(:func:`liyuan.tokens.estimate_tokens`) of the context sent to generate that beat's
+reply, the side-model calls made after the beat, and every cut: whether the first kept
+message is a user message (between turns) or not (inside a turn).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Protocol
+
+from liyuan.agent_compact import chars4, context_tokens, plan_generic_compaction, run_generic_compaction, should_compact
+from liyuan.assemble import SUMMARY_OPENING, Injection, build_context
+from liyuan.clock import counter_ids, fixed_clock
+from liyuan.compact import active_summary, rebuild_history, run_compaction
+from liyuan.model import ChatMessage, FunctionModel, ModelRequest
+from liyuan.state import STATE_ENTRY_TYPE, Ledger, format_roster, format_state
+from liyuan.tokens import estimate_tokens
+from liyuan.tree import SessionTree
+
+from .checks import fact_in
+from .memory_checks import check_budget
+from .synth import SynthChat, generate_chat
+
+__all__ = [
+    "SCRIPTED_LABEL",
+    "Settings",
+    "Strategy",
+    "StrategyRun",
+    "compare",
+    "scripted_summariser",
+]
+
+SCRIPTED_LABEL = "（脚本摘要：按规则从压缩请求的文字拼出，不是模型输出）"
+AGENT_SUMMARY_OPENING = "此前的会话已压缩成下面的摘要："
+"""How the generic strategy replays its summary (as the coding agent does, a user message)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the comparison depends on."""
+
+    beats: int = 600
+    seed: int = 7
+    reroll_beat: int = 246
+    window_tokens: int = 32768
+    """The model's context window, for the generic trigger and the over-window count."""
+    truncate_turns: int = 20
+    """Turns the truncation strategy keeps."""
+    agent_reserve_tokens: int = 16384
+    """The coding agent's default reserve."""
+    agent_keep_recent_tokens: int = 8000
+    """Below the agent's default 20000: with a 32k window that default exceeds the trigger
+    line (32768 - 16384) and no cut would ever be found."""
+
+
+@lru_cache(maxsize=65536)
+def _tokens(text: str) -> int:
+    return estimate_tokens(text)
+
+
+_CONVERSATION_RE = re.compile(r"<conversation>\n(.*?)\n</conversation>", re.DOTALL)
+_PREVIOUS_RE = re.compile(r"<previous-summary>\n(.*?)\n</previous-summary>", re.DOTALL)
+
+
+def scripted_summariser(user_name: str, char_name: str) -> FunctionModel:
+    """A stand-in summariser: a deterministic summary made by rule from the request.
+
+    It counts the covered blocks and characters, quotes the start of the first and last
+    block, and takes the scene from the ledger lines; it condenses nothing. Its replies
+    carry :data:`SCRIPTED_LABEL` and ``provenance="scripted"``.
+    """
+
+    def reply(request: ModelRequest) -> str:
+        user = "\n\n".join(m.content for m in request.messages if m.role == "user")
+        match = _CONVERSATION_RE.search(user)
+        conversation = match.group(1) if match else ""
+        blocks = [b for b in conversation.split("\n\n") if b.strip()]
+        previous = _PREVIOUS_RE.search(user)
+        merged = f"；并入此前摘要 {len(previous.group(1))} 字" if previous else ""
+        first = blocks[0][:30] if blocks else ""
+        last = blocks[-1][:30] if blocks else ""
+        scope = f"覆盖 {len(blocks)} 段、{len(conversation)} 字{merged}"
+        if request.purpose == "summary":
+            when = next((ln for ln in user.splitlines() if ln.startswith("时间：")), "时间：（账本没有记）")
+            where = next((ln for ln in user.splitlines() if ln.startswith("地点：")), "地点：（账本没有记）")
+            return (f"## 前情提要\n- {SCRIPTED_LABEL}{scope}。\n- 开头：{first}…\n- 结尾：{last}…\n\n"
+                    f"## 人物\n- {user_name}、{char_name}（脚本摘要不提炼人物）\n\n"
+                    f"## 承诺与伏笔\n- （脚本摘要不提炼伏笔）\n\n## 事实账\n- （脚本摘要不抄账本）\n\n"
+                    f"## 当前场景\n- {when}；{where}")
+        return (f"## Goal\n- {SCRIPTED_LABEL}{scope}。\n\n## Progress\n### Done\n- 开头：{first}…\n\n"
+                f"## Critical Context\n- 结尾：{last}…")
+
+    return FunctionModel(reply)
+
+
+@dataclass(frozen=True)
+class Cut:
+    """One cut: at which beat, and whether the first kept message starts a turn."""
+
+    beat: int
+    where: str
+    """``between`` (the kept part starts with a user message) or ``inside`` (it does not)."""
+
+
+class Strategy(Protocol):
+    """A way to build the context for a beat and to maintain the tree after one."""
+
+    name: str
+    label: str
+
+    def context(self, tree: SessionTree, user_text: str) -> list[ChatMessage]:
+        """The messages sent to generate the reply to ``user_text``."""
+        ...
+
+    def after_beat(self, tree: SessionTree, beat: int) -> list[Cut]:
+        """End-of-beat maintenance (compaction); the cuts it made."""
+        ...
+
+
+def _messages(entries: list[Any]) -> list[ChatMessage]:
+    out = []
+    for e in entries:
+        if e.type == "message" and e.role in ("user", "assistant") and e.text.strip():
+            out.append(ChatMessage("user" if e.role == "user" else "assistant", e.text))
+    return out
+
+
+@dataclass
+class FullReplay:
+    """What a chat web page does: the whole branch, every time."""
+
+    name: str = "full"
+    label: str = "全量回放"
+
+    def context(self, tree: SessionTree, user_text: str) -> list[ChatMessage]:
+        return [*_messages(tree.branch()), ChatMessage("user", user_text)]
+
+    def after_beat(self, tree: SessionTree, beat: int) -> list[Cut]:
+        return []
+
+
+@dataclass
+class Truncation:
+    """Keep only the last ``turns`` turns; older ones are dropped unseen."""
+
+    turns: int
+    name: str = "truncate"
+    label: str = "截断"
+
+    def context(self, tree: SessionTree, user_text: str) -> list[ChatMessage]:
+        messages = _messages(tree.branch())
+        starts = [i for i, m in enumerate(messages) if m.role == "user"]
+        keep_from = starts[-self.turns] if len(starts) >= self.turns else 0
+        return [*messages[keep_from:], ChatMessage("user", user_text)]
+
+    def after_beat(self, tree: SessionTree, beat: int) -> list[Cut]:
+        users = sum(1 for e in tree.branch() if e.type == "message" and e.role == "user")
+        # The window slides every beat once it is full; it always starts at a user message.
+        return [Cut(beat, "between")] if users > self.turns else []
+
+
+@dataclass
+class GenericAgent:
+    """The coding agent's compaction (:mod:`liyuan.agent_compact`): token trigger, cut anywhere."""
+
+    model: FunctionModel
+    window: int
+    reserve: int
+    keep_recent: int
+    name: str = "agent"
+    label: str = "通用 agent 压缩"
+
+    def _live(self, tree: SessionTree) -> list[Any]:
+        branch = tree.branch()
+        active = active_summary(branch)
+        return [e for e in branch[active.cut if active else 0:] if e.type != "compaction"]
+
+    def context(self, tree: SessionTree, user_text: str) -> list[ChatMessage]:
+        active = active_summary(tree.branch())
+        head = [ChatMessage("user", f"{AGENT_SUMMARY_OPENING}\n\n{active.summary}")] if active else []
+        return [*head, *_messages(self._live(tree)), ChatMessage("user", user_text)]
+
+    def after_beat(self, tree: SessionTree, beat: int) -> list[Cut]:
+        # The trigger counts what the agent would send now: the live part after its last
+        # compaction (liyuan.agent_compact.context_tokens alone would count the whole branch).
+        active = active_summary(tree.branch())
+        tokens = context_tokens(self._live(tree)) + (chars4(active.summary) if active else 0)
+        if not should_compact(tokens, self.window, self.reserve):
+            return []
+        plan = plan_generic_compaction(tree.branch(), keep_recent_tokens=self.keep_recent)
+        outcome = run_generic_compaction(tree, self.model, context_window=self.window, reserve_tokens=self.reserve,
+                                          keep_recent_tokens=self.keep_recent, force=True)
+        if outcome.kind != "compacted" or plan is None:
+            return []
+        return [Cut(beat, "inside" if plan.is_split_turn else "between")]
+
+
+@dataclass
+class Ours:
+    """Liyuan's story compaction (:mod:`liyuan.compact`): six whole turns kept, period 30."""
+
+    model: FunctionModel
+    user_name: str
+    char_name: str
+    name: str = "ours"
+    label: str = "梨园（本项目）"
+    budget_failures: list[int] = field(default_factory=list)
+
+    def context(self, tree: SessionTree, user_text: str) -> list[ChatMessage]:
+        branch = tree.branch()
+        ledger = _ledger(branch)
+        state_text, roster = format_state(ledger), format_roster(ledger)
+        messages = build_context(branch, user_text, injection=Injection(state_text=state_text, roster=roster))
+        summary = rebuild_history(branch).summary
+        if not check_budget(summary, state_text, roster, None, None).ok:
+            self.budget_failures.append(len(self.budget_failures))
+        return messages
+
+    def after_beat(self, tree: SessionTree, beat: int) -> list[Cut]:
+        outcome = run_compaction(tree, self.model, user_name=self.user_name, char_name=self.char_name)
+        if outcome.kind != "compacted" or outcome.plan is None:
+            return []
+        branch = tree.branch()
+        ids = [e.id for e in branch]
+        after = branch[ids.index(outcome.plan.covers_through_id) + 1:]
+        first = next((e for e in after if e.type == "message"), None)
+        return [Cut(beat, "between" if first is not None and first.role == "user" else "inside")]
+
+
+def _ledger(branch: list[Any]) -> Ledger | None:
+    for entry in reversed(branch):
+        if entry.type == "custom" and entry.custom_type == STATE_ENTRY_TYPE:
+            return Ledger.from_dict(entry.data)
+    return None
+
+
+@dataclass
+class StrategyRun:
+    """One strategy over the whole chat."""
+
+    name: str
+    label: str
+    chars: list[int] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    calls: list[int] = field(default_factory=list)
+    cuts: list[Cut] = field(default_factory=list)
+    facts: dict[str, str] = field(default_factory=dict)
+    """Fact id -> ``verbatim`` (in the kept turns), ``ledger`` (only in the ledger block),
+    ``summarised`` (gone from the context but shown to a summariser), ``lost`` (neither)."""
+    swiped_in_context: bool = False
+    budget_failures: int = 0
+
+    def to_json(self, window: int) -> dict[str, Any]:
+        """Summary numbers plus the per-beat series."""
+        fates = list(self.facts.values())
+        return {
+            "name": self.name, "label": self.label,
+            "max_chars": max(self.chars), "max_tokens": max(self.tokens),
+            "final_chars": self.chars[-1], "final_tokens": self.tokens[-1],
+            "beats_over_window": sum(1 for t in self.tokens if t > window),
+            "side_calls": sum(self.calls),
+            "compactions": len(self.cuts) if self.name in ("ours", "agent") else 0,
+            "cuts_between_turns": sum(1 for c in self.cuts if c.where == "between"),
+            "cuts_inside_turn": sum(1 for c in self.cuts if c.where == "inside"),
+            "cut_beats": [{"beat": c.beat, "where": c.where} for c in self.cuts if self.name != "truncate"],
+            "facts": {k: fates.count(k) for k in ("verbatim", "ledger", "summarised", "lost")},
+            "fact_fates": dict(sorted(self.facts.items())),
+            "swiped_fact_in_final_context": self.swiped_in_context,
+            "budget_failures": self.budget_failures,
+            "series": {"chars": self.chars, "tokens": self.tokens, "calls": self.calls},
+        }
+
+
+def _play(chat: SynthChat, strategy: Strategy, model: FunctionModel | None) -> StrategyRun:
+    tree = SessionTree(None, session_id="synth", clock=fixed_clock("2026-03-01T08:00:00+08:00"),
+                       ids=counter_ids("s"))
+    tree.append_message("assistant", chat.greeting, greeting=True)
+    run = StrategyRun(strategy.name, strategy.label)
+    for beat in chat.beats:
+        messages = strategy.context(tree, beat.user)
+        run.chars.append(sum(len(m.content) for m in messages))
+        run.tokens.append(sum(_tokens(m.content) for m in messages))
+        before = len(model.calls) if model is not None else 0
+        user = tree.append_message("user", beat.user)
+        if beat.swiped_reply is not None:
+            tree.append_message("assistant", beat.swiped_reply)
+            tree.append_custom(STATE_ENTRY_TYPE, dict(beat.ledger))
+            run.cuts.extend(strategy.after_beat(tree, beat.number))
+            tree.navigate(user.id)  # the reroll: the next reply forks from the same user message
+        tree.append_message("assistant", beat.reply)
+        tree.append_custom(STATE_ENTRY_TYPE, dict(beat.ledger))
+        run.cuts.extend(strategy.after_beat(tree, beat.number))
+        run.calls.append((len(model.calls) if model is not None else 0) - before)
+    final = strategy.context(tree, "（收尾）")
+    # The last message is the tail: for ours the ledger block plus the user's words, for
+    # the others the user's words alone. Everything before it, minus summaries, is kept text.
+    kept = "\n\n".join(m.content for m in final[:-1] if not _is_summary(m))
+    tail = final[-1].content
+    shown = "\n\n".join(m.content for c in (model.calls if model else []) for m in c.messages if m.role == "user")
+    for fact in chat.facts:
+        run.facts[fact.id] = ("verbatim" if fact_in(fact, kept) else "ledger" if fact_in(fact, tail)
+                              else "summarised" if fact_in(fact, shown) else "lost")
+    run.swiped_in_context = any(fact_in(chat.swiped, m.content) for m in final)
+    return run
+
+
+def _is_summary(message: ChatMessage) -> bool:
+    return message.content.startswith((SUMMARY_OPENING, AGENT_SUMMARY_OPENING))
+
+
+def compare(settings: Settings = Settings(), *, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run the four strategies on the synthetic chat and return the report.
+
+    Returns:
+        JSON-able: the settings, the chat's shape, and per strategy its summary numbers
+        and per-beat series (see :meth:`StrategyRun.to_json`).
+    """
+    chat = generate_chat(settings.beats, settings.seed, settings.reroll_beat)
+    runs = []
+    for make in (
+        lambda: (FullReplay(), None),
+        lambda: (Truncation(settings.truncate_turns), None),
+        lambda: _with_model(chat, lambda m: GenericAgent(m, settings.window_tokens, settings.agent_reserve_tokens,
+                                                         settings.agent_keep_recent_tokens)),
+        lambda: _with_model(chat, lambda m: Ours(m, chat.user_name, chat.char_name)),
+    ):
+        strategy, model = make()
+        if progress is not None:
+            progress(f"策略：{strategy.label}")
+        run = _play(chat, strategy, model)
+        if isinstance(strategy, Ours):
+            run.budget_failures = len(strategy.budget_failures)
+        runs.append(run.to_json(settings.window_tokens))
+    return {
+        "provenance": "scripted",
+        "note": ("所有摘要都来自规则生成的脚本摘要器，不是模型输出；"
+                 "这里只比较上下文大小、调用次数和切点，不评价摘要质量。"),
+        "settings": {k: getattr(settings, k) for k in settings.__dataclass_fields__},
+        "chat": {"beats": len(chat.beats), "chars": sum(len(b.user) + len(b.reply) for b in chat.beats),
+                 "facts": len(chat.facts), "scenes": [s.beat for s in chat.scenes], "reroll_beat": chat.reroll_beat},
+        "strategies": runs,
+    }
+
+
+def _with_model(chat: SynthChat, build: Callable[[FunctionModel], Strategy]) -> tuple[Strategy, FunctionModel]:
+    model = scripted_summariser(chat.user_name, chat.char_name)
+    return build(model), model
