@@ -71,6 +71,12 @@ def _tokens(text: str) -> int:
     return estimate_tokens(text)
 
 
+@lru_cache(maxsize=65536)
+def _chars4(text: str) -> int:
+    # The agent's own ruler, memoised: the same entries are re-measured every beat.
+    return chars4(text)
+
+
 _CONVERSATION_RE = re.compile(r"<conversation>\n(.*?)\n</conversation>", re.DOTALL)
 _PREVIOUS_RE = re.compile(r"<previous-summary>\n(.*?)\n</previous-summary>", re.DOTALL)
 
@@ -197,12 +203,12 @@ class GenericAgent:
         # The trigger counts what the agent would send now: the live part after its last
         # compaction (liyuan.agent_compact.context_tokens alone would count the whole branch).
         active = active_summary(tree.branch())
-        tokens = context_tokens(self._live(tree)) + (chars4(active.summary) if active else 0)
+        tokens = context_tokens(self._live(tree), _chars4) + (_chars4(active.summary) if active else 0)
         if not should_compact(tokens, self.window, self.reserve):
             return []
-        plan = plan_generic_compaction(tree.branch(), keep_recent_tokens=self.keep_recent)
+        plan = plan_generic_compaction(tree.branch(), keep_recent_tokens=self.keep_recent, estimate=_chars4)
         outcome = run_generic_compaction(tree, self.model, context_window=self.window, reserve_tokens=self.reserve,
-                                          keep_recent_tokens=self.keep_recent, force=True)
+                                          keep_recent_tokens=self.keep_recent, force=True, estimate=_chars4)
         if outcome.kind != "compacted" or plan is None:
             return []
         return [Cut(beat, "inside" if plan.is_split_turn else "between")]

@@ -26,4 +26,4 @@ def handler(kind: str) -> Callable[[Handler], Handler]:
     return register
 
 
-from . import memory_steps, story_steps, vector_steps  # noqa: E402,F401  (registration side effects)
+from . import discussion_steps, memory_steps, story_steps, vector_steps  # noqa: E402,F401  (registration side effects)

@@ -29,7 +29,7 @@ __all__ = [
 
 PROMPT_LINE_SCRIPTED = "（完整 prompt，由 liyuan 代码拼出；里面的对话和前文回复都是人工撰写的示范，不是模型输出）"
 PROMPT_LINE_LIVE = "（完整 prompt，由 liyuan 代码拼出；里面的对话是人工撰写的剧本）"
-CONTEXT_LINE_SCRIPTED = "（组装出的上下文，由 liyuan 代码拼出；对话、摘要和常驻摘要都是人工撰写的示范，不是模型输出）"
+CONTEXT_LINE_SCRIPTED = "（组装出的上下文，由 liyuan 代码拼出；里面的对话和摘要都是人工撰写的示范，不是模型输出）"
 CONTEXT_LINE_LIVE = "（组装出的上下文，由 liyuan 代码拼出；对话是人工撰写的剧本）"
 
 

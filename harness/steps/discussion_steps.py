@@ -1,0 +1,95 @@
+"""Agent discussion compaction in a scenario: triggered by the real usage the app stored.
+
+Invariant: the step calls :func:`liyuan.discussion.run_discussion_compaction` as the app
+would after an agent turn, and records beside its outcome the three ways to size the
+context (the last request's real usage, the CJK-aware estimate, ``chars / 4``), so the
+artifact shows why usage decides and ``chars / 4`` would come too late.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from liyuan.discussion import (
+    KEEP_RECENT_TOKENS,
+    RESERVE_TOKENS,
+    AgentMessage,
+    agent_history,
+    estimate_message_tokens,
+    run_discussion_compaction,
+)
+from liyuan.tree import Entry
+
+from ..runner import ScenarioRun, StepResult
+from ..scenario import StepSpec
+from . import handler
+from .common import context_label, prompt_label, prompt_text
+
+__all__ = ["render_agent_history"]
+
+DEFAULT_CONTEXT_WINDOW = 12000
+
+
+def render_agent_history(history: list[AgentMessage]) -> str:
+    """The replayed agent history as text; tool calls and receipts stay visible."""
+    parts = []
+    for i, message in enumerate(history, start=1):
+        lines = [f"===== {i} · {message.role}{' · ' + message.tool_name if message.tool_name else ''} ====="]
+        if message.text.strip():
+            lines.append(message.text.strip())
+        for call in message.tool_calls:
+            lines.append(f"[调用 {call.name} {json.dumps(dict(call.args), ensure_ascii=False)}]")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def _last_usage(branch: list[Entry]) -> int | None:
+    for entry in reversed(branch):
+        usage = entry.body.get("usage") if entry.role == "assistant" else None
+        if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
+            return int(usage["prompt_tokens"]) + int(usage.get("completion_tokens", 0))
+    return None
+
+
+def _sizes(branch: list[Entry]) -> dict[str, Any]:
+    history = agent_history(branch)
+    chars = 0
+    for message in history:
+        chars += len(message.text) + len(message.thinking)
+        chars += sum(len(call.name) + len(json.dumps(dict(call.args), ensure_ascii=False, separators=(",", ":")))
+                     for call in message.tool_calls)
+    return {
+        "last_request_usage_tokens": _last_usage(branch),
+        "estimate_tokens_cjk": sum(estimate_message_tokens(m) for m in history),
+        "estimate_tokens_chars4": math.ceil(chars / 4),
+    }
+
+
+@handler("discussion")
+def discussion(run: ScenarioRun, step: StepSpec) -> StepResult:
+    """One end-of-turn check of the agent discussion; compacts when the usage says so."""
+    chat_id = step.params["chat"]
+    tree = run.tree(chat_id)
+    window = step.params.get("context_window", DEFAULT_CONTEXT_WINDOW)
+    reserve = step.params.get("reserve", RESERVE_TOKENS)
+    keep_recent = step.params.get("keep_recent", KEEP_RECENT_TOKENS)
+    sizes = _sizes(tree.branch())
+    outcome = run_discussion_compaction(tree, run.recorder, context_window=window, reserve=reserve,
+                                        keep_recent=keep_recent, on_activity=run.on_activity)
+    calls = [c for c in run.recorder.step_calls(step.id) if c.purpose == "discussion"]
+    if calls:
+        run.write_txt("prompt", prompt_text(calls[0]), header=prompt_label(run))
+    if outcome.entry is not None:
+        run.write_txt("summary", str(outcome.entry.data.get("summary", "")), header=run.header_for(calls))
+    run.write_txt("history", render_agent_history(agent_history(tree.branch())), header=context_label(run))
+    run.write_txt("outcome", outcome.message)
+    record: dict[str, Any] = {"kind": outcome.kind, "reason": outcome.reason, "message": outcome.message,
+                              "context_window": window, "reserve": reserve, "keep_recent": keep_recent,
+                              "threshold": window - reserve, **sizes}
+    if outcome.plan is not None:
+        record.update(tokens_before=outcome.plan.tokens_before, usage_based=outcome.plan.usage_based,
+                      turns=outcome.plan.turns, first_kept_entry_id=outcome.plan.first_kept_entry_id,
+                      merged_previous_summary=outcome.plan.previous_summary is not None)
+    return StepResult(record, outcome.message, failed=outcome.kind in ("failed", "stale"))
