@@ -1,0 +1,217 @@
+"""Per-beat overhead of the memory code, and wall times of ``harness run`` and ``mkdocs build``.
+
+Invariant: this module measures and reports; it never asserts a speed. The model is
+never timed: compaction calls go to the scripted summariser outside the timed region.
+
+Per-beat overhead is what the memory code costs on every beat besides the model: take
+the branch, assemble the context (history, 【前情提要】, injection) with the resident
+summary fitted to the budget, and, after the reply, the compaction trigger check
+(:func:`liyuan.compact.plan_compaction`). It is measured over the last ``sample`` beats
+of one chat of 100, 1,000 and 10,000 beats that compacts as the app would.
+
+Two variants are timed. ``current`` calls the library as the app does today, so every
+call walks the whole branch. ``incremental`` is a prototype of the fix proposed for
+:mod:`liyuan.compact` (not used by the library): keep the branch and the active summary
+as the chat grows, and hand the same functions only ``[summary entry, *live entries]``,
+which they treat exactly like the whole branch (the summary's anchor is then off the
+slice, so its cut falls on the summary entry itself: everything before it is covered).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from liyuan.assemble import Injection, build_context
+from liyuan.budget import fit_resident_summary, other_chars_for
+from liyuan.clock import counter_ids
+from liyuan.compact import (
+    DEFAULT_EVERY_N_TURNS,
+    KEEP_RECENT_BEATS,
+    SUMMARY_ENTRY_TYPE,
+    plan_compaction,
+    rebuild_history,
+    run_compaction,
+)
+from liyuan.state import STATE_ENTRY_TYPE, Ledger, format_roster, format_state
+from liyuan.tree import Entry, SessionTree
+
+from .strategies import scripted_summariser
+from .synth import SynthBeat, generate_chat
+
+__all__ = ["RESIDENT", "PlayedChat", "beat_work", "machine_info", "overhead_table", "percentile", "play", "wall_times"]
+
+RESIDENT = "# 往局记忆（同一世界更早的几局）\n\n" + "\n\n".join(
+    f"## 第{i}节\n" + "往局里发生过的一件事，写得短而具体。" * 6 for i in range(1, 9))
+"""A resident summary over the 1200 cap, so the budget fit has real work to do."""
+
+Progress = Callable[[str], None]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..100)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
+
+
+@dataclass
+class PlayedChat:
+    """A chat being played, with the prototype index kept beside the tree."""
+
+    tree: SessionTree
+    branch: list[Entry]
+    """The current branch, extended on every append (the prototype's index)."""
+    summary: Entry | None = None
+    live_from: int = 0
+    """Index in :attr:`branch` of the first entry after the active summary's anchor."""
+
+    def append(self, entry: Entry) -> None:
+        self.branch.append(entry)
+        if entry.type == "custom" and entry.custom_type == SUMMARY_ENTRY_TYPE:
+            anchor = entry.data["coversThroughId"]
+            # The anchor is among the newest entries: search backwards, not the whole branch.
+            at = next(i for i in range(len(self.branch) - 1, -1, -1) if self.branch[i].id == anchor)
+            self.summary, self.live_from = entry, at + 1
+
+    def live_slice(self) -> list[Entry]:
+        live = [e for e in self.branch[self.live_from:] if e is not self.summary]
+        return [self.summary, *live] if self.summary is not None else live
+
+
+def _ledger(entries: Sequence[Entry]) -> Ledger | None:
+    for entry in reversed(entries):
+        if entry.type == "custom" and entry.custom_type == STATE_ENTRY_TYPE:
+            return Ledger.from_dict(entry.data)
+    return None
+
+
+def beat_work(branch: Sequence[Entry], user_text: str, names: tuple[str, str]) -> tuple[Any, ...]:
+    """The per-beat memory work, on whatever sequence it is given; returns what it computed."""
+    ledger = _ledger(branch)
+    state_text, roster = format_state(ledger), format_roster(ledger)
+    summary = rebuild_history(branch).summary
+    resident = fit_resident_summary(RESIDENT, other_chars_for(summary, state_text, roster))
+    messages = build_context(branch, user_text, resident_summary=resident,
+                             injection=Injection(state_text=state_text, roster=roster))
+    return messages, plan_compaction(branch, user_name=names[0], char_name=names[1])
+
+
+def play(beats: int, progress: Progress | None = None) -> Iterator[tuple[PlayedChat, SynthBeat, tuple[str, str]]]:
+    """Play a synthetic chat of ``beats`` beats; yield before each beat is written.
+
+    Compaction runs when due, as in the app, with the scripted summariser; the prototype
+    index in :class:`PlayedChat` is kept up to date with every append.
+    """
+    chat = generate_chat(beats=max(beats, 60), reroll_beat=0)
+    names = (chat.user_name, chat.char_name)
+    model = scripted_summariser(*names)
+    tree = SessionTree(None, session_id="bench", ids=counter_ids("b"))
+    state = PlayedChat(tree, [])
+    state.append(tree.append_message("assistant", chat.greeting, greeting=True))
+    for beat in chat.beats[:beats]:
+        yield state, beat, names
+        state.append(tree.append_message("user", beat.user))
+        state.append(tree.append_message("assistant", beat.reply))
+        state.append(tree.append_custom(STATE_ENTRY_TYPE, dict(beat.ledger)))
+        # Only due beats try (36, then every 30): the trigger itself is what the timed part measures.
+        if beat.number >= KEEP_RECENT_BEATS + DEFAULT_EVERY_N_TURNS and \
+                (beat.number - KEEP_RECENT_BEATS) % DEFAULT_EVERY_N_TURNS == 0:
+            outcome = run_compaction(tree, model, user_name=names[0], char_name=names[1])
+            if outcome.entry is not None:
+                state.append(outcome.entry)
+        if progress is not None and beat.number % 2000 == 0:
+            progress(f"  第 {beat.number}/{beats} 拍")
+
+
+def _timings(beats: int, sample: int, variant: str, progress: Progress) -> list[float]:
+    timings: list[float] = []
+    for state, beat, names in play(beats, progress):
+        if beat.number <= beats - sample:
+            continue
+        started = time.perf_counter()
+        if variant == "current":
+            beat_work(state.tree.branch(), beat.user, names)
+        else:
+            beat_work(state.live_slice(), beat.user, names)
+        timings.append((time.perf_counter() - started) * 1000)
+    return timings
+
+
+def overhead_table(sizes: Sequence[int] = (100, 1000, 10000), sample: int = 100,
+                   progress: Progress | None = None) -> dict[str, Any]:
+    """Median and p95 of the per-beat overhead, per chat length and variant (ms)."""
+    say = progress or (lambda _line: None)
+    rows: list[dict[str, Any]] = []
+    medians: dict[tuple[str, int], float] = {}
+    for variant in ("current", "incremental"):
+        for size in sizes:
+            say(f"每拍开销：{variant} @ {size} 拍")
+            timings = _timings(size, min(sample, size), variant, say)
+            medians[variant, size] = round(statistics.median(timings), 3)
+            rows.append({"variant": variant, "beats": size, "samples": len(timings),
+                         "median_ms": medians[variant, size], "p95_ms": round(percentile(timings, 95), 3)})
+    verdicts = {}
+    for variant in ("current", "incremental"):
+        if (variant, 10000) in medians and (variant, 100) in medians:
+            big, small = medians[variant, 10000], medians[variant, 100]
+            verdicts[variant] = {"median_10000_ms": big, "ratio_to_100": round(big / small, 2),
+                                 "meets_target": big <= 2.0 and big <= 1.5 * small}
+    return {"sample_beats": sample, "rows": rows, "target": "10,000 拍时中位数 ≤ 2 ms，且不超过 100 拍时的 1.5 倍",
+            "verdicts": verdicts}
+
+
+def _timed(command: Sequence[str], cwd: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    started = time.perf_counter()
+    result = subprocess.run(list(command), cwd=cwd, env={**os.environ, **(env or {})},
+                            capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - started
+    tail = (result.stderr or result.stdout).strip().splitlines()[-3:]
+    return {"command": " ".join(command), "seconds": round(seconds, 2), "exit_code": result.returncode,
+            "tail": tail if result.returncode else []}
+
+
+def wall_times(root: Path, *, repeat: int = 3) -> dict[str, Any]:
+    """Wall time of ``python -m harness run`` (all scenarios) and ``mkdocs build --strict``.
+
+    Both write into a temporary folder, never into the repository; the best of
+    ``repeat`` runs is reported beside every run.
+    """
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="liyuan-walltime-") as tmp:
+        for name, command, env in (
+            ("harness run", [sys.executable, "-m", "harness", "-q", "run", "--out", f"{tmp}/sim"], None),
+            ("mkdocs build", [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", f"{tmp}/site"],
+             {"NO_MKDOCS_2_WARNING": "1"}),
+        ):
+            runs = [_timed(command, root, env) for _ in range(repeat)]
+            ok = [r["seconds"] for r in runs if r["exit_code"] == 0]
+            rows.append({"name": name, "command": runs[0]["command"].replace(tmp, "<临时目录>"),
+                         "seconds": [r["seconds"] for r in runs], "best": min(ok) if ok else None,
+                         "failures": [r["tail"] for r in runs if r["exit_code"]]})
+    return {"repeat": repeat, "rows": rows}
+
+
+def machine_info() -> dict[str, Any]:
+    """What the numbers were measured on, and when."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"measured_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu,
+            "cores": os.cpu_count(), "python": platform.python_version(),
+            "system": f"{platform.system()} {platform.release()}"}
