@@ -79,10 +79,12 @@ def request_from_json(data: Mapping[str, Any]) -> ModelRequest:
     )
 
 
+# --8<-- [start:request_sha256]
 def request_sha256(request: ModelRequest) -> str:
     """sha256 of the canonical JSON of the request: any change to a prompt changes it."""
     blob = json.dumps(request_json(request), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+# --8<-- [end:request_sha256]
 
 
 def prompt_diff(old: ModelRequest, new: ModelRequest, label: str) -> str:
@@ -134,6 +136,7 @@ class Reply:
         """True when no model wrote this reply."""
         return self.provenance == "scripted"
 
+    # --8<-- [start:check_request]
     def check_request(self, request: ModelRequest) -> None:
         """Raise :class:`StaleReply` when a recorded reply answered another request."""
         if self.scripted or self.request_sha256 is None:
@@ -142,6 +145,7 @@ class Reply:
             return
         old = request_from_json(self.request) if self.request else ModelRequest((), request.purpose)
         raise StaleReply(self.key, prompt_diff(old, request, self.key))
+    # --8<-- [end:check_request]
 
     def to_json(self) -> dict[str, Any]:
         """Plain data for the YAML file (empty fields left out)."""

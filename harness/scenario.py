@@ -90,6 +90,7 @@ class StepKind:
     """Parameters that must name a chat of the scenario."""
 
 
+# --8<-- [start:step_kinds]
 STEP_KINDS: dict[str, StepKind] = {
     k.name: k
     for k in (
@@ -130,6 +131,7 @@ STEP_KINDS: dict[str, StepKind] = {
                  files=("prompt", "summary", "history", "outcome")),
     )
 }
+# --8<-- [end:step_kinds]
 
 _SCENARIO_KEYS = {"name", "title", "description", "card", "user", "char", "language", "config",
                   "chats", "steps", "out"}
