@@ -82,5 +82,8 @@ def eval(session: nox.Session) -> None:
 def local(session: nox.Session) -> None:
     """Opt-in: run the scenarios against a real local model (plumbing only, not quality)."""
     session.install("-e", ".[vector,local]")
-    session.run("python", "-m", "harness", "run", "--model", "local", *session.posargs,
+    # The long chat would retry its failing compaction after every beat (20 slow calls);
+    # the walkthrough and the discussion show the whole live path in a few calls.
+    scenarios = session.posargs or ["walkthrough", "discussion"]
+    session.run("python", "-m", "harness", "run", "--model", "local", *scenarios,
                 env={"LIYUAN_LIVE": os.environ.get("LIYUAN_LIVE", "1")})
