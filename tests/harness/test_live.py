@@ -63,6 +63,26 @@ def test_every_call_is_recorded_and_no_secret_reaches_a_file(
         assert call["request"]["system"] and call["request"]["user"]
 
 
+class EchoingKeyEndpoint(FakeEndpoint):
+    """An endpoint that rejects the key and echoes it back in the error body."""
+
+    def __call__(self, request: Any) -> Any:
+        import httpx2
+
+        self.requests.append(request)
+        return httpx2.Response(401, json={"error": {"message": f"invalid api key {SECRET}", "type": "auth"}})
+
+
+def test_a_key_echoed_in_an_error_never_reaches_a_file(root: Path, tmp_path: Path, allow_model_requests: None) -> None:
+    endpoint = EchoingKeyEndpoint()
+    live_run(root, tmp_path, endpoint)
+    assert endpoint.requests
+    written = files_of(tmp_path)
+    assert any("HTTP 401" in text for text in written.values())  # the failure itself is recorded
+    for rel, text in written.items():
+        assert SECRET not in text, rel
+
+
 def test_endpoints_are_recorded_without_credentials() -> None:
     from harness.models import safe_endpoint
 
