@@ -1,1 +1,160 @@
-"""Evaluation: scorecards of runs, the strategy comparison, the per-beat overhead bench."""
+"""Evaluation: scorecards of runs, the strategy comparison, the per-beat overhead bench.
+
+``python -m harness eval [scorecards|strategies|bench|all] [--check]`` (``nox -s eval``):
+
+- ``scorecards`` scores every run folder (``sim/`` and each ``sim/runs/<model>/``) and
+  writes ``sim/out/eval.json``, ``sim/runs/<model>/eval.json`` and the page's table
+  ``sim/eval/scorecards.md``.
+- ``strategies`` runs the four-strategy comparison on the synthetic long chat and writes
+  ``sim/eval/strategies.json``, ``sim/eval/strategies.md`` and
+  ``docs/assets/strategy-chart.svg``.
+- ``bench`` measures the per-beat overhead and the wall times of ``harness run`` and
+  ``mkdocs build``, prints them and writes the snapshot ``sim/eval/bench.json`` and
+  ``sim/eval/bench.md`` (machine-dependent; the snapshot says where and when).
+- No command: ``scorecards`` and ``strategies`` (both deterministic).
+
+Invariant: everything except ``bench`` is a pure function of committed files, written
+byte-stably (:func:`harness.artifacts.canonical_json`); ``--check`` recomputes instead
+of writing and exits 1 with a diff when a committed result is out of date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["EVAL_DIR", "main", "results", "scorecard_files"]
+
+EVAL_DIR = "sim/eval"
+CHART = "docs/assets/strategy-chart.svg"
+
+
+def _text(data: Any) -> str:
+    from ..artifacts import canonical_json
+
+    return canonical_json(data)
+
+
+def scorecard_files(root: Path) -> dict[str, str]:
+    """Every scorecard file and the page table, as repository path -> content."""
+    from .gold import load_gold
+    from .report import scorecard_markdown
+    from .scorecard import score_run
+
+    files: dict[str, str] = {}
+    runs: list[tuple[str, dict[str, Any]]] = []
+    bases = [("sim", "sim/out/eval.json")]
+    runs_dir = root / "sim" / "runs"
+    if runs_dir.is_dir():
+        bases += [(f"sim/runs/{p.name}", f"sim/runs/{p.name}/eval.json")
+                  for p in sorted(runs_dir.iterdir()) if (p / "out").is_dir()]
+    for base, target in bases:
+        card = score_run(root / base, root)
+        files[target] = _text(card)
+        runs.append((target, card))
+    gold_facts: dict[str, list[dict[str, str]]] = {}
+    for path in sorted((root / "sim" / "scenarios").glob("*.yaml")):
+        gold = load_gold(path, f"sim/scenarios/{path.name}")
+        gold_facts[path.stem] = [{"id": f.id, "text": f.text} for f in gold.facts]
+    files[f"{EVAL_DIR}/scorecards.md"] = scorecard_markdown(runs, gold_facts)
+    return files
+
+
+def strategy_files(report: dict[str, Any] | None = None) -> dict[str, str]:
+    """The strategy comparison's JSON, table and chart."""
+    from .chart import render_chart
+    from .report import strategies_markdown
+    from .strategies import compare
+
+    report = report if report is not None else compare()
+    return {f"{EVAL_DIR}/strategies.json": _text(report), f"{EVAL_DIR}/strategies.md": strategies_markdown(report),
+            CHART: render_chart(report)}
+
+
+def results(root: Path, which: Sequence[str]) -> dict[str, str]:
+    """The deterministic result files for ``which`` (``scorecards``, ``strategies``)."""
+    files: dict[str, str] = {}
+    if "scorecards" in which:
+        files.update(scorecard_files(root))
+    if "strategies" in which:
+        files.update(strategy_files())
+    return files
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    from ..artifacts import atomic_write
+
+    for rel, text in sorted(files.items()):
+        atomic_write(root / rel, text.encode("utf-8"))
+        print(f"写出 {rel}")
+
+
+def _check(root: Path, files: dict[str, str]) -> int:
+    from ..artifacts import unified
+
+    stale = 0
+    for rel, text in sorted(files.items()):
+        path = root / rel
+        old = path.read_text(encoding="utf-8") if path.is_file() else ""
+        if old != text:
+            stale += 1
+            sys.stdout.write(f"\n✗ {rel} 过期了\n" + unified(old, text, f"已提交/{rel}", f"重新计算/{rel}"))
+    if stale:
+        print(f"\n{stale} 个评测结果和代码、产物对不上：运行 `python -m harness eval` 重新生成后一并提交。")
+        return 1
+    print(f"评测结果是最新的：{len(files)} 个文件逐字节相同。")
+    return 0
+
+
+def _bench(root: Path, args: argparse.Namespace) -> None:
+    from .overhead import machine_info, overhead_table, wall_times
+    from .report import bench_markdown
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    bench: dict[str, Any] = {"machine": machine_info()}
+    bench["overhead"] = overhead_table(args.sizes, args.sample, progress)
+    if not args.no_wall:
+        progress("整体用时：harness run、mkdocs build …")
+        bench["wall_times"] = wall_times(root, repeat=args.repeat)
+    markdown = bench_markdown(bench)
+    print(markdown)
+    _write(root, {f"{EVAL_DIR}/bench.json": json.dumps(bench, ensure_ascii=False, indent=2) + "\n",
+                  f"{EVAL_DIR}/bench.md": markdown})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m harness eval``; returns the exit code."""
+    from ..cli import default_root
+
+    parser = argparse.ArgumentParser(prog="python -m harness eval", description="评分卡、策略对比和每拍开销基准")
+    parser.add_argument("what", nargs="?", default="default", choices=["default", "scorecards", "strategies",
+                                                                         "bench", "all"])
+    parser.add_argument("--root", type=Path, default=None, help="仓库根目录（默认自动找）")
+    parser.add_argument("--check", action="store_true", help="只重新计算并比较，不写文件；过期则退出码 1")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000], help="bench：对话拍数")
+    parser.add_argument("--sample", type=int, default=100, help="bench：每种长度计时的拍数")
+    parser.add_argument("--repeat", type=int, default=3, help="bench：整体用时重复次数")
+    parser.add_argument("--no-wall", action="store_true", help="bench：不测 harness run 和 mkdocs build")
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    root = (args.root or default_root()).resolve()
+    which = {"default": ["scorecards", "strategies"], "all": ["scorecards", "strategies"]}.get(
+        args.what, [args.what])
+    from liyuan.errors import LiyuanError
+
+    try:
+        files = results(root, [w for w in which if w != "bench"])
+        if args.check:
+            return _check(root, files)
+        _write(root, files)
+        if args.what in ("bench", "all"):
+            _bench(root, args)
+    except LiyuanError as exc:
+        print(f"错误：{exc}", file=sys.stderr)
+        return 2
+    return 0
