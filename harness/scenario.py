@@ -133,8 +133,10 @@ STEP_KINDS: dict[str, StepKind] = {
 }
 # --8<-- [end:step_kinds]
 
+# ``gold`` (facts the story says or never says, for the scorecard) is validated by
+# harness.eval.gold; the run itself ignores it.
 _SCENARIO_KEYS = {"name", "title", "description", "card", "user", "char", "language", "config",
-                  "chats", "steps", "out"}
+                  "chats", "steps", "out", "gold"}
 _CONFIG_KEYS = {"every_n_turns": _is_int, "keep": _is_int, "min_chars": _is_int,
                 "vector": _is_bool, "clock_start": _is_str}
 _CHAT_KEYS = {"name", "greeting", "ledger", "beats", "generate", "note", "mode"}
