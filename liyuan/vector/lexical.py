@@ -5,6 +5,7 @@ Invariants (pure, no I/O):
 - A tokenizer maps text to a list of terms; the same text always gives the same terms.
 - :class:`BM25Index` is immutable after construction; :meth:`BM25Index.scores` returns
   one non-negative score per document, 0 for documents sharing no term with the query.
+- Term ids only ever grow: a vocabulary shared across indexes stays valid for all.
 
 Why lexical at all: embeddings blur proper nouns (a name the model never saw is just
 noise to it), while an exact term match on ``沈怀瑾`` or ``青伞`` is the strongest signal
@@ -36,7 +37,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["BM25Index", "Tokenizer", "bigram_terms", "get_tokenizer", "jieba_terms"]
+__all__ = ["BM25Index", "Encoded", "Tokenizer", "bigram_terms", "encode_terms", "get_tokenizer", "jieba_terms"]
 
 Tokenizer = Callable[[str], list[str]]
 
@@ -82,42 +83,73 @@ def get_tokenizer(name: str) -> Tokenizer:
     raise ValueError(f"未知的分词方式：{name!r}")
 
 
+Encoded = tuple[npt.NDArray[np.int32], npt.NDArray[np.float32]]
+"""A document as ``(term ids, term counts)`` over a shared vocabulary."""
+
+
+def encode_terms(terms: Sequence[str], vocabulary: dict[str, int]) -> Encoded:
+    """Count ``terms`` and map them to ids, growing ``vocabulary`` as needed."""
+    counts = Counter(terms)
+    ids = np.fromiter((vocabulary.setdefault(t, len(vocabulary)) for t in counts), dtype=np.int32,
+                      count=len(counts))
+    return ids, np.fromiter(counts.values(), dtype=np.float32, count=len(counts))
+
+
 class BM25Index:
-    """Okapi BM25 over pre-tokenized documents.
+    """Okapi BM25 over documents encoded against a shared vocabulary.
+
+    Postings are stored column-wise, sorted by term id (like a CSR matrix), so a build
+    is a concatenation and one sort, and documents encoded once can be reused by every
+    later index (the store keeps them across snapshots).
 
     Args:
-        documents: One term list per document.
+        documents: One encoded document per position (see :func:`encode_terms`).
+        vocabulary: The term-to-id map the documents were encoded with. It may grow
+            after the build; ids the index has not seen simply score nothing.
         k1: Term-frequency saturation.
         b: Length normalisation.
     """
 
-    def __init__(self, documents: Sequence[Sequence[str]], *, k1: float = 1.2, b: float = 0.75) -> None:
+    def __init__(self, documents: Sequence[Encoded], vocabulary: dict[str, int], *,
+                 k1: float = 1.2, b: float = 0.75) -> None:
         self.size = len(documents)
+        self._vocabulary = vocabulary
         self._k1 = k1
-        lengths = np.array([len(d) for d in documents], dtype=np.float32)
+        lengths = np.array([float(c.sum()) for _, c in documents], dtype=np.float32)
         average = float(lengths.mean()) if self.size and lengths.sum() > 0 else 1.0
         # Per-document denominator part that does not depend on the term: k1 * (1 - b + b * dl / avgdl).
         self._norm = (k1 * (1 - b + b * lengths / average)).astype(np.float32)
-        postings: dict[str, tuple[list[int], list[int]]] = {}
-        for index, terms in enumerate(documents):
-            for term, count in Counter(terms).items():
-                docs, freqs = postings.setdefault(term, ([], []))
-                docs.append(index)
-                freqs.append(count)
-        self._postings: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32], float]] = {}
-        for term, (docs, freqs) in postings.items():
-            df = len(docs)
-            idf = math.log(1 + (self.size - df + 0.5) / (df + 0.5))
-            self._postings[term] = (np.array(docs, dtype=np.int64), np.array(freqs, dtype=np.float32), idf)
+        width = len(vocabulary)
+        if documents:
+            term_ids = np.concatenate([ids for ids, _ in documents])
+            freqs = np.concatenate([c for _, c in documents])
+            owners = np.repeat(np.arange(self.size, dtype=np.int64), [len(ids) for ids, _ in documents])
+        else:
+            term_ids, freqs, owners = (np.zeros(0, np.int32), np.zeros(0, np.float32), np.zeros(0, np.int64))
+        order = np.argsort(term_ids, kind="stable")
+        self._docs = owners[order]
+        self._freqs = freqs[order]
+        self._starts = np.searchsorted(term_ids[order], np.arange(width + 1))
+
+    @classmethod
+    def from_terms(cls, documents: Sequence[Sequence[str]], **kwargs: float) -> BM25Index:
+        """Build from plain term lists (a private vocabulary)."""
+        vocabulary: dict[str, int] = {}
+        encoded = [encode_terms(d, vocabulary) for d in documents]
+        return cls(encoded, vocabulary, **kwargs)
 
     def scores(self, query_terms: Sequence[str]) -> npt.NDArray[np.float32]:
         """BM25 score of every document for the (deduplicated) query terms."""
         out = np.zeros(self.size, dtype=np.float32)
         for term in dict.fromkeys(query_terms):
-            posting = self._postings.get(term)
-            if posting is None:
+            term_id = self._vocabulary.get(term)
+            if term_id is None or term_id + 1 >= len(self._starts):
                 continue
-            docs, freqs, idf = posting
-            # Each document appears once per posting list, so fancy-index += is safe.
+            start, end = int(self._starts[term_id]), int(self._starts[term_id + 1])
+            if end == start:
+                continue
+            idf = math.log(1 + (self.size - (end - start) + 0.5) / ((end - start) + 0.5))
+            docs, freqs = self._docs[start:end], self._freqs[start:end]
+            # Each document appears once per term, so fancy-index += is safe.
             out[docs] += idf * freqs * (self._k1 + 1) / (freqs + self._norm[docs])
         return out

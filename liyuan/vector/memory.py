@@ -190,22 +190,23 @@ class VectorMemory:
         if not self._store_on(NARRATIVE) or narrative is None or narrative.every_n_turns <= 0:
             return IngestResult(False, reason="disabled")
         branch = frozenset(branch_ids) if branch_ids is not None else None
-        counter = self.store.next_turn()
-        if len(text.strip()) >= MIN_INGEST_CHARS:
-            self.store.push_pending(node_id, condense(text.strip()))
+        stripped = text.strip()
+        queued_now = (node_id, condense(stripped)) if len(stripped) >= MIN_INGEST_CHARS else None
+        counter = self.store.next_turn(queued_now)
         if counter % narrative.every_n_turns != 0:
-            return IngestResult(False, reason="not-due")
+            return IngestResult(False, reason="not-due" if queued_now else "too-short")
         queued = self.store.pending()
         result = IngestResult(False, reason="too-short")
-        for _, beat_id, beat_text in queued:
+        for position, (_seq, beat_id, beat_text) in enumerate(queued):
+            # The queue is cleared with the last write, not before: a crash in between
+            # re-ingests it, and the duplicate checks make that harmless.
+            through = queued[-1][0] if position == len(queued) - 1 else None
             if branch is not None and beat_id is not None and beat_id not in branch:
-                result = IngestResult(False, reason="off-branch")
-                continue  # written on a branch the user has since left
-            result = self._merge_narrative(beat_text, beat_id, branch)
-        if queued:
-            # Cleared only after the chunks are in: a crash in between re-ingests the
-            # queue, and the duplicate checks make that harmless.
-            self.store.clear_pending(queued[-1][0])
+                result = IngestResult(False, reason="off-branch")  # a branch the user has left
+                if through is not None:
+                    self.store.clear_pending(through)
+                continue
+            result = self._merge_narrative(beat_text, beat_id, branch, through)
         return result
 
     def _last_visible(self, branch: frozenset[str] | None) -> Chunk | None:
@@ -214,11 +215,14 @@ class VectorMemory:
         positions = np.flatnonzero(mask)
         return snapshot.chunks[int(positions[-1])] if positions.size else None
 
-    def _merge_narrative(self, text: str, node_id: str | None, branch: frozenset[str] | None) -> IngestResult:
+    def _merge_narrative(self, text: str, node_id: str | None, branch: frozenset[str] | None,
+                         clear_through: int | None) -> IngestResult:
         last = self._last_visible(branch)
         if last is not None and (
             last.text == text or (len(text) >= _DEDUP_MIN and text[:_DEDUP_HEAD] in last.text)
         ):
+            if clear_through is not None:
+                self.store.clear_pending(clear_through)
             return IngestResult(False, reason="duplicate", chunk_id=last.id)
         parent: Chunk | None = None
         if (
@@ -233,7 +237,8 @@ class VectorMemory:
         row = NewChunk(NARRATIVE, text, vector, self.embedder.label, "narrative", None,
                        node_id if node_id is not None or parent is None else parent.node_id,
                        parent.id if parent else None, parent.merge_count + 1 if parent else 1)
-        added = self.store.add([row], max_chunks=self.config.store(NARRATIVE).max_chunks)
+        added = self.store.add([row], max_chunks=self.config.store(NARRATIVE).max_chunks,
+                               clear_pending_through=clear_through)
         return IngestResult(bool(added), merged=parent is not None and bool(added),
                             chunk_id=added[0] if added else None, reason="" if added else "duplicate")
 
@@ -303,6 +308,17 @@ class VectorMemory:
             top_k=top_k if top_k is not None else self.config.search_top_k, fusion=self.fusion,
         )
         return [self._hit(r.chunk, r.score) for r in ranked]
+
+    def warm(self) -> None:
+        """Load the search snapshot and the lexical index now (e.g. when a chat opens).
+
+        A recall after a process start otherwise pays for reading every vector and
+        tokenizing every chunk: about 0.5 s at 5,000 chunks, several seconds at 50,000,
+        which the 5-second recall bound would cut off. Safe to run in a thread.
+        """
+        snapshot = self.store.snapshot()
+        if self.config.recall_mode != "semantic":
+            snapshot.lexical(self.config.lexical_tokenizer)
 
     def _hit(self, chunk: Chunk, score: float) -> Hit:
         store = self.config.stores.get(chunk.store)

@@ -5,8 +5,9 @@ Invariants:
 - Every write is one transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``) in WAL mode with
   ``synchronous=FULL``: a process killed mid-write loses at most the write in flight,
   never a committed chunk, and the file stays consistent (tested by killing a child).
-- Each write bumps ``meta.generation``; a :class:`Snapshot` is rebuilt only when the
+- Each write bumps ``meta.generation``; a :class:`Snapshot` is refreshed only when the
   generation it was built from is stale, so a recall costs one small query plus numpy.
+  A refresh reuses the vectors and encoded terms of chunks it already holds.
 - Rows are never edited in place except to re-embed: a narrative merge inserts a new
   version whose ``parent`` is the chunk it extends (copy-on-write), so a reroll that
   abandons the newer version brings the older one back (see
@@ -32,20 +33,19 @@ import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ..clock import Clock, system_clock
 from ..errors import ConfigError
-from .lexical import BM25Index, get_tokenizer
+from .index import Chunk, Snapshot, Source, TermCache, reusable_rows
 
-__all__ = ["Chunk", "NewChunk", "Snapshot", "Source", "SqliteChunkStore"]
+__all__ = ["Chunk", "NewChunk", "Snapshot", "Source", "SqliteChunkStore", "TermCache"]
 
-Source = Literal["narrative", "archive", "import", "manual"]
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
@@ -82,25 +82,6 @@ _NCOLS = 12
 
 
 @dataclass(frozen=True, slots=True)
-class Chunk:
-    """One stored chunk (without its vector)."""
-
-    id: str
-    store: str
-    text: str
-    embedder: str
-    source: Source
-    title: str | None
-    node_id: str | None
-    parent: str | None
-    """Id of the older version this chunk extends (narrative merges), else ``None``."""
-    seq: int
-    merge_count: int
-    created_at: str
-    updated_at: str
-
-
-@dataclass(frozen=True, slots=True)
 class NewChunk:
     """A chunk to insert."""
 
@@ -125,59 +106,6 @@ def _chunk(row: Sequence[Any]) -> Chunk:
                  parent=parent, seq=seq, merge_count=merges, created_at=created, updated_at=updated)
 
 
-@dataclass
-class Snapshot:
-    """Everything a search needs, frozen at one generation of the store.
-
-    ``matrices[label]`` is ``(rows, vectors)``: the positions in :attr:`chunks` written
-    by that embedder and their unit vectors, one row each. The remaining fields are
-    derived in ``__post_init__`` so a per-query visibility mask costs numpy plus a loop
-    over narrative chunks only.
-    """
-
-    generation: int
-    chunks: tuple[Chunk, ...]
-    matrices: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]]
-    _token_cache: dict[tuple[str, str], tuple[str, list[str]]] = field(default_factory=dict, repr=False)
-    store_names: tuple[str, ...] = field(init=False)
-    store_codes: npt.NDArray[np.int32] = field(init=False, repr=False)
-    """Index into :attr:`store_names` per chunk."""
-    tagged: tuple[tuple[int, str], ...] = field(init=False, repr=False)
-    """``(position, node_id)`` of every narrative chunk that carries a beat id."""
-    versions: tuple[tuple[int, int], ...] = field(init=False, repr=False)
-    """``(position, position of the version it extends)`` for merged chunks."""
-    _lexical: dict[str, BM25Index] = field(default_factory=dict, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def __post_init__(self) -> None:
-        names: dict[str, int] = {}
-        codes = [names.setdefault(c.store, len(names)) for c in self.chunks]
-        self.store_names = tuple(names)
-        self.store_codes = np.array(codes, dtype=np.int32)
-        self.tagged = tuple((i, c.node_id) for i, c in enumerate(self.chunks)
-                            if c.source == "narrative" and c.node_id is not None)
-        where = {c.id: i for i, c in enumerate(self.chunks)}
-        self.versions = tuple((i, where[c.parent]) for i, c in enumerate(self.chunks)
-                              if c.parent is not None and c.parent in where)
-
-    def lexical(self, tokenizer: str) -> BM25Index:
-        """The BM25 index of every chunk for ``tokenizer`` (built once per snapshot)."""
-        with self._lock:
-            index = self._lexical.get(tokenizer)
-            if index is None:
-                split = get_tokenizer(tokenizer)
-                documents: list[list[str]] = []
-                for chunk in self.chunks:
-                    # Terms are reused across snapshots while a chunk's text is unchanged.
-                    cached = self._token_cache.get((tokenizer, chunk.id))
-                    if cached is None or cached[0] != chunk.text:
-                        cached = (chunk.text, split(chunk.text))
-                        self._token_cache[(tokenizer, chunk.id)] = cached
-                    documents.append(cached[1])
-                index = self._lexical[tokenizer] = BM25Index(documents)
-            return index
-
-
 class SqliteChunkStore:
     """Chunks of one chat in one SQLite file.
 
@@ -191,6 +119,7 @@ class SqliteChunkStore:
         self._clock = clock
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
+        self._terms = TermCache()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._connect() as db:
@@ -225,8 +154,13 @@ class SqliteChunkStore:
 
     # -- writing ---------------------------------------------------------------------
 
-    def add(self, chunks: Sequence[NewChunk], *, max_chunks: int) -> list[str]:
+    def add(
+        self, chunks: Sequence[NewChunk], *, max_chunks: int, clear_pending_through: int | None = None
+    ) -> list[str]:
         """Insert chunks, skipping texts already in their store; evict FIFO beyond the cap.
+
+        ``clear_pending_through`` drops queued beats up to that ``seq`` in the same
+        transaction (they are what was just ingested).
 
         Returns:
             Ids of the chunks inserted (and not immediately evicted), in order.
@@ -260,6 +194,8 @@ class SqliteChunkStore:
                         " EXISTS (SELECT 1 FROM chunks d WHERE d.parent = c.id) DESC, c.seq ASC LIMIT ?)",
                         (store, excess),
                     )
+            if clear_pending_through is not None:
+                db.execute("DELETE FROM pending WHERE seq <= ?", (clear_pending_through,))
             kept = {r[0] for r in db.execute(
                 f"SELECT id FROM chunks WHERE id IN ({','.join('?' * len(added))})", added)} if added else set()
         return [cid for cid in added if cid in kept]
@@ -267,10 +203,12 @@ class SqliteChunkStore:
     def set_embeddings(self, updates: Sequence[tuple[str, npt.NDArray[np.float32]]], embedder: str) -> None:
         """Store new vectors for existing chunks (re-embedding); texts are untouched."""
         with self._write() as db:
+            now = self._clock()
             for chunk_id, vector in updates:
                 row = np.ascontiguousarray(vector, dtype=np.float32)
-                db.execute("UPDATE chunks SET embedding = ?, dim = ?, embedder = ? WHERE id = ?",
-                           (row.tobytes(), int(row.size), embedder, chunk_id))
+                # updated_at changes so snapshots know to fetch the new vector.
+                db.execute("UPDATE chunks SET embedding = ?, dim = ?, embedder = ?, updated_at = ? WHERE id = ?",
+                           (row.tobytes(), int(row.size), embedder, now, chunk_id))
 
     def delete(self, chunk_id: str) -> bool:
         """Delete one chunk and the older versions it extends; ``False`` if there was none."""
@@ -287,16 +225,17 @@ class SqliteChunkStore:
                 db.execute("DELETE FROM chunks WHERE id = ?", (cid,))
             return bool(doomed)
 
-    def next_turn(self) -> int:
-        """Increment and return the chat's beat counter (it drives the ingest period)."""
+    def next_turn(self, pending: tuple[str | None, str] | None = None) -> int:
+        """Increment and return the chat's beat counter (it drives the ingest period).
+
+        Args:
+            pending: ``(node_id, text)`` of this beat, queued in the same transaction.
+        """
         with self._write() as db:
             db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'turn_counter'")
+            if pending is not None:
+                db.execute("INSERT INTO pending (node_id, text) VALUES (?, ?)", pending)
             return int(db.execute("SELECT value FROM meta WHERE key = 'turn_counter'").fetchone()[0])
-
-    def push_pending(self, node_id: str | None, text: str) -> None:
-        """Queue one beat's text until the next ingest."""
-        with self._write() as db:
-            db.execute("INSERT INTO pending (node_id, text) VALUES (?, ?)", (node_id, text))
 
     def pending(self) -> list[tuple[int, str | None, str]]:
         """Queued beats as ``(seq, node_id, text)``, oldest first."""
@@ -346,7 +285,12 @@ class SqliteChunkStore:
             return int(db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
 
     def snapshot(self) -> Snapshot:
-        """The current search snapshot, rebuilt only when the file changed."""
+        """The current search snapshot, refreshed only when the file changed.
+
+        A refresh reads the light columns of every row but fetches vectors only for
+        chunks the previous snapshot did not hold (or whose vector was rewritten), and
+        reuses every chunk's encoded terms, so a write costs little on a big store.
+        """
         with self._lock:
             current = self._snapshot
             with self._connect() as db:
@@ -355,25 +299,35 @@ class SqliteChunkStore:
                 if current is not None and current.generation == generation:
                     db.execute("COMMIT")
                     return current
-                rows = db.execute(f"SELECT {_COLUMNS}, embedding, dim FROM chunks ORDER BY seq").fetchall()
+                chunks = tuple(_chunk(r) for r in db.execute(f"SELECT {_COLUMNS} FROM chunks ORDER BY seq"))
+                reuse = reusable_rows(current, chunks)
+                wanted = [c.id for c in chunks if c.id not in reuse]
+                fetched: dict[str, npt.NDArray[np.float32]] = {}
+                for start in range(0, len(wanted), 500):
+                    part = wanted[start : start + 500]
+                    for cid, blob in db.execute(
+                            f"SELECT id, embedding FROM chunks WHERE id IN ({','.join('?' * len(part))})", part):
+                        fetched[cid] = np.frombuffer(blob, dtype=np.float32)
                 db.execute("COMMIT")
-            chunks = tuple(_chunk(r) for r in rows)
-            emb, dim = _NCOLS, _NCOLS + 1
             groups: dict[str, list[int]] = {}
             for position, chunk in enumerate(chunks):
                 groups.setdefault(chunk.embedder, []).append(position)
             matrices: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]] = {}
             for label, positions in groups.items():
-                dims = {int(rows[p][dim]) for p in positions}
-                if len(dims) != 1:
-                    # A label whose vectors disagree in width is corrupt; keep the majority width.
-                    width = max(dims, key=lambda d: sum(int(rows[p][dim]) == d for p in positions))
-                    positions = [p for p in positions if int(rows[p][dim]) == width]
-                blob = b"".join(rows[p][emb] for p in positions)
-                matrix = np.frombuffer(blob, dtype=np.float32).reshape(len(positions), -1)
-                matrices[label] = (np.array(positions, dtype=np.int64), matrix)
-            cache = current._token_cache if current is not None else {}
-            live = {c.id for c in chunks}
-            cache = {k: v for k, v in cache.items() if k[1] in live}
-            self._snapshot = Snapshot(generation, chunks, matrices, cache)
+                old_matrix = current.matrices[label][1] if current is not None and label in current.matrices else None
+                widths = [old_matrix.shape[1] if chunks[p].id in reuse and old_matrix is not None
+                          else fetched[chunks[p].id].shape[0] for p in positions]
+                # Vectors of one label that disagree in width are corrupt; keep the majority width.
+                width = max(set(widths), key=widths.count)
+                keep = [p for p, w in zip(positions, widths, strict=True) if w == width]
+                matrix = np.empty((len(keep), width), dtype=np.float32)
+                old_rows = [(i, reuse[chunks[p].id]) for i, p in enumerate(keep) if chunks[p].id in reuse]
+                if old_rows and old_matrix is not None:
+                    new_index, old_index = map(list, zip(*old_rows, strict=True))
+                    matrix[new_index] = old_matrix[old_index]
+                for i, p in enumerate(keep):
+                    if chunks[p].id not in reuse:
+                        matrix[i] = fetched[chunks[p].id]
+                matrices[label] = (np.array(keep, dtype=np.int64), matrix)
+            self._snapshot = Snapshot(generation, chunks, matrices, self._terms)
             return self._snapshot
