@@ -1,0 +1,128 @@
+"""The pages' prose quotes facts from the artifacts; when an artifact changes, these fail.
+
+The 模版 and 效果 blocks are included from the files themselves, so they cannot drift.
+The sentences around them can: "「承诺与伏笔」列了八条", "第六轮后 9220". Each test
+below pins one such sentence to the artifact it describes, so a scenario or prompt
+change that makes the prose false shows up here, next to the sentence to rewrite.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from .hook import ROOT
+
+TXT = ROOT / "sim" / "txt"
+MEMORY = (ROOT / "docs" / "memory.md").read_text(encoding="utf-8")
+BRANCH = (ROOT / "docs" / "branch.md").read_text(encoding="utf-8")
+
+
+def txt(name: str) -> str:
+    return (TXT / name).read_text(encoding="utf-8")
+
+
+def body_lines(name: str) -> list[str]:
+    """Lines of an artifact after its provenance header line."""
+    return txt(name).splitlines()[1:]
+
+
+def section(text: str, heading: str) -> list[str]:
+    lines = text.splitlines()
+    start = lines.index(heading) + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return [line for line in lines[start:end] if line.strip()]
+
+
+def step(scenario: str, step_id: str) -> dict[str, Any]:
+    record = json.loads((ROOT / "sim" / "out" / f"{scenario}.json").read_text(encoding="utf-8"))
+    return next(s for s in record["steps"] if s["id"] == step_id)
+
+
+def test_every_scripted_artifact_says_so_in_its_first_line() -> None:
+    scripted = ["summary.txt", "recap-A.txt", "handbook-1.txt", "resident-1.txt", "handbook-2.txt",
+                "resident-2.txt", "long-summary-2.txt", "discussion-summary.txt"]
+    for name in scripted:
+        assert "不是模型输出" in txt(name).splitlines()[0], name
+    assert "人工撰写" in txt("recap-B.txt").splitlines()[0]
+
+
+def test_compact_section_sentences() -> None:
+    assert "「承诺与伏笔」列了八条" in MEMORY
+    assert len(section(txt("summary.txt"), "## 承诺与伏笔")) == 8
+    assert "林溯握着汤勺的手停了一下" in txt("summary.txt")
+    assert "「当前场景」停在十点的厨房" in MEMORY
+    scene = " ".join(section(txt("summary.txt"), "## 当前场景"))
+    assert "十点" in scene and "厨房" in scene
+    assert "深夜" in txt("summary-prompt.txt") and "灯室" in txt("summary-prompt.txt")  # the ledger ran ahead
+
+
+def test_replay_section_sentences() -> None:
+    assert "组装出四条消息" in MEMORY
+    history = txt("summary-history.txt")
+    headers = re.findall(r"^===== \d+ · (\w+) =====$", history, re.MULTILINE)
+    assert headers == ["user", "user", "assistant", "user"]
+    last = history.split("===== 4 · user =====")[1]
+    assert last.index("【世界状态】") < last.index("【登场名录】")
+
+
+def test_vector_section_sentences() -> None:
+    assert "第 21 拍" in txt("long-play-1.txt") and "第 36 拍" in txt("long-play-2.txt")
+    injection = txt("long-injection.txt")
+    assert injection.index("【登场名录】") < injection.index("【剧情记忆】")
+    first_hit = injection.split("【剧情记忆】\n", 1)[1].split("\n- ", 1)[0]
+    assert "早期剧情归档" in first_hit and "铜纽扣" in first_hit and "第三天" in first_hit
+    assert "铜纽扣" in txt("long-context.txt").rstrip().splitlines()[-1]  # the user's words close the context
+
+
+def test_merge_and_forget_sentences() -> None:
+    before, after = body_lines("resident-1.txt"), body_lines("resident-2.txt")
+    assert set(after) <= set(before), "删 jB 后的常驻摘要只能删行，jA 的条目一字不动"
+    removed = "\n".join(line for line in before if line not in after)
+    for thing in ("林汐", "墨斗", "青鸥号", "桂花糖", "慢一点"):
+        assert thing in removed and thing in MEMORY, thing
+    assert "（jB）" in removed and "jB 那行简介" in MEMORY
+    assert "[局:jA][局:jB]" in txt("handbook-1.txt")
+    assert "[局:jB]" not in txt("handbook-2.txt")
+    assert "【前情提要】" in txt("new-chat-history.txt") and "# 往局记忆" in txt("new-chat-history.txt")
+
+
+def test_budget_sentences() -> None:
+    fit = txt("fit.txt")
+    assert "= 400 字" in fit and "（……余下内容因篇幅略）" in fit
+    assert "= 100 字" in fit and "返回 None" in fit
+
+
+def test_discussion_sentences() -> None:
+    check5, check6 = step("discussion", "check-5")["outcome"], step("discussion", "check-6")["outcome"]
+    assert (check5["kind"], check5["last_request_usage_tokens"], check5["threshold"]) == ("skipped", 7750, 8000)
+    assert (check6["kind"], check6["last_request_usage_tokens"], check6["turns"]) == ("compacted", 9220, 3)
+    assert (check6["context_window"], check6["reserve"], check6["keep_recent"]) == (12000, 4000, 500)
+    assert (check6["estimate_tokens_chars4"], check6["estimate_tokens_cjk"]) == (311, 1030)
+    for number in ("7750", "9220", "311", "1030", "12000", "4000", "500"):
+        assert number in MEMORY, number
+
+
+def test_branch_page_sentences() -> None:
+    reroll = step("longchat", "reroll-24")
+    assert "第 24 拍" in BRANCH and reroll["params"]["chat"] == "jL"
+    assert "怀表" in reroll["note"] and "怀表" in BRANCH
+    # The first summary hangs after beat 21, before the rerolled beat 24.
+    assert step("longchat", "play-1")["outcome"]["compactions"][0]["after_beat"] == 21
+    second = step("longchat", "play-2")["outcome"]["compactions"][0]
+    assert second["after_beat"] == 36 and second["merged_previous_summary"] is True
+    prompt = txt("long-summary-2-prompt.txt")
+    assert "<previous-summary>" in prompt and "灰擦干净" in prompt and "怀表" not in prompt
+    recall = step("longchat", "recall-abandoned")
+    assert recall["params"]["query"] == "她父亲留下的那块旧怀表" and "她父亲留下的那块旧怀表" in BRANCH
+    assert "怀表" not in txt("long-recall-abandoned.txt")
+    assert recall["outcome"]["chunks_off_branch"], "the abandoned reply's chunk must exist, just off the branch"
+
+
+def test_every_sim_file_the_pages_mention_exists() -> None:
+    for page in (MEMORY, BRANCH):
+        for rel in re.findall(r"`(sim/[^`<>]+\.(?:yaml|json|txt))`", page):
+            assert (ROOT / rel).is_file(), rel
+    assert Path(ROOT / "sim" / "scenarios" / "longchat.yaml").is_file()
