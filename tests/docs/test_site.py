@@ -39,7 +39,9 @@ pytestmark = pytest.mark.browser
 if not CHROMIUM.exists():
     pytest.skip(f"Chromium not found at {CHROMIUM}: install the Debian package `chromium` "
                 "(.ci/run does this in CI)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (extra: browser)")
+# Not an importorskip: with Chromium present, a missing playwright is a broken install
+# (`pip install -e .[browser]`), and the test must say so instead of quietly skipping.
+from playwright import sync_api  # noqa: E402
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
