@@ -181,22 +181,26 @@ def _timed(command: Sequence[str], cwd: Path, env: dict[str, str] | None = None)
             "tail": tail if result.returncode else []}
 
 
-def wall_times(root: Path, *, repeat: int = 3) -> dict[str, Any]:
+def wall_times(root: Path, *, repeat: int = 3,
+               commands: Sequence[str] = ("harness run", "mkdocs build")) -> dict[str, Any]:
     """Wall time of ``python -m harness run`` (all scenarios) and ``mkdocs build --strict``.
 
     Both write into a temporary folder, never into the repository; the best of
-    ``repeat`` runs is reported beside every run.
+    ``repeat`` runs is reported beside every run, and a failing run with its last lines.
     """
     rows = []
     with tempfile.TemporaryDirectory(prefix="liyuan-walltime-") as tmp:
-        for name, command, env in (
-            ("harness run", [sys.executable, "-m", "harness", "-q", "run", "--out", f"{tmp}/sim"], None),
-            ("mkdocs build", [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", f"{tmp}/site"],
-             {"NO_MKDOCS_2_WARNING": "1"}),
-        ):
+        known: dict[str, tuple[list[str], dict[str, str] | None]] = {
+            "harness run": ([sys.executable, "-m", "harness", "run", "-q", "--out", f"{tmp}/sim"], None),
+            "mkdocs build": ([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", f"{tmp}/site"],
+                             {"NO_MKDOCS_2_WARNING": "1"}),
+        }
+        for name in commands:
+            command, env = known[name]
             runs = [_timed(command, root, env) for _ in range(repeat)]
             ok = [r["seconds"] for r in runs if r["exit_code"] == 0]
-            rows.append({"name": name, "command": runs[0]["command"].replace(tmp, "<临时目录>"),
+            shown = runs[0]["command"].replace(tmp, "<临时目录>").replace(sys.executable, "python")
+            rows.append({"name": name, "command": shown,
                          "seconds": [r["seconds"] for r in runs], "best": min(ok) if ok else None,
                          "failures": [r["tail"] for r in runs if r["exit_code"]]})
     return {"repeat": repeat, "rows": rows}

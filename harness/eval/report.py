@@ -169,4 +169,8 @@ def bench_markdown(bench: Mapping[str, Any]) -> str:
             best = "失败" if row["best"] is None else f"{row['best']:.2f}"
             lines.append(f"| `{row['command']}` | {best} | {' / '.join(f'{s:.2f}' for s in row['seconds'])} |")
         lines.append("")
+        for row in walls["rows"]:
+            for tail in row.get("failures", [])[:1]:
+                lines.append(f"- `{row['name']}` 失败：{' '.join(tail)}")
+        lines.append("")
     return "\n".join(lines).rstrip() + "\n"

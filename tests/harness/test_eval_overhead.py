@@ -5,7 +5,10 @@ No test here times anything: speed lives in ``python -m harness eval bench``.
 
 from __future__ import annotations
 
-from harness.eval.overhead import beat_work, machine_info, overhead_table, percentile, play
+from pathlib import Path
+
+from harness.eval.overhead import beat_work, machine_info, overhead_table, percentile, play, wall_times
+from harness.eval.report import bench_markdown
 
 
 def test_the_live_slice_gives_the_same_context_and_plan_as_the_whole_branch() -> None:
@@ -50,3 +53,29 @@ def test_machine_info_names_the_machine_and_the_time() -> None:
     info = machine_info()
     assert info["cores"] and info["python"] and info["cpu"]
     assert info["measured_at"].endswith("UTC")
+
+
+def test_wall_time_of_harness_run_succeeds_and_writes_outside_the_repo() -> None:
+    root = Path(__file__).resolve().parents[2]
+    before = sorted(p.name for p in (root / "sim" / "out").iterdir())
+    table = wall_times(root, repeat=1, commands=("harness run",))
+    row = table["rows"][0]
+    assert row["failures"] == [] and row["best"] is not None
+    assert row["command"] == "python -m harness run -q --out <临时目录>/sim"
+    assert sorted(p.name for p in (root / "sim" / "out").iterdir()) == before
+
+
+def test_bench_markdown_states_machine_verdict_and_failures() -> None:
+    bench = {
+        "machine": {"measured_at": "2026-12-02 10:00 UTC", "cpu": "CPU", "cores": 2, "python": "3.11.7",
+                    "system": "Linux"},
+        "overhead": {"sample_beats": 5, "target": "目标", "rows": [
+            {"variant": "current", "beats": 100, "median_ms": 0.5, "p95_ms": 0.9}],
+            "verdicts": {"current": {"median_10000_ms": 100.0, "ratio_to_100": 200.0, "meets_target": False}}},
+        "wall_times": {"repeat": 1, "rows": [{"name": "harness run", "command": "python -m harness run",
+                                              "seconds": [1.0], "best": None, "failures": [["出错了"]]}]},
+    }
+    text = bench_markdown(bench)
+    assert "CPU（2 核）" in text and "2026-12-02 10:00 UTC" in text
+    assert "没达到目标" in text
+    assert "| `python -m harness run` | 失败 | 1.00 |" in text and "出错了" in text
