@@ -127,14 +127,14 @@ def strategies_markdown(report: Mapping[str, Any]) -> str:
     settings, chat = report["settings"], report["chat"]
     window = settings["window_tokens"]
     lines = [
-        f"| 策略 | 最大上下文（字 / token） | 最后一拍（字 / token） | 超出 {window:,} token 窗口的拍数 | 旁路调用 | "
-        f"压缩 | 切点：轮间 / 轮内 | {chat['facts']} 条埋下的事实：原文 / 账本 / 交给过摘要 / 丢了 |",
-        "|---|---|---|---|---|---|---|---|",
+        f"| 策略 | 最大上下文 字 / token | 最后一拍 字 / token | 超出 {window // 1024}k 窗口的拍数 | 旁路调用 | "
+        f"压缩 | 切点 轮间 / 轮内 | {chat['facts']} 条事实 原文 / 账本 / 交给过摘要 / 丢了 |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for run in report["strategies"]:
         facts = run["facts"]
         if run["name"] == "truncate":
-            cuts = f"每拍滑动（{run['cuts_between_turns']} 拍）/ 0"
+            cuts = "每拍滑动 / 0"
         else:
             cuts = f"{run['cuts_between_turns']} / {run['cuts_inside_turn']}"
         lines.append(
