@@ -163,3 +163,20 @@ def test_check_mode_reports_drift_and_writes_nothing(run_copy: Path, capsys: pyt
     assert (run_copy / "sim" / "out" / "eval.json").read_text(encoding="utf-8") == "{}\n"
     assert main(["scorecards", "--root", str(run_copy)]) == 0
     assert main(["scorecards", "--check", "--root", str(run_copy)]) == 0
+
+
+def test_each_model_run_folder_gets_its_own_labelled_scorecard(run_copy: Path) -> None:
+    folder = run_copy / "sim" / "runs" / "local-gemma"
+    (folder / "out").mkdir(parents=True)
+    shutil.copytree(run_copy / "sim" / "txt", folder / "txt")
+    for name in ("compact.json", "memory.json"):
+        data = json.loads((run_copy / "sim" / "out" / name).read_text(encoding="utf-8"))
+        data["model"] = {"kind": "model", "model": "gemma-3-270m", "plumbing_run": True}
+        (folder / "out" / name).write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    files = results(run_copy, ["scorecards"])
+    assert set(files) == {"sim/out/eval.json", "sim/runs/local-gemma/eval.json", "sim/eval/scorecards.md"}
+    card = json.loads(files["sim/runs/local-gemma/eval.json"])
+    assert card["provenance"]["plumbing_run"] is True and card["provenance"]["model"] == "gemma-3-270m"
+    table = files["sim/eval/scorecards.md"]
+    assert table.index("只检验评分器本身") < table.index("管线演示（gemma-3-270m）")
+    assert "`sim/runs/local-gemma/eval.json`" in table
