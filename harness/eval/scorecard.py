@@ -75,6 +75,11 @@ def _messages(text: str) -> list[tuple[str, str]]:
     return out
 
 
+def _no_reply(call: Mapping[str, Any]) -> dict[str, Any]:
+    """A structure verdict for a call that got no reply (a model error, a timeout)."""
+    return {"ok": False, "problems": [f"没有回复：{call.get('error') or '未知错误'}"], "chars": 0}
+
+
 def _block(tail: str, label: str) -> str:
     for part in tail.split("\n\n"):
         if part.startswith(label + "\n"):
@@ -148,7 +153,7 @@ class _Scorer:
         covered = start + sum(1 for block in text.split("\n\n") if block.startswith(f"{self.user}："))
         record: dict[str, Any] = {"step": step_id, "chat": chat, "covered_through_beat": covered}
         if reply is None:
-            record.update(ok=False, error=call.get("error") or "没有回复")
+            record["structure"] = _no_reply(call)
             self.card["summaries"].append(record)
             return
         body = reply["text"]
@@ -174,10 +179,13 @@ class _Scorer:
 
     def sync(self, step: Mapping[str, Any], calls: Sequence[Mapping[str, Any]], outcome: Mapping[str, Any]) -> None:
         for call in calls:
-            if call["purpose"] != "recap" or call.get("reply") is None:
+            if call["purpose"] != "recap":
                 continue
             attr = _CHAT_ATTR_RE.search(call["request"]["user"])
             chat = self.chat_by_name.get(attr.group(1), attr.group(1)) if attr is not None else "?"
+            if call.get("reply") is None:
+                self.card["recaps"].append({"step": step["id"], "chat": chat, "structure": _no_reply(call)})
+                continue
             body = call["reply"]["text"]
             self.state.outputs[f"{step['id']}:recap:{chat}"] = body
             through = self.state.played.get(chat, 0)
@@ -188,7 +196,11 @@ class _Scorer:
             if chat in outcome.get("recapped", []):
                 self.state.recaps[chat] = through
         merges = [c for c in calls if c["purpose"] == "merge"]
-        if not merges or merges[-1].get("reply") is None:
+        if not merges:
+            return
+        if merges[-1].get("reply") is None:
+            self.card["merges"].append({"step": step["id"], "recaps": sorted(self.state.recaps),
+                                        "structure": _no_reply(merges[-1])})
             return
         body = merges[-1]["reply"]["text"]
         present = sorted(self.state.recaps)

@@ -180,3 +180,15 @@ def test_each_model_run_folder_gets_its_own_labelled_scorecard(run_copy: Path) -
     table = files["sim/eval/scorecards.md"]
     assert table.index("只检验评分器本身") < table.index("管线演示（gemma-3-270m）")
     assert "`sim/runs/local-gemma/eval.json`" in table
+
+
+def test_a_call_without_a_reply_fails_its_structure_instead_of_vanishing(run_copy: Path) -> None:
+    path = run_copy / "sim" / "out" / "memory.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    sync = next(s for s in data["steps"] if s["id"] == "sync-1")
+    for call in sync["calls"]:
+        call["reply"], call["error"] = None, "HTTP 500"
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    card = walkthrough(run_copy)
+    assert card["recaps"][0]["structure"] == {"ok": False, "problems": ["没有回复：HTTP 500"], "chars": 0}
+    assert card["merges"][0]["structure"]["ok"] is False
