@@ -223,7 +223,8 @@ class Ours:
     char_name: str
     name: str = "ours"
     label: str = "梨园（本项目）"
-    budget_failures: list[int] = field(default_factory=list)
+    budget_failures: int = 0
+    """Contexts whose shared blocks broke the 4300-character envelope (:func:`check_budget`)."""
 
     def context(self, tree: SessionTree, user_text: str) -> list[ChatMessage]:
         branch = tree.branch()
@@ -232,7 +233,7 @@ class Ours:
         messages = build_context(branch, user_text, injection=Injection(state_text=state_text, roster=roster))
         summary = rebuild_history(branch).summary
         if not check_budget(summary, state_text, roster, None, None).ok:
-            self.budget_failures.append(len(self.budget_failures))
+            self.budget_failures += 1
         return messages
 
     def after_beat(self, tree: SessionTree, beat: int) -> list[Cut]:
@@ -348,7 +349,7 @@ def compare(settings: Settings = Settings(), *, progress: Callable[[str], None] 
             progress(f"策略：{strategy.label}")
         run = _play(chat, strategy, model)
         if isinstance(strategy, Ours):
-            run.budget_failures = len(strategy.budget_failures)
+            run.budget_failures = strategy.budget_failures
         runs.append(run.to_json(settings.window_tokens))
     return {
         "provenance": "scripted",

@@ -126,3 +126,18 @@ def test_chart_is_valid_svg_with_one_line_per_strategy_and_stable_bytes(small_re
     assert root.find("s:title", ns) is not None and root.find("s:desc", ns) is not None
     assert len(root.findall(".//s:polyline", ns)) == 2 * 4  # two panels
     assert "不是模型输出" in svg
+
+
+def test_ours_counts_a_context_whose_ledger_breaks_the_envelope() -> None:
+    from harness.eval.strategies import Ours
+    from liyuan.state import STATE_ENTRY_TYPE
+    from liyuan.tree import SessionTree
+
+    tree = SessionTree(None)
+    tree.append_message("assistant", "开场白", greeting=True)
+    strategy = Ours(scripted_summariser("沈砚", "苏蘅"), "沈砚", "苏蘅")
+    strategy.context(tree, "你好")
+    assert strategy.budget_failures == 0
+    tree.append_custom(STATE_ENTRY_TYPE, {"items": [f"第{i}件很长很长的物品描述" * 3 for i in range(120)]})
+    strategy.context(tree, "再说一句")
+    assert strategy.budget_failures == 1
