@@ -40,7 +40,7 @@ from .chunking import (
     split_text_chunks,
 )
 from .config import EXTERNAL, NARRATIVE, VectorConfig
-from .embed import Embedder, make_embedder
+from .embed import Embedder, make_embedder, one_blas_thread
 from .lexical import get_tokenizer
 from .search import Fusion, on_current_branch, rank, visible_mask
 from .store import Chunk, NewChunk, Source, SqliteChunkStore
@@ -299,14 +299,15 @@ class VectorMemory:
             return []
         snapshot = self.store.snapshot()
         mode = self.config.recall_mode
-        vector = self.embedder.embed([query])[0] if mode != "lexical" else None
-        terms = get_tokenizer(self.config.lexical_tokenizer)(query) if mode != "semantic" else []
-        ranked = rank(
-            snapshot, query_vector=vector, embedder_label=self.embedder.label, query_terms=terms,
-            tokenizer=self.config.lexical_tokenizer, mode=mode,
-            mask=visible_mask(snapshot, set(wanted), branch_ids),
-            top_k=top_k if top_k is not None else self.config.search_top_k, fusion=self.fusion,
-        )
+        with one_blas_thread():
+            vector = self.embedder.embed([query])[0] if mode != "lexical" else None
+            terms = get_tokenizer(self.config.lexical_tokenizer)(query) if mode != "semantic" else []
+            ranked = rank(
+                snapshot, query_vector=vector, embedder_label=self.embedder.label, query_terms=terms,
+                tokenizer=self.config.lexical_tokenizer, mode=mode,
+                mask=visible_mask(snapshot, set(wanted), branch_ids),
+                top_k=top_k if top_k is not None else self.config.search_top_k, fusion=self.fusion,
+            )
         return [self._hit(r.chunk, r.score) for r in ranked]
 
     def warm(self) -> None:
