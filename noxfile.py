@@ -22,7 +22,7 @@ nox.options.error_on_external_run = True
 nox.options.default_venv_backend = "venv"
 
 PYTHON = "3.11"
-TEST_EXTRAS = ".[dev,docs,vector,browser]"
+TEST_EXTRAS = ".[dev,docs,vector,semantic,browser]"
 
 
 @nox.session(python=PYTHON)
