@@ -25,6 +25,7 @@ when a target is missed.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import random
 import statistics
@@ -156,8 +157,9 @@ def synthetic_texts(count: int, seed: int = 7) -> list[str]:
 
 
 def cached_vectors(cache: Path, name: str, texts: Sequence[str], progress: Callable[[str], None]) -> np.ndarray:
-    """Embed ``texts`` once per embedder and count; later runs read the cache."""
-    path = cache / f"{name}-{len(texts)}.npy"
+    """Embed ``texts`` once per embedder and text set; later runs read the cache."""
+    digest = hashlib.sha1("\n".join(texts).encode("utf-8")).hexdigest()[:10]
+    path = cache / f"{name}-{len(texts)}-{digest}.npy"
     if path.exists():
         vectors: np.ndarray = np.load(path)
         if vectors.shape[0] == len(texts):
@@ -181,34 +183,55 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
 
 
+def _timed_recall(memory: VectorMemory, query: str, branch: frozenset[str]) -> tuple[float, bool]:
+    started = time.perf_counter()
+    lines = recall_for_beat(memory, query, branch)
+    return (time.perf_counter() - started) * 1000, bool(lines)
+
+
 def latency_table(folder: Path, sizes: Sequence[int], cache: Path, progress: Callable[[str], None],
                   rounds: int = 100) -> dict[str, Any]:
-    """p50/p95 of the per-beat recall at each store size, for two configurations."""
+    """Per-beat recall latency at each store size, for two configurations.
+
+    ``cold_ms``: the first recall of a freshly opened store with no warm-up (it loads
+    every vector and tokenizes every chunk; the 5 s bound may cut it off).
+    ``warm_ms``: :meth:`VectorMemory.warm` on a freshly opened store.
+    ``p50_ms`` / ``p95_ms``: steady state. ``after_write_ms``: the median recall right
+    after one new chunk was added (an incremental snapshot refresh), over 5 writes.
+    """
     queries = [q["q"] for q in load_story()["queries"]]
+    branch = frozenset(f"e{i}" for i in range(200))
     rows: list[dict[str, Any]] = []
     for name, method in (("hybrid", METHODS[4]), ("hybrid-hash", METHODS[7])):
         for size in sizes:
             progress(f"延迟：{name} @ {size} 段")
             texts = synthetic_texts(size)
             vectors = cached_vectors(cache, method.embedder, texts, progress)
-            memory = memory_for(folder / f"{name}-{size}", method, max_chunks=max(size, 100))
+            place = folder / f"{name}-{size}"
+            memory = memory_for(place, method, max_chunks=size + 10)
             label = memory.embedder.label
             for start in range(0, size, 5000):
                 memory.store.add([NewChunk(EXTERNAL, t, vectors[start + i], label, "import")
-                                  for i, t in enumerate(texts[start : start + 5000])], max_chunks=size)
-            branch = frozenset(f"e{i}" for i in range(200))
+                                  for i, t in enumerate(texts[start : start + 5000])], max_chunks=size + 10)
+            embedder(method.embedder).embed(["预热"])  # the model load is not the store's cold start
+            cold, cold_ok = _timed_recall(memory_for(place, method, max_chunks=size + 10), queries[0], branch)
+            memory = memory_for(place, method, max_chunks=size + 10)
             started = time.perf_counter()
-            recall_for_beat(memory, queries[0], branch)
-            cold = (time.perf_counter() - started) * 1000
-            timings = []
+            memory.warm()
+            warm = (time.perf_counter() - started) * 1000
+            timings, empty = [], 0
             for i in range(rounds):
-                started = time.perf_counter()
-                lines = recall_for_beat(memory, queries[i % len(queries)], branch)
-                timings.append((time.perf_counter() - started) * 1000)
-                assert lines, "a recall over a full store returned nothing"
-            rows.append({"method": name, "chunks": size, "cold_ms": round(cold, 1),
-                         "p50_ms": round(statistics.median(timings), 2),
-                         "p95_ms": round(percentile(timings, 95), 2)})
+                elapsed, ok = _timed_recall(memory, queries[i % len(queries)], branch)
+                timings.append(elapsed)
+                empty += not ok
+            after_write = []
+            for i in range(5):
+                memory.add_manual(f"（新写入第{i}段）{texts[i]}")
+                after_write.append(_timed_recall(memory, queries[i], branch)[0])
+            rows.append({"method": name, "chunks": size, "cold_ms": round(cold, 1), "cold_timed_out": not cold_ok,
+                         "warm_ms": round(warm, 1), "p50_ms": round(statistics.median(timings), 2),
+                         "p95_ms": round(percentile(timings, 95), 2), "empty": empty,
+                         "after_write_ms": round(statistics.median(after_write), 1)})
     return {"rounds": rounds, "top_k": TOP_K, "rows": rows}
 
 
@@ -245,6 +268,8 @@ def _print_recall(table: dict[str, Any]) -> None:
             print(f"{name:<15}{row['recall_at_5']:>8.3f}"
                   + "".join(f"{row['by_kind'].get(k, 0):>12.3f}" for k in kinds))
         results = {name: sets[set_name]["recall_at_5"] for name, sets in table["methods"].items()}
+        if not {"hybrid", "hash", "semantic", "lexical"} <= set(results):
+            continue  # a partial run (tests): no verdict
         hybrid = results["hybrid"]
         single = max(results[k] for k in ("hash", "semantic", "lexical"))
         verdict = "达标" if hybrid >= 0.9 and hybrid > single else "未达标"
@@ -255,12 +280,16 @@ def _print_recall(table: dict[str, Any]) -> None:
 
 def _print_latency(table: dict[str, Any]) -> None:
     print(f"\n召回延迟（recall_for_beat 全路径，{table['rounds']} 次查询，单位 ms）")
-    print(f"{'方法':<14}{'段数':>8}{'首次':>10}{'p50':>9}{'p95':>9}")
+    print(f"{'方法':<14}{'段数':>7}{'冷启动':>10}{'预热':>9}{'p50':>8}{'p95':>8}{'写入后':>9}")
     for row in table["rows"]:
-        print(f"{row['method']:<14}{row['chunks']:>8}{row['cold_ms']:>10.1f}{row['p50_ms']:>9.2f}{row['p95_ms']:>9.2f}")
+        cold = f"{row['cold_ms']:.0f}" + ("(超时)" if row["cold_timed_out"] else "")
+        print(f"{row['method']:<14}{row['chunks']:>7}{cold:>10}{row['warm_ms']:>9.0f}{row['p50_ms']:>8.2f}"
+              f"{row['p95_ms']:>8.2f}{row['after_write_ms']:>9.1f}")
     at5k = [r["p95_ms"] for r in table["rows"] if r["chunks"] == 5000 and r["method"] == "hybrid"]
     if at5k:
         print(f"目标：5,000 段时 p95 ≤ 50 ms → {'达标' if at5k[0] <= 50 else '未达标'}（{at5k[0]:.2f} ms）")
+    if any(r["cold_timed_out"] for r in table["rows"]):
+        print("注意：冷启动超过 5 秒的那一拍不注入【剧情记忆】；打开会话时先调用 VectorMemory.warm() 可避免。")
 
 
 def _print_tokens(table: dict[str, Any]) -> None:

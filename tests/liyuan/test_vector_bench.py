@@ -1,0 +1,53 @@
+"""The recall benchmark's data and entry point (numbers are printed by ``nox -s bench``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness import bench
+
+
+def test_story_has_enough_beats_and_labelled_queries() -> None:
+    story = bench.load_story()
+    beats = story["beats"]
+    assert len(beats) >= 60 and len(set(beats)) == len(beats)
+    assert all(len(b) >= 30 for b in beats)  # real sentences, not fragments
+    for key, minimum in (("queries", 30), ("heldout_queries", 10)):
+        queries = story[key]
+        assert len(queries) >= minimum
+        assert {q["kind"] for q in queries} == {"name", "object", "paraphrase"}
+        assert all(q["beats"] and all(1 <= b <= len(beats) for b in q["beats"]) for q in queries)
+
+
+def test_name_and_object_queries_share_a_word_with_their_answer() -> None:
+    # Labels are checked, not trusted: a name/object query must literally overlap its beat.
+    story = bench.load_story()
+    from liyuan.vector.lexical import bigram_terms
+
+    for q in story["queries"] + story["heldout_queries"]:
+        if q["kind"] == "paraphrase":
+            continue
+        terms = set(bigram_terms(q["q"]))
+        assert any(terms & set(bigram_terms(story["beats"][b - 1])) for b in q["beats"]), q["q"]
+
+
+def test_synthetic_chunks_are_deterministic_and_distinct() -> None:
+    first = bench.synthetic_texts(300)
+    assert first == bench.synthetic_texts(300) and len(set(first)) == 300
+    assert bench.synthetic_texts(50)[:10] == first[:10]
+
+
+def test_bench_writes_token_and_recall_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Only the zero-dependency methods, to keep the suite fast; the full set runs in nox -s bench.
+    monkeypatch.setattr(bench, "METHODS", [m for m in bench.METHODS if m.embedder == "hash"])
+    assert bench.main(["--only", "tokens", "--only", "recall", "--out", str(tmp_path)]) == 0
+    tokens = json.loads((tmp_path / "tokens.json").read_text(encoding="utf-8"))
+    assert [r["sample"] for r in tokens["rows"]] == ["tokens_zh.txt", "tokens_en.txt", "tokens_mixed.txt"]
+    assert all(abs(r["estimate_error"]) <= 0.2 for r in tokens["rows"])
+    recall = json.loads((tmp_path / "recall.json").read_text(encoding="utf-8"))
+    assert set(recall["methods"]) == {"hash", "lexical", "lexical-jieba", "hybrid-hash"}
+    for sets in recall["methods"].values():
+        assert 0.0 <= sets["labelled"]["recall_at_5"] <= 1.0
