@@ -51,6 +51,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600; artifacts are ordinary, readable files
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

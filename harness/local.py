@@ -18,11 +18,13 @@ from typing import Any
 
 from liyuan.errors import ConfigError
 
-__all__ = ["LOCAL_MODEL_ID", "LOCAL_SLUG", "LocalServer", "cache_dir", "model_file"]
+__all__ = ["LOCAL_MODEL_ID", "LOCAL_SLUG", "LOCAL_TIMEOUT_S", "LocalServer", "cache_dir", "model_file"]
 
 LOCAL_MODEL_ID = "gemma-3-270m-q4_k_m"
 """The alias the server reports; never the file path (which is machine-specific)."""
 LOCAL_SLUG = "local-gemma3-270m"
+LOCAL_TIMEOUT_S = 1200.0
+"""Per-request timeout: long enough for the longest reply (8192 tokens) on two CPU cores."""
 CHAT_FORMAT = "gemma"
 """llama.cpp's built-in Gemma turn format. The base GGUF ships no chat template."""
 

@@ -35,6 +35,43 @@ def _step_line(step: dict[str, Any]) -> str:
     return f"{head}：{step.get('summary', '')}{detail}"
 
 
+def _findings(records: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """What the code did with the model's output, step by step, from the outcomes."""
+    rejected: list[str] = []
+    landed: list[str] = []
+    errors: list[str] = []
+    for steps in records.values():
+        for step in steps:
+            outcome = step.get("outcome") or {}
+            for call in step.get("calls") or []:
+                if call.get("error"):
+                    errors.append(f"`{call['key']}`：{call['error'].splitlines()[0]}")
+            kind = step.get("kind")
+            if kind in ("compact", "discussion"):
+                if outcome.get("kind") == "compacted":
+                    landed.append(f"`{step['id']}`：摘要落进了会话树（{outcome.get('message', '')}）")
+                elif outcome.get("kind") == "failed" and outcome.get("reason") != "model-error":
+                    rejected.append(f"`{step['id']}`：{outcome.get('message', '')}；会话树没有追加任何条目")
+            if kind == "play":
+                for done in outcome.get("compactions") or []:
+                    target = landed if done.get("kind") == "compacted" else rejected
+                    target.append(f"`{step['id']}` 第 {done.get('after_beat')} 拍后：{done.get('message', '')}")
+            if kind == "sync":
+                for chat in outcome.get("recapped") or []:
+                    landed.append(f"`{step['id']}`：局 {chat} 的复盘写进了 局/{chat}.md")
+                if outcome.get("merged") == "failed" and not any(
+                        c.get("error") for c in step.get("calls") or [] if c.get("purpose") == "merge"):
+                    rejected.append(f"`{step['id']}`：合并回复格式不对，手册和常驻摘要都没有改")
+    lines: list[str] = []
+    if rejected:
+        lines += ["被拒收（什么都没写）：", "", *(f"- {r}" for r in rejected), ""]
+    if landed:
+        lines += ["被接受（写进了树或记忆文件，哪怕内容不可用）：", "", *(f"- {r}" for r in landed), ""]
+    if errors:
+        lines += ["调用本身失败：", "", *(f"- {e}" for e in errors), ""]
+    return lines
+
+
 def readme(setup: ModelSetup, report: RunReport) -> str:
     """README text for a model run folder."""
     lines = [f"# 实跑记录：{setup.model_id}", ""]
@@ -43,13 +80,15 @@ def readme(setup: ModelSetup, report: RunReport) -> str:
             "**这是一次管线演示（plumbing run），不是质量证据。**",
             "",
             "模型是 Gemma 3 270M 的基础模型（没有指令微调），由 llama.cpp（xllamacpp）在本机回环地址上提供，"
-            "经 openai SDK 调用，温度 0。它写不出可用的摘要、复盘或合并结果。这次运行只证明："
-            "真实模型这条路从 HTTP、用量、耗时到记录都走得通；模型交回的东西不合格时，校验拒收，"
-            "摘要不落地，记忆文件不变，什么都不丢。",
+            "经 openai SDK 调用，温度 0。它写不出可用的摘要、复盘或合并结果。这次运行证明的是管线："
+            "真实模型这条路从 HTTP、用量、耗时到记录都走得通；下面逐条列出代码拿它交回的东西做了什么。",
             "",
         ]
     else:
         lines += [f"模型 `{setup.model_id}`，接口 {setup.endpoint}，参数 {setup.parameters}。", ""]
+    findings = _findings(report.records)
+    if findings:
+        lines += ["## 代码怎么处理模型的输出", "", *findings]
     lines += [
         "## 目录里有什么",
         "",
@@ -67,12 +106,13 @@ def readme(setup: ModelSetup, report: RunReport) -> str:
         lines.append("")
         lines.extend(_step_line(step) for step in steps)
         lines.append("")
+    scenarios = " ".join(setup.scenario_status)
     lines += [
         "## 重跑和重放",
         "",
         "```bash",
-        f"python -m harness run --model {setup.spec}",
-        f"python -m harness run --model replay:{setup.folder or setup.out_rel}",
+        f"python -m harness run {scenarios} --model {setup.spec}",
+        f"python -m harness run {scenarios} --model replay:{setup.folder or setup.out_rel}",
         "```",
     ]
     return "\n".join(lines)

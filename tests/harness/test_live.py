@@ -109,6 +109,12 @@ def test_bad_model_output_loses_nothing_and_is_recorded_as_such(
     readme = (tmp_path / "README.md").read_text("utf-8")
     assert "- ✗ `compact-jA`（compact，1 次调用；tokens 321→45）" in readme
     assert "（failed/invalid-summary）" in readme
+    # The README says what was rejected and what landed, from the outcomes, not from a claim.
+    rejected = readme.split("被拒收（什么都没写）：")[1].split("被接受")[0]
+    accepted = readme.split("被接受（写进了树或记忆文件，哪怕内容不可用）：")[1].split("##")[0]
+    assert "`compact-jA`：前情摘要拒绝提交" in rejected
+    assert "`sync-1`：合并回复格式不对，手册和常驻摘要都没有改" in rejected
+    assert "`sync-1`：局 jA 的复盘写进了 局/jA.md" in accepted
 
 
 def test_replay_reproduces_the_run_and_reports_a_changed_prompt_as_stale(
