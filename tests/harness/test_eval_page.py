@@ -1,0 +1,85 @@
+"""What docs/eval.md says in prose holds in the committed results it describes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGE = ROOT / "docs" / "eval.md"
+
+
+@pytest.fixture(scope="module")
+def report() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((ROOT / "sim" / "eval" / "strategies.json").read_text(encoding="utf-8"))
+    return data
+
+
+def runs(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["name"]: r for r in report["strategies"]}
+
+
+def test_page_includes_the_generated_files() -> None:
+    text = PAGE.read_text(encoding="utf-8")
+    for include in ('--8<-- "sim/eval/scorecards.md"', '--8<-- "sim/eval/strategies.md"',
+                    '--8<-- "sim/eval/bench.md"', '--8<-- "sim/out/eval.json"',
+                    '--8<-- "sim/scenarios/walkthrough.yaml:gold"', "assets/strategy-chart.svg"):
+        assert include in text
+
+
+def test_settings_the_page_names(report: dict[str, Any]) -> None:
+    settings = report["settings"]
+    assert (settings["beats"], settings["window_tokens"], settings["truncate_turns"]) == (600, 32768, 20)
+    assert (settings["agent_reserve_tokens"], settings["agent_keep_recent_tokens"]) == (16384, 8000)
+    assert settings["agent_keep_recent_tokens"] < settings["window_tokens"] - settings["agent_reserve_tokens"] < 20000
+    chat = report["chat"]
+    assert 190_000 <= chat["chars"] <= 215_000  # 约 20 万字
+    assert chat["facts"] == 20 and chat["reroll_beat"] == 246
+    gaps = [b - a for a, b in zip(chat["scenes"], chat["scenes"][1:], strict=False)]
+    assert all(40 <= g <= 60 for g in gaps)
+
+
+def test_sizes_the_page_and_the_chart_describe(report: dict[str, Any]) -> None:
+    r, window = runs(report), report["settings"]["window_tokens"]
+    assert 5.5 <= r["full"]["max_tokens"] / window < 6.5  # 窗口的六倍
+    assert 6_500 <= r["truncate"]["max_tokens"] <= 7_500  # 七千 token 左右
+    assert 12_000 <= r["ours"]["max_tokens"] < 13_000  # 一万两千
+    assert r["ours"]["beats_over_window"] == 0
+
+
+def test_the_agent_compacts_only_after_the_window_is_exceeded(report: dict[str, Any]) -> None:
+    agent, window = runs(report)["agent"], report["settings"]["window_tokens"]
+    tokens = agent["series"]["tokens"]
+    assert agent["compactions"] == 5 and agent["side_calls"] == 10
+    assert agent["cuts_inside_turn"] == 5 and agent["cuts_between_turns"] == 0
+    for cut in agent["cut_beats"]:
+        assert tokens[cut["beat"] - 1] > window
+    assert 1.7 <= agent["max_tokens"] / window < 2.0  # 快一倍
+
+
+def test_ours_compacts_every_30_beats_and_twice_on_the_rerolled_beat(report: dict[str, Any]) -> None:
+    ours = runs(report)["ours"]
+    beats = [c["beat"] for c in ours["cut_beats"]]
+    assert ours["compactions"] == 20 and ours["cuts_inside_turn"] == 0
+    assert beats[0] == 36 and beats.count(246) == 2
+    assert sorted(set(beats)) == list(range(36, 601, 30))
+
+
+def test_fact_fates_the_page_reports(report: dict[str, Any]) -> None:
+    r = runs(report)
+    assert r["truncate"]["facts"]["lost"] == 20
+    assert r["full"]["facts"]["verbatim"] == 20
+    assert all(not run["swiped_fact_in_final_context"] for run in r.values())
+    assert r["ours"]["budget_failures"] == 0  # 600 拍里没有一次违规
+
+
+def test_bench_snapshot_matches_what_the_page_concludes() -> None:
+    bench = json.loads((ROOT / "sim" / "eval" / "bench.json").read_text(encoding="utf-8"))
+    verdicts = bench["overhead"]["verdicts"]
+    assert verdicts["current"]["meets_target"] is False  # 现在的库没达到目标
+    assert verdicts["incremental"]["meets_target"] is True
+    assert verdicts["current"]["median_10000_ms"] > 50  # 一万拍时每拍一百毫秒上下（数量级）
+    assert bench["machine"]["measured_at"] and bench["machine"]["cpu"]
