@@ -46,6 +46,7 @@ def sim(session: nox.Session) -> None:
     """Regenerate every artifact under sim/ from the scripted replies."""
     session.install("-e", ".[vector]")
     session.run("python", "-m", "harness", "run", *session.posargs)
+    session.run("python", "-m", "harness", "eval")
 
 
 @nox.session(python=PYTHON)
@@ -53,6 +54,7 @@ def docs(session: nox.Session) -> None:
     """Build the site from freshly regenerated artifacts, warnings as errors."""
     session.install("-e", ".[docs,vector]")
     session.run("python", "-m", "harness", "run")
+    session.run("python", "-m", "harness", "eval")
     session.run("mkdocs", "build", "--strict", env={"NO_MKDOCS_2_WARNING": "1"})
 
 
