@@ -10,6 +10,9 @@ Guarantees:
 - The leaf is the last appended entry unless the caller navigates to an earlier one
   (reroll, rewind); the next append then forks a new branch from there.
 - :meth:`SessionTree.branch` returns root-to-leaf and is safe against ``parentId`` cycles.
+  The current branch is cached: an append extends it in O(1), a navigation recomputes
+  it, and every :class:`BranchView` handed out is an immutable snapshot (the cached list
+  is only ever appended to, never changed in place; a navigation starts a new list).
 
 Line format: the first line is a header ``{"type": "session", "version": 1, "id": ...}``;
 every other line is an entry with ``id``, ``parentId`` (``null`` for the first),
@@ -40,14 +43,16 @@ import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from .clock import Clock, IdFactory, random_ids, system_clock
 from .errors import TreeError
 
 __all__ = [
     "SESSION_VERSION",
+    "BranchView",
     "Entry",
     "SessionTree",
     "branch_to",
@@ -138,6 +143,59 @@ def branch_to(entries: Mapping[str, Entry], leaf_id: str | None) -> list[Entry]:
     return path
 
 
+class BranchView(Sequence[Entry]):
+    """An immutable root-to-leaf snapshot of a branch, sharing storage with the tree.
+
+    Taking one costs O(1) however long the branch is. It stays valid and unchanged
+    whatever the tree does afterwards, because the list it reads is only ever appended
+    to past the snapshot's length. Slicing returns a new ``list``; equality compares
+    entries with any list, tuple or view.
+    """
+
+    __slots__ = ("_items", "_length")
+
+    def __init__(self, items: list[Entry], length: int | None = None) -> None:
+        self._items = items
+        self._length = len(items) if length is None else length
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> Entry: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Entry]: ...
+
+    def __getitem__(self, index: int | slice) -> Entry | list[Entry]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._length)
+            if step == 1:
+                return self._items[start:max(start, stop)]
+            return [self._items[i] for i in range(start, stop, step)]
+        position = index + self._length if index < 0 else index
+        if not 0 <= position < self._length:
+            raise IndexError("branch index out of range")
+        return self._items[position]
+
+    def __iter__(self) -> Iterator[Entry]:
+        return islice(self._items, self._length)
+
+    def __reversed__(self) -> Iterator[Entry]:
+        # Entries past the snapshot's length (appended later) are skipped, not copied.
+        return islice(reversed(self._items), len(self._items) - self._length, None)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, (BranchView, list, tuple)):
+            return NotImplemented
+        return len(other) == self._length and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]  # equal to lists, so unhashable like them
+
+    def __repr__(self) -> str:
+        return f"BranchView({list(self)!r})"
+
+
 def _parse_entry(obj: Any) -> Entry | None:
     if not isinstance(obj, dict):
         return None
@@ -177,6 +235,9 @@ class SessionTree:
         self._entries: dict[str, Entry] = {}
         self._order: list[str] = []
         self._leaf: str | None = None
+        self._branch: list[Entry] | None = None
+        """Root-to-leaf path of the current leaf, or ``None`` until it is next needed.
+        Only ever appended to: views handed out read a prefix of it."""
         self.problems: list[str] = []
         """Human-readable notes on every line skipped while loading."""
         if self.path is not None:
@@ -254,9 +315,17 @@ class SessionTree:
         """All entries in file order."""
         return list(self)
 
-    def branch(self, leaf_id: str | None = None) -> list[Entry]:
-        """Root-to-leaf path ending at ``leaf_id`` (default: the current leaf)."""
-        return branch_to(self._entries, self._leaf if leaf_id is None else leaf_id)
+    def branch(self, leaf_id: str | None = None) -> BranchView:
+        """Root-to-leaf path ending at ``leaf_id`` (default: the current leaf).
+
+        The current branch is cached, so this costs O(1) per beat; another leaf is
+        walked from scratch. The result is an immutable snapshot (see :class:`BranchView`).
+        """
+        if leaf_id is not None and leaf_id != self._leaf:
+            return BranchView(branch_to(self._entries, leaf_id))
+        if self._branch is None:
+            self._branch = branch_to(self._entries, self._leaf)
+        return BranchView(self._branch)
 
     # -- writing -------------------------------------------------------------
 
@@ -265,6 +334,9 @@ class SessionTree:
         """Move the leaf (reroll, rewind). ``None`` means before the first entry."""
         if entry_id is not None and entry_id not in self._entries:
             raise TreeError(f"没有这个条目：{entry_id!r}")
+        if entry_id != self._leaf:
+            # A new list, never a truncation in place: views of the old branch stay valid.
+            self._branch = None
         self._leaf = entry_id
 
     def append(self, entry_type: str, **fields: Any) -> Entry:
@@ -278,6 +350,10 @@ class SessionTree:
             self._write_line(entry.to_json())
         self._entries[entry_id] = entry
         self._order.append(entry_id)
+        if self._branch is not None:
+            # The new entry's parent is the old leaf, the cached path's last entry, and its
+            # id is fresh, so the walk from it is exactly the old path plus itself.
+            self._branch.append(entry)
         self._leaf = entry_id
         return entry
     # --8<-- [end:navigate]

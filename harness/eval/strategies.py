@@ -16,7 +16,7 @@ message is a user message (between turns) or not (inside a turn).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Protocol
@@ -28,7 +28,7 @@ from liyuan.compact import active_summary, rebuild_history, run_compaction
 from liyuan.model import ChatMessage, FunctionModel, ModelRequest
 from liyuan.state import STATE_ENTRY_TYPE, Ledger, format_roster, format_state
 from liyuan.tokens import estimate_tokens
-from liyuan.tree import SessionTree
+from liyuan.tree import Entry, SessionTree
 
 from .checks import fact_in
 from .memory_checks import check_budget
@@ -136,7 +136,7 @@ class Strategy(Protocol):
         ...
 
 
-def _messages(entries: list[Any]) -> list[ChatMessage]:
+def _messages(entries: Sequence[Entry]) -> list[ChatMessage]:
     out = []
     for e in entries:
         if e.type == "message" and e.role in ("user", "assistant") and e.text.strip():
@@ -247,7 +247,7 @@ class Ours:
         return [Cut(beat, "between" if first is not None and first.role == "user" else "inside")]
 
 
-def _ledger(branch: list[Any]) -> Ledger | None:
+def _ledger(branch: Sequence[Entry]) -> Ledger | None:
     for entry in reversed(branch):
         if entry.type == "custom" and entry.custom_type == STATE_ENTRY_TYPE:
             return Ledger.from_dict(entry.data)

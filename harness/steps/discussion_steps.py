@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from liyuan.discussion import (
@@ -45,7 +46,7 @@ def render_agent_history(history: list[AgentMessage]) -> str:
     return "\n\n".join(parts)
 
 
-def _last_usage(branch: list[Entry]) -> int | None:
+def _last_usage(branch: Sequence[Entry]) -> int | None:
     for entry in reversed(branch):
         usage = entry.body.get("usage") if entry.role == "assistant" else None
         if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
@@ -53,7 +54,7 @@ def _last_usage(branch: list[Entry]) -> int | None:
     return None
 
 
-def _sizes(branch: list[Entry]) -> dict[str, Any]:
+def _sizes(branch: Sequence[Entry]) -> dict[str, Any]:
     history = agent_history(branch)
     chars = 0
     for message in history:

@@ -6,10 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.errors import TreeError
-from liyuan.tree import Entry, SessionTree, branch_to, entries_by_id, is_message, message
+from liyuan.tree import BranchView, Entry, SessionTree, branch_to, entries_by_id, is_message, message
 
 
 def new_tree(path: Path | None) -> SessionTree:
@@ -164,3 +166,88 @@ def test_entry_accessors_tolerate_odd_shapes() -> None:
     odd = Entry("o", None, "custom", {"customType": 3, "data": [1], "text": None, "role": 5})
     assert (odd.custom_type, dict(odd.data), odd.text, odd.role) == (None, {}, "", None)
     assert odd.to_json()["id"] == "o"
+
+
+# -- the cached branch and its views --------------------------------------------------
+
+
+def test_branch_view_behaves_like_an_immutable_list() -> None:
+    tree = new_tree(None)
+    texts = ["一", "二", "三", "四"]
+    for i, text in enumerate(texts):
+        tree.append_message("user" if i % 2 == 0 else "assistant", text)
+    view = tree.branch()
+    assert isinstance(view, BranchView) and len(view) == 4
+    assert [e.text for e in view] == texts and [e.text for e in reversed(view)] == texts[::-1]
+    assert view[0].text == "一" and view[-1].text == "四" and view[-4].text == "一"
+    for bad in (4, -5):
+        with pytest.raises(IndexError):
+            view[bad]
+    assert [e.text for e in view[1:3]] == ["二", "三"] and isinstance(view[1:3], list)
+    assert [e.text for e in view[::-2]] == ["四", "二"] and view[3:1] == [] and view[-2:] == list(view)[-2:]
+    assert view == list(view) and view == tuple(view) and list(view) == view and view == tree.branch()
+    assert view != list(view)[:3] and view != "一二三四"
+    assert view.index(view[2]) == 2 and view.count(view[0]) == 1
+    with pytest.raises(TypeError):
+        hash(view)
+    assert repr(view).startswith("BranchView([Entry(")
+
+
+def test_a_view_is_a_snapshot_whatever_the_tree_does_next() -> None:
+    tree = new_tree(None)
+    u1 = tree.append_message("user", "问")
+    tree.append_message("assistant", "答一")
+    before = tree.branch()
+    frozen = list(before)
+    tree.append_message("user", "再问")  # extends the cached list the view reads
+    tree.navigate(u1.id)  # reroll: a new list, the old one is left alone
+    tree.append_message("assistant", "答二")
+    assert before == frozen and [e.text for e in reversed(before)] == ["答一", "问"]
+    assert [e.text for e in tree.branch()] == ["问", "答二"]
+
+
+def test_cached_branch_survives_reload_and_cycles(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    rows = [
+        {"id": "x", "parentId": "z", "type": "message", "role": "user", "text": "1"},
+        {"id": "y", "parentId": "x", "type": "message", "role": "assistant", "text": "2"},
+        {"id": "z", "parentId": "y", "type": "message", "role": "user", "text": "3"},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", "utf-8")
+    tree = SessionTree(path, ids=counter_ids("n"))
+    tree.append_message("assistant", "4")  # appended before the cache was ever built
+    assert [e.id for e in tree.branch()] == ["x", "y", "z", "n0001"]
+    tree.append_message("user", "5")  # now extending the cache
+    assert tree.branch() == branch_to({e.id: e for e in tree}, tree.leaf_id)
+
+
+ACTIONS = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.sampled_from(["user", "assistant", "state"])),
+        st.tuples(st.just("navigate"), st.integers(min_value=-1, max_value=40)),
+        st.tuples(st.just("look"), st.none()),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ACTIONS)
+def test_cached_branch_always_equals_a_fresh_walk(actions: list[tuple[str, object]]) -> None:
+    tree = new_tree(None)
+    snapshots: list[tuple[BranchView, list[Entry]]] = []
+    for kind, arg in actions:
+        if kind == "append":
+            if arg == "state":
+                tree.append_custom("rp-state", {"time": "夜"})
+            else:
+                tree.append_message(str(arg), "话")
+        elif kind == "navigate" and isinstance(arg, int):
+            ids = [e.id for e in tree]
+            tree.navigate(None if arg < 0 or not ids else ids[arg % len(ids)])
+        else:
+            view = tree.branch()
+            snapshots.append((view, list(view)))
+        assert tree.branch() == branch_to({e.id: e for e in tree}, tree.leaf_id)
+    for view, frozen in snapshots:
+        assert view == frozen and list(reversed(view)) == frozen[::-1]
