@@ -206,3 +206,25 @@ def test_local_model_end_to_end(root: Path, tmp_path: Path, allow_model_requests
     call = next(s for s in steps if s["id"] == "compact-jA")["calls"][0]
     assert call["reply"]["provenance"] == "model:gemma-3-270m-q4_k_m"
     assert call["reply"]["usage"]["prompt_tokens"] > 100
+
+
+def test_committed_local_run_is_labelled_a_plumbing_run(root: Path) -> None:
+    folder = root / "sim" / "runs" / "local-gemma3-270m"
+    info = json.loads((folder / "run.json").read_text("utf-8"))
+    assert info["plumbing_run"] is True and info["model"] == "gemma-3-270m-q4_k_m"
+    assert info["parameters"]["temperature"] == 0.0 and info["parameters"]["chat_format"] == "gemma"
+    readme = (folder / "README.md").read_text("utf-8")
+    assert "**这是一次管线演示（plumbing run），不是质量证据。**" in readme.splitlines()[2]
+    # The failure handling is visible: the summary was rejected and nothing was appended.
+    assert "`compact-jA`：前情摘要拒绝提交" in readme
+    for name in ("walkthrough", "discussion"):
+        book = ReplyBook.load(folder / "replies" / f"{name}.yaml")
+        assert book.replies and all(r.provenance == "model:gemma-3-270m-q4_k_m" and r.request_sha256
+                                    for r in book.replies.values())
+    for path in folder.rglob("*"):
+        if path.is_file():
+            text = path.read_text("utf-8")
+            assert "/root/" not in text and "127.0.0.1:" not in text, path
+    for txt in (folder / "txt").glob("*.txt"):
+        first = txt.read_text("utf-8").splitlines()[0]
+        assert "脚本回复" not in first, txt  # real output is never labelled as scripted
