@@ -11,21 +11,37 @@ Invariants:
 
 The story view (:func:`story_view`) is what all of this works on: authoring and agent
 exchanges, process entries and the revision entries themselves are removed, and
-revisions are applied to the replies they target. Indices (``ActiveSummary.cut``) refer
-to the sequence the function was given.
+revisions are applied to the earlier replies they target. Indices (``ActiveSummary.cut``)
+refer to the sequence the function was given.
+
+Cost: :func:`rebuild_history` and :func:`plan_compaction` read only the live part of the
+branch (from the user turn holding the active summary's anchor to the leaf), found by
+scanning back from the leaf, and give exactly what the whole branch would give (see
+:func:`_story_tail`). On a :meth:`~liyuan.tree.SessionTree.branch` view a beat therefore
+costs the same at ten thousand beats as at a hundred.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 from .errors import ConfigError, ModelError
 from .model import ChatModel
 from .scribe import SUMMARY_MAX_TOKENS, build_summary_prompt, validate_summary
 from .state import format_state, state_from_branch
+from .story import (
+    DRAFT_OP_ENTRY_TYPE,
+    LEGACY_COMPACTION_TYPE,
+    PROCESS_ENTRY_TYPES,
+    SUMMARY_ENTRY_TYPE,
+    last_index,
+    live_start,
+    story_view,
+    summary_fields,
+)
 from .tree import Entry, SessionTree
 
 __all__ = [
@@ -35,13 +51,6 @@ __all__ = [
     "History", "HistoryItem", "active_summary", "compact_now", "plan_compaction",
     "rebuild_history", "run_compaction", "serialize_for_summary", "story_view", "utf16_len",
 ]
-
-SUMMARY_ENTRY_TYPE = "rp-summary"
-DRAFT_OP_ENTRY_TYPE = "rp-draft-op"
-PROCESS_ENTRY_TYPES = frozenset({"liyuan-mode", "liyuan-process"})
-"""Custom entries that record how the app ran, never what happened in the story."""
-LEGACY_COMPACTION_TYPE = "compaction"
-"""Entry type of pi's own compaction summaries, still read from old sessions."""
 
 _log = logging.getLogger(__name__)
 
@@ -70,10 +79,6 @@ class ActiveSummary:
     """Position of the summary (or legacy compaction) entry in the branch."""
 
 
-def _non_blank(value: object) -> str | None:
-    return value if isinstance(value, str) and value.strip() else None
-
-
 # --8<-- [start:active_summary]
 def active_summary(branch: Sequence[Entry]) -> ActiveSummary | None:
     """Find the summary that applies to ``branch``: the last valid one wins.
@@ -90,85 +95,44 @@ def active_summary(branch: Sequence[Entry]) -> ActiveSummary | None:
     Returns:
         The active summary, or ``None`` when the branch has none.
     """
-    position = {entry.id: i for i, entry in enumerate(branch)}
     for index in range(len(branch) - 1, -1, -1):
-        entry = branch[index]
-        if entry.type == "custom" and entry.custom_type == SUMMARY_ENTRY_TYPE:
-            summary = _non_blank(entry.data.get("summary"))
-            anchor = entry.data.get("coversThroughId")
-            if summary is None or not isinstance(anchor, str) or not anchor:
-                continue  # a broken summary must not hide the one before it
-            cut = position[anchor] + 1 if anchor in position else index
-            return ActiveSummary(summary, cut, index)
-        if entry.type == LEGACY_COMPACTION_TYPE:
-            summary = _non_blank(entry.body.get("summary"))
-            first_kept = entry.body.get("firstKeptEntryId")
-            if summary is None or not isinstance(first_kept, str) or not first_kept:
-                continue
-            return ActiveSummary(summary, position.get(first_kept, index), index)
+        fields = summary_fields(branch[index])
+        if fields is None:
+            continue  # not a summary, or a broken one: it must not hide the one before it
+        summary, anchor, kind = fields
+        at = last_index(branch, anchor)
+        if kind == SUMMARY_ENTRY_TYPE:
+            return ActiveSummary(summary, index if at is None else at + 1, index)
+        return ActiveSummary(summary, index if at is None else at, index)
     return None
 # --8<-- [end:active_summary]
 
 
-# -- the story view and the history -----------------------------------------------
+def _story_tail(branch: Sequence[Entry]) -> tuple[list[Entry], ActiveSummary | None]:
+    """The story view of the branch's live part and its active summary, read from the leaf.
 
+    With ``view, active = _story_tail(branch)`` and ``full = story_view(branch)``, the
+    result is ``view == full[k:]`` for some ``k`` and ``active`` is
+    ``active_summary(full)`` shifted by ``k``, so ``view[active.cut:]`` (or ``view``
+    without a summary) equals the whole branch's live region.
 
-def _is_story_message(entry: Entry) -> bool:
-    mode = entry.body.get("mode")
-    return mode is None or mode == "roleplay"
-
-
-def _apply_draft_op(text: str, data: object) -> str:
-    # A revision either replaces one passage (old -> new) or, without ``old``, the whole
-    # reply. A passage that is no longer there leaves the text alone: an op never guesses.
-    if not isinstance(data, dict):
-        return text
-    new = data.get("new")
-    old = data.get("old")
-    if not isinstance(new, str):
-        return text
-    if not isinstance(old, str) or old == "":
-        return new
-    return text.replace(old, new, 1) if old in text else text
-
-
-def story_view(branch: Sequence[Entry]) -> list[Entry]:
-    """The story as the model should remember it.
-
-    Removes process entries (``liyuan-mode``, ``liyuan-process``), every authoring or
-    agent segment (from a non-roleplay user message up to the next roleplay user
-    message) and any other non-roleplay message. Applies ``rp-draft-op`` revisions to
-    the replies they target and drops the op entries. Entry ids are kept, so anchors
-    found here are also valid on the raw branch.
+    Why this holds: the slice starts at a user message, so its view is a suffix of the
+    full view (see :func:`story_view`); scanning that suffix from its end meets the same
+    last valid summary first; and when that summary's anchor is found in the suffix, its
+    last occurrence there is its last occurrence overall. When any of this cannot be
+    shown (no summary, a summary hidden in an authoring segment, an anchor off the
+    branch) the whole branch is read, which gives the same answer more slowly.
     """
-    revisions: dict[str, list[object]] = {}
-    for entry in branch:
-        if entry.type == "custom" and entry.custom_type == DRAFT_OP_ENTRY_TYPE:
-            target = entry.data.get("target")
-            if isinstance(target, str):
-                revisions.setdefault(target, []).append(dict(entry.data))
-    view: list[Entry] = []
-    in_authoring = False
-    for entry in branch:
-        if entry.type == "custom" and (
-            entry.custom_type in PROCESS_ENTRY_TYPES or entry.custom_type == DRAFT_OP_ENTRY_TYPE
-        ):
-            continue
-        if entry.type == "message":
-            if entry.role == "user":
-                in_authoring = not _is_story_message(entry)
-            if in_authoring or not _is_story_message(entry):
-                continue
-            ops = revisions.get(entry.id)
-            if ops:
-                text = entry.text
-                for op in ops:
-                    text = _apply_draft_op(text, op)
-                entry = replace(entry, body={**entry.body, "text": text})
-        elif in_authoring:
-            continue
-        view.append(entry)
-    return view
+    start = live_start(branch)
+    if start > 0:
+        view = story_view(branch[start:])
+        active = active_summary(view)
+        if active is not None:
+            fields = summary_fields(view[active.index])
+            if fields is not None and last_index(view, fields[1]) is not None:
+                return view, active
+    view = story_view(branch)
+    return view, active_summary(view)
 
 
 @dataclass(frozen=True)
@@ -210,8 +174,7 @@ def rebuild_history(branch: Sequence[Entry]) -> History:
     only user and assistant text remains (the greeting is an assistant message), trimmed,
     empty items dropped, same-role neighbours merged with a blank line.
     """
-    view = story_view(branch)
-    active = active_summary(view)
+    view, active = _story_tail(branch)
     live = view[active.cut:] if active else view
     return History(tuple(_history_items(live)), active.summary if active else None)
 
@@ -287,8 +250,7 @@ def plan_compaction(
         raise ConfigError(f"保留轮数至少为 1，收到 {keep}")
     if every_n_turns <= 0:
         return None
-    view = story_view(branch)
-    active = active_summary(view)
+    view, active = _story_tail(branch)
     live = view[active.cut:] if active else view
     # Only type and role mark a turn: backstage user messages on the story branch count too.
     turn_starts = [i for i, e in enumerate(live) if e.type == "message" and e.role == "user"]
