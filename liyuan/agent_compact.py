@@ -4,7 +4,9 @@ Liyuan does not use this for the story: it is here so the difference can be show
 measured (the harness runs it as a strategy beside :mod:`liyuan.compact`). It behaves
 like the coding agent's compaction, including its blind spots:
 
-- Trigger on tokens: ``context_tokens > context_window - reserve_tokens``.
+- Trigger on tokens: ``context_tokens > context_window - reserve_tokens``, counting what
+  the agent would send now (:func:`visible_tokens`): the latest summary and the entries
+  from its cut on, never what an earlier compaction already covered.
 - Cut anywhere: keep about ``keep_recent_tokens`` of recent messages; the cut may fall
   inside a turn (never on a tool result); the turn's prefix is summarised separately.
 - It reads the messages as they were sent, not the story: draft revisions are not
@@ -52,6 +54,8 @@ __all__ = [
     "serialize_agent_messages",
     "should_compact",
     "stage_hook",
+    "visible_entries",
+    "visible_tokens",
 ]
 
 COMPACTION_ENTRY_TYPE = "compaction"
@@ -121,12 +125,52 @@ def context_tokens(entries: Sequence[Entry], estimate: TextEstimator = chars4) -
     An assistant message may carry ``usage`` (``totalTokens``, or ``input``/``output``/
     ``cacheRead``/``cacheWrite``). Without any usage, every entry is estimated.
     """
+    found = _last_usage(entries)
+    if found is None:
+        return sum(estimate_entry_tokens(e, estimate) for e in entries)
+    index, total = found
+    return total + sum(estimate_entry_tokens(e, estimate) for e in entries[index + 1:])
+
+
+def _last_usage(entries: Sequence[Entry]) -> tuple[int, int] | None:
     for index in range(len(entries) - 1, -1, -1):
         entry = entries[index]
         total = _usage_total(entry) if entry.type == "message" and entry.role == "assistant" else None
         if total is not None:
-            return total + sum(estimate_entry_tokens(e, estimate) for e in entries[index + 1:])
-    return sum(estimate_entry_tokens(e, estimate) for e in entries)
+            return index, total
+    return None
+
+
+def visible_entries(branch: Sequence[Entry]) -> tuple[str | None, list[Entry]]:
+    """What the agent would send now: the latest summary and the entries it keeps.
+
+    The summary is :func:`liyuan.compact.active_summary` of the raw branch (the latest
+    ``compaction`` or ``rp-summary`` entry); the entries run from its cut (for a
+    ``compaction``, ``firstKeptEntryId``) to the leaf, summary entries left out.
+    Without a summary it is the whole branch.
+    """
+    active = active_summary(branch)
+    start = active.cut if active else 0
+    return (active.summary if active else None,
+            [e for e in branch[start:] if e.type != COMPACTION_ENTRY_TYPE])
+
+
+def visible_tokens(branch: Sequence[Entry], estimate: TextEstimator = chars4) -> int:
+    """Context size as the agent would send it now; what the trigger compares.
+
+    Like pi: a reported usage counts only on an assistant message after the latest
+    summary (one from before it measured the context before the compaction); then the
+    estimates of what follows it are added. Without such a usage, the summary text and
+    every visible entry are estimated.
+    """
+    active = active_summary(branch)
+    if active is None:
+        return context_tokens(branch, estimate)
+    after = branch[active.index + 1:]
+    if _last_usage(after) is not None:
+        return context_tokens(after, estimate)
+    summary, entries = visible_entries(branch)
+    return estimate(summary or "") + sum(estimate_entry_tokens(e, estimate) for e in entries)
 
 
 def should_compact(tokens: int, context_window: int, reserve_tokens: int = RESERVE_TOKENS) -> bool:
@@ -169,6 +213,7 @@ class GenericCompactionPlan:
     turn_prefix: tuple[Entry, ...]
     """The split turn's part before the cut; empty when the cut is at a user message."""
     tokens_before: int
+    """The context as the agent would send it before this compaction (:func:`visible_tokens`)."""
     previous_summary: str | None
 
     @property
@@ -193,9 +238,7 @@ def plan_generic_compaction(
     assistant message at or after the point where the sum reaches the budget, moved back
     over non-message entries. Returns ``None`` when nothing would be summarised.
     """
-    active = active_summary(branch)
-    start = active.cut if active else 0
-    live = [e for e in branch[start:] if e.type != COMPACTION_ENTRY_TYPE]
+    previous_summary, live = visible_entries(branch)
     cut_points = [i for i, e in enumerate(live) if _valid_cut(e)]
     if not cut_points:
         return None
@@ -217,8 +260,8 @@ def plan_generic_compaction(
         first_kept_id=live[cut].id,
         to_summarize=tuple(live[:turn_start]),
         turn_prefix=tuple(live[turn_start:cut]) if turn_start < cut else (),
-        tokens_before=context_tokens(branch, estimate),
-        previous_summary=active.summary if active else None,
+        tokens_before=visible_tokens(branch, estimate),
+        previous_summary=previous_summary,
     )
 
 
@@ -323,7 +366,7 @@ def run_generic_compaction(
         The outcome; a ``compaction`` entry is appended only when ``compacted``.
     """
     branch = tree.branch()
-    tokens = context_tokens(branch, estimate)
+    tokens = visible_tokens(branch, estimate)
     if not force and not should_compact(tokens, context_window, reserve_tokens):
         return GenericCompactionOutcome("skipped", f"上下文约 {tokens} token，未到压缩线", reason="not-due")
     plan = plan_generic_compaction(branch, keep_recent_tokens=keep_recent_tokens, estimate=estimate)

@@ -15,6 +15,8 @@ from liyuan.agent_compact import (
     serialize_agent_messages,
     should_compact,
     stage_hook,
+    visible_entries,
+    visible_tokens,
 )
 from liyuan.compact import active_summary, rebuild_history, serialize_for_summary
 from liyuan.errors import ModelError
@@ -230,3 +232,54 @@ def test_prompt_templates_render_english_headings_in_chinese_prose() -> None:
     prefix = build_generic_prompt("[User]: 你好", kind="turn-prefix")
     assert "## Context for Suffix" in prefix.user and "## Goal" not in prefix.user
     assert "不要接着对话往下说" in first.system
+
+
+# -- the trigger counts what the agent would send (regression: it used to count the whole branch)
+
+
+def test_visible_entries_start_at_first_kept_and_skip_the_summary() -> None:
+    tree = tree_of(session())
+    run_generic_compaction(tree, ScriptedModel([CODING_SUMMARY]), context_window=500, reserve_tokens=100,
+                           keep_recent_tokens=200)
+    tree.append_message(U, "庚" * 40)
+    summary, entries = visible_entries(tree.branch())
+    assert summary is not None and summary.startswith(CODING_SUMMARY)
+    assert [e.id for e in entries] == ["u3", "a3", "n0002"]
+    assert visible_tokens(tree.branch()) == chars4(summary) + 100 + 100 + 10
+    assert visible_entries(session()) == (None, session())
+    assert visible_tokens(session()) == context_tokens(session())
+
+
+def test_usage_counts_only_when_reported_after_the_latest_summary() -> None:
+    branch = [
+        *session()[:6],
+        message("u3", "a2b", U, "戊" * 400),
+        message("a3", "u3", A, "己" * 400, usage={"totalTokens": 9000}),  # measured before the compaction
+        Entry("c1", "a3", "compaction", {"summary": "摘要" * 10, "firstKeptEntryId": "u3"}),
+        message("u4", "c1", U, "庚" * 40),
+    ]
+    assert visible_tokens(branch) == chars4("摘要" * 10) + 100 + 100 + 10  # the stale 9000 is ignored
+    assert context_tokens(branch) == 9000 + 10  # the old count, for contrast
+    after = [*branch, message("a4", "u4", A, "辛", usage={"totalTokens": 300}), message("u5", "a4", U, "云" * 8)]
+    assert visible_tokens(after) == 300 + 2
+
+
+def test_after_a_compaction_the_trigger_rests_until_the_context_grows_again() -> None:
+    tree = tree_of(session())
+    model = ScriptedModel([CODING_SUMMARY] * 3)
+    kwargs = {"context_window": 700, "reserve_tokens": 100, "keep_recent_tokens": 200}
+    assert run_generic_compaction(tree, model, **kwargs).kind == "compacted"  # type: ignore[arg-type]
+    # About 160 tokens remain visible; the whole branch still holds about 830.
+    for _ in range(3):
+        tree.append_message(U, "庚" * 40)
+        tree.append_message(A, "辛" * 40)
+        outcome = run_generic_compaction(tree, model, **kwargs)  # type: ignore[arg-type]
+        assert (outcome.kind, outcome.reason) == ("skipped", "not-due"), outcome.message
+    assert context_tokens(tree.branch()) > 700 - 100  # the old trigger would have fired every beat
+    assert len(model.calls) == 1
+    for _ in range(4):
+        tree.append_message(U, "壬" * 400)
+        tree.append_message(A, "癸" * 400)
+    outcome = run_generic_compaction(tree, model, **kwargs)  # type: ignore[arg-type]
+    assert outcome.kind == "compacted" and outcome.plan is not None
+    assert outcome.plan.tokens_before == visible_tokens(tree.branch()[:-1])
