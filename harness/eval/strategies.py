@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Protocol
 
-from liyuan.agent_compact import chars4, context_tokens, plan_generic_compaction, run_generic_compaction, should_compact
+from liyuan.agent_compact import chars4, run_generic_compaction, visible_entries
 from liyuan.assemble import SUMMARY_OPENING, Injection, build_context
 from liyuan.clock import counter_ids, fixed_clock
-from liyuan.compact import active_summary, rebuild_history, run_compaction
+from liyuan.compact import rebuild_history, run_compaction
 from liyuan.model import ChatMessage, FunctionModel, ModelRequest
 from liyuan.state import STATE_ENTRY_TYPE, Ledger, format_roster, format_state
 from liyuan.tokens import estimate_tokens
@@ -189,29 +189,18 @@ class GenericAgent:
     name: str = "agent"
     label: str = "通用 agent 压缩"
 
-    def _live(self, tree: SessionTree) -> list[Any]:
-        branch = tree.branch()
-        active = active_summary(branch)
-        return [e for e in branch[active.cut if active else 0:] if e.type != "compaction"]
-
     def context(self, tree: SessionTree, user_text: str) -> list[ChatMessage]:
-        active = active_summary(tree.branch())
-        head = [ChatMessage("user", f"{AGENT_SUMMARY_OPENING}\n\n{active.summary}")] if active else []
-        return [*head, *_messages(self._live(tree)), ChatMessage("user", user_text)]
+        summary, entries = visible_entries(tree.branch())
+        head = [ChatMessage("user", f"{AGENT_SUMMARY_OPENING}\n\n{summary}")] if summary else []
+        return [*head, *_messages(entries), ChatMessage("user", user_text)]
 
     def after_beat(self, tree: SessionTree, beat: int) -> list[Cut]:
-        # The trigger counts what the agent would send now: the live part after its last
-        # compaction (liyuan.agent_compact.context_tokens alone would count the whole branch).
-        active = active_summary(tree.branch())
-        tokens = context_tokens(self._live(tree), _chars4) + (_chars4(active.summary) if active else 0)
-        if not should_compact(tokens, self.window, self.reserve):
-            return []
-        plan = plan_generic_compaction(tree.branch(), keep_recent_tokens=self.keep_recent, estimate=_chars4)
+        # The library's own trigger: it counts what the agent would send now.
         outcome = run_generic_compaction(tree, self.model, context_window=self.window, reserve_tokens=self.reserve,
-                                          keep_recent_tokens=self.keep_recent, force=True, estimate=_chars4)
-        if outcome.kind != "compacted" or plan is None:
+                                         keep_recent_tokens=self.keep_recent, estimate=_chars4)
+        if outcome.kind != "compacted" or outcome.plan is None:
             return []
-        return [Cut(beat, "inside" if plan.is_split_turn else "between")]
+        return [Cut(beat, "inside" if outcome.plan.is_split_turn else "between")]
 
 
 @dataclass
