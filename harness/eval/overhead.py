@@ -3,18 +3,14 @@
 Invariant: this module measures and reports; it never asserts a speed. The model is
 never timed: compaction calls go to the scripted summariser outside the timed region.
 
-Per-beat overhead is what the memory code costs on every beat besides the model: take
-the branch, assemble the context (history, 【前情提要】, injection) with the resident
+Per-beat overhead is what the memory code costs on every beat besides the model, done
+the way the app does it: take the branch (:meth:`liyuan.tree.SessionTree.branch`, a
+cached view), assemble the context (history, 【前情提要】, injection) with the resident
 summary fitted to the budget, and, after the reply, the compaction trigger check
 (:func:`liyuan.compact.plan_compaction`). It is measured over the last ``sample`` beats
-of one chat of 100, 1,000 and 10,000 beats that compacts as the app would.
-
-Two variants are timed. ``current`` calls the library as the app does today, so every
-call walks the whole branch. ``incremental`` is a prototype of the fix proposed for
-:mod:`liyuan.compact` (not used by the library): keep the branch and the active summary
-as the chat grows, and hand the same functions only ``[summary entry, *live entries]``,
-which they treat exactly like the whole branch (the summary's anchor is then off the
-slice, so its cut falls on the summary entry itself: everything before it is covered).
+of one chat of 100, 1,000 and 10,000 beats that compacts as the app would. The library
+reads only the live part of the branch (see :mod:`liyuan.compact`), so the figure should
+not grow with the chat.
 """
 
 from __future__ import annotations
@@ -28,7 +24,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,21 +31,14 @@ from typing import Any
 from liyuan.assemble import Injection, build_context
 from liyuan.budget import fit_resident_summary, other_chars_for
 from liyuan.clock import counter_ids
-from liyuan.compact import (
-    DEFAULT_EVERY_N_TURNS,
-    KEEP_RECENT_BEATS,
-    SUMMARY_ENTRY_TYPE,
-    plan_compaction,
-    rebuild_history,
-    run_compaction,
-)
+from liyuan.compact import DEFAULT_EVERY_N_TURNS, KEEP_RECENT_BEATS, plan_compaction, rebuild_history, run_compaction
 from liyuan.state import STATE_ENTRY_TYPE, Ledger, format_roster, format_state
 from liyuan.tree import Entry, SessionTree
 
 from .strategies import scripted_summariser
 from .synth import SynthBeat, generate_chat
 
-__all__ = ["RESIDENT", "PlayedChat", "beat_work", "machine_info", "overhead_table", "percentile", "play", "wall_times"]
+__all__ = ["RESIDENT", "VARIANT", "beat_work", "machine_info", "overhead_table", "percentile", "play", "wall_times"]
 
 RESIDENT = "# 往局记忆（同一世界更早的几局）\n\n" + "\n\n".join(
     f"## 第{i}节\n" + "往局里发生过的一件事，写得短而具体。" * 6 for i in range(1, 9))
@@ -58,35 +46,14 @@ RESIDENT = "# 往局记忆（同一世界更早的几局）\n\n" + "\n\n".join(
 
 Progress = Callable[[str], None]
 
+VARIANT = "library"
+"""The one variant measured: the library as the app calls it (the key in rows and verdicts)."""
+
 
 def percentile(values: Sequence[float], q: float) -> float:
     """Nearest-rank percentile (``q`` in 0..100)."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
-
-
-@dataclass
-class PlayedChat:
-    """A chat being played, with the prototype index kept beside the tree."""
-
-    tree: SessionTree
-    branch: list[Entry]
-    """The current branch, extended on every append (the prototype's index)."""
-    summary: Entry | None = None
-    live_from: int = 0
-    """Index in :attr:`branch` of the first entry after the active summary's anchor."""
-
-    def append(self, entry: Entry) -> None:
-        self.branch.append(entry)
-        if entry.type == "custom" and entry.custom_type == SUMMARY_ENTRY_TYPE:
-            anchor = entry.data["coversThroughId"]
-            # The anchor is among the newest entries: search backwards, not the whole branch.
-            at = next(i for i in range(len(self.branch) - 1, -1, -1) if self.branch[i].id == anchor)
-            self.summary, self.live_from = entry, at + 1
-
-    def live_slice(self) -> list[Entry]:
-        live = [e for e in self.branch[self.live_from:] if e is not self.summary]
-        return [self.summary, *live] if self.summary is not None else live
 
 
 def _ledger(entries: Sequence[Entry]) -> Ledger | None:
@@ -107,66 +74,57 @@ def beat_work(branch: Sequence[Entry], user_text: str, names: tuple[str, str]) -
     return messages, plan_compaction(branch, user_name=names[0], char_name=names[1])
 
 
-def play(beats: int, progress: Progress | None = None) -> Iterator[tuple[PlayedChat, SynthBeat, tuple[str, str]]]:
-    """Play a synthetic chat of ``beats`` beats; yield before each beat is written.
+def play(beats: int, progress: Progress | None = None) -> Iterator[tuple[SessionTree, SynthBeat, tuple[str, str]]]:
+    """Play a synthetic chat of ``beats`` beats; yield the tree before each beat is written.
 
-    Compaction runs when due, as in the app, with the scripted summariser; the prototype
-    index in :class:`PlayedChat` is kept up to date with every append.
+    Compaction runs when due, as in the app, with the scripted summariser.
     """
     chat = generate_chat(beats=max(beats, 60), reroll_beat=0)
     names = (chat.user_name, chat.char_name)
     model = scripted_summariser(*names)
     tree = SessionTree(None, session_id="bench", ids=counter_ids("b"))
-    state = PlayedChat(tree, [])
-    state.append(tree.append_message("assistant", chat.greeting, greeting=True))
+    tree.append_message("assistant", chat.greeting, greeting=True)
     for beat in chat.beats[:beats]:
-        yield state, beat, names
-        state.append(tree.append_message("user", beat.user))
-        state.append(tree.append_message("assistant", beat.reply))
-        state.append(tree.append_custom(STATE_ENTRY_TYPE, dict(beat.ledger)))
+        yield tree, beat, names
+        tree.append_message("user", beat.user)
+        tree.append_message("assistant", beat.reply)
+        tree.append_custom(STATE_ENTRY_TYPE, dict(beat.ledger))
         # Only due beats try (36, then every 30): the trigger itself is what the timed part measures.
         if beat.number >= KEEP_RECENT_BEATS + DEFAULT_EVERY_N_TURNS and \
                 (beat.number - KEEP_RECENT_BEATS) % DEFAULT_EVERY_N_TURNS == 0:
-            outcome = run_compaction(tree, model, user_name=names[0], char_name=names[1])
-            if outcome.entry is not None:
-                state.append(outcome.entry)
+            run_compaction(tree, model, user_name=names[0], char_name=names[1])
         if progress is not None and beat.number % 2000 == 0:
             progress(f"  第 {beat.number}/{beats} 拍")
 
 
-def _timings(beats: int, sample: int, variant: str, progress: Progress) -> list[float]:
+def _timings(beats: int, sample: int, progress: Progress) -> list[float]:
     timings: list[float] = []
-    for state, beat, names in play(beats, progress):
+    for tree, beat, names in play(beats, progress):
         if beat.number <= beats - sample:
             continue
         started = time.perf_counter()
-        if variant == "current":
-            beat_work(state.tree.branch(), beat.user, names)
-        else:
-            beat_work(state.live_slice(), beat.user, names)
+        beat_work(tree.branch(), beat.user, names)
         timings.append((time.perf_counter() - started) * 1000)
     return timings
 
 
 def overhead_table(sizes: Sequence[int] = (100, 1000, 10000), sample: int = 100,
                    progress: Progress | None = None) -> dict[str, Any]:
-    """Median and p95 of the per-beat overhead, per chat length and variant (ms)."""
+    """Median and p95 of the per-beat overhead per chat length (ms), and the verdict."""
     say = progress or (lambda _line: None)
     rows: list[dict[str, Any]] = []
-    medians: dict[tuple[str, int], float] = {}
-    for variant in ("current", "incremental"):
-        for size in sizes:
-            say(f"每拍开销：{variant} @ {size} 拍")
-            timings = _timings(size, min(sample, size), variant, say)
-            medians[variant, size] = round(statistics.median(timings), 3)
-            rows.append({"variant": variant, "beats": size, "samples": len(timings),
-                         "median_ms": medians[variant, size], "p95_ms": round(percentile(timings, 95), 3)})
+    medians: dict[int, float] = {}
+    for size in sizes:
+        say(f"每拍开销：{size} 拍")
+        timings = _timings(size, min(sample, size), say)
+        medians[size] = round(statistics.median(timings), 3)
+        rows.append({"variant": VARIANT, "beats": size, "samples": len(timings),
+                     "median_ms": medians[size], "p95_ms": round(percentile(timings, 95), 3)})
     verdicts = {}
-    for variant in ("current", "incremental"):
-        if (variant, 10000) in medians and (variant, 100) in medians:
-            big, small = medians[variant, 10000], medians[variant, 100]
-            verdicts[variant] = {"median_10000_ms": big, "ratio_to_100": round(big / small, 2),
-                                 "meets_target": big <= 2.0 and big <= 1.5 * small}
+    if 10000 in medians and 100 in medians:
+        big, small = medians[10000], medians[100]
+        verdicts[VARIANT] = {"median_10000_ms": big, "ratio_to_100": round(big / small, 2),
+                             "meets_target": big <= 2.0 and big <= 1.5 * small}
     return {"sample_beats": sample, "rows": rows, "target": "10,000 拍时中位数 ≤ 2 ms，且不超过 100 拍时的 1.5 倍",
             "verdicts": verdicts}
 

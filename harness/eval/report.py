@@ -151,7 +151,7 @@ def bench_markdown(bench: Mapping[str, Any]) -> str:
              f"Python {machine['python']}，{machine['system']}。数字随机器而变，这是一份快照。", ""]
     overhead = bench.get("overhead")
     if overhead:
-        names = {"current": "现在的库（每拍从头扫整棵树）", "incremental": "增量原型（只看活跃区间）"}
+        names = {"library": "本库（分支有缓存，只读活跃区间）"}
         lines += [f"每拍开销（毫秒；每种长度取最后 {overhead['sample_beats']} 拍）", "",
                   "| 实现 | 对话长度（拍） | 中位数 | p95 |", "|---|---|---|---|"]
         lines += [f"| {names.get(r['variant'], r['variant'])} | {r['beats']:,} | {r['median_ms']:.3f} | "

@@ -1,44 +1,85 @@
-"""The overhead bench: the incremental prototype computes exactly what the library does.
+"""The overhead bench times the library as the app calls it, and that path reads only the live part.
 
 No test here times anything: speed lives in ``python -m harness eval bench``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import overload
+from unittest.mock import patch
 
 from harness.eval.overhead import beat_work, machine_info, overhead_table, percentile, play, wall_times
 from harness.eval.report import bench_markdown
+from liyuan.compact import active_summary
+from liyuan.story import live_start
+from liyuan.tree import Entry
 
 
-def test_the_live_slice_gives_the_same_context_and_plan_as_the_whole_branch() -> None:
-    compared = 0
-    summaries = 0
-    for state, beat, names in play(160):
-        full_messages, full_plan = beat_work(state.tree.branch(), beat.user, names)
-        slice_messages, slice_plan = beat_work(state.live_slice(), beat.user, names)
-        assert slice_messages == full_messages, beat.number
-        assert (full_plan is None) == (slice_plan is None)
-        if full_plan is not None and slice_plan is not None:
-            assert slice_plan.covers_through_id == full_plan.covers_through_id
-            assert slice_plan.conversation_text == full_plan.conversation_text
-            assert slice_plan.previous_summary == full_plan.previous_summary
-            assert slice_plan.turns == full_plan.turns
-        summaries += state.summary is not None
+class Recording(Sequence[Entry]):
+    """A branch that remembers the lowest index anything read."""
+
+    def __init__(self, items: Sequence[Entry]) -> None:
+        self.items = list(items)
+        self.lowest = len(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @overload
+    def __getitem__(self, index: int) -> Entry: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Entry]: ...
+
+    def __getitem__(self, index: int | slice) -> Entry | list[Entry]:
+        if isinstance(index, slice):
+            touched = range(*index.indices(len(self.items)))
+            self.lowest = min(self.lowest, min(touched, default=self.lowest))
+            return self.items[index]
+        self.lowest = min(self.lowest, index % len(self.items))
+        return self.items[index]
+
+    def __iter__(self) -> Iterator[Entry]:
+        self.lowest = 0
+        return iter(self.items)
+
+    def __reversed__(self) -> Iterator[Entry]:
+        for index in range(len(self.items) - 1, -1, -1):
+            self.lowest = min(self.lowest, index)
+            yield self.items[index]
+
+
+def test_the_timed_path_computes_what_the_whole_branch_gives() -> None:
+    compared = summaries = 0
+    for tree, beat, names in play(160):
+        branch = tree.branch()
+        fast = beat_work(branch, beat.user, names)
+        with patch("liyuan.compact.live_start", lambda _branch: 0):  # read the whole branch
+            assert fast == beat_work(list(branch), beat.user, names), beat.number
+        summaries += active_summary(branch) is not None
         compared += 1
     assert compared == 160
-    assert summaries > 0  # the comparison ran across compactions, not only before the first
+    assert summaries > 100  # the comparison ran across compactions, not only before the first
 
 
-def test_the_live_slice_stays_short_as_the_chat_grows() -> None:
-    lengths = [len(state.live_slice()) for state, _beat, _names in play(400)]
-    assert max(lengths[200:]) < 40 * 3 + 2  # at most ~36 beats of three entries, plus the summary
+def test_the_timed_path_reads_only_the_live_part_as_the_chat_grows() -> None:
+    reach = []
+    for tree, beat, names in play(400):
+        recording = Recording(tree.branch())
+        beat_work(recording, beat.user, names)
+        if beat.number > 40:  # after the first compaction
+            assert recording.lowest == live_start(recording.items) > 0, beat.number
+            reach.append(len(recording) - recording.lowest)
+    assert max(reach) < 40 * 3 + 2  # at most ~37 beats of three entries, plus the summary
+    assert max(reach[-100:]) == max(reach[:100])  # the part read does not grow with the chat
 
 
-def test_overhead_table_reports_both_variants_and_a_verdict() -> None:
+def test_overhead_table_reports_the_library_and_a_verdict_only_with_both_sizes() -> None:
     table = overhead_table(sizes=(100, 200), sample=5)
-    assert [(r["variant"], r["beats"], r["samples"]) for r in table["rows"]] == [
-        ("current", 100, 5), ("current", 200, 5), ("incremental", 100, 5), ("incremental", 200, 5)]
+    assert [(r["variant"], r["beats"], r["samples"]) for r in table["rows"]] == [("library", 100, 5),
+                                                                               ("library", 200, 5)]
     assert all(r["median_ms"] > 0 and r["p95_ms"] >= r["median_ms"] for r in table["rows"])
     assert table["verdicts"] == {}  # no 10,000-beat row, so no verdict is claimed
 
@@ -70,12 +111,14 @@ def test_bench_markdown_states_machine_verdict_and_failures() -> None:
         "machine": {"measured_at": "2026-12-02 10:00 UTC", "cpu": "CPU", "cores": 2, "python": "3.11.7",
                     "system": "Linux"},
         "overhead": {"sample_beats": 5, "target": "目标", "rows": [
-            {"variant": "current", "beats": 100, "median_ms": 0.5, "p95_ms": 0.9}],
-            "verdicts": {"current": {"median_10000_ms": 100.0, "ratio_to_100": 200.0, "meets_target": False}}},
+            {"variant": "library", "beats": 100, "median_ms": 0.5, "p95_ms": 0.9}],
+            "verdicts": {"library": {"median_10000_ms": 100.0, "ratio_to_100": 200.0, "meets_target": False}}},
         "wall_times": {"repeat": 1, "rows": [{"name": "harness run", "command": "python -m harness run",
                                               "seconds": [1.0], "best": None, "failures": [["出错了"]]}]},
     }
     text = bench_markdown(bench)
     assert "CPU（2 核）" in text and "2026-12-02 10:00 UTC" in text
-    assert "没达到目标" in text
+    assert "| 本库（分支有缓存，只读活跃区间） | 100 | 0.500 | 0.900 |" in text
+    assert ("本库（分支有缓存，只读活跃区间）：10,000 拍中位数 100.000 ms，"
+            "是 100 拍的 200.00 倍，没达到目标（目标）") in text
     assert "| `python -m harness run` | 失败 | 1.00 |" in text and "出错了" in text
