@@ -118,13 +118,12 @@ def summary_fields(entry: Entry) -> tuple[str, str, str] | None:
     (kind :data:`LEGACY_COMPACTION_TYPE`).
     """
     if entry.type == "custom" and entry.custom_type == SUMMARY_ENTRY_TYPE:
-        summary, anchor, kind = _non_blank(entry.data.get("summary")), entry.data.get("coversThroughId"), \
-            SUMMARY_ENTRY_TYPE
+        kind, fields, anchor_key = SUMMARY_ENTRY_TYPE, entry.data, "coversThroughId"
     elif entry.type == LEGACY_COMPACTION_TYPE:
-        summary, anchor, kind = _non_blank(entry.body.get("summary")), entry.body.get("firstKeptEntryId"), \
-            LEGACY_COMPACTION_TYPE
+        kind, fields, anchor_key = LEGACY_COMPACTION_TYPE, entry.body, "firstKeptEntryId"
     else:
         return None
+    summary, anchor = _non_blank(fields.get("summary")), fields.get(anchor_key)
     if summary is None or not isinstance(anchor, str) or not anchor:
         return None
     return summary, anchor, kind
