@@ -22,7 +22,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .budget import RESIDENT_MAX_CHARS
+from .errors import ModelOutputError
+from .model import split_reasoning
 from .prompts import Prompt, render
+from .scribe import validate_sections
 
 if TYPE_CHECKING:
     from .card_inputs import ChangedRecap, ChatEvidence
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HANDBOOK_MARK",
     "MERGE_MAX_TOKENS",
+    "RECAP_HEADINGS",
     "RECAP_MAX_TOKENS",
     "RESIDENT_HEADING",
     "RESIDENT_MARK",
@@ -38,12 +42,15 @@ __all__ = [
     "neutralize",
     "parse_merge_result",
     "strip_fence",
+    "validate_recap",
 ]
 
 HANDBOOK_MARK = "===== 记忆.md ====="
 RESIDENT_MARK = "===== 常驻摘要.md ====="
 RESIDENT_HEADING = "# 往局记忆（同一世界更早的几局）"
 RECAP_MAX_TOKENS = 4096
+RECAP_HEADINGS = ("## 剧情脉络", "## 人物与关系", "## 既定事实", "## 未了之事", "## 用户的玩法偏好")
+"""The recap's sections, in the order recap_system.j2 asks for them."""
 MERGE_MAX_TOKENS = 8192
 
 _OUR_TAGS = r"conversation|previous-recap|previous-summary|recap|deleted-chats|handbook|resident"
@@ -200,3 +207,26 @@ def parse_merge_result(text: str) -> tuple[str, str] | None:
     if not handbook or not resident:
         return None
     return handbook, resident
+
+
+def validate_recap(text: str) -> str:
+    """Check a recap reply: a ``# `` title line, then the five :data:`RECAP_HEADINGS`.
+
+    The original accepted any non-blank reply; a real small model showed why that is
+    not enough (its echo of the prompt landed in ``局/<id>.md``). A reply of the wrong
+    shape now fails the recap, writes nothing, and the chat is retried next sync.
+
+    Returns:
+        The recap from its title line on, without reasoning or fence, trimmed.
+
+    Raises:
+        ModelOutputError: With a Chinese reason.
+    """
+    body = validate_sections(text, RECAP_HEADINGS, what="复盘")
+    answer = strip_fence(split_reasoning(text)[0])
+    lines = answer.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.strip() == RECAP_HEADINGS[0])
+    titles = [line.strip() for line in lines[:first] if line.startswith("# ") and line[2:].strip()]
+    if not titles:
+        raise ModelOutputError("复盘缺少标题行「# <一句话概括这一局>」")
+    return f"{titles[-1]}\n\n{body}"

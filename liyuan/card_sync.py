@@ -40,9 +40,9 @@ from .budget import RESIDENT_MAX_CHARS
 from .card_files import CardLayout, MemoryFiles, source_mark_of, validate_chat_id
 from .card_inputs import RecapDiff, collect_chat_evidence, diff_recaps
 from .card_manifest import finish_pending, load_manifest, save_manifest
-from .card_prompts import build_merge_prompt, build_recap_prompt, parse_merge_result, strip_fence
+from .card_prompts import build_merge_prompt, build_recap_prompt, parse_merge_result, validate_recap
 from .clock import Clock, IdFactory, random_ids, system_clock
-from .errors import MemoryFileError, ModelError
+from .errors import MemoryFileError, ModelError, ModelOutputError
 from .model import ChatModel
 
 __all__ = ["CardMemory", "MergeStatus", "SyncOutcome", "card_locks"]
@@ -193,7 +193,7 @@ class CardMemory:
         )
         self._say(f"正在复盘「{name}」（{evidence.beats} 拍 · {len(evidence.transcript)} 字）…")
         try:
-            text = strip_fence(self.model.complete(prompt.request()).text)
+            reply = self.model.complete(prompt.request()).text
         except ModelError as exc:
             self._say(f"复盘「{name}」失败：{exc}")
             return False
@@ -201,8 +201,10 @@ class CardMemory:
             if files.input_stamp() != before or not source_mark_of(sessions):
                 self._say(f"复盘「{name}」已丢弃：期间记忆或这一局被改动")
                 return False
-            if not text:
-                self._say(f"复盘「{name}」失败：模型回复为空")
+            try:
+                text = validate_recap(reply)
+            except ModelOutputError as exc:
+                self._say(f"复盘「{name}」失败：{exc}")
                 return False
             files.write_text(layout.recap_path(chat_id), text + "\n")
             manifest = load_manifest(files)

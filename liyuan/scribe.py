@@ -22,6 +22,7 @@ __all__ = [
     "SUMMARY_HEADINGS",
     "SUMMARY_MAX_TOKENS",
     "build_summary_prompt",
+    "validate_sections",
     "validate_summary",
 ]
 
@@ -69,13 +70,57 @@ def build_summary_prompt(
     )
 
 
-def _heading_lines(lines: list[str]) -> dict[str, list[int]]:
-    found: dict[str, list[int]] = {h: [] for h in SUMMARY_HEADINGS}
+def _heading_lines(lines: list[str], headings: tuple[str, ...]) -> dict[str, list[int]]:
+    found: dict[str, list[int]] = {h: [] for h in headings}
     for number, line in enumerate(lines):
         stripped = line.strip()
         if stripped in found:
             found[stripped].append(number)
     return found
+
+
+def validate_sections(text: str, headings: tuple[str, ...], *, what: str = "摘要") -> str:
+    """Check that a reply has ``headings``, each once, in order, each with content.
+
+    Shared by the relay summary and the recap: both are documents whose shape the
+    prompt fixes, and a reply of the wrong shape (an echo of the prompt, a reply cut
+    off by the token limit) must not land anywhere.
+
+    Args:
+        text: The model's reply, possibly with ``<think>`` blocks or a Markdown fence.
+        headings: The required section headings, in order.
+        what: What the document is called in error messages (``摘要``, ``复盘``).
+
+    Returns:
+        The reply from its first heading on, trimmed, without reasoning or fence.
+
+    Raises:
+        ModelOutputError: With a Chinese reason when the reply is empty, a heading is
+            missing, repeated or out of order, or a section has no content.
+    """
+    answer, _reasoning = split_reasoning(text)
+    fenced = _FENCE_RE.match(answer)
+    if fenced:
+        answer = fenced.group("body").strip()
+    if not answer:
+        raise ModelOutputError(f"{what}为空")
+    lines = answer.splitlines()
+    found = _heading_lines(lines, headings)
+    for heading, positions in found.items():
+        if not positions:
+            raise ModelOutputError(f"缺少小节「{heading}」（可能被截断了）")
+        if len(positions) > 1:
+            raise ModelOutputError(f"小节「{heading}」出现了 {len(positions)} 次")
+    starts = [found[h][0] for h in headings]
+    if starts != sorted(starts):
+        order = "、".join(h.removeprefix("## ") for h in sorted(headings, key=lambda h: found[h][0]))
+        raise ModelOutputError(f"小节顺序不对：{order}")
+    ends = [*starts[1:], len(lines)]
+    for heading, start, end in zip(headings, starts, ends, strict=True):
+        if not "\n".join(lines[start + 1 : end]).strip():
+            raise ModelOutputError(f"小节「{heading}」没有内容")
+    # Anything before the first heading is chatter ("好的，以下是摘要："), not the document.
+    return "\n".join(lines[starts[0] :]).strip()
 
 
 def validate_summary(text: str) -> str:
@@ -88,29 +133,7 @@ def validate_summary(text: str) -> str:
         The summary starting at ``## 前情提要``, trimmed.
 
     Raises:
-        ModelOutputError: With a Chinese reason when the reply is empty, a heading is
-            missing, repeated or out of order, or a section has no content.
+        ModelOutputError: When :func:`validate_sections` rejects it for the five
+            :data:`SUMMARY_HEADINGS`.
     """
-    answer, _reasoning = split_reasoning(text)
-    fenced = _FENCE_RE.match(answer)
-    if fenced:
-        answer = fenced.group("body").strip()
-    if not answer:
-        raise ModelOutputError("摘要为空")
-    lines = answer.splitlines()
-    found = _heading_lines(lines)
-    for heading, positions in found.items():
-        if not positions:
-            raise ModelOutputError(f"缺少小节「{heading}」（可能被截断了）")
-        if len(positions) > 1:
-            raise ModelOutputError(f"小节「{heading}」出现了 {len(positions)} 次")
-    starts = [found[h][0] for h in SUMMARY_HEADINGS]
-    if starts != sorted(starts):
-        order = "、".join(h.removeprefix("## ") for h in sorted(SUMMARY_HEADINGS, key=lambda h: found[h][0]))
-        raise ModelOutputError(f"小节顺序不对：{order}")
-    ends = [*starts[1:], len(lines)]
-    for heading, start, end in zip(SUMMARY_HEADINGS, starts, ends, strict=True):
-        if not "\n".join(lines[start + 1 : end]).strip():
-            raise ModelOutputError(f"小节「{heading}」没有内容")
-    # Anything before the first heading is chatter ("好的，以下是摘要："), not summary.
-    return "\n".join(lines[starts[0] :]).strip()
+    return validate_sections(text, SUMMARY_HEADINGS)

@@ -18,9 +18,17 @@ USER = "阿明"
 CHAR = "小满"
 
 # Hand-written stand-ins for model output (scripted, not model-written).
-RECAP_A = "# 小满入城\n\n## 剧情脉络\n- 第一天黄昏，小满入城，在东门遇见阿明。\n\n## 用户的玩法偏好\n- 无"
-RECAP_A2 = "# 小满入城，又去了茶馆\n\n## 剧情脉络\n- 小满入城。\n- 第二天去了茶馆。\n\n## 用户的玩法偏好\n- 无"
-RECAP_B = "# 雪夜借宿\n\n## 剧情脉络\n- 雪夜里阿明在老梨树下借宿。\n\n## 用户的玩法偏好\n- 喜欢慢节奏的日常对话"
+
+
+def recap(title: str, plot: str, preference: str = "无") -> str:
+    """A hand-written recap with the title line and all five sections."""
+    return (f"# {title}\n\n## 剧情脉络\n{plot}\n\n## 人物与关系\n- 小满：茶馆帮工。\n\n"
+            f"## 既定事实\n- 城东有茶馆。\n\n## 未了之事\n- 无\n\n## 用户的玩法偏好\n- {preference}")
+
+
+RECAP_A = recap("小满入城", "- 第一天黄昏，小满入城，在东门遇见阿明。")
+RECAP_A2 = recap("小满入城，又去了茶馆", "- 小满入城。\n- 第二天去了茶馆。")
+RECAP_B = recap("雪夜借宿", "- 雪夜里阿明在老梨树下借宿。", "喜欢慢节奏的日常对话")
 HANDBOOK_1 = "# 局：初来乍到（A）\n- 小满入城\n来源：局/A.md\n\n# 人物（跨局）\n- 小满：茶馆帮工 [局:A][局:B]"
 RESIDENT_1 = "# 往局记忆（同一世界更早的几局）\n\n## 既定事实\n- 小满住在城东 [局:A]\n\n- 初来乍到：小满入城。"
 HANDBOOK_2 = "# 局：初来乍到（A）\n- 小满入城\n来源：局/A.md"

@@ -17,6 +17,7 @@ from .test_card_memory_fixtures import (
     RECAP_B,
     memory,
     merge_reply,
+    recap,
     two_chats,
     user_text,
     write_chat,
@@ -24,7 +25,7 @@ from .test_card_memory_fixtures import (
 
 HANDBOOK_NORTH = "# 局：初来乍到（A）\n- 小满在北门等阿明\n来源：局/A.md"
 RESIDENT_NORTH = "# 往局记忆（同一世界更早的几局）\n\n- 小满在北门等阿明 [局:A]"
-RECAP_NORTH = RECAP_A + "\n\n## 未了之事\n- 约好在北门再见"
+RECAP_NORTH = recap("小满入城", "- 第一天黄昏，小满入城。\n- 约好在北门再见。")
 REBUILT_B = merge_reply("# 局：雪夜（B）\n来源：局/B.md", "# 往局记忆（同一世界更早的几局）")
 
 

@@ -167,3 +167,25 @@ def test_strip_fence_only_unwraps_one_whole_block() -> None:
     assert strip_fence(two) == two
     assert strip_fence("前言\n```\n正文\n```") == "前言\n```\n正文\n```"
     assert strip_fence("没有围栏") == "没有围栏"
+
+
+def test_validate_recap_requires_title_and_five_sections_in_order() -> None:
+    from liyuan.card_prompts import RECAP_HEADINGS, validate_recap
+    from liyuan.errors import ModelOutputError
+
+    from .test_card_memory_fixtures import RECAP_A as good
+
+    assert validate_recap("```markdown\n" + good + "\n```") == good
+    assert validate_recap("好的，复盘如下：\n\n" + good) == good
+    assert validate_recap("<think>先想想</think>\n" + good) == good
+    with pytest.raises(ModelOutputError, match="标题行"):
+        validate_recap(good.split("\n", 2)[2])
+    for heading in RECAP_HEADINGS:
+        with pytest.raises(ModelOutputError, match=heading):
+            validate_recap(good.replace(heading + "\n", ""))
+    swapped = (good.replace("## 剧情脉络", "## 临时").replace("## 既定事实", "## 剧情脉络")
+               .replace("## 临时", "## 既定事实"))
+    with pytest.raises(ModelOutputError, match="顺序"):
+        validate_recap(swapped)
+    with pytest.raises(ModelOutputError, match="为空"):
+        validate_recap("   ")
