@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .errors import ModelError
-from .model import ChatMessage, ChatModel
+from .errors import ModelError, ModelOutputError
+from .model import ChatMessage, ChatModel, split_reasoning
 from .prompts import Prompt, render
 from .tokens import estimate_tokens
 from .tree import Entry, SessionTree
@@ -52,6 +53,7 @@ __all__ = [
     "plan_discussion_compaction",
     "run_discussion_compaction",
     "serialize_discussion",
+    "validate_discussion_summary",
 ]
 
 DISCUSSION_SUMMARY_TYPE = "liyuan-discussion-summary"
@@ -356,6 +358,34 @@ class DiscussionOutcome:
     """``not-due``, ``model-error``, ``empty-summary`` or ``leaf-moved``."""
 
 
+_SCAFFOLD_RE = re.compile(r"</?\s*(?:conversation|previous-summary)\s*>", re.IGNORECASE)
+
+
+def validate_discussion_summary(text: str, plan: DiscussionPlan) -> str:
+    """Check a discussion-summary reply and return it trimmed.
+
+    The original only refused a blank reply. A real small model showed that is not
+    enough: its echo of the prompt became the summary. A reply is refused when it is
+    empty (after reasoning is split off), carries the prompt's own ``<conversation>`` or
+    ``<previous-summary>`` tags (an echo), has no ``- `` item although the prompt asks
+    for one item per line, or is not shorter than what it summarises (no compression).
+
+    Raises:
+        ModelOutputError: With a Chinese reason.
+    """
+    answer, _reasoning = split_reasoning(text)
+    if not answer:
+        raise ModelOutputError("摘要为空")
+    if _SCAFFOLD_RE.search(answer):
+        raise ModelOutputError("摘要里带着 prompt 的 <conversation>/<previous-summary> 标签，像是照抄了输入")
+    if not any(line.lstrip().startswith(("- ", "* ")) for line in answer.splitlines()):
+        raise ModelOutputError("摘要里没有一条「- 」开头的要点")
+    source = len(plan.conversation_text) + len(plan.previous_summary or "")
+    if len(answer) >= source:
+        raise ModelOutputError(f"摘要 {len(answer)} 字，不比被压缩的 {source} 字短")
+    return answer
+
+
 def run_discussion_compaction(
     tree: SessionTree,
     model: ChatModel,
@@ -389,9 +419,11 @@ def run_discussion_compaction(
     except ModelError as exc:
         _log.warning("讨论压缩失败：%s", exc)
         return done(DiscussionOutcome("failed", f"讨论压缩失败：{exc}", plan, reason="model-error"))
-    summary = completion.text.strip()
-    if not summary:
-        return done(DiscussionOutcome("failed", "讨论压缩失败：摘要为空", plan, reason="empty-summary"))
+    try:
+        summary = validate_discussion_summary(completion.text, plan)
+    except ModelOutputError as exc:
+        reason = "empty-summary" if not completion.text.strip() else "invalid-summary"
+        return done(DiscussionOutcome("failed", f"讨论压缩失败：{exc}", plan, reason=reason))
     if tree.leaf_id != leaf_before:
         return done(DiscussionOutcome("stale", "讨论压缩已丢弃（期间切换了分支）", plan, reason="leaf-moved"))
     entry = tree.append_custom(DISCUSSION_SUMMARY_TYPE, {

@@ -252,12 +252,22 @@ def test_run_skips_when_not_due() -> None:
     assert outcome.kind == "skipped" and outcome.reason == "not-due" and model.calls == []
 
 
-@pytest.mark.parametrize("reply", [ModelError("HTTP 429"), "   "])
-def test_run_failures_append_nothing(reply: str | BaseException) -> None:
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (ModelError("HTTP 429"), "model-error"),
+        ("   ", "empty-summary"),
+        ("<think>只想不答</think>", "empty-summary"),
+        ("<conversation>\n用户：一\n</conversation>\n- 照抄", "invalid-summary"),  # an echo of the prompt
+        ("用户要求每章一万字，已写完两章。", "invalid-summary"),  # no "- " items
+        ("- " + "很长的复述。" * 20_000, "invalid-summary"),  # longer than what it summarises
+    ],
+)
+def test_run_failures_append_nothing(reply: str | BaseException, reason: str) -> None:
     tree = tree_with(turns(1, 4))
     before = len(tree)
     outcome = run_discussion_compaction(tree, ScriptedModel([reply]), context_window=50_000, keep_recent=15_000)
-    assert outcome.kind == "failed" and len(tree) == before
+    assert outcome.kind == "failed" and outcome.reason == reason and len(tree) == before
 
 
 def test_leaf_guard_discards_a_stale_summary() -> None:
