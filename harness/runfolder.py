@@ -59,6 +59,8 @@ def _findings(records: dict[str, list[dict[str, Any]]]) -> list[str]:
             if kind == "sync":
                 for chat in outcome.get("recapped") or []:
                     landed.append(f"`{step['id']}`：局 {chat} 的复盘写进了 局/{chat}.md")
+                for chat in outcome.get("failed") or []:
+                    rejected.append(f"`{step['id']}`：局 {chat} 的复盘失败，局/{chat}.md 没有写")
                 if outcome.get("merged") == "failed" and not any(
                         c.get("error") for c in step.get("calls") or [] if c.get("purpose") == "merge"):
                     rejected.append(f"`{step['id']}`：合并回复格式不对，手册和常驻摘要都没有改")

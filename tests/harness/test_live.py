@@ -111,10 +111,12 @@ def test_bad_model_output_loses_nothing_and_is_recorded_as_such(
     assert "（failed/invalid-summary）" in readme
     # The README says what was rejected and what landed, from the outcomes, not from a claim.
     rejected = readme.split("被拒收（什么都没写）：")[1].split("被接受")[0]
-    accepted = readme.split("被接受（写进了树或记忆文件，哪怕内容不可用）：")[1].split("##")[0]
     assert "`compact-jA`：前情摘要拒绝提交" in rejected
     assert "`sync-1`：合并回复格式不对，手册和常驻摘要都没有改" in rejected
-    assert "`sync-1`：局 jA 的复盘写进了 局/jA.md" in accepted
+    # A recap of the wrong shape is refused too: nothing of this reply lands anywhere.
+    assert "`sync-1`：局 jA 的复盘失败，局/jA.md 没有写" in rejected
+    assert "被接受" not in readme
+    assert "局/jA.md" not in sync["memory_files_after"]
 
 
 def test_replay_reproduces_the_run_and_reports_a_changed_prompt_as_stale(
