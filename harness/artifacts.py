@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+from liyuan.fileio import atomic_write_bytes
 
 __all__ = [
     "REDACTED",
@@ -47,19 +47,8 @@ def canonical_json(data: Any) -> str:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file in the same folder, fsync, rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp makes 0600; artifacts are ordinary, readable files
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``data`` to ``path`` atomically, as every artifact is written."""
+    atomic_write_bytes(path, data)
 
 
 def _check_relative(path: str) -> str:

@@ -23,7 +23,6 @@ Invariants:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -32,6 +31,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import fileio
 from .clock import Clock, IdFactory, random_ids, system_clock
 from .errors import ConfigError, MemoryFileError
 
@@ -100,37 +100,17 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _fsync_dir(folder: Path) -> None:
-    # Makes the rename itself durable. Some filesystems refuse to open a folder; the
-    # rename is still atomic there, only its durability is up to the OS.
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def atomic_write_text(path: Path, text: str, *, ids: IdFactory = random_ids) -> None:
-    """Write ``text`` to ``path`` atomically (temp file, fsync, ``os.replace``).
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (see :mod:`liyuan.fileio`).
 
     Raises:
         MemoryFileError: The folder cannot be created or the file cannot be written;
             the old file, if any, is left as it was.
     """
-    tmp = path.with_name(f".{path.name}.{ids()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        fileio.atomic_write_text(path, text)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise MemoryFileError(f"无法写入记忆文件 {path}：{exc}") from exc
-    _fsync_dir(path.parent)
 
 
 def read_text_optional(path: Path) -> str | None:
@@ -276,7 +256,7 @@ class MemoryFiles:
 
     def write_text(self, path: Path, text: str) -> None:
         """See :func:`atomic_write_text`."""
-        atomic_write_text(path, text, ids=self._ids)
+        atomic_write_text(path, text)
 
     def delete(self, path: Path) -> None:
         """Remove a file; a missing file is fine."""
@@ -314,7 +294,7 @@ class MemoryFiles:
             os.replace(path, target)
         except OSError as exc:
             raise MemoryFileError(f"无法移走记忆文件 {path}：{exc}") from exc
-        _fsync_dir(path.parent)
+        fileio.fsync_dir(path.parent)
         return target
 
     def input_stamp(self) -> str:

@@ -35,12 +35,12 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import ConfigError
+from ..fileio import atomic_write_text
 
 __all__ = [
     "EXTERNAL",
@@ -231,18 +231,8 @@ def load_config(path: str | os.PathLike[str]) -> VectorConfig:
 def save_config(path: str | os.PathLike[str], config: VectorConfig) -> None:
     """Write ``config`` atomically as indented UTF-8 JSON."""
     file = Path(path)
-    file.parent.mkdir(parents=True, exist_ok=True)
     data = json.dumps(config_to_dict(config), ensure_ascii=False, indent=2) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{file.name}.", suffix=".tmp", dir=file.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, file)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(file, data)
 
 
 def public_config(config: VectorConfig) -> dict[str, Any]:
