@@ -11,14 +11,14 @@ allowance, ``min(RESIDENT_MAX_CHARS, RESIDENT_ENVELOPE_CHARS - other_chars)``, a
 that already fits comes back unchanged.
 
 Lengths are UTF-16 code units, as in the original and in :mod:`liyuan.compact`
-(:func:`~liyuan.compact.utf16_len`): a Chinese character counts 1, an emoji 2. Cuts
+(:func:`~liyuan.text.utf16_len`): a Chinese character counts 1, an emoji 2. Cuts
 never split a character; where the original could cut between the two halves of an
 emoji, this port keeps one unit less.
 """
 
 from __future__ import annotations
 
-from .compact import utf16_len
+from .text import utf16_len, utf16_prefix
 
 __all__ = [
     "OMITTED_MARKER",
@@ -74,18 +74,6 @@ def other_chars_for(summary: str | None, state_text: str, roster: str) -> int:
     return utf16_len(summary or "") + utf16_len(state_text) + utf16_len(roster)
 
 
-def _utf16_prefix(text: str, units: int) -> str:
-    """The longest prefix of ``text`` that takes at most ``units`` UTF-16 code units."""
-    if len(text) * 2 <= units:
-        return text
-    used = 0
-    for index, char in enumerate(text):
-        used += 2 if ord(char) > 0xFFFF else 1
-        if used > units:
-            return text[:index]
-    return text
-
-
 # --8<-- [start:fit_resident_summary]
 def fit_resident_summary(text: str | None, other_chars: int) -> str | None:
     """Fit the resident summary into what the envelope has left.
@@ -109,7 +97,7 @@ def fit_resident_summary(text: str | None, other_chars: int) -> str | None:
     if allowance < RESIDENT_MIN_USEFUL_CHARS:
         return None
     # Reserve room for the marker first, so the marker can never push us over.
-    head = _utf16_prefix(text, allowance - utf16_len(OMITTED_MARKER))
+    head = utf16_prefix(text, allowance - utf16_len(OMITTED_MARKER))
     cut = head.rfind("\n\n")
     if cut < 0 or utf16_len(head[:cut]) < RESIDENT_MIN_USEFUL_CHARS:
         cut = head.rfind("\n")

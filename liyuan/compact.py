@@ -42,6 +42,7 @@ from .story import (
     story_view,
     summary_fields,
 )
+from .text import utf16_len
 from .tree import Entry, SessionTree
 
 __all__ = [
@@ -58,11 +59,6 @@ KEEP_RECENT_BEATS = 6
 MIN_COMPACT_CHARS = 2000
 MANUAL_MIN_COMPACT_CHARS = 500
 DEFAULT_EVERY_N_TURNS = 30
-
-
-def utf16_len(text: str) -> int:
-    """Length in UTF-16 code units (JavaScript ``String.length``): astral chars count 2."""
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
 
 
 # -- which summary counts ------------------------------------------------------------
