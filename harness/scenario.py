@@ -33,8 +33,8 @@ __all__ = [
     "scenario_names",
 ]
 
-_ID_RE = re.compile(r"^[A-Za-z0-9_-]+$")
-_FILE_RE = re.compile(r"^[A-Za-z0-9_.-]+\.(txt|md|json)$")
+_ID_RE = re.compile(r"[A-Za-z0-9_-]+")
+_FILE_RE = re.compile(r"[A-Za-z0-9_.-]+\.(txt|md|json)")
 
 
 class ScenarioError(ConfigError):
@@ -265,7 +265,7 @@ def _beat(ctx: _Ctx, raw: Any, where: str) -> Beat:
 
 def _chat(ctx: _Ctx, chat_id: Any, raw: Any) -> ChatSpec:
     where = f"chats.{chat_id}"
-    if not isinstance(chat_id, str) or not _ID_RE.match(chat_id):
+    if not isinstance(chat_id, str) or not _ID_RE.fullmatch(chat_id):
         raise ctx.fail(where, "局 id 只能用字母、数字、- 和 _")
     data = ctx.mapping(raw, where)
     ctx.keys(data, _CHAT_KEYS, where)
@@ -305,7 +305,7 @@ def _files(ctx: _Ctx, kind: StepKind, raw: Any, where: str, chats: Mapping[str, 
     out: dict[str, str] = {}
 
     def name(value: Any, path: str) -> str:
-        if not isinstance(value, str) or not _FILE_RE.match(value):
+        if not isinstance(value, str) or not _FILE_RE.fullmatch(value):
             raise ctx.fail(path, f"文件名不合法：{value!r}（只写 sim/txt/ 下的文件名，如 summary.txt）")
         return value
 
@@ -325,7 +325,7 @@ def _step(ctx: _Ctx, raw: Any, index: int, default_out: str, chats: Mapping[str,
     where = f"steps[{index}]"
     data = ctx.mapping(raw, where)
     step_id = data.get("id")
-    if not isinstance(step_id, str) or not _ID_RE.match(step_id):
+    if not isinstance(step_id, str) or not _ID_RE.fullmatch(step_id):
         raise ctx.fail(f"{where}.id", "每一步都要有 id（字母、数字、- 和 _）")
     where = f"steps[{index}]（{step_id}）"
     kind_name = data.get("kind")
@@ -347,7 +347,7 @@ def _step(ctx: _Ctx, raw: Any, index: int, default_out: str, chats: Mapping[str,
     if kind.name == "compact" and params["mode"] not in ("auto", "manual"):
         raise ctx.fail(f"{where}.mode", "只能是 auto 或 manual")
     out = data.get("out", default_out)
-    if not isinstance(out, str) or not _ID_RE.match(out):
+    if not isinstance(out, str) or not _ID_RE.fullmatch(out):
         raise ctx.fail(f"{where}.out", "应该是 sim/out/ 下 JSON 文件的名字（不带 .json）")
     return StepSpec(
         id=step_id, kind=kind.name, out=out, params=params,

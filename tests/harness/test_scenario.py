@@ -74,6 +74,8 @@ def test_minimal_scenario(tmp_path: Path) -> None:
      "步骤 id 重复"),
     (broken(steps=[]), "steps: 应该是非空列表"),
     (broken(chats={"j/A": {"name": "x"}}), "局 id 只能用字母"),
+    (broken(chats={"jA\n": {"name": "x"}}), "局 id 只能用字母"),  # a trailing newline is not an id
+    (broken(steps=[{"id": "x", "kind": "fit", "other": [1], "files": {"fit": "a.txt\n"}}]), "文件名不合法"),
     (broken(chats={"jA": {"name": "x", "beats": [{"user": "只有用户"}]}}), "chats.jA.beats[0].reply: 应该是非空字符串"),
     (broken(config={"every_n_turn": 3}), "config: 未知字段 every_n_turn"),
     (broken(name="other"), "name: 应该和文件名一致"),
