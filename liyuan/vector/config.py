@@ -9,7 +9,13 @@ Invariants:
 - A file that is not valid JSON, or a field of the wrong type, is a :class:`ConfigError`
   with a Chinese message; the file is left untouched (nothing is silently overwritten).
 - Saving is atomic (temp file in the same folder, fsync, ``os.replace``).
-- :func:`public_config` never exposes the endpoint key.
+- No key is ever written to the file: the ``openai`` section names the environment
+  variable that holds it (``api_key_env``, default ``OPENAI_API_KEY``). A key found in
+  an older file (``openai.api_key``) is still read and used, but :func:`save_config`
+  drops it, and :func:`public_config` only masks it.
+- ``openai.base_url`` ``null`` (the default) means "the SDK decides": ``OPENAI_BASE_URL``
+  if set, else api.openai.com. An older file that spelled out the old default URL and
+  no key is read as ``null``, so the environment is honoured there too.
 
 The file (``vector-memory.json`` by convention) looks like this::
 
@@ -20,7 +26,7 @@ The file (``vector-memory.json`` by convention) looks like this::
       "embedder": "hash",
       "recall_mode": "hybrid",
       "lexical_tokenizer": "bigram",
-      "openai": {"base_url": "https://api.openai.com/v1", "api_key": "",
+      "openai": {"base_url": null, "api_key_env": "OPENAI_API_KEY",
                  "model": "text-embedding-3-small"},
       "stores": {
         "narrative": {"name": "剧情数据库", "enabled": true, "every_n_turns": 3, "max_chunks": 200},
@@ -43,7 +49,9 @@ from ..errors import ConfigError
 from ..fileio import atomic_write_text
 
 __all__ = [
+    "DEFAULT_KEY_ENV",
     "EXTERNAL",
+    "LEGACY_DEFAULT_BASE_URL",
     "MASKED_KEY",
     "NARRATIVE",
     "EmbedderName",
@@ -64,6 +72,10 @@ NARRATIVE = "narrative"
 EXTERNAL = "external"
 """The import store: takes imports and manual additions."""
 MASKED_KEY = "••••••••"
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+LEGACY_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+"""What older files wrote for ``base_url`` whether or not the user chose it."""
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 EmbedderName = Literal["hash", "semantic", "openai"]
 RecallMode = Literal["hybrid", "semantic", "lexical"]
@@ -87,9 +99,13 @@ class StoreConfig:
 class OpenAIEmbedConfig:
     """Any OpenAI-compatible ``/embeddings`` endpoint."""
 
-    base_url: str = "https://api.openai.com/v1"
-    api_key: str = ""
+    base_url: str | None = None
+    """Endpoint root (``.../v1``); ``None`` lets the SDK read ``OPENAI_BASE_URL``."""
+    api_key_env: str = DEFAULT_KEY_ENV
+    """Name of the environment variable holding the key (never the key itself)."""
     model: str = "text-embedding-3-small"
+    legacy_api_key: str = field(default="", repr=False)
+    """A key read from an older file's ``api_key``; used, never written back."""
 
 
 def _default_stores() -> dict[str, StoreConfig]:
@@ -161,6 +177,27 @@ def _store_from(store_id: str, raw: Any, default: StoreConfig | None) -> StoreCo
     )
 
 
+def _openai_from(raw: dict[str, Any]) -> OpenAIEmbedConfig:
+    base = OpenAIEmbedConfig()
+    base_url = raw.get("base_url")
+    if base_url is not None and not isinstance(base_url, str):
+        raise ConfigError(f"openai.base_url 应为字符串或 null，实际是 {base_url!r}")
+    legacy_key = _typed(raw, "api_key", str, "", "openai")
+    key_env = _typed(raw, "api_key_env", str, base.api_key_env, "openai").strip()
+    if key_env and not _ENV_NAME.fullmatch(key_env):
+        # Never echo the value: a user may have pasted the key itself here.
+        raise ConfigError("openai.api_key_env 应为环境变量的名字（如 OPENAI_API_KEY），不是密钥本身")
+    base_url = (base_url or "").strip() or None
+    if "api_key_env" not in raw and not legacy_key and (base_url or "").rstrip("/") == LEGACY_DEFAULT_BASE_URL:
+        base_url = None  # an older file wrote the default URL unasked; let the environment decide
+    return OpenAIEmbedConfig(
+        base_url=base_url,
+        api_key_env=key_env,
+        model=_typed(raw, "model", str, base.model, "openai"),
+        legacy_api_key=legacy_key.strip(),
+    )
+
+
 def config_from_dict(raw: Any) -> VectorConfig:
     """Validate and clamp a parsed JSON object into a :class:`VectorConfig`."""
     if not isinstance(raw, dict):
@@ -175,12 +212,7 @@ def config_from_dict(raw: Any) -> VectorConfig:
     raw_openai = raw.get("openai", {})
     if not isinstance(raw_openai, dict):
         raise ConfigError("openai 应为对象")
-    base = OpenAIEmbedConfig()
-    openai = OpenAIEmbedConfig(
-        base_url=_typed(raw_openai, "base_url", str, base.base_url, "openai"),
-        api_key=_typed(raw_openai, "api_key", str, base.api_key, "openai"),
-        model=_typed(raw_openai, "model", str, base.model, "openai"),
-    )
+    openai = _openai_from(raw_openai)
     return VectorConfig(
         enabled=_typed(raw, "enabled", bool, defaults.enabled, "config"),
         search_top_k=_clamp(_typed(raw, "search_top_k", int, defaults.search_top_k, "config"), 1, 20),
@@ -194,7 +226,7 @@ def config_from_dict(raw: Any) -> VectorConfig:
 
 
 def config_to_dict(config: VectorConfig) -> dict[str, Any]:
-    """The JSON object for ``config`` (the key is included; see :func:`public_config`)."""
+    """The JSON object for ``config``; it never holds a key (see the module docstring)."""
     return {
         "enabled": config.enabled,
         "search_top_k": config.search_top_k,
@@ -202,7 +234,7 @@ def config_to_dict(config: VectorConfig) -> dict[str, Any]:
         "embedder": config.embedder,
         "recall_mode": config.recall_mode,
         "lexical_tokenizer": config.lexical_tokenizer,
-        "openai": {"base_url": config.openai.base_url, "api_key": config.openai.api_key,
+        "openai": {"base_url": config.openai.base_url, "api_key_env": config.openai.api_key_env,
                    "model": config.openai.model},
         "stores": {
             sid: {"name": s.name, "enabled": s.enabled, "every_n_turns": s.every_n_turns,
@@ -229,16 +261,24 @@ def load_config(path: str | os.PathLike[str]) -> VectorConfig:
 
 
 def save_config(path: str | os.PathLike[str], config: VectorConfig) -> None:
-    """Write ``config`` atomically as indented UTF-8 JSON."""
+    """Write ``config`` atomically as indented UTF-8 JSON (without any key).
+
+    A key read from an older file is not written back: after a save it has to come from
+    the environment variable named by ``openai.api_key_env``.
+    """
     file = Path(path)
     data = json.dumps(config_to_dict(config), ensure_ascii=False, indent=2) + "\n"
     atomic_write_text(file, data)
 
 
 def public_config(config: VectorConfig) -> dict[str, Any]:
-    """The configuration as shown to a user or a UI: the endpoint key is masked."""
+    """The configuration as shown to a user or a UI.
+
+    Besides the saved fields, ``openai.api_key`` says whether an older file still
+    supplies a key (masked) or not (empty); the key itself never appears.
+    """
     data = config_to_dict(config)
-    data["openai"]["api_key"] = MASKED_KEY if config.openai.api_key else ""
+    data["openai"]["api_key"] = MASKED_KEY if config.openai.legacy_api_key else ""
     return data
 
 

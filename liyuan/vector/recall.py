@@ -4,7 +4,8 @@ Invariants:
 
 - :func:`recall_for_beat` never raises and never takes much longer than ``timeout``:
   the search runs in a daemon worker thread; on timeout or error the beat gets no
-  lines and a Chinese warning goes to ``warn``. A hung search is abandoned, not joined,
+  lines and a Chinese warning goes to ``warn`` (to the ``logging`` module when no
+  ``warn`` is given: a failing embeddings endpoint is never silent). A hung search is abandoned, not joined,
   so it cannot hold up the beat or the process exit.
 - The branch ids are frozen before the worker starts (a reroll would move the leaf).
 - One line per hit: ``- 【title】text`` with the text trimmed; zero hits, no lines.
@@ -12,6 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Protocol
@@ -28,6 +30,8 @@ __all__ = [
 ]
 
 RECALL_TIMEOUT_S = 5.0
+
+_log = logging.getLogger(__name__)
 
 
 class Recaller(Protocol):
@@ -70,13 +74,15 @@ def recall_for_beat(
         query: The user's raw words for this beat (on a regenerate, the last user text).
         branch_ids: Ids on the current branch; copied before the worker starts.
         timeout: Seconds to wait for the search (default 5).
-        warn: Receives a Chinese warning when the search times out or fails.
+        warn: Receives a Chinese warning when the search times out or fails (with the
+            error, e.g. the embeddings endpoint's HTTP status); default: logged.
 
     Returns:
         One line per hit; empty on zero hits, timeout or error.
     """
     if memory is None or not query.strip():
         return []
+    report = warn if warn is not None else _log.warning
     frozen = frozenset(branch_ids) if branch_ids is not None else None
     outcome: list[Sequence[Hit] | BaseException] = []
     done = threading.Event()
@@ -91,12 +97,10 @@ def recall_for_beat(
 
     threading.Thread(target=work, name="liyuan-recall", daemon=True).start()
     if not done.wait(timeout):
-        if warn is not None:
-            warn(f"向量记忆检索超过 {timeout:g} 秒，本拍不注入【剧情记忆】")
+        report(f"向量记忆检索超过 {timeout:g} 秒，本拍不注入【剧情记忆】")
         return []
     result = outcome[0]
     if isinstance(result, BaseException):
-        if warn is not None:
-            warn(f"向量记忆检索出错（{type(result).__name__}: {result}），本拍不注入【剧情记忆】")
+        report(f"向量记忆检索出错（{type(result).__name__}: {result}），本拍不注入【剧情记忆】")
         return []
     return format_recall_lines(result)

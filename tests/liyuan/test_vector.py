@@ -91,11 +91,54 @@ def test_bad_config_is_a_clear_error_and_the_file_stays(tmp_path: Path, content:
 
 
 def test_public_config_never_exposes_the_key() -> None:
-    config = VectorConfig(openai=OpenAIEmbedConfig(api_key="sk-secret-123"))
+    config = VectorConfig(openai=OpenAIEmbedConfig(legacy_api_key="sk-secret-123"))
     shown = public_config(config)
     assert shown["openai"]["api_key"] == MASKED_KEY
-    assert "sk-secret-123" not in json.dumps(shown)
+    assert "sk-secret-123" not in json.dumps(shown) and "sk-secret-123" not in repr(config)
     assert public_config(VectorConfig())["openai"]["api_key"] == ""
+
+
+def test_the_key_is_named_by_an_environment_variable_never_stored(tmp_path: Path) -> None:
+    config = VectorConfig()
+    assert (config.openai.base_url, config.openai.api_key_env) == (None, "OPENAI_API_KEY")
+    path = tmp_path / "vector-memory.json"
+    save_config(path, VectorConfig(openai=OpenAIEmbedConfig(api_key_env="MY_EMBED_KEY")))
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    assert saved["openai"] == {"base_url": None, "api_key_env": "MY_EMBED_KEY", "model": "text-embedding-3-small"}
+    assert load_config(path).openai.api_key_env == "MY_EMBED_KEY"
+
+
+def test_a_legacy_key_is_read_and_used_but_never_written_back(tmp_path: Path) -> None:
+    path = tmp_path / "vector-memory.json"
+    path.write_text(json.dumps({"enabled": True, "openai": {
+        "base_url": "http://embed.test/v1", "api_key": "sk-legacy-0123456789", "model": "bge-m3"}}), encoding="utf-8")
+    config = load_config(path)
+    assert config.openai.legacy_api_key == "sk-legacy-0123456789"
+    assert config.openai.base_url == "http://embed.test/v1"  # it goes with the key: kept
+    save_config(path, config)
+    text = path.read_text(encoding="utf-8")
+    assert "sk-legacy" not in text and '"api_key"' not in text
+    assert load_config(path).openai.legacy_api_key == ""
+
+
+def test_an_old_file_with_the_old_default_url_lets_the_environment_decide(tmp_path: Path) -> None:
+    path = tmp_path / "vector-memory.json"
+    old = {"base_url": "https://api.openai.com/v1", "api_key": "", "model": "bge-m3"}
+    path.write_text(json.dumps({"openai": old}), encoding="utf-8")
+    assert load_config(path).openai.base_url is None
+    # Chosen on purpose in a new-style file, the same URL stays.
+    path.write_text(json.dumps({"openai": {**old, "api_key_env": "OPENAI_API_KEY"}}), encoding="utf-8")
+    assert load_config(path).openai.base_url == "https://api.openai.com/v1"
+
+
+@pytest.mark.parametrize("value", ["sk-proj-abc123-secret", "MY KEY", 3])
+def test_a_key_pasted_into_api_key_env_is_refused_without_echoing_it(tmp_path: Path, value: object) -> None:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"openai": {"api_key_env": value}}), encoding="utf-8")
+    with pytest.raises(ConfigError, match="api_key_env") as caught:
+        load_config(path)
+    if isinstance(value, str):
+        assert value not in str(caught.value)
 
 
 def test_scope_id_per_card_and_session() -> None:

@@ -100,3 +100,72 @@ def test_a_failing_endpoint_fails_the_write_loudly_and_the_recall_quietly(tmp_pa
     warnings: list[str] = []
     assert recall_for_beat(memory, "青梧", None, warn=warnings.append) == []
     assert "出错" in warnings[0]
+
+
+# -- key and endpoint come from the environment (review finding 1) ----------------------
+
+
+@pytest.fixture
+def no_openai_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "MY_EMBED_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+@pytest.mark.usefixtures("allow_model_requests")
+def test_the_default_config_follows_openai_base_url_and_key(no_openai_env: pytest.MonkeyPatch) -> None:
+    no_openai_env.setenv("OPENAI_BASE_URL", "http://local-embed.test/v1")
+    no_openai_env.setenv("OPENAI_API_KEY", "env-key-0123456789")
+    seen: list[dict[str, Any]] = []
+    embedder = make_embedder(VectorConfig(embedder="openai"), http_client=client(seen))
+    embedder.embed(["玉佩"])
+    assert seen[0]["url"] == "http://local-embed.test/v1/embeddings"
+    assert seen[0]["auth"] == "Bearer env-key-0123456789"
+
+
+@pytest.mark.usefixtures("allow_model_requests")
+def test_a_named_key_variable_and_a_legacy_key(no_openai_env: pytest.MonkeyPatch) -> None:
+    no_openai_env.setenv("MY_EMBED_KEY", "mine-0123456789")
+    no_openai_env.setenv("OPENAI_API_KEY", "not-this-one")
+    seen: list[dict[str, Any]] = []
+    named = OpenAIEmbedConfig(base_url="http://embed.test/v1", api_key_env="MY_EMBED_KEY", model="m")
+    make_embedder(VectorConfig(embedder="openai", openai=named), http_client=client(seen)).embed(["一"])
+    assert seen[-1]["auth"] == "Bearer mine-0123456789"
+    # A key an older file still carries goes with that file's endpoint and wins.
+    legacy = OpenAIEmbedConfig(base_url="http://embed.test/v1", model="m", legacy_api_key="sk-old-0123456789")
+    make_embedder(VectorConfig(embedder="openai", openai=legacy), http_client=client(seen)).embed(["一"])
+    assert seen[-1]["auth"] == "Bearer sk-old-0123456789"
+
+
+@pytest.mark.usefixtures("allow_model_requests")
+def test_a_refused_endpoint_is_visible_in_recall_and_search(
+    tmp_path: Path, no_openai_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from liyuan.vector import recall_for_beat
+
+    no_openai_env.setenv("OPENAI_BASE_URL", "http://local-embed.test/v1")
+    config = VectorConfig(enabled=True, embedder="openai", recall_mode="semantic")
+    memory = VectorMemory(config, SqliteChunkStore(tmp_path / "c.sqlite"),
+                          make_embedder(config, http_client=client([], status=401)))
+    warnings: list[str] = []
+    assert recall_for_beat(memory, "青梧在哪里", None, warn=warnings.append) == []
+    assert len(warnings) == 1 and "401" in warnings[0] and "OPENAI_API_KEY" in warnings[0]
+    assert "http://local-embed.test/v1/embeddings" in warnings[0]
+
+    report = memory.search_report("青梧在哪里")
+    assert report.hits == [] and set(report.status.values()) == {"error"}
+    assert all("401" in message for message in report.errors.values())
+
+    with caplog.at_level("WARNING"):
+        assert recall_for_beat(memory, "青梧在哪里", None) == []  # no callback: logged, not dropped
+    assert any("401" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.usefixtures("allow_model_requests")
+def test_errors_never_carry_the_key(no_openai_env: pytest.MonkeyPatch) -> None:
+    no_openai_env.setenv("OPENAI_API_KEY", "sk-very-secret-0123456789")
+    embedder = OpenAIEmbedder("m", base_url="http://embed.test/v1", http_client=client([], status=403))
+    with pytest.raises(ModelError) as caught:
+        embedder.embed(["一"])
+    assert "403" in str(caught.value) and "环境变量 OPENAI_API_KEY" in str(caught.value)
+    assert "sk-very-secret" not in str(caught.value)
