@@ -2,8 +2,10 @@
 
 Guarantees:
 
-- The file is only ever appended to. Each append writes one complete line, then
-  flushes and fsyncs, so a crash leaves at most one torn last line.
+- The file is only ever appended to. Each append writes one complete line (looping
+  over short writes), then fsyncs, so a crash leaves at most one torn last line. After
+  an append that failed part-way, the next append starts on a fresh line, so the
+  fragment is skipped on reload and costs no later entry.
 - Loading never crashes on bad content: blank lines, torn or malformed lines, entries
   without an id, duplicate ids and unknown shapes are skipped and reported in
   :attr:`SessionTree.problems`. The file itself is never rewritten.
@@ -240,6 +242,8 @@ class SessionTree:
         Only ever appended to: views handed out read a prefix of it."""
         self.problems: list[str] = []
         """Human-readable notes on every line skipped while loading."""
+        self._mid_line = False
+        """True when a failed append left the file ending inside a line."""
         if self.path is not None:
             if self.path.exists():
                 self._load(self.path)
@@ -285,11 +289,10 @@ class SessionTree:
             self._entries[entry.id] = entry
             self._order.append(entry.id)
         self._leaf = self._order[-1] if self._order else None
-        if torn_tail:
-            # The next append must start on a fresh line, or it would glue itself onto
-            # the torn fragment and both would be lost. Appending a newline is still
-            # append-only: no existing byte changes.
-            self._append_bytes(b"\n")
+        # The next append must start on a fresh line, or it would glue itself onto the
+        # torn fragment and both would be lost. The newline goes out with that append,
+        # so merely loading (say, a read-only copy) never writes.
+        self._mid_line = torn_tail
 
     # -- reading -------------------------------------------------------------
 
@@ -376,19 +379,29 @@ class SessionTree:
 
     def _append_bytes(self, data: bytes) -> None:
         assert self.path is not None
+        if self._mid_line:
+            # An earlier append failed part-way: the file ends inside a fragment. Start a
+            # fresh line, or this entry would glue onto the fragment and be lost on reload.
+            data = b"\n" + data
+        written = 0
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
-                # One write call per line: with O_APPEND the line lands whole or,
-                # after a crash, as a torn tail that loading skips.
-                written = os.write(fd, data)
-                if written != len(data):
-                    raise TreeError(f"写入不完整：{self.path}")
+                # os.write may legally take fewer bytes than offered (a signal, a full
+                # pipe-like target): keep writing the rest until the line is complete.
+                while written < len(data):
+                    count = os.write(fd, data[written:])
+                    if count <= 0:
+                        raise OSError(f"os.write 没有写入任何字节（已写 {written}/{len(data)}）")
+                    written += count
                 os.fsync(fd)
             finally:
                 os.close(fd)
         except OSError as exc:
+            if written:
+                self._mid_line = not data[:written].endswith(b"\n")
             raise TreeError(f"无法追加会话文件 {self.path}: {exc}") from exc
+        self._mid_line = False
 
 
 def entries_by_id(entries: Sequence[Entry]) -> dict[str, int]:

@@ -251,3 +251,66 @@ def test_cached_branch_always_equals_a_fresh_walk(actions: list[tuple[str, objec
         assert tree.branch() == branch_to({e.id: e for e in tree}, tree.leaf_id)
     for view, frozen in snapshots:
         assert view == frozen and list(reversed(view)) == frozen[::-1]
+
+
+# -- short and failed writes ---------------------------------------------------------
+
+
+def test_short_writes_are_completed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import liyuan.tree as tree_module
+
+    real_write = tree_module.os.write
+
+    def dribble(fd: int, data: bytes) -> int:
+        return real_write(fd, data[:7])  # legal for os.write: fewer bytes than offered
+
+    path = tmp_path / "chat.jsonl"
+    tree = new_tree(path)
+    monkeypatch.setattr(tree_module.os, "write", dribble)
+    tree.append_message("user", "一句相当长的开场白，好让它分好几次才写完。")
+    tree.append_message("assistant", "二")
+    monkeypatch.undo()
+    again = SessionTree(path)
+    assert again.entries() == tree.entries() and again.problems == []
+
+
+def test_a_write_failing_midway_costs_no_later_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import liyuan.tree as tree_module
+
+    real_write = tree_module.os.write
+    calls = {"n": 0}
+
+    def half_then_full_disk(fd: int, data: bytes) -> int:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return real_write(fd, data[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    path = tmp_path / "chat.jsonl"
+    tree = new_tree(path)
+    tree.append_message("user", "一")
+    monkeypatch.setattr(tree_module.os, "write", half_then_full_disk)
+    with pytest.raises(TreeError, match="无法追加"):
+        tree.append_message("assistant", "写到一半磁盘满了")
+    monkeypatch.undo()
+    assert not path.read_bytes().endswith(b"\n")  # the fragment is really there
+    after = tree.append_message("assistant", "磁盘腾出来以后重写的回复")
+    again = SessionTree(path)
+    assert [e.id for e in again] == ["e0001", after.id]
+    assert again.get(after.id) == after
+    assert len(again.problems) == 1 and "不是合法 JSON" in again.problems[0]
+
+
+def test_loading_a_torn_file_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    tree = new_tree(path)
+    tree.append_message("user", "一")
+    with path.open("ab") as f:
+        f.write(b'{"id":"e0002","par')
+    before = path.read_bytes()
+    path.chmod(0o444)
+    try:
+        reloaded = SessionTree(path)  # a read-only copy can still be read
+    finally:
+        path.chmod(0o644)
+    assert path.read_bytes() == before and [e.id for e in reloaded] == ["e0001"]
