@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -257,16 +258,14 @@ def test_cached_branch_always_equals_a_fresh_walk(actions: list[tuple[str, objec
 
 
 def test_short_writes_are_completed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import liyuan.tree as tree_module
-
-    real_write = tree_module.os.write
+    real_write = os.write
 
     def dribble(fd: int, data: bytes) -> int:
         return real_write(fd, data[:7])  # legal for os.write: fewer bytes than offered
 
     path = tmp_path / "chat.jsonl"
     tree = new_tree(path)
-    monkeypatch.setattr(tree_module.os, "write", dribble)
+    monkeypatch.setattr(os, "write", dribble)
     tree.append_message("user", "一句相当长的开场白，好让它分好几次才写完。")
     tree.append_message("assistant", "二")
     monkeypatch.undo()
@@ -275,9 +274,7 @@ def test_short_writes_are_completed(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 
 def test_a_write_failing_midway_costs_no_later_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import liyuan.tree as tree_module
-
-    real_write = tree_module.os.write
+    real_write = os.write
     calls = {"n": 0}
 
     def half_then_full_disk(fd: int, data: bytes) -> int:
@@ -289,7 +286,7 @@ def test_a_write_failing_midway_costs_no_later_entry(tmp_path: Path, monkeypatch
     path = tmp_path / "chat.jsonl"
     tree = new_tree(path)
     tree.append_message("user", "一")
-    monkeypatch.setattr(tree_module.os, "write", half_then_full_disk)
+    monkeypatch.setattr(os, "write", half_then_full_disk)
     with pytest.raises(TreeError, match="无法追加"):
         tree.append_message("assistant", "写到一半磁盘满了")
     monkeypatch.undo()
