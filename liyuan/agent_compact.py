@@ -33,7 +33,7 @@ from .compact import active_summary, utf16_len
 from .errors import ModelError
 from .model import ChatModel, split_reasoning
 from .prompts import Prompt, render
-from .tree import Entry, SessionTree
+from .tree import Entry, SessionTree, usage_tokens
 
 __all__ = [
     "COMPACTION_ENTRY_TYPE",
@@ -107,23 +107,11 @@ def estimate_entry_tokens(entry: Entry, estimate: TextEstimator = chars4) -> int
     return estimate("".join(parts))
 
 
-def _usage_total(entry: Entry) -> int | None:
-    usage = entry.body.get("usage")
-    if not isinstance(usage, dict):
-        return None
-    total = usage.get("totalTokens")
-    if isinstance(total, int) and total > 0:
-        return total
-    fields = [usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite")]
-    summed = sum(v for v in fields if isinstance(v, int))
-    return summed or None
-
-
 def context_tokens(entries: Sequence[Entry], estimate: TextEstimator = chars4) -> int:
     """Context size: the last reported assistant usage plus estimates for what follows it.
 
-    An assistant message may carry ``usage`` (``totalTokens``, or ``input``/``output``/
-    ``cacheRead``/``cacheWrite``). Without any usage, every entry is estimated.
+    An assistant message may carry ``usage`` (read by :func:`liyuan.tree.usage_tokens`).
+    Without any usage, every entry is estimated.
     """
     found = _last_usage(entries)
     if found is None:
@@ -135,7 +123,7 @@ def context_tokens(entries: Sequence[Entry], estimate: TextEstimator = chars4) -
 def _last_usage(entries: Sequence[Entry]) -> tuple[int, int] | None:
     for index in range(len(entries) - 1, -1, -1):
         entry = entries[index]
-        total = _usage_total(entry) if entry.type == "message" and entry.role == "assistant" else None
+        total = usage_tokens(entry) if entry.type == "message" and entry.role == "assistant" else None
         if total is not None:
             return index, total
     return None

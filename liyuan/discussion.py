@@ -6,8 +6,9 @@ Invariants:
   entry ``{summary, firstKeptEntryId, tokensBefore}``. Only the last valid one on the
   branch counts; entries before its ``firstKeptEntryId`` do not exist for the history.
 - The trigger uses the REAL prompt size of the last request when it is known: the
-  ``usage`` the app stores on the assistant entry (``prompt_tokens`` plus
-  ``completion_tokens``, since the reply joins the history), plus an estimate of what
+  ``usage`` the app stores on the assistant entry (read by
+  :func:`liyuan.tree.usage_tokens`: the request plus the reply, since the reply joins
+  the history), plus an estimate of what
   came after it. Usage recorded before the latest summary is stale (that request still
   carried the covered turns) and is ignored; without usable usage the estimate of the
   whole live history is used.
@@ -32,7 +33,7 @@ from .errors import ModelError, ModelOutputError
 from .model import ChatMessage, ChatModel, split_reasoning
 from .prompts import Prompt, render
 from .tokens import estimate_tokens
-from .tree import Entry, SessionTree
+from .tree import Entry, SessionTree, usage_tokens
 
 __all__ = [
     "DISCUSSION_MAX_TOKENS",
@@ -243,25 +244,12 @@ class DiscussionPlan:
     """Whether ``tokens_before`` started from a real ``usage`` record."""
 
 
-def _usage_tokens(entry: Entry) -> int | None:
-    usage = entry.body.get("usage")
-    if not isinstance(usage, Mapping):
-        return None
-    prompt = usage.get("prompt_tokens")
-    completion = usage.get("completion_tokens", 0)
-    if isinstance(prompt, bool) or not isinstance(prompt, int) or prompt <= 0:
-        return None
-    if isinstance(completion, bool) or not isinstance(completion, int) or completion < 0:
-        completion = 0
-    return prompt + completion
-
-
 def _context_tokens(branch: Sequence[Entry], live: LiveDiscussion) -> tuple[int, bool]:
     # The newest assistant reply with usage, made after the latest summary took effect.
     for index in range(len(branch) - 1, live.summary_index, -1):
         entry = branch[index]
         if entry.type == "message" and entry.role == "assistant":
-            used = _usage_tokens(entry)
+            used = usage_tokens(entry)
             if used is not None:
                 after = _messages(branch[index + 1 :])
                 return used + sum(map(estimate_message_tokens, after)), True

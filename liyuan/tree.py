@@ -27,7 +27,12 @@ Entry conventions used across liyuan (other fields are kept and ignored):
   ``"mode": "roleplay" | "authoring" | "agent"`` (absent means roleplay).
 - ``{"type": "message", "role": "assistant", "text": ...}``: a reply. Optional
   ``"thinking": str``, ``"toolCalls": [{"name": str, "args": {...}}]``,
-  ``"greeting": true`` (the card's opening line), ``"mode"`` as above.
+  ``"greeting": true`` (the card's opening line), ``"mode"`` as above, and optional
+  ``"usage"``: what the endpoint reported for the request that produced the reply. Two
+  shapes are read, OpenAI's ``{"prompt_tokens", "completion_tokens", "total_tokens"}``
+  and the coding agent's ``{"input", "output", "cacheRead", "cacheWrite",
+  "totalTokens"}``; any field may be missing or ``null``. Read it only through
+  :func:`usage_tokens`.
 - ``{"type": "message", "role": "toolResult", "toolName": str, "text": ...}``: a tool receipt.
 - ``{"type": "custom", "customType": "rp-summary", "data": {"summary", "coversThroughId",
   "turns", "chars"}}``: a relay summary (see :mod:`liyuan.compact`).
@@ -37,6 +42,9 @@ Entry conventions used across liyuan (other fields are kept and ignored):
   "new": str}}``: a revision of an earlier reply's text.
 - ``{"type": "custom", "customType": "liyuan-discussion-summary", "data": {"summary",
   "firstKeptEntryId", "tokensBefore"}}``: an agent-discussion summary.
+- ``{"type": "custom", "customType": "rp-compact-failed", "data": {"reason", "error",
+  "coversThroughId", "provenance"}}``: a story compaction that failed (see
+  :func:`liyuan.compact.compaction_backoff`); process only, never part of the story.
 """
 
 from __future__ import annotations
@@ -62,6 +70,7 @@ __all__ = [
     "entries_by_id",
     "is_message",
     "message",
+    "usage_tokens",
 ]
 
 SESSION_VERSION = 1
@@ -402,6 +411,40 @@ class SessionTree:
                 self._mid_line = not data[:written].endswith(b"\n")
             raise TreeError(f"无法追加会话文件 {self.path}: {exc}") from exc
         self._mid_line = False
+
+
+def _count(value: object) -> int | None:
+    # JSON numbers only: a bool is an int to Python but never a token count.
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def usage_tokens(entry: Entry) -> int | None:
+    """Tokens of the request behind a reply plus the reply itself, from its ``usage`` field.
+
+    The one reader of the ``usage`` convention (see the module docstring). In order:
+    a positive ``totalTokens`` or ``total_tokens``; else a positive ``prompt_tokens``
+    plus ``completion_tokens`` (missing or ``null`` counts 0); else the sum of
+    ``input``, ``output``, ``cacheRead`` and ``cacheWrite`` when positive. Fields that
+    are missing, ``null``, negative, booleans or not integers are ignored.
+
+    Args:
+        entry: Usually an assistant message; any entry is accepted.
+
+    Returns:
+        The token count, or ``None`` when the entry carries no usable usage.
+    """
+    usage = entry.body.get("usage")
+    if not isinstance(usage, Mapping):
+        return None
+    for key in ("totalTokens", "total_tokens"):
+        total = _count(usage.get(key))
+        if total:
+            return total
+    prompt = _count(usage.get("prompt_tokens"))
+    if prompt:
+        return prompt + (_count(usage.get("completion_tokens")) or 0)
+    summed = sum(_count(usage.get(k)) or 0 for k in ("input", "output", "cacheRead", "cacheWrite"))
+    return summed or None
 
 
 def entries_by_id(entries: Sequence[Entry]) -> dict[str, int]:

@@ -21,7 +21,7 @@ from liyuan.discussion import (
     estimate_message_tokens,
     run_discussion_compaction,
 )
-from liyuan.tree import Entry
+from liyuan.tree import Entry, usage_tokens
 
 from ..runner import ScenarioRun, StepResult
 from ..scenario import StepSpec
@@ -48,9 +48,9 @@ def render_agent_history(history: list[AgentMessage]) -> str:
 
 def _last_usage(branch: Sequence[Entry]) -> int | None:
     for entry in reversed(branch):
-        usage = entry.body.get("usage") if entry.role == "assistant" else None
-        if isinstance(usage, dict) and isinstance(usage.get("prompt_tokens"), int):
-            return int(usage["prompt_tokens"]) + int(usage.get("completion_tokens", 0))
+        used = usage_tokens(entry) if entry.role == "assistant" else None
+        if used is not None:
+            return used
     return None
 
 
