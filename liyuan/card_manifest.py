@@ -6,7 +6,7 @@ Shape (JSON, 2-space indent, non-ASCII kept, trailing newline)::
      "recaps": {"<chatId>": {"sourceMark": "...", "recapAt": "...", "mergedHash": "..."}},
      "mergedAt": "...",
      "manual": {"protectedRefs": [], "forgottenChats": [], "supersededRecaps": {},
-                "aggregatePinned": false, "epoch": 0, "pending": []}}
+                "aggregatePinned": false, "mergeRequested": false, "epoch": 0, "pending": []}}
 
 Invariants: parsing never fails (anything that is not a version-1 manifest reads as
 ``None`` and the caller starts from an empty one), and no entry under an invalid chat id
@@ -59,6 +59,9 @@ class ManualState:
     """Recap versions folded into a hand-edited aggregate (hidden while unchanged)."""
     aggregate_pinned: bool = False
     """A hand edit of the handbook or resident pauses automatic merging."""
+    merge_requested: bool = False
+    """Set by ``resume_merging``: the next sync merges even if no recap changed, so the
+    hand-edited aggregate is carried into the other one. Cleared by that merge."""
     epoch: int = 0
     """Bumped by every hard-path change."""
     pending: list[str] = field(default_factory=list)
@@ -111,6 +114,7 @@ class Manifest:
                 "forgottenChats": list(m.forgotten_chats),
                 "supersededRecaps": dict(sorted(m.superseded_recaps.items())),
                 "aggregatePinned": m.aggregate_pinned,
+                "mergeRequested": m.merge_requested,
                 "epoch": m.epoch,
                 "pending": list(m.pending),
             }
@@ -155,6 +159,7 @@ class Manifest:
                     k: v for k, v in superseded.items() if is_valid_chat_id(k) and isinstance(v, str)
                 } if isinstance(superseded, dict) else {},
                 aggregate_pinned=manual_raw.get("aggregatePinned") is True,
+                merge_requested=manual_raw.get("mergeRequested") is True,
                 epoch=epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else 0,
                 pending=[p for p in _strs(manual_raw.get("pending")) if _is_journal_path(p)],
             )

@@ -14,7 +14,9 @@ Invariants:
 - Editing or deleting a recap clears every merge record and retires both aggregates
   (unless hand-protected) to ``.history/``: the next sync rebuilds them from the
   remaining recaps, so no model decides which entries of a hard-deleted chat go.
-- Editing an aggregate protects it and pauses automatic merging; sync never overwrites it.
+- Editing an aggregate protects it and pins merging (sync skips the merge, so it never
+  overwrites the edit); the other aggregate stays in place. Only :func:`resume_merging`
+  lifts the pin, and the merge that follows starts from the hand-edited text.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .card_files import CardLayout, MemoryFiles, is_valid_chat_id, sha256_text, validate_chat_id
-from .card_manifest import Manifest, finish_pending, load_manifest, save_manifest
+from .card_manifest import Manifest, ManualState, finish_pending, load_manifest, save_manifest
 from .errors import ConfigError, VersionConflict
+from .text import utf16_len
 
 __all__ = [
     "HANDBOOK_REF",
@@ -42,6 +45,7 @@ __all__ = [
     "read_memory",
     "recap_ref",
     "ref_path",
+    "resume_merging",
     "search_memory",
 ]
 
@@ -82,6 +86,7 @@ class MemoryDoc:
     path: str
     """Relative to the memory folder, e.g. ``局/jA.md``."""
     chars: int
+    """Length in UTF-16 units, like every character count in liyuan."""
     version: str
     note: str = ""
     """:data:`PROTECTED_NOTE` for hand-protected documents."""
@@ -130,10 +135,35 @@ def _recap_ids_on_disk(layout: CardLayout) -> list[str]:
     return sorted(n[:-3] for n in names if is_valid_chat_id(n[:-3]))
 
 
+def _begin_change(files: MemoryFiles) -> tuple[Manifest, ManualState]:
+    """The prologue of every hard-path change: load, finish interrupted removals, count it."""
+    manifest = load_manifest(files)
+    finish_pending(files, manifest)  # the journal of an earlier crash goes first
+    state = manifest.manual_state()
+    state.epoch += 1
+    return manifest, state
+
+
+def _forget(state: ManualState, chat_id: str) -> None:
+    if chat_id not in state.forgotten_chats:
+        state.forgotten_chats.append(chat_id)
+
+
+def _drop_merge_records(manifest: Manifest) -> None:
+    # Nothing counts as merged any more: the next sync rebuilds from the recaps alone.
+    for record in manifest.recaps.values():
+        record.merged_hash = None
+
+
 def change_memory(files: MemoryFiles, ref: str, version: str, content: str | None) -> None:
     """Replace (``content``) or delete (``None``) a memory document by hand.
 
-    The caller holds the card's write lock (see :class:`~liyuan.card_memory.CardMemory`).
+    A recap change clears every merge record and retires both aggregates (unless
+    protected), so the next sync rebuilds them from the remaining recaps. An aggregate
+    change pins it: sync stops merging until :func:`resume_merging`, and the other
+    aggregate stays in place (a copy goes to ``.history/`` too), so the card keeps its
+    cross-session memory meanwhile. The caller holds the card's write lock (see
+    :class:`~liyuan.card_memory.CardMemory`).
 
     Args:
         files: The card's file adapter.
@@ -152,29 +182,27 @@ def change_memory(files: MemoryFiles, ref: str, version: str, content: str | Non
     current = files.read_text(path)
     if current is None or sha256_text(current) != version:
         raise VersionConflict(STALE_VERSION_MESSAGE)
-    manifest = load_manifest(files)
-    finish_pending(files, manifest)
-    state = manifest.manual_state()
+    manifest, state = _begin_change(files)
     if ref not in state.protected_refs:
         state.protected_refs.append(ref)
-    state.epoch += 1
-    retire: list[str]
+    retire: list[str] = []
     if ref.startswith(RECAP_REF_PREFIX):
-        chat_id = ref[len(RECAP_REF_PREFIX):]
-        if content is None and chat_id not in state.forgotten_chats:
-            state.forgotten_chats.append(chat_id)
+        if content is None:
+            _forget(state, ref[len(RECAP_REF_PREFIX):])
+        _drop_merge_records(manifest)
         retire = _aggregates_to_retire(manifest, layout, keep=None)
     else:
         # The user's version of an aggregate now speaks for every recap as it is today.
+        # Merge records stay: once merging resumes, only what changed after this edit
+        # is merged into it, and a chat deleted meanwhile still reaches <deleted-chats>.
         state.aggregate_pinned = True
         forgotten = manifest.forgotten()
         for chat_id in _recap_ids_on_disk(layout):
             text = files.read_text(layout.recap_path(chat_id))
             if chat_id not in forgotten and text is not None:
                 state.superseded_recaps[chat_id] = sha256_text(text)
-        retire = _aggregates_to_retire(manifest, layout, keep=ref)
-    for record in manifest.recaps.values():
-        record.merged_hash = None
+        other = layout.resident if ref == HANDBOOK_REF else layout.handbook
+        files.backup_copy(other)  # kept in place; the copy records it as of the pin
     files.backup_copy(path)  # the version the user replaced stays recoverable
     if content is None:
         retire.append(layout.relative(path))
@@ -200,17 +228,34 @@ def forget_chat_recap(files: MemoryFiles, chat_id: str) -> bool:
     path = layout.recap_path(chat_id)
     if not path.exists():
         return False
-    manifest = load_manifest(files)
-    finish_pending(files, manifest)
-    state = manifest.manual_state()
-    if chat_id not in state.forgotten_chats:
-        state.forgotten_chats.append(chat_id)
-    state.epoch += 1
-    for record in manifest.recaps.values():
-        record.merged_hash = None
+    manifest, state = _begin_change(files)
+    _forget(state, chat_id)
+    _drop_merge_records(manifest)
     _journal(manifest, [layout.relative(path), *_aggregates_to_retire(manifest, layout, keep=None)])
     save_manifest(files, manifest)
     finish_pending(files, manifest)
+    return True
+
+
+def resume_merging(files: MemoryFiles) -> bool:
+    """Undo the pin a hand edit of the handbook or resident set.
+
+    Both aggregates lose their protection and the superseded recaps are visible again;
+    the next sync merges even when no recap changed, with the hand-edited text as input,
+    so the edit is carried into the other aggregate. Hand-edited recaps stay protected.
+    The caller holds the card's write lock.
+
+    Returns:
+        False when merging was not paused (nothing changes).
+    """
+    manifest, state = _begin_change(files)
+    if not state.aggregate_pinned:
+        return False  # the counted change is not saved: nothing happened
+    state.aggregate_pinned = False
+    state.merge_requested = True
+    state.protected_refs = [r for r in state.protected_refs if r not in (HANDBOOK_REF, RESIDENT_REF)]
+    state.superseded_recaps = {}
+    save_manifest(files, manifest)
     return True
 
 
@@ -249,7 +294,7 @@ def list_memory(files: MemoryFiles) -> list[MemoryDoc]:
         MemoryDoc(
             ref=ref,
             path=files.layout.relative(ref_path(files.layout, ref)),
-            chars=len(text),
+            chars=utf16_len(text),
             version=sha256_text(text),
             note=PROTECTED_NOTE if manifest.is_protected(ref) else "",
         )

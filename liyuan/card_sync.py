@@ -13,8 +13,13 @@ Invariants:
   the input stamp guards: a hash of manifest, handbook, resident and recaps is taken
   before and compared after every model call, and any difference (a hand edit, a
   deletion, another sync) discards the result: a recap counts as failed, a merge as
-  ``skipped``. The compare and the writes that follow happen under the card's write
-  lock, which every hard-path change and :meth:`CardMemory.delete_chat` also take.
+  ``skipped``. Under the card's write lock (which every hard-path change and
+  :meth:`CardMemory.delete_chat` also take) happen, each as one step: reading the
+  manifest together with taking the stamp and everything decided from them (the recap
+  diff, both aggregates), and the compare together with the writes that follow. A
+  hard-path change therefore lands before a step or after it, never inside.
+- A hand-edited aggregate pins merging: sync recaps as usual but skips the merge (and
+  says so) until :meth:`CardMemory.resume_merging`.
 - Write order makes every crash heal at the next sync without losing memory: the recap
   file is written before the manifest records its fingerprint (a crash costs one
   repeated recap); both aggregates are written before the manifest records the merge
@@ -39,11 +44,12 @@ from . import card_manual
 from .budget import RESIDENT_MAX_CHARS
 from .card_files import CardLayout, MemoryFiles, source_mark_of, validate_chat_id
 from .card_inputs import RecapDiff, collect_chat_evidence, diff_recaps
-from .card_manifest import finish_pending, load_manifest, save_manifest
+from .card_manifest import Manifest, finish_pending, load_manifest, save_manifest
 from .card_prompts import build_merge_prompt, build_recap_prompt, parse_merge_result, validate_recap
 from .clock import Clock, IdFactory, random_ids, system_clock
 from .errors import MemoryFileError, ModelError, ModelOutputError
 from .model import ChatModel
+from .text import utf16_len
 
 __all__ = ["CardMemory", "MergeStatus", "SyncOutcome", "card_locks"]
 
@@ -82,6 +88,11 @@ def card_locks(card_dir: Path) -> _CardLocks:
     key = card_dir.resolve()
     with _LOCKS_GUARD:
         return _LOCKS.setdefault(key, _CardLocks())
+
+
+def _off_limits(manifest: Manifest, chat_id: str) -> bool:
+    """True when sync must not (re)write this chat's recap: forgotten, or edited by hand."""
+    return chat_id in manifest.forgotten() or manifest.is_protected(card_manual.recap_ref(chat_id))
 
 
 class CardMemory:
@@ -161,18 +172,29 @@ class CardMemory:
     def _recap_one(self, chat_id: str) -> bool | None:
         """True: recapped; False: failed; None: nothing to do."""
         layout, files = self.layout, self.files
-        manifest = load_manifest(files)  # fresh per chat: a hard-path change may land meanwhile
-        if chat_id in manifest.forgotten() or manifest.is_protected(card_manual.recap_ref(chat_id)):
-            return None
         sessions = layout.sessions_dir(chat_id)
-        mark = source_mark_of(sessions)
-        record = manifest.recaps.get(chat_id)
-        if not mark or (record is not None and record.source_mark == mark):
-            return None
+        name = layout.chat_name(chat_id)
+        # Decide and stamp in one critical section: a hard-path change (forget, edit)
+        # lands wholly before it, and is then seen, or wholly after it, and then moves
+        # the stamp. Loading the manifest and stamping apart would let a forget slip in
+        # between and the recap of a just-forgotten chat be written back.
+        with self._locks.write:
+            manifest = load_manifest(files)
+            if _off_limits(manifest, chat_id):
+                return None
+            mark = source_mark_of(sessions)
+            record = manifest.recaps.get(chat_id)
+            if not mark or (record is not None and record.source_mark == mark):
+                return None
+            try:
+                before = files.input_stamp()
+                previous = files.read_text(layout.recap_path(chat_id))
+            except MemoryFileError as exc:
+                self._say(f"复盘「{name}」失败：{exc}")
+                return False
         evidence = collect_chat_evidence(
             layout.chat_dir(chat_id), user_name=self.user_name, char_name=self.char_name
         )
-        name = layout.chat_name(chat_id)
         if evidence is None:
             # Nothing to recap (e.g. a greeting only): remember the fingerprint so the
             # chat is not re-read on every sync, but claim no recap.
@@ -181,23 +203,23 @@ class CardMemory:
                 manifest.record(chat_id).source_mark = mark
                 save_manifest(files, manifest)
             return None
-        try:
-            before = files.input_stamp()
-            previous = files.read_text(layout.recap_path(chat_id))
-        except MemoryFileError as exc:
-            self._say(f"复盘「{name}」失败：{exc}")
-            return False
         prompt = build_recap_prompt(
             evidence, chat_name=name, previous_recap=previous, language=self.language,
             user_name=self.user_name, char_name=self.char_name,
         )
-        self._say(f"正在复盘「{name}」（{evidence.beats} 拍 · {len(evidence.transcript)} 字）…")
+        self._say(f"正在复盘「{name}」（{evidence.beats} 拍 · {utf16_len(evidence.transcript)} 字）…")
         try:
             reply = self.model.complete(prompt.request()).text
         except ModelError as exc:
             self._say(f"复盘「{name}」失败：{exc}")
             return False
         with self._locks.write:
+            # The manifest is read again, not trusted to the stamp alone: a chat forgotten
+            # or hand-protected during the call must never get a recap written back.
+            manifest = load_manifest(files)
+            if _off_limits(manifest, chat_id):
+                self._say(f"复盘「{name}」已丢弃：期间这一局被遗忘或复盘被手工改过")
+                return False
             if files.input_stamp() != before or not source_mark_of(sessions):
                 self._say(f"复盘「{name}」已丢弃：期间记忆或这一局被改动")
                 return False
@@ -207,7 +229,6 @@ class CardMemory:
                 self._say(f"复盘「{name}」失败：{exc}")
                 return False
             files.write_text(layout.recap_path(chat_id), text + "\n")
-            manifest = load_manifest(files)
             record = manifest.record(chat_id)
             record.source_mark = mark  # taken before the call: newer sessions get a new recap
             record.recap_at = self._clock()
@@ -216,20 +237,30 @@ class CardMemory:
 
     def _merge(self) -> tuple[MergeStatus, list[str]]:
         layout, files = self.layout, self.files
+        # Everything the merge decides from is read in one critical section, so the
+        # manifest, the stamp, the diff and both aggregates describe the same moment. A
+        # hard-path forget landing between loading the manifest and stamping would
+        # otherwise be merged from the old manifest: the forgotten chat sent through
+        # <deleted-chats> and the other chats marked merged into an emptied handbook.
         with self._locks.write:
             manifest = load_manifest(files)
             finish_pending(files, manifest)  # a crash may have left hard-path removals undone
-        if manifest.manual is not None and manifest.manual.aggregate_pinned:
+            try:
+                before = files.input_stamp()
+                diff = diff_recaps(layout.memory_dir, manifest)
+                handbook = files.read_text(layout.handbook)
+                resident = files.read_text(layout.resident)
+            except MemoryFileError as exc:
+                self._say(f"合并记忆失败：{exc}")
+                return "failed", []
+        manual = manifest.manual
+        if manual is not None and manual.aggregate_pinned:
+            waiting = len(diff.changed) + len(diff.deleted)
+            tail = f"，{waiting} 局的改动等着并入" if waiting else ""
+            self._say(f"记忆已手工固定：自动合并暂停{tail}（resume_merging() 可恢复）")
             return "skipped", []
-        try:
-            before = files.input_stamp()
-            diff = diff_recaps(layout.memory_dir, manifest)
-            handbook = files.read_text(layout.handbook)
-            resident = files.read_text(layout.resident)
-        except MemoryFileError as exc:
-            self._say(f"合并记忆失败：{exc}")
-            return "failed", []
-        if diff.empty:
+        requested = manual is not None and manual.merge_requested and bool(handbook or resident)
+        if diff.empty and not requested:
             return "no-change", []
         prompt = build_merge_prompt(
             handbook=handbook, resident=resident, changed=diff.changed, deleted=diff.deleted,
@@ -261,9 +292,10 @@ class CardMemory:
             files.write_text(layout.handbook, handbook + "\n")
         if not manifest.is_protected(card_manual.RESIDENT_REF):
             files.write_text(layout.resident, resident + "\n")
-        if len(resident) > RESIDENT_MAX_CHARS:
+        resident_chars = utf16_len(resident)
+        if resident_chars > RESIDENT_MAX_CHARS:
             # Kept as written: the per-beat budget cuts it when it is sent.
-            log.warning("resident summary is %d chars (cap %d)", len(resident), RESIDENT_MAX_CHARS)
+            log.warning("resident summary is %d chars (cap %d)", resident_chars, RESIDENT_MAX_CHARS)
         now = self._clock()
         for chat_id, digest in diff.hashes.items():
             if chat_id not in manifest.recaps:
@@ -273,8 +305,10 @@ class CardMemory:
             # Keep the fingerprint: an unchanged chat must not be recapped back to life.
             manifest.record(chat_id).merged_hash = None
         manifest.merged_at = now
+        if manifest.manual is not None:
+            manifest.manual.merge_requested = False  # resume_merging() asked for this merge
         save_manifest(files, manifest)
-        self._say(f"记忆已更新：手册 {len(handbook)} 字 · 常驻摘要 {len(resident)} 字")
+        self._say(f"记忆已更新：手册 {utf16_len(handbook)} 字 · 常驻摘要 {resident_chars} 字")
 
     # -- reading ----------------------------------------------------------------------
 
@@ -314,6 +348,22 @@ class CardMemory:
         """Hard path: forget a chat for good. See :func:`liyuan.card_manual.forget_chat_recap`."""
         with self._locks.write:
             return card_manual.forget_chat_recap(self.files, chat_id)
+
+    def resume_merging(self) -> bool:
+        """Undo the pin of a hand-edited aggregate: the next sync merges again.
+
+        That merge takes the hand-edited handbook and resident as its input (the merge
+        prompt treats hand edits as memory to keep) and rewrites both, folding in what
+        changed while merging was paused. See :func:`liyuan.card_manual.resume_merging`.
+
+        Returns:
+            False when merging was not paused.
+        """
+        with self._locks.write:
+            resumed = card_manual.resume_merging(self.files)
+        if resumed:
+            self._say("已恢复自动合并：下次同步以手改过的记忆为底重新合并")
+        return resumed
 
     def delete_chat(self, chat_id: str) -> bool:
         """Delete a chat: its recap first, then its folder (sessions, meta, vectors).

@@ -128,9 +128,13 @@ def test_editing_the_handbook_pins_it(tmp_path: Path) -> None:
     read = mem.read_memory("card:handbook")
     assert read is not None
     mem.change_memory("card:handbook", read[1], "用户更正：东门")
-    assert mem.search_memory("北门") == []
+    # 12.3 case 4, as changed by review: the handbook answers with the correction and the
+    # recap it supersedes is hidden; the resident stays (it is not deleted for good) and
+    # says 北门 until merging resumes (see test_card_memory_pin.py).
+    assert [h.ref for h in mem.search_memory("北门")] == ["card:resident"]
+    assert [h.ref for h in mem.search_memory("东门")] == ["card:handbook"]
     docs = mem.list_memory()
-    assert [(d.ref, d.note) for d in docs] == [("card:handbook", PROTECTED_NOTE)]
+    assert [(d.ref, d.note) for d in docs] == [("card:handbook", PROTECTED_NOTE), ("card:resident", "")]
     assert docs[0].path == "记忆.md" and docs[0].chars == len("用户更正：东门\n")
     model = ScriptedModel()
     out = memory(tmp_path, model).sync()
@@ -142,7 +146,7 @@ def test_editing_the_handbook_pins_it(tmp_path: Path) -> None:
     model = ScriptedModel({"recap": [RECAP_A]})
     out = memory(tmp_path, model).sync()
     assert (out.recapped, out.merged, len(model.calls)) == (["A"], "skipped", 1)
-    assert [d.ref for d in mem.list_memory()] == ["card:handbook", "card:recap:A"]  # changed: visible again
+    assert [d.ref for d in mem.list_memory()] == ["card:handbook", "card:resident", "card:recap:A"]  # changed: visible
     assert (tmp_path / "记忆" / "记忆.md").read_text(encoding="utf-8") == "用户更正：东门\n"
 
 
