@@ -3,11 +3,15 @@
 Story text, recaps, hand-edited aggregates and chat names are **material**: whatever they
 say, they cannot change the structure of a prompt or of a parsed reply.
 
-- When a prompt is built, material is neutralised: our own tag names (``<recap``,
-  ``</recap>``, ``<deleted-chats>``, ...) get a full-width ``＜``, the two mark lines get
-  full-width ``＝``, and in recaps and transcripts the source tags ``[局:id]`` become
-  ``［局：id］``. Only the code writes real tags, one ``<recap>`` per changed recap and
-  one ``<deleted-chats>`` line per chat the code decided to forget.
+- When a prompt is built, material is neutralised (:func:`liyuan.prompts.neutralize`,
+  re-exported here): our own tag names (``<recap``, ``</recap>``, ``<deleted-chats>``,
+  ...) get a full-width ``＜``, the two mark lines get full-width ``＝``, and in recaps
+  and transcripts the source tags ``[局:id]`` become ``［局：id］``. Only the code writes
+  real tags, one ``<recap>`` per changed recap and one ``<deleted-chats>`` line per
+  chat the code decided to forget.
+- Replies are unwrapped by :func:`liyuan.text.strip_fence` (re-exported here), the one
+  fence reader of the package; recap headings are checked and normalised by
+  :func:`liyuan.scribe.parse_sections`.
 - :func:`parse_merge_result` accepts a reply only when each mark appears exactly once,
   alone on its line, handbook mark first, and both parts are non-empty. A forged or
   repeated mark makes the reply malformed: nothing is written, the merge is retried.
@@ -17,15 +21,14 @@ Invariant: every function here is pure (text in, text out).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .budget import RESIDENT_MAX_CHARS
 from .errors import ModelOutputError
-from .model import split_reasoning
-from .prompts import Prompt, render
-from .scribe import validate_sections
+from .prompts import Prompt, neutralize, render
+from .scribe import parse_sections
+from .text import strip_fence
 
 if TYPE_CHECKING:
     from .card_inputs import ChangedRecap, ChatEvidence
@@ -52,31 +55,6 @@ RECAP_MAX_TOKENS = 4096
 RECAP_HEADINGS = ("## 剧情脉络", "## 人物与关系", "## 既定事实", "## 未了之事", "## 用户的玩法偏好")
 """The recap's sections, in the order recap_system.j2 asks for them."""
 MERGE_MAX_TOKENS = 8192
-
-_OUR_TAGS = r"conversation|previous-recap|previous-summary|recap|deleted-chats|handbook|resident"
-_TAG_RE = re.compile(rf"<(\s*/?\s*(?:{_OUR_TAGS}))(?![\w-])", re.IGNORECASE)
-_MARK_RE = re.compile(r"=+(\s*(?:记忆|常驻摘要)\.md\s*)=+")
-_SOURCE_TAG_RE = re.compile(r"\[(\s*)局(\s*)[:：]")
-_FENCE_RE = re.compile(r"\A```[\w+-]*[ \t]*\n(.*)\n```\Z", re.DOTALL)
-
-
-def neutralize(text: str, *, source_tags: bool = True) -> str:
-    """Make material unable to open or close our structure.
-
-    Args:
-        text: Story text, a recap, a hand-edited aggregate or a name.
-        source_tags: Also defuse ``[局:id]`` tags. Off for the handbook and the resident
-            summary, whose tags are the memory's real provenance.
-
-    Returns:
-        The text with our tags (``＜recap`` ...), the mark lines (``＝``) and optionally
-        the source tags (``［局：``) made inert; everything else unchanged.
-    """
-    text = _TAG_RE.sub(lambda m: "＜" + m.group(1), text)
-    text = _MARK_RE.sub(lambda m: "＝" * 5 + m.group(1) + "＝" * 5, text)
-    if source_tags:
-        text = _SOURCE_TAG_RE.sub("［局：", text)
-    return text
 
 
 def _attr(value: str) -> str:
@@ -167,22 +145,6 @@ def build_merge_prompt(
     return Prompt("merge", system, user, "merge_system.j2", "merge_user.j2", MERGE_MAX_TOKENS)
 
 
-def strip_fence(text: str) -> str:
-    """The body of a reply that is one fenced code block as a whole; else the text as is.
-
-    Only a single block counts: a reply with two blocks, or text around the fence, is
-    returned unchanged (trimmed).
-    """
-    trimmed = text.strip()
-    match = _FENCE_RE.match(trimmed)
-    if match is None:
-        return trimmed
-    body = match.group(1)
-    if any(line.lstrip().startswith("```") for line in body.split("\n")):
-        return trimmed  # more than one block: not ours to unwrap
-    return body.strip()
-
-
 def parse_merge_result(text: str) -> tuple[str, str] | None:
     """Split a merge reply into ``(handbook, resident)``.
 
@@ -222,11 +184,8 @@ def validate_recap(text: str) -> str:
     Raises:
         ModelOutputError: With a Chinese reason.
     """
-    body = validate_sections(text, RECAP_HEADINGS, what="复盘")
-    answer = strip_fence(split_reasoning(text)[0])
-    lines = answer.splitlines()
-    first = next(i for i, line in enumerate(lines) if line.strip() == RECAP_HEADINGS[0])
-    titles = [line.strip() for line in lines[:first] if line.startswith("# ") and line[2:].strip()]
+    sections = parse_sections(text, RECAP_HEADINGS, what="复盘")
+    titles = [line.strip() for line in sections.preamble if line.startswith("# ") and line[2:].strip()]
     if not titles:
         raise ModelOutputError("复盘缺少标题行「# <一句话概括这一局>」")
-    return f"{titles[-1]}\n\n{body}"
+    return f"{titles[-1]}\n\n{sections.document}"

@@ -4,10 +4,15 @@ Every prompt sentence lives in a ``*.j2`` file here, so a prompt change is a one
 diff and the docs can include the template itself. Rendering uses ``StrictUndefined``:
 a missing variable is an error, never an empty string. Everything that varies between
 runs (names, language, texts) is passed in explicitly.
+
+Material (story text, summaries, recaps, hand-edited memory, names) goes through
+:func:`neutralize` before it is placed between our tags: whatever it says, it cannot
+open or close a tag of ours or forge a mark line, so the prompt's structure is the code's.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cache
 
@@ -15,7 +20,34 @@ import jinja2
 
 from ..model import ChatMessage, ModelRequest
 
-__all__ = ["Prompt", "render", "template_path"]
+__all__ = ["Prompt", "neutralize", "render", "template_path"]
+
+_OUR_TAGS = r"conversation|previous-recap|previous-summary|recap|deleted-chats|handbook|resident"
+"""Every tag name a template of ours writes around material."""
+_TAG_RE = re.compile(rf"<(\s*/?\s*(?:{_OUR_TAGS}))(?![\w-])", re.IGNORECASE)
+_MARK_RE = re.compile(r"=+(\s*(?:记忆|常驻摘要)\.md\s*)=+")
+_SOURCE_TAG_RE = re.compile(r"\[(\s*)局(\s*)[:：]")
+
+
+def neutralize(text: str, *, source_tags: bool = True) -> str:
+    """Make material unable to open or close our structure.
+
+    Args:
+        text: Story text, a summary, a recap, a hand-edited aggregate or a name.
+        source_tags: Also defuse ``[局:id]`` tags. Off for the handbook and the resident
+            summary, whose tags are the memory's real provenance, and for story prompts,
+            where such tags mean nothing.
+
+    Returns:
+        The text with our tags (``＜conversation>`` ...), the card-memory mark lines
+        (``＝``) and optionally the source tags (``［局：``) made inert; everything else
+        unchanged.
+    """
+    text = _TAG_RE.sub(lambda m: "＜" + m.group(1), text)
+    text = _MARK_RE.sub(lambda m: "＝" * 5 + m.group(1) + "＝" * 5, text)
+    if source_tags:
+        text = _SOURCE_TAG_RE.sub("［局：", text)
+    return text
 
 
 @cache
