@@ -284,6 +284,30 @@ class MemoryFiles:
             raise MemoryFileError(f"无法备份记忆文件 {path}：{exc}") from exc
         return target
 
+    def backup_once(self, path: Path) -> Path | None:
+        """Copy ``path`` into ``.history/`` under a name made from its content's sha256.
+
+        The same bytes are copied once, however often this is called; ``None`` when
+        there is nothing to copy. For files that are backed up on read (a corrupt
+        manifest), where a timestamped copy per call would pile up.
+        """
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise MemoryFileError(f"无法备份记忆文件 {path}：{exc}") from exc
+        digest = hashlib.sha256(data).hexdigest()[:16]
+        name = self.layout.relative(path).replace("/", "-")
+        target = self.layout.history_dir / f"sha256-{digest}-{name}"
+        if target.is_file():
+            return target
+        try:
+            fileio.atomic_write_bytes(target, data)  # atomic: a torn copy never counts as done
+        except OSError as exc:
+            raise MemoryFileError(f"无法备份记忆文件 {path}：{exc}") from exc
+        return target
+
     def move_to_history(self, path: Path) -> Path | None:
         """Move ``path`` into ``.history/``; ``None`` when it does not exist."""
         if not path.exists():

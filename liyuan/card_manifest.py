@@ -11,7 +11,8 @@ Shape (JSON, 2-space indent, non-ASCII kept, trailing newline)::
 Invariants: parsing never fails (anything that is not a version-1 manifest reads as
 ``None`` and the caller starts from an empty one), and no entry under an invalid chat id
 or a journal path outside the three kinds of memory file survives parsing, so a
-hand-edited manifest cannot point the code outside the card.
+hand-edited manifest cannot point the code outside the card. A corrupt manifest is
+backed up once per distinct content, however often it is read.
 """
 
 from __future__ import annotations
@@ -187,7 +188,8 @@ def load_manifest(files: MemoryFiles) -> Manifest:
 
     A corrupt manifest is copied to ``.history/`` (the next save overwrites it) and
     read as empty: every recap then counts as unmerged, which costs one full merge and
-    loses no memory.
+    loses no memory. The copy is named by the content's hash, so read-only callers
+    (list, search) that load it again and again leave one copy, not one per call.
     """
     path = files.layout.manifest
     text = files.read_text(path)
@@ -195,7 +197,7 @@ def load_manifest(files: MemoryFiles) -> Manifest:
         return Manifest()
     manifest = Manifest.from_json(text)
     if manifest is None:
-        files.backup_copy(path)
+        files.backup_once(path)
         return Manifest()
     return manifest
 

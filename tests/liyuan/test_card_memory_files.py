@@ -17,6 +17,7 @@ from liyuan.card_files import (
     validate_chat_id,
 )
 from liyuan.card_manifest import Manifest, ManualState, RecapRecord, finish_pending, load_manifest, save_manifest
+from liyuan.card_manual import list_memory, search_memory
 from liyuan.errors import ConfigError, MemoryFileError
 
 BAD_IDS = ["", "../x", "..", ".", "/etc/passwd", "a/b", "a\\b", "局一", "ａ", "a b", "abc\n", "a.md", "x" * 129]
@@ -137,6 +138,22 @@ def test_unusable_manifest_reads_empty_and_is_backed_up(tmp_path: Path, text: st
     assert load_manifest(files) == Manifest()
     backups = list((tmp_path / "记忆" / ".history").iterdir())
     assert [b.read_text(encoding="utf-8") for b in backups] == [text]
+
+
+def test_corrupt_manifest_is_backed_up_once_per_content(tmp_path: Path) -> None:
+    files = MemoryFiles(CardLayout(tmp_path))
+    path = tmp_path / "记忆" / ".清单.json"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"{not json\r\n")
+    for _ in range(3):  # read-only callers load the manifest on every call
+        assert list_memory(files) == [] and search_memory(files, "东门") == []
+        assert load_manifest(files) == Manifest()
+    history = tmp_path / "记忆" / ".history"
+    assert [p.read_bytes() for p in history.iterdir()] == [b"{not json\r\n"]  # once, byte for byte
+    path.write_text("[]", encoding="utf-8")  # different corrupt bytes: a second copy
+    load_manifest(files)
+    load_manifest(files)
+    assert sorted(p.read_bytes() for p in history.iterdir()) == [b"[]", b"{not json\r\n"]
 
 
 def test_hand_edited_manifest_cannot_name_paths_outside_the_card(tmp_path: Path) -> None:
