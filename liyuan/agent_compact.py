@@ -32,7 +32,7 @@ from typing import Any, Literal
 from .compact import active_summary, utf16_len
 from .errors import ModelError
 from .model import ChatModel, split_reasoning
-from .prompts import Prompt, render
+from .prompts import Prompt, neutralize, render
 from .tree import Entry, SessionTree, usage_tokens
 
 __all__ = [
@@ -265,8 +265,10 @@ def build_generic_prompt(
     return Prompt(
         purpose="agent-summary" if kind == "history" else "agent-turn-prefix",
         system=render("agent_summary_system.j2"),
-        user=render("agent_summary_user.j2", conversation_text=conversation_text,
-                    previous_summary=previous_summary, kind=kind),
+        # Material is neutralised: a transcript line cannot close <conversation>.
+        user=render("agent_summary_user.j2", conversation_text=neutralize(conversation_text, source_tags=False),
+                    previous_summary=neutralize(previous_summary, source_tags=False) if previous_summary else None,
+                    kind=kind),
         system_template="agent_summary_system.j2",
         user_template="agent_summary_user.j2",
         max_tokens=int(share * reserve_tokens),

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from .errors import ModelError, ModelOutputError
 from .model import ChatMessage, ChatModel, split_reasoning
-from .prompts import Prompt, render
+from .prompts import Prompt, neutralize, render
 from .tokens import estimate_tokens
 from .tree import Entry, SessionTree, usage_tokens
 
@@ -322,8 +322,11 @@ def build_discussion_prompt(plan: DiscussionPlan) -> Prompt:
     return Prompt(
         purpose="discussion",
         system=render("discussion_system.j2"),
-        user=render("discussion_user.j2", conversation_text=plan.conversation_text,
-                    previous_summary=plan.previous_summary or ""),
+        # The discussion and the old summary are material: neutralised, they cannot
+        # close <conversation> or forge a <previous-summary> of their own.
+        user=render("discussion_user.j2",
+                    conversation_text=neutralize(plan.conversation_text, source_tags=False),
+                    previous_summary=neutralize(plan.previous_summary or "", source_tags=False)),
         system_template="discussion_system.j2",
         user_template="discussion_user.j2",
         max_tokens=DISCUSSION_MAX_TOKENS,
@@ -346,6 +349,8 @@ class DiscussionOutcome:
     """``not-due``, ``model-error``, ``empty-summary`` or ``leaf-moved``."""
 
 
+_ITEM_RE = re.compile(r"\s*(?:[-*]\s|\d+(?:[.．)）]\s|、))")
+"""A list item: ``- ``, ``* ``, ``1. ``, ``1) `` or ``1、`` (models number items as often as they bullet them)."""
 _SCAFFOLD_RE = re.compile(r"</?\s*(?:conversation|previous-summary)\s*>", re.IGNORECASE)
 
 
@@ -355,8 +360,9 @@ def validate_discussion_summary(text: str, plan: DiscussionPlan) -> str:
     The original only refused a blank reply. A real small model showed that is not
     enough: its echo of the prompt became the summary. A reply is refused when it is
     empty (after reasoning is split off), carries the prompt's own ``<conversation>`` or
-    ``<previous-summary>`` tags (an echo), has no ``- `` item although the prompt asks
-    for one item per line, or is not shorter than what it summarises (no compression).
+    ``<previous-summary>`` tags (an echo), has no list item (``- ``, ``* ``, ``1. ``,
+    ``1、``) although the prompt asks for one item per line, or is not shorter than what
+    it summarises (no compression).
 
     Raises:
         ModelOutputError: With a Chinese reason.
@@ -366,8 +372,8 @@ def validate_discussion_summary(text: str, plan: DiscussionPlan) -> str:
         raise ModelOutputError("摘要为空")
     if _SCAFFOLD_RE.search(answer):
         raise ModelOutputError("摘要里带着 prompt 的 <conversation>/<previous-summary> 标签，像是照抄了输入")
-    if not any(line.lstrip().startswith(("- ", "* ")) for line in answer.splitlines()):
-        raise ModelOutputError("摘要里没有一条「- 」开头的要点")
+    if not any(_ITEM_RE.match(line) for line in answer.splitlines()):
+        raise ModelOutputError("摘要里没有一条要点（「- 」「* 」「1. 」或「1、」开头）")
     source = len(plan.conversation_text) + len(plan.previous_summary or "")
     if len(answer) >= source:
         raise ModelOutputError(f"摘要 {len(answer)} 字，不比被压缩的 {source} 字短")
