@@ -20,9 +20,11 @@ import numpy.typing as npt
 
 from .lexical import BM25Index, Encoded, encode_terms, get_tokenizer
 
-__all__ = ["Chunk", "Snapshot", "Source", "TermCache", "reusable_rows"]
+__all__ = ["BRANCH_TAGGED", "Chunk", "Snapshot", "Source", "TermCache", "reusable_rows"]
 
 Source = Literal["narrative", "archive", "import", "manual"]
+BRANCH_TAGGED: frozenset[str] = frozenset({"narrative", "archive"})
+"""Sources whose ``node_id`` ties a chunk to a branch (a beat, or a compaction anchor)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +38,7 @@ class Chunk:
     source: Source
     title: str | None
     node_id: str | None
+    """Narrative: the newest beat whose text it holds; archive: the compaction's anchor."""
     parent: str | None
     """Id of the older version this chunk extends (narrative merges), else ``None``."""
     seq: int
@@ -81,7 +84,7 @@ class Snapshot:
     ``matrices[label]`` is ``(rows, vectors)``: the positions in :attr:`chunks` written
     by that embedder and their unit vectors, one row each. The remaining fields are
     derived in ``__post_init__`` so a per-query visibility mask costs numpy plus a loop
-    over narrative chunks only.
+    over the branch-tagged (narrative and archive) chunks only.
     """
 
     generation: int
@@ -92,7 +95,7 @@ class Snapshot:
     store_codes: npt.NDArray[np.int32] = field(init=False, repr=False)
     """Index into :attr:`store_names` per chunk."""
     tagged: tuple[tuple[int, str], ...] = field(init=False, repr=False)
-    """``(position, node_id)`` of every narrative chunk that carries a beat id."""
+    """``(position, node_id)`` of every narrative or archive chunk that carries an id."""
     versions: tuple[tuple[int, int], ...] = field(init=False, repr=False)
     """``(position, position of the version it extends)`` for merged chunks."""
     positions: dict[str, int] = field(init=False, repr=False)
@@ -106,7 +109,7 @@ class Snapshot:
         self.store_names = tuple(names)
         self.store_codes = np.array(codes, dtype=np.int32)
         self.tagged = tuple((i, c.node_id) for i, c in enumerate(self.chunks)
-                            if c.source == "narrative" and c.node_id is not None)
+                            if c.source in BRANCH_TAGGED and c.node_id is not None)
         self.positions = {c.id: i for i, c in enumerate(self.chunks)}
         self.versions = tuple((i, self.positions[c.parent]) for i, c in enumerate(self.chunks)
                               if c.parent is not None and c.parent in self.positions)

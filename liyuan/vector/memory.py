@@ -7,7 +7,9 @@ Invariants:
   saying the memory is off (``已停用``), so "off" is never mistaken for "no hits".
 - The narrative store is written automatically only (archive and per-beat ingest);
   imports and manual additions go to any other store.
-- A narrative chunk always carries the id of the newest beat whose text it holds.
+- A narrative chunk always carries the id of the newest beat whose text it holds; an
+  archive chunk carries its compaction's anchor (when the caller passes it). Either is
+  hidden while that id is off the current branch.
   Merging continues the newest chunk visible on the current branch by writing a new
   version (copy-on-write) tagged with the new beat; the old version stays. Every
   earlier contributor is an ancestor of that beat, so a version is visible exactly
@@ -163,11 +165,18 @@ class VectorMemory:
                 for i, text in enumerate(pieces)]
         return self.store.add(rows, max_chunks=self.config.store(store_id).max_chunks)
 
-    def archive_compacted(self, text: str) -> int:
+    def archive_compacted(self, text: str, anchor_id: str | None = None) -> int:
         """Store the original text a compaction is about to cover (the compaction seam).
 
-        Called before the summary lands; the caller ignores any exception. Archive
-        chunks carry no beat id, so they stay visible on every branch.
+        Called before the summary lands, as ``archive(text)`` or
+        ``archive(text, covers_through_id)``; the caller ignores any exception.
+
+        Args:
+            text: The covered conversation, serialized.
+            anchor_id: The compaction's anchor (the plan's ``covers_through_id``). The
+                chunks are tagged with it and, like narrative chunks, shown only while
+                it is on the current branch: it is there exactly when all the covered
+                text is. ``None`` (an old caller) stores chunks visible on every branch.
 
         Returns:
             Number of chunks added (0 when disabled or the text is under 20 characters).
@@ -175,7 +184,7 @@ class VectorMemory:
         if not self._store_on(NARRATIVE) or len(text.strip()) < MIN_INGEST_CHARS:
             return 0
         pieces = split_text_chunks(text, ARCHIVE_CHUNK_CHARS)
-        return len(self._insert(NARRATIVE, pieces, "archive", ARCHIVE_TITLE))
+        return len(self._insert(NARRATIVE, pieces, "archive", ARCHIVE_TITLE, anchor_id))
 
     def ingest_beat(self, text: str, *, node_id: str | None,
                     branch_ids: Collection[str] | None) -> IngestResult:

@@ -2,9 +2,10 @@
 
 Invariants (pure: a snapshot and a query in, ranked positions out):
 
-- A narrative chunk written on a branch the user has left is never returned
-  (:func:`on_current_branch`), nor one superseded by a newer version on the branch
-  (:func:`visible_mask`); archive, import and manual chunks always may be.
+- A narrative chunk written on a branch the user has left is never returned, nor an
+  archive chunk whose compaction anchor is off the branch (:func:`on_current_branch`),
+  nor one superseded by a newer version on the branch (:func:`visible_mask`); import
+  and manual chunks, and chunks stored without a beat id, always may be.
 - Semantic hits need a cosine above ``MIN_COSINE`` and a vector written by the query's
   embedder (a chunk from another embedder is still found lexically until it is
   re-embedded); lexical hits need a positive BM25 score.
@@ -28,9 +29,11 @@ import numpy as np
 import numpy.typing as npt
 
 from .config import RecallMode
+from .index import BRANCH_TAGGED
 from .store import Chunk, Snapshot
 
 __all__ = [
+    "BRANCH_TAGGED",
     "CANDIDATES",
     "DEDUPE_PREFIX",
     "MIN_COSINE",
@@ -66,13 +69,16 @@ class Ranked:
 def on_current_branch(chunk: Chunk, branch_ids: Collection[str] | None) -> bool:
     """Whether ``chunk`` may be shown on the branch made of ``branch_ids``.
 
-    Only narrative chunks carry the id of the beat that wrote them. Such a chunk is
-    hidden when that beat is not on the current branch (after a reroll or a rewind).
-    Archive, import and manual chunks, and old chunks without a beat id, are always
-    visible. ``None`` means "no branch information": nothing is hidden. The ids must
-    be taken before any asynchronous work, since a reroll moves the leaf.
+    A narrative chunk carries the id of the newest beat whose text it holds; an archive
+    chunk carries its compaction's anchor (the last entry the summary covers). Every
+    other entry of that text is an ancestor of the id, so the id is on the current
+    branch exactly when all of the text is: otherwise (after a reroll, or a rewind past
+    the compaction) the chunk is hidden. Import and manual chunks, and old chunks
+    without an id, are always visible. ``None`` means "no branch information": nothing
+    is hidden. The ids must be taken before any asynchronous work, since a reroll moves
+    the leaf.
     """
-    if branch_ids is None or chunk.source != "narrative" or chunk.node_id is None:
+    if branch_ids is None or chunk.source not in BRANCH_TAGGED or chunk.node_id is None:
         return True
     return chunk.node_id in branch_ids
 # --8<-- [end:on_current_branch]

@@ -14,14 +14,18 @@ Invariants:
   :func:`liyuan.vector.search.visible_mask`).
 - ``seq`` is the creation order. Beyond a store's cap, rows that another version
   extends go first (their text lives on in the newer one), then the oldest rows.
-- Within a store, no two chunks have the same text (checked by a hash column).
+- Within a store, no two chunks have the same text and the same ``node_id`` (checked
+  by a hash column). The same words written on two branches are two chunks, one
+  visible on each; otherwise the second branch would find its text hidden under the
+  first branch's id.
 - A connection is opened per operation, so a store may be used from any thread (the
   recall runs in a worker thread with a timeout).
 
 Rows: ``id`` (16 hex), ``store``, ``text``, ``embedding`` (float32 blob), ``dim``,
 ``embedder`` (label of what wrote the vector), ``source`` (narrative | archive | import
-| manual), ``title``, ``node_id`` (assistant entry id of the beat; ``NULL`` for archive,
-import and manual chunks), ``parent`` (the version this one extends), ``seq``,
+| manual), ``title``, ``node_id`` (narrative: assistant entry id of the beat; archive:
+the compaction's anchor, ``NULL`` in files written before anchors were stored; ``NULL``
+for import and manual chunks), ``parent`` (the version this one extends), ``seq``,
 ``merge_count``, ``created_at``, ``updated_at``.
 """
 
@@ -157,7 +161,8 @@ class SqliteChunkStore:
     def add(
         self, chunks: Sequence[NewChunk], *, max_chunks: int, clear_pending_through: int | None = None
     ) -> list[str]:
-        """Insert chunks, skipping texts already in their store; evict FIFO beyond the cap.
+        """Insert chunks, skipping those whose text and ``node_id`` are already in their
+        store; evict FIFO beyond the cap.
 
         ``clear_pending_through`` drops queued beats up to that ``seq`` in the same
         transaction (they are what was just ingested).
@@ -171,8 +176,8 @@ class SqliteChunkStore:
         with self._write() as db:
             for chunk in chunks:
                 digest = _text_hash(chunk.text)
-                seen = db.execute("SELECT 1 FROM chunks WHERE store = ? AND text_hash = ? AND text = ?",
-                                  (chunk.store, digest, chunk.text)).fetchone()
+                seen = db.execute("SELECT 1 FROM chunks WHERE store = ? AND text_hash = ? AND text = ?"
+                                  " AND node_id IS ?", (chunk.store, digest, chunk.text, chunk.node_id)).fetchone()
                 if seen:
                     continue
                 cid = uuid.uuid4().hex[:16]

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from liyuan.assemble import Injection, build_context
 from liyuan.clock import counter_ids, fixed_clock
+from liyuan.compact import CompactionOutcome, plan_compaction, run_compaction
 from liyuan.errors import ConfigError
+from liyuan.model import ScriptedModel
 from liyuan.tree import SessionTree
 from liyuan.vector import (
     EXTERNAL,
@@ -26,6 +29,8 @@ from liyuan.vector import (
     search_tool,
 )
 from liyuan.vector.store import Snapshot
+
+from .beats import SUMMARY_REPLY, beats, tree_of
 
 
 def every_beat() -> dict[str, StoreConfig]:
@@ -138,10 +143,41 @@ def test_reroll_never_recalls_the_abandoned_reply(memory: VectorMemory) -> None:
     assert any("血书" in c.text for c in memory.list_chunks())
 
 
-def test_archive_chunks_survive_a_rewind(memory: VectorMemory) -> None:
-    memory.archive_compacted("很早以前，梨园镇的城隍庙前搭过一座三丈高的戏台，后来被大水冲垮了。")
-    hits = memory.search("戏台", branch_ids=set())
+def test_a_reroll_to_the_same_words_keeps_them_recallable(memory: VectorMemory) -> None:
+    tree = SessionTree(ids=counter_ids(), clock=fixed_clock())
+    play(tree, memory, "我们去码头吧。", "沈怀瑾背着胡琴走到码头，雾气很浓，河面上只看得见船影。")
+    same = "木匣里只有一把生了锈的铜钥匙，钥匙柄上缠着红绳。"
+    first = play(tree, memory, "打开那只木匣。", same)
+    entry = tree.get(first)
+    assert entry is not None and entry.parent_id is not None
+    tree.navigate(entry.parent_id)
+    again = tree.append_message("assistant", same)  # a reroll that happens to say the same
+    result = memory.ingest_beat(same, node_id=again.id, branch_ids=branch_ids_of(tree.branch()))
+    assert result.stored, result.reason
+    hits = memory.search("铜钥匙", branch_ids=branch_ids_of(tree.branch()))
+    assert hits and hits[0].node_id == again.id
+
+
+ARCHIVED = "很早以前，梨园镇的城隍庙前搭过一座三丈高的戏台，后来被大水冲垮了。"
+
+
+def test_archive_chunks_follow_their_compaction_anchor(memory: VectorMemory) -> None:
+    assert memory.archive_compacted(ARCHIVED, "anchor") == 1  # the seam's two-argument form
+    (chunk,) = memory.list_chunks(NARRATIVE)
+    assert chunk.source == "archive" and chunk.node_id == "anchor"
+    hits = memory.search("戏台", branch_ids={"u1", "anchor", "a2"})
     assert hits and hits[0].source == "archive"
+    # Rewound past the compaction: the anchor is gone, and so is the archived text.
+    assert memory.search("戏台", branch_ids={"u1"}) == []
+    assert recall_for_beat(memory, "那座戏台", {"u1"}) == []
+    assert memory.read_chunk(f"session:narrative:{chunk.id}", {"u1"}) is None
+    assert memory.read_chunk(f"session:narrative:{chunk.id}", {"anchor"}) == ARCHIVED
+
+
+def test_an_archive_without_anchor_is_visible_everywhere(memory: VectorMemory) -> None:
+    memory.archive_compacted(ARCHIVED)  # an old caller, or a file from before anchors
+    hits = memory.search("戏台", branch_ids=set())
+    assert hits and hits[0].source == "archive" and hits[0].node_id is None
 
 
 # -- the 5-second bound ---------------------------------------------------------------
@@ -238,31 +274,84 @@ def test_branch_ids_are_frozen_before_the_search(memory: VectorMemory) -> None:
 # -- the compaction seam: archive before the summary lands -----------------------------
 
 
-def test_compaction_archives_the_covered_text_into_memory(memory: VectorMemory) -> None:
-    from liyuan.compact import run_compaction
-    from liyuan.model import ScriptedModel
+def anchored_archive(memory: VectorMemory, tree: SessionTree, **plan_args: Any) -> Callable[..., int]:
+    """The archive callback for ``run_compaction``, in both of the seam's call forms.
 
-    from .beats import SUMMARY_REPLY, beats, tree_of
+    ``run_compaction`` passes ``(text, covers_through_id)``; a caller that passes the
+    text alone gets the anchor of the plan the same arguments give on the same branch
+    (used only if that plan covers exactly this text).
+    """
 
-    tree = tree_of(beats(1, 10, body="沈怀瑾在东门外的石阶上拉琴，小满撑着青伞听。" * 40))
+    def archive(text: str, anchor_id: str | None = None) -> int:
+        if anchor_id is None:
+            plan = plan_compaction(tree.branch(), **plan_args)
+            assert plan is not None and plan.conversation_text == text
+            anchor_id = plan.covers_through_id
+        return memory.archive_compacted(text, anchor_id)
+
+    return archive
+
+
+def compact(tree: SessionTree, memory: VectorMemory) -> CompactionOutcome:
+    names = {"user_name": "旅人", "char_name": "阿箬"}
     outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=3,
-                             archive=memory.archive_compacted, user_name="旅人", char_name="阿箬")
-    assert outcome.kind == "compacted"
+                             archive=anchored_archive(memory, tree, every_n_turns=3, **names), **names)
+    assert outcome.kind == "compacted" and outcome.plan is not None
+    return outcome
+
+
+STORY_BODY = "沈怀瑾在东门外的石阶上拉琴，小满撑着青伞听。" * 40
+
+
+def test_compaction_archives_the_covered_text_into_memory(memory: VectorMemory) -> None:
+    tree = tree_of(beats(1, 10, body=STORY_BODY))
+    outcome = compact(tree, memory)
+    assert outcome.plan is not None and outcome.plan.covers_through_id == "a-4"
     chunks = memory.list_chunks(NARRATIVE)
     assert chunks and all(c.source == "archive" and c.title == "早期剧情归档" for c in chunks)
+    assert {c.node_id for c in chunks} == {"a-4"}
     archived = "\n".join(c.text for c in chunks)
     assert "第1拍用户" in archived and "第5拍用户" not in archived
-    # Archive chunks carry no beat id: visible on any branch, even an unrelated one.
-    lines = recall_for_beat(memory, "第1拍用户说了什么", {"somewhere-else"})
+    lines = recall_for_beat(memory, "第1拍用户说了什么", branch_ids_of(tree.branch()))
     assert lines and lines[0].startswith("- 【早期剧情归档】")
+    # On a branch without the anchor the archive stays hidden.
+    assert not any("早期剧情归档" in line for line in recall_for_beat(memory, "第1拍用户说了什么", {"elsewhere"}))
+
+
+def test_a_rewind_past_a_compaction_hides_its_archive_until_it_is_replayed(memory: VectorMemory) -> None:
+    tree = tree_of(beats(1, 10, body=STORY_BODY))
+    compact(tree, memory)
+    old_leaf = tree.leaf_id
+    query = "第3拍用户说了什么"
+    assert any("早期剧情归档" in line for line in recall_for_beat(memory, query, branch_ids_of(tree.branch())))
+
+    # Rewind to beat 2 and play on differently: beats 3 and 4 as archived never happened here.
+    tree.navigate("a-2")
+    for i in range(3, 11):
+        tree.append_message("user", f"第{i}拍用户（另一条线）")
+        tree.append_message("assistant", f"第{i}拍回复（另一条线）{STORY_BODY}")
+    branch = branch_ids_of(tree.branch())
+    assert "a-4" not in branch
+    assert all(c.node_id not in branch for c in memory.list_chunks(NARRATIVE, branch_ids=None))
+    assert memory.list_chunks(NARRATIVE, branch_ids=branch) == []
+    assert not any("早期剧情归档" in line for line in recall_for_beat(memory, query, branch))
+
+    # Compacting the new line archives it again. The chunks holding only beats 1-2 have
+    # the same words as before; they are stored again under the new anchor, so the
+    # shared early story is recalled on this branch too.
+    outcome = compact(tree, memory)
+    assert outcome.plan is not None
+    branch = branch_ids_of(tree.branch())
+    visible = memory.list_chunks(NARRATIVE, branch_ids=branch)
+    assert visible and {c.node_id for c in visible} == {outcome.plan.covers_through_id}
+    assert any("第1拍用户" in c.text for c in visible)
+    assert not any(f"旅人：第{i}拍用户\n" in c.text for c in visible for i in (3, 4))  # the old line's
+    # Back on the old line, its own archive shows again and the new one does not.
+    old_branch = branch_ids_of(tree.branch(old_leaf))
+    assert {c.node_id for c in memory.list_chunks(NARRATIVE, branch_ids=old_branch)} == {"a-4"}
 
 
 def test_a_failing_archive_does_not_block_compaction(tmp_path: Path) -> None:
-    from liyuan.compact import run_compaction
-    from liyuan.model import ScriptedModel
-
-    from .beats import SUMMARY_REPLY, beats, tree_of
-
     broken = VectorMemory(VectorConfig(enabled=True), BrokenStore(tmp_path / "b.sqlite"))
 
     def archive(text: str) -> int:
