@@ -13,6 +13,7 @@ from liyuan.assemble import Injection, build_context
 from liyuan.compact import (
     DEFAULT_EVERY_N_TURNS,
     KEEP_RECENT_BEATS,
+    MANUAL_MIN_COMPACT_CHARS,
     MIN_COMPACT_CHARS,
     CompactionOutcome,
     compact_now,
@@ -44,15 +45,19 @@ def _compaction(run: ScenarioRun, tree: SessionTree, chat_id: str, *, manual: bo
                 params: dict[str, Any]) -> CompactionOutcome:
     scenario = run.scenario
     keep = params.get("keep", run.config("keep", KEEP_RECENT_BEATS))
+    if manual:
+        period: dict[str, Any] = dict(every_n_turns=1, min_chars=MANUAL_MIN_COMPACT_CHARS)
+    else:
+        period = dict(every_n_turns=params.get("every_n_turns", run.config("every_n_turns", DEFAULT_EVERY_N_TURNS)),
+                      min_chars=params.get("min_chars", run.config("min_chars", MIN_COMPACT_CHARS)))
     vector = vector_for(run, chat_id)
-    archive = vector.archive if vector is not None else None
+    archive = vector.archive_for(tree, user_name=scenario.user, char_name=scenario.char, keep=keep,
+                                 **period) if vector is not None else None
     common: dict[str, Any] = dict(user_name=scenario.user, char_name=scenario.char, language=scenario.language,
                                   keep=keep, archive=archive, on_activity=run.on_activity)
     if manual:
         return compact_now(tree, run.recorder, **common)
-    return run_compaction(tree, run.recorder, every_n_turns=params.get(
-        "every_n_turns", run.config("every_n_turns", DEFAULT_EVERY_N_TURNS)),
-        min_chars=params.get("min_chars", run.config("min_chars", MIN_COMPACT_CHARS)), **common)
+    return run_compaction(tree, run.recorder, **period, **common)
 
 
 def _outcome(outcome: CompactionOutcome) -> dict[str, Any]:

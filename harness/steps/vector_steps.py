@@ -1,7 +1,7 @@
 """Vector memory in a scenario: archive on compaction, ingest per beat, recall per turn.
 
-Invariant: the harness uses the library's own seams only (``archive_compacted`` as the
-compaction's archive callback, ``ingest_beat`` after a beat, ``recall_for_beat`` for the
+Invariant: the harness uses the library's own seams only (``archive_compacted``, with
+the compaction's anchor, as its archive callback, ``ingest_beat`` after a beat, ``recall_for_beat`` for the
 【剧情记忆】 lines), with the hashing embedder, which needs no model files and gives the
 same vectors on every machine, so recalled lines are byte-stable.
 """
@@ -11,8 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from liyuan.compact import plan_compaction
+from liyuan.errors import ConfigError
 from liyuan.tree import Entry, SessionTree
-from liyuan.vector import SqliteChunkStore, VectorConfig, VectorMemory, branch_ids_of, recall_for_beat
+from liyuan.vector import (
+    SqliteChunkStore,
+    VectorConfig,
+    VectorMemory,
+    branch_ids_of,
+    on_current_branch,
+    recall_for_beat,
+)
 
 from ..runner import ScenarioRun, StepResult
 from ..scenario import StepSpec
@@ -34,11 +43,28 @@ class VectorAdapter:
         self.archived: list[int] = []
         self.ingests: list[dict[str, Any]] = []
 
-    def archive(self, text: str) -> object:
-        """The compaction's archive callback: store the covered original text."""
-        added = self.memory.archive_compacted(text)
-        self.archived.append(added)
-        return added
+    def archive_for(self, tree: SessionTree, **plan_args: Any) -> Callable[..., object]:
+        """The compaction's archive callback for ``tree``: the covered original text is
+        stored under the compaction's anchor, so a rewind past it hides the archive.
+
+        ``run_compaction`` calls ``archive(text, covers_through_id)``. A caller that
+        passes the text alone gets the anchor of the plan that ``plan_args`` (the
+        compaction's own arguments) give on the same branch; its leaf guard keeps the
+        branch unchanged until the archive. A plan that does not cover exactly this text
+        is an error (which the compaction logs and survives), never an untagged archive.
+        """
+
+        def archive(text: str, anchor_id: str | None = None) -> object:
+            if anchor_id is None:
+                plan = plan_compaction(tree.branch(), **plan_args)
+                if plan is None or plan.conversation_text != text:
+                    raise ConfigError("归档找不到这次压缩的锚点：计划与被压缩的原文对不上")
+                anchor_id = plan.covers_through_id
+            added = self.memory.archive_compacted(text, anchor_id)
+            self.archived.append(added)
+            return added
+
+        return archive
 
     def ingest_turn(self, tree: SessionTree, reply: Entry) -> None:
         """After a finished beat: ingest its reply, tagged with the beat's entry id."""
@@ -58,14 +84,12 @@ def recall(run: ScenarioRun, step: StepSpec) -> StepResult:
     tree = run.tree(chat_id)
     adapter = vector_for(run, chat_id)
     if adapter is None:
-        from liyuan.errors import ConfigError
-
         raise ConfigError(f"{step.id}: recall 需要在场景 config 里打开 vector")
     warnings: list[str] = []
     lines = adapter.recall(step.params["query"], tree, warnings.append)
     branch = branch_ids_of(tree.branch())
     chunks = adapter.memory.list_chunks()
-    hidden = [c for c in chunks if c.source == "narrative" and c.node_id is not None and c.node_id not in branch]
+    hidden = [c for c in chunks if not on_current_branch(c, branch)]
     run.write_txt("recall", "\n".join(lines) if lines else "（没有召回任何内容：不出【剧情记忆】这一块）")
     return StepResult({"query": step.params["query"], "lines": lines, "warnings": warnings,
                        "chunks_total": len(chunks),
