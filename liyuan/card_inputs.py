@@ -16,14 +16,17 @@ Invariant: all of this only reads; nothing here writes a file.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .card_files import RECAPS_DIR, SESSIONS_DIR, CardLayout, is_valid_chat_id, read_text_optional, sha1_text
 from .card_manifest import Manifest
-from .compact import active_summary, rebuild_history, serialize_for_summary, story_view, utf16_len
+from .compact import active_summary, serialize_for_summary
 from .errors import MemoryFileError
 from .state import format_state, state_from_branch
+from .story import story_view
+from .text import utf16_len, utf16_prefix
 from .tree import Entry, branch_to, is_message
 
 __all__ = [
@@ -120,30 +123,23 @@ def branch_of_session_file(path: Path) -> list[Entry]:
     return branch_to(entries, leaf)
 
 
-def _session_section(branch: list[Entry], user_name: str, char_name: str) -> str | None:
-    history = rebuild_history(branch)
-    if not history.summary and not any(item.role == "user" for item in history.items):
-        return None  # a greeting alone is not a game
+def _session_section(branch: Sequence[Entry], user_name: str, char_name: str) -> tuple[str, int] | None:
+    """``(section text, user turns)`` of one session, or ``None`` when it holds no game.
+
+    The story view is built once here; the beat count includes compacted turns.
+    """
     view = story_view(branch)
     active = active_summary(view)
     live = view[active.cut:] if active else view
+    if active is None and not any(is_message(e, "user") and e.text.strip() for e in live):
+        return None  # a greeting alone is not a game
     parts: list[str] = []
-    if history.summary:
-        parts.append(f"【前情提要】\n{history.summary}")
+    if active is not None:
+        parts.append(f"【前情提要】\n{active.summary}")
     text = serialize_for_summary(live, user_name, char_name)
     if text:
         parts.append(text)
-    return "\n\n".join(parts)
-
-
-def _index_at_units(text: str, units: int) -> int:
-    """The first code-point index whose UTF-16 prefix length reaches ``units``."""
-    used = 0
-    for index, char in enumerate(text):
-        if used >= units:
-            return index
-        used += 2 if ord(char) > 0xFFFF else 1
-    return len(text)
+    return "\n\n".join(parts), sum(1 for e in view if is_message(e, "user"))
 
 
 def collect_chat_evidence(
@@ -171,11 +167,11 @@ def collect_chat_evidence(
     last_branch: list[Entry] | None = None
     for path in files:
         branch = branch_of_session_file(path)
-        section = _session_section(branch, user_name, char_name)
-        if section is None:
+        found = _session_section(branch, user_name, char_name)
+        if found is None:
             continue
-        beats += sum(1 for e in story_view(branch) if is_message(e, "user"))
-        sections.append(section)
+        sections.append(found[0])
+        beats += found[1]
         last_branch = branch
     if beats == 0 or last_branch is None:
         return None
@@ -183,7 +179,8 @@ def collect_chat_evidence(
     omitted = 0
     excess = utf16_len(full) - max_chars
     if excess > 0:
-        cut_at = _index_at_units(full, excess)
+        # The shortest cut whose rest fits: keep the longest suffix within the budget.
+        cut_at = len(full) - len(utf16_prefix(full[::-1], max_chars))
         brk = full.find("\n\n", cut_at)
         start = brk + 2 if brk >= 0 else cut_at
         omitted = utf16_len(full[:start])

@@ -37,7 +37,6 @@ from .card_files import (
     CardLayout,
     MemoryFiles,
     atomic_write_text,
-    read_text_optional,
     source_mark_of,
     validate_chat_id,
 )
@@ -109,7 +108,6 @@ __all__ = [
     "collect_chat_evidence",
     "diff_recaps",
     "load_manifest",
-    "load_resident_summary",
     "neutralize",
     "parse_merge_result",
     "recap_ref",
@@ -119,20 +117,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("liyuan.card_memory")
-
-
-def load_resident_summary(card_dir: str | Path) -> str | None:
-    """The card's resident summary, trimmed, or ``None`` (no model needed to read it).
-
-    Fit it with :func:`liyuan.budget.fit_resident_summary` before sending it.
-
-    Raises:
-        MemoryFileError: The file exists but cannot be read.
-    """
-    text = read_text_optional(CardLayout(Path(card_dir)).resident)
-    if text is None or not text.strip():
-        return None
-    return text.strip()
 
 
 class SyncWorker:

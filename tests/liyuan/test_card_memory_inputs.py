@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
+from liyuan import card_inputs
 from liyuan.card_files import atomic_write_text, sha1_text
 from liyuan.card_inputs import SESSION_SEPARATOR, branch_of_session_file, collect_chat_evidence, diff_recaps
 from liyuan.card_manifest import Manifest, ManualState, RecapRecord
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.state import EMPTY_STATE_TEXT, Character, Ledger
-from liyuan.tree import SessionTree
+from liyuan.story import story_view
+from liyuan.text import utf16_len
+from liyuan.tree import Entry, SessionTree
 
 from .test_card_memory_fixtures import CHAR, USER, write_chat
 
@@ -98,6 +104,30 @@ def test_evidence_cut_starts_after_a_paragraph_break(tmp_path: Path) -> None:
     assert evidence is not None and evidence.omitted_chars > 0
     assert evidence.transcript.startswith(("阿明：第", "小满：第"))  # a whole block, not a fragment
     assert evidence.transcript.endswith("第39段" + "字" * 95)
+
+
+def test_evidence_cut_never_splits_an_emoji_and_keeps_the_budget(tmp_path: Path) -> None:
+    write_chat(tmp_path, "A", [("user", "😀" * 2000)])  # one block: no paragraph break to cut at
+    evidence = collect_chat_evidence(tmp_path / "对话" / "A", user_name=USER, char_name=CHAR, max_chars=1001)
+    assert evidence is not None
+    assert evidence.transcript == "😀" * 500  # 1000 units: a 501st emoji would need 1002
+    assert evidence.omitted_chars == utf16_len("阿明：" + "😀" * 1500) == 3003
+    assert evidence.omitted_chars + utf16_len(evidence.transcript) == utf16_len("阿明：" + "😀" * 2000)
+
+
+def test_evidence_builds_each_session_view_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_chat(tmp_path, "A", [("user", "进城。"), ("assistant", "好。")], session="s1.jsonl")
+    write_chat(tmp_path, "A", [("user", "又来了。"), ("assistant", "嗯。")], session="s2.jsonl")
+    built: list[int] = []
+
+    def counting_view(branch: Sequence[Entry]) -> list[Entry]:
+        built.append(len(branch))
+        return story_view(branch)
+
+    monkeypatch.setattr(card_inputs, "story_view", counting_view)
+    evidence = collect_chat_evidence(tmp_path / "对话" / "A", user_name=USER, char_name=CHAR)
+    assert evidence is not None and evidence.beats == 2
+    assert built == [2, 2]  # one view per session file, shared by the section and the beat count
 
 
 def test_greeting_only_chat_has_no_evidence(tmp_path: Path) -> None:

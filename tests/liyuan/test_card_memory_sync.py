@@ -14,7 +14,6 @@ import pytest
 
 from liyuan.card_files import MemoryFiles, sha1_text
 from liyuan.card_manifest import load_manifest
-from liyuan.card_memory import load_resident_summary
 from liyuan.errors import ConfigError, ModelError
 from liyuan.model import FunctionModel, ModelRequest, ScriptedModel
 
@@ -66,7 +65,7 @@ def test_full_chain(tmp_path: Path) -> None:
     assert "mergedAt" in manifest
     assert any(n.startswith("正在复盘「初来乍到」（1 拍 · ") for n in notes)
     assert "正在合并记忆（2 局有更新）…" in notes and "记忆已更新：复盘 2 局" in notes
-    assert mem.load_resident_summary() == RESIDENT_1 == load_resident_summary(tmp_path)
+    assert mem.load_resident_summary() == RESIDENT_1
 
     second = mem.sync()
     assert (second.recapped, second.merged, len(model.calls)) == ([], "no-change", 3)
@@ -97,6 +96,18 @@ def test_full_chain(tmp_path: Path) -> None:
     out = quiet.sync()
     assert (out.recapped, out.merged, out.forgotten) == ([], "no-change", [])
     assert quiet.model.calls == []  # type: ignore[attr-defined]
+
+
+def test_activity_counts_are_utf16_units(tmp_path: Path) -> None:
+    write_chat(tmp_path, "A", [("user", "看花🌸🌸"), ("assistant", "好🌸。")], name="花")
+    notes: list[str] = []
+    handbook = "# 局：花（A）\n- 🌸\n来源：局/A.md"
+    resident = "# 往局记忆（同一世界更早的几局）\n- 🌸🌸"
+    model = ScriptedModel({"recap": [RECAP_A], "merge": [merge_reply(handbook, resident)]})
+    assert memory(tmp_path, model, on_activity=notes.append).sync().merged == "ok"
+    # "阿明：看花🌸🌸\n\n小满：好🌸。" is 15 code points and 18 UTF-16 units (an emoji counts 2).
+    assert "正在复盘「花」（1 拍 · 18 字）…" in notes
+    assert f"记忆已更新：手册 {len(handbook) + 1} 字 · 常驻摘要 {len(resident) + 2} 字" in notes
 
 
 def test_failures_do_not_block_and_are_retried(tmp_path: Path) -> None:
