@@ -29,10 +29,12 @@ __all__ = [
     "ChatModel",
     "Completion",
     "FunctionModel",
+    "MaxTokensParam",
     "ModelRequest",
     "OpenAIModel",
     "ScriptedModel",
     "Usage",
+    "cut_off_note",
     "request",
     "split_reasoning",
     "texts",
@@ -90,6 +92,9 @@ class Completion:
     """Reasoning text the model emitted (``<think>`` blocks, ``reasoning_content``)."""
     latency_ms: int = 0
     """Wall time of the request; 0 for scripted replies."""
+    finish_reason: str = ""
+    """Why the endpoint stopped (``stop``, ``length`` ...); empty when unknown. ``length``
+    means the reply hit ``max_tokens``: a reasoning model may have spent it all thinking."""
 
 
 class ChatModel(Protocol):
@@ -178,12 +183,30 @@ class FunctionModel:
         return Completion(text=answer, reasoning=reasoning, provenance="scripted")
 
 
+MaxTokensParam = Literal["max_tokens", "max_completion_tokens"]
+_MAX_TOKENS_PARAMS: tuple[MaxTokensParam, ...] = ("max_tokens", "max_completion_tokens")
+_ERROR_DETAIL_CHARS = 300
+
+
+def _max_tokens_param(value: str) -> MaxTokensParam:
+    for known in _MAX_TOKENS_PARAMS:
+        if value == known:
+            return known
+    raise ConfigError(f"max_tokens_param 只能是 max_tokens 或 max_completion_tokens，收到 {value!r}")
+
+
+def _max_tokens_param_from_env() -> MaxTokensParam:
+    return _max_tokens_param(os.environ.get("LIYUAN_MAX_TOKENS_PARAM", "").strip() or "max_tokens")
+
+
 @dataclass
 class OpenAIModel:
     """Any OpenAI-compatible Chat Completions endpoint, through the ``openai`` SDK.
 
-    Settings fall back to ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` and ``LIYUAN_MODEL``.
-    Retries 429, 5xx, timeouts and connection errors with exponential backoff.
+    Settings fall back to ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``LIYUAN_MODEL`` and
+    ``LIYUAN_MAX_TOKENS_PARAM``. Retries 429, 5xx, timeouts and connection errors with
+    exponential backoff. A refused request (4xx) fails at once, with the server's own
+    message (key redacted) in the error, so a misconfigured endpoint says what is wrong.
     """
 
     model: str = ""
@@ -196,6 +219,9 @@ class OpenAIModel:
     extra_body: dict[str, Any] = field(default_factory=dict)
     http_client: Any = None
     sleep: Callable[[float], None] = time.sleep
+    max_tokens_param: MaxTokensParam = field(default_factory=_max_tokens_param_from_env)
+    """Name the reply budget is sent under. Newer OpenAI models refuse ``max_tokens`` and
+    want ``max_completion_tokens``; most compatible servers only know ``max_tokens``."""
     _client: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -204,6 +230,7 @@ class OpenAIModel:
         self.api_key = self.api_key or os.environ.get("OPENAI_API_KEY") or "not-needed"
         if not self.model:
             raise ConfigError("没有指定模型：传 model= 或设置 LIYUAN_MODEL")
+        self.max_tokens_param = _max_tokens_param(self.max_tokens_param)
 
     def _sdk(self) -> Any:
         if self._client is None:
@@ -225,6 +252,20 @@ class OpenAIModel:
         text = str(error)
         return text.replace(self.api_key, "***") if self.api_key and len(self.api_key) >= 8 else text
 
+    def _status_error(self, exc: Any, retried: int) -> ModelError:
+        # The server's own words are what a user needs to fix their endpoint ("model not
+        # found", "use max_completion_tokens"); the key is redacted, the length capped.
+        body = getattr(exc, "body", None)
+        detail: object = getattr(exc, "message", "") or ""
+        if isinstance(body, Mapping):
+            inner = body.get("error")
+            detail = inner.get("message", inner) if isinstance(inner, Mapping) else body.get("message", body)
+        text = " ".join(self._redact(detail).split())
+        if len(text) > _ERROR_DETAIL_CHARS:
+            text = text[:_ERROR_DETAIL_CHARS] + "…"
+        tried = f"（已重试 {retried} 次）" if retried else ""
+        return ModelError(f"模型请求失败{tried}：HTTP {exc.status_code}" + (f"：{text}" if text else ""))
+
     def complete(self, request: ModelRequest) -> Completion:
         if not ALLOW_MODEL_REQUESTS:
             raise ModelError("真实模型请求已被禁止（liyuan.model.ALLOW_MODEL_REQUESTS = False）")
@@ -233,7 +274,7 @@ class OpenAIModel:
         params: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": m.role, "content": m.content} for m in request.messages],
-            "max_tokens": request.max_tokens,
+            self.max_tokens_param: request.max_tokens,
         }
         temperature = request.temperature if request.temperature is not None else self.temperature
         if temperature is not None:
@@ -246,13 +287,15 @@ class OpenAIModel:
             try:
                 response = self._sdk().chat.completions.create(**params)
                 break
-            except (openai.RateLimitError, openai.InternalServerError,
-                    openai.APITimeoutError, openai.APIConnectionError) as exc:
+            except (openai.RateLimitError, openai.InternalServerError) as exc:
+                if attempt >= self.max_retries:
+                    raise self._status_error(exc, attempt) from exc
+            except (openai.APITimeoutError, openai.APIConnectionError) as exc:
                 if attempt >= self.max_retries:
                     raise ModelError(f"模型请求失败（已重试 {attempt} 次）：{self._redact(exc)}") from exc
             except openai.APIStatusError as exc:
                 if exc.status_code < 500 or attempt >= self.max_retries:
-                    raise ModelError(f"模型请求失败：HTTP {exc.status_code}") from exc
+                    raise self._status_error(exc, attempt) from exc
             except openai.OpenAIError as exc:
                 raise ModelError(f"模型请求失败：{self._redact(exc)}") from exc
             self.sleep(self.backoff * (2**attempt))
@@ -278,6 +321,7 @@ def _completion_from_response(response: Any, fallback_model: str, latency_ms: in
             completion_tokens=int(response.usage.completion_tokens or 0),
         )
     model_id = getattr(response, "model", None) or fallback_model
+    finish = getattr(choices[0], "finish_reason", None)
     return Completion(
         text=answer,
         usage=usage,
@@ -285,7 +329,19 @@ def _completion_from_response(response: Any, fallback_model: str, latency_ms: in
         provenance=f"model:{model_id}",
         reasoning=reasoning,
         latency_ms=latency_ms,
+        finish_reason=finish if isinstance(finish, str) else "",
     )
+
+
+def cut_off_note(completion: Completion) -> str:
+    """A Chinese note for error lines when the reply stopped at its token limit, else ``""``.
+
+    Without it, a reasoning model that spent its whole budget thinking shows up only as
+    "摘要为空" and nobody knows to raise ``max_tokens``.
+    """
+    if completion.finish_reason != "length":
+        return ""
+    return "（回复停在了 token 上限：finish_reason=length；推理模型可能把额度都花在了思考上）"
 
 
 def request(

@@ -116,6 +116,50 @@ def test_400_is_not_retried_and_hides_the_key(allow_model_requests: None) -> Non
     assert SECRET not in repr(model)
 
 
+def test_a_refusal_carries_the_servers_own_message(allow_model_requests: None) -> None:
+    said = {"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                                 "Use 'max_completion_tokens' instead.", "type": "invalid_request_error"}}
+    model, _ = Endpoint((400, said)).model()
+    with pytest.raises(ModelError) as info:
+        model.complete(ask())
+    assert str(info.value).startswith("模型请求失败：HTTP 400：Unsupported parameter: 'max_tokens'")
+    assert "max_completion_tokens" in str(info.value)
+    model, _ = Endpoint((404, {"message": f"no model here ({SECRET})" + "。" * 1000})).model()
+    with pytest.raises(ModelError) as info:
+        model.complete(ask())
+    assert "HTTP 404：no model here (***)" in str(info.value) and SECRET not in str(info.value)
+    assert len(str(info.value)) < 400  # capped: a huge error page does not flood the activity line
+
+
+def test_max_tokens_param_names_the_budget(allow_model_requests: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    endpoint = Endpoint((200, reply("好")), (200, reply("好")), (200, reply("好")))
+    model, _ = endpoint.model(max_tokens_param="max_completion_tokens")
+    model.complete(ask())
+    body = json.loads(endpoint.requests[-1].content)
+    assert body["max_completion_tokens"] == 321 and "max_tokens" not in body
+    monkeypatch.setenv("LIYUAN_MAX_TOKENS_PARAM", "max_completion_tokens")
+    model, _ = endpoint.model()
+    assert model.max_tokens_param == "max_completion_tokens"
+    model, _ = endpoint.model(max_tokens_param="max_tokens")  # an explicit argument wins over the env
+    model.complete(ask())
+    assert json.loads(endpoint.requests[-1].content)["max_tokens"] == 321
+    monkeypatch.setenv("LIYUAN_MAX_TOKENS_PARAM", "max_new_tokens")
+    with pytest.raises(ConfigError, match="max_completion_tokens"):
+        endpoint.model()
+    with pytest.raises(ConfigError):
+        endpoint.model(max_tokens_param="tokens")
+
+
+def test_finish_reason_is_recorded(allow_model_requests: None) -> None:
+    spent = reply("", reasoning_content="想了很久" * 100)
+    spent["choices"][0]["finish_reason"] = "length"
+    model, _ = Endpoint((200, reply("好")), (200, spent)).model()
+    assert model.complete(ask()).finish_reason == "stop"
+    completion = model.complete(ask())
+    assert completion.text == "" and completion.finish_reason == "length"
+    assert Completion("脚本").finish_reason == ""
+
+
 def test_connection_errors_are_retried(allow_model_requests: None) -> None:
     attempts: list[int] = []
 
