@@ -9,15 +9,13 @@ Codex's memories use, which the original quotes).
 
 Invariants:
 
-- One sync at a time per card within the process (a per-card lock); across processes
-  the input stamp guards: a hash of manifest, handbook, resident and recaps is taken
-  before and compared after every model call, and any difference (a hand edit, a
-  deletion, another sync) discards the result: a recap counts as failed, a merge as
-  ``skipped``. Under the card's write lock (which every hard-path change and
-  :meth:`CardMemory.delete_chat` also take) happen, each as one step: reading the
-  manifest together with taking the stamp and everything decided from them (the recap
-  diff, both aggregates), and the compare together with the writes that follow. A
-  hard-path change therefore lands before a step or after it, never inside.
+- One sync at a time per card within the process (a per-card lock). The input stamp (a
+  hash of manifest, handbook, resident and recaps) is taken before every model call and
+  all the call is built from is read after it, under the card's write lock (which every
+  hard-path change and :meth:`CardMemory.delete_chat` take too); after the call it is
+  compared, under that lock, together with the writes that follow. Any difference (a
+  hand edit, a deletion, another sync, another process) discards the result: a recap
+  counts as failed, a merge as ``skipped``.
 - A hand-edited aggregate pins merging: sync recaps as usual but skips the merge (and
   says so) until :meth:`CardMemory.resume_merging`.
 - Write order makes every crash heal at the next sync without losing memory: the recap
@@ -174,10 +172,8 @@ class CardMemory:
         layout, files = self.layout, self.files
         sessions = layout.sessions_dir(chat_id)
         name = layout.chat_name(chat_id)
-        # Decide and stamp in one critical section: a hard-path change (forget, edit)
-        # lands wholly before it, and is then seen, or wholly after it, and then moves
-        # the stamp. Loading the manifest and stamping apart would let a forget slip in
-        # between and the recap of a just-forgotten chat be written back.
+        # Decide and stamp in one critical section, so a forget cannot slip in between
+        # and see the recap of a just-forgotten chat written back.
         with self._locks.write:
             manifest = load_manifest(files)
             if _off_limits(manifest, chat_id):
@@ -188,6 +184,8 @@ class CardMemory:
                 return None
             try:
                 before = files.input_stamp()
+                if _off_limits(load_manifest(files), chat_id):
+                    return None  # forgotten or edited just before the stamp (another process)
                 previous = files.read_text(layout.recap_path(chat_id))
             except MemoryFileError as exc:
                 self._say(f"复盘「{name}」失败：{exc}")
@@ -237,22 +235,26 @@ class CardMemory:
 
     def _merge(self) -> tuple[MergeStatus, list[str]]:
         layout, files = self.layout, self.files
-        # Everything the merge decides from is read in one critical section, so the
-        # manifest, the stamp, the diff and both aggregates describe the same moment. A
-        # hard-path forget landing between loading the manifest and stamping would
-        # otherwise be merged from the old manifest: the forgotten chat sent through
-        # <deleted-chats> and the other chats marked merged into an emptied handbook.
+        # Stamp, then read all the merge decides from, in one critical section. A forget
+        # landing between a manifest read and the stamp would otherwise be merged from
+        # the old manifest: the chat sent through <deleted-chats>, the others marked
+        # merged into an emptied handbook.
         with self._locks.write:
-            manifest = load_manifest(files)
-            finish_pending(files, manifest)  # a crash may have left hard-path removals undone
+            finish_pending(files, load_manifest(files))  # a crash may have left removals undone
             try:
                 before = files.input_stamp()
+                # Read after the stamp: a writer outside this process (no shared lock) that
+                # lands before the stamp is seen here; one that lands after moves the stamp.
+                manifest = load_manifest(files)
                 diff = diff_recaps(layout.memory_dir, manifest)
                 handbook = files.read_text(layout.handbook)
                 resident = files.read_text(layout.resident)
             except MemoryFileError as exc:
                 self._say(f"合并记忆失败：{exc}")
                 return "failed", []
+        if manifest.manual is not None and manifest.manual.pending:
+            self._say("合并记忆暂缓：另一处的删除还没做完，下次同步再合并")
+            return "skipped", []  # never merge around removals still owed (a leak back)
         manual = manifest.manual
         if manual is not None and manual.aggregate_pinned:
             waiting = len(diff.changed) + len(diff.deleted)

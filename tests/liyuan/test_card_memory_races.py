@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from liyuan import card_manual
 from liyuan.card_files import CardLayout, MemoryFiles, sha1_text
-from liyuan.card_manifest import load_manifest
+from liyuan.card_manifest import load_manifest, save_manifest
 from liyuan.card_sync import card_locks
 from liyuan.model import FunctionModel, ModelRequest, ScriptedModel
 
@@ -173,3 +174,84 @@ def test_recap_is_dropped_when_its_chat_was_forgotten_or_protected_during_the_ca
     else:
         assert recap_a.read_text(encoding="utf-8") == "# 手改的复盘\n- 东门。\n"
     assert any("已丢弃" in n for n in notes)
+
+
+class ElsewhereAtTheStamp(MemoryFiles):
+    """A hard-path call from another process arrives just as the next stamp is taken.
+
+    Another process does not share this one's lock, so nothing orders it against the
+    sync: only the stamp does (the reviewer's race.py / race2.py, word for word).
+    """
+
+    def __init__(self, layout: CardLayout, chat_id: str) -> None:
+        super().__init__(layout)
+        self.chat_id = chat_id
+        self.armed = False
+
+    def input_stamp(self) -> str:
+        if self.armed:
+            self.armed = False
+            assert card_manual.forget_chat_recap(MemoryFiles(self.layout), self.chat_id)
+        return super().input_stamp()
+
+
+def test_forget_from_another_process_at_the_merge_stamp(tmp_path: Path) -> None:
+    _two_hand_recaps(tmp_path)
+    prompts: list[str] = []
+
+    def fn(request: ModelRequest) -> str:
+        prompts.append(user_text(request))
+        return merge_reply()
+
+    files = ElsewhereAtTheStamp(CardLayout(tmp_path), "jB")
+    mem = memory(tmp_path, FunctionModel(fn))
+    mem.files = files
+    assert mem.sync().merged == "ok"
+    files.armed = True
+    out = mem.sync()
+    assert (out.merged, out.forgotten) == ("ok", [])  # merged from the manifest after the forget
+    assert "<handbook>（尚无手册：首次建立）</handbook>" in prompts[-1]
+    assert '<recap chat-id="jA"' in prompts[-1] and "<deleted-chats>" not in prompts[-1]
+    assert load_manifest(mem.files).recaps["jA"].merged_hash == sha1_text(RECAP_A + "\n")
+
+
+def test_forget_from_another_process_at_the_recap_stamp(tmp_path: Path) -> None:
+    write_chat(tmp_path, "jA", [("user", "我来了。"), ("assistant", "欢迎。")])
+    recap_a = tmp_path / "记忆" / "局" / "jA.md"
+    recap_a.parent.mkdir(parents=True)
+    recap_a.write_text(recap("旧的复盘", "- 旧。") + "\n", encoding="utf-8")
+    model = ScriptedModel({"recap": [RECAP_A]})
+    mem = memory(tmp_path, model)
+    mem.files = ElsewhereAtTheStamp(CardLayout(tmp_path), "jA")
+    mem.files.armed = True
+    out = mem.sync()
+    assert out.recapped == [] and not recap_a.exists()
+    assert model.calls == []  # seen before the model was asked: no call wasted on a forgotten chat
+
+
+def test_merge_waits_while_another_hard_path_still_owes_removals(tmp_path: Path) -> None:
+    _two_hand_recaps(tmp_path)
+    mem = memory(tmp_path, ScriptedModel({"merge": [merge_reply(), merge_reply()]}))
+    assert mem.sync().merged == "ok"
+
+    class HalfDoneElsewhere(MemoryFiles):
+        armed = True
+
+        def input_stamp(self) -> str:
+            if self.armed:  # another process journals a forget and has not removed anything yet
+                self.armed = False
+                manifest = load_manifest(self)
+                state = manifest.manual_state()
+                state.forgotten_chats.append("jB")  # what forget_chat_recap saves first
+                for record in manifest.recaps.values():
+                    record.merged_hash = None
+                state.pending = ["局/jB.md", "记忆.md", "常驻摘要.md"]
+                save_manifest(self, manifest)
+            return super().input_stamp()
+
+    mem.files = HalfDoneElsewhere(mem.layout)
+    assert mem.sync().merged == "skipped"
+    assert (tmp_path / "记忆" / "局" / "jB.md").exists()  # its removal is the other side's to finish
+    mem.files = MemoryFiles(mem.layout)
+    out = mem.sync()  # the journal is finished first, then the rebuild
+    assert (out.merged, out.forgotten) == ("ok", []) and not (tmp_path / "记忆" / "局" / "jB.md").exists()
