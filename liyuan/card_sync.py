@@ -172,8 +172,8 @@ class CardMemory:
         layout, files = self.layout, self.files
         sessions = layout.sessions_dir(chat_id)
         name = layout.chat_name(chat_id)
-        # Decide and stamp in one critical section, so a forget cannot slip in between
-        # and see the recap of a just-forgotten chat written back.
+        # Decide and stamp in one critical section: a forget landing between the two
+        # would otherwise get the recap of the chat it just forgot written back.
         with self._locks.write:
             manifest = load_manifest(files)
             if _off_limits(manifest, chat_id):
