@@ -4,6 +4,8 @@ Invariants:
 
 - The session tree is never rewritten. A compaction only appends one ``rp-summary``
   entry; everything it covers stays in the file and is merely left out of the context.
+  A failed one appends an ``rp-compact-failed`` process entry instead, so the backoff
+  (:mod:`liyuan.backoff`) survives a restart; the story view never shows it.
 - Only the last valid summary on a branch counts (each compaction merges the previous
   one in), and the entries it covers do not exist for the history: they are sliced away.
 - Every function here except :func:`run_compaction` is pure: data in, data out.
@@ -28,8 +30,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from .backoff import COMPACT_FAILED_TYPE, backoff_message, compaction_backoff, failure_data
 from .errors import ConfigError, ModelError
-from .model import ChatModel
+from .model import ChatModel, cut_off_note
 from .scribe import SUMMARY_MAX_TOKENS, build_summary_prompt, validate_summary
 from .state import format_state, state_from_branch
 from .story import (
@@ -273,8 +276,10 @@ def plan_compaction(
 
 OutcomeKind = Literal["compacted", "skipped", "failed", "stale"]
 
-Archive = Callable[[str], object]
-"""Receives the covered conversation text before the summary lands; errors are swallowed."""
+Archive = Callable[[str, str], object]
+"""Called as ``archive(conversation_text, covers_through_id)`` before the summary lands:
+the covered text and the id of its last entry (so archive chunks can know their branch).
+Errors are swallowed."""
 
 
 @dataclass(frozen=True)
@@ -289,7 +294,8 @@ class CompactionOutcome:
     entry: Entry | None
     """The appended ``rp-summary`` entry (only when compacted)."""
     reason: str = ""
-    """Machine-readable cause: ``not-due``, ``busy``, ``model-error``, ``invalid-summary``, ``leaf-moved``."""
+    """Machine-readable cause: ``not-due``, ``busy``, ``backoff``, ``model-error``,
+    ``invalid-summary``, ``leaf-moved``."""
 
 
 # --8<-- [start:run_compaction]
@@ -306,14 +312,18 @@ def run_compaction(
     archive: Archive | None = None,
     on_activity: Callable[[str], None] | None = None,
     state_text: str | None = None,
+    backoff: bool = True,
 ) -> CompactionOutcome:
     """Compact the current branch if due: summarise, guard, archive, append.
 
     The summary is appended at the leaf as ``rp-summary``
     ``{summary, coversThroughId, turns, chars, provenance}`` only if the model call
     succeeded, the leaf did not move meanwhile, and the reply passes
-    :func:`~liyuan.scribe.validate_summary`. Otherwise nothing is written and the next
-    trigger tries again. Never raises for model failures.
+    :func:`~liyuan.scribe.validate_summary`. A model error or a rejected reply appends
+    an ``rp-compact-failed`` entry ``{reason, error, coversThroughId, provenance,
+    finishReason}`` instead (unless the leaf moved); the next trigger tries again, and
+    after a few failures in a row only once the wait of
+    :func:`liyuan.backoff.backoff_wait` has passed. Never raises for model failures.
 
     Args:
         tree: The session tree; only its current branch is read.
@@ -327,6 +337,7 @@ def run_compaction(
         archive: Gets the covered text before the summary lands (vector memory).
         on_activity: Receives every activity/result line as it happens.
         state_text: The ledger text; default: :func:`format_state` of the branch's latest snapshot.
+        backoff: Honour the failure backoff (automatic runs); ``/compact`` passes False.
 
     Returns:
         The outcome; ``message`` is the line shown to the user.
@@ -343,6 +354,10 @@ def run_compaction(
                            every_n_turns=every_n_turns, min_chars=min_chars)
     if plan is None:
         return done("skipped", "早期剧情还不够长，暂不需要压缩", "not-due")
+    if backoff:
+        streak, wait = compaction_backoff(branch, every_n_turns)
+        if wait > 0:
+            return done("skipped", backoff_message(streak, wait), "backoff", plan=plan)
     leaf_before = tree.leaf_id
     chars = utf16_len(plan.conversation_text)
     emit(f"正在压缩前情（{plan.turns} 拍 · {chars} 字）…")
@@ -356,6 +371,9 @@ def run_compaction(
     try:
         completion = model.complete(prompt.request())
     except ModelError as exc:
+        if tree.leaf_id == leaf_before:  # a failure is recorded on the branch it happened on
+            tree.append_custom(COMPACT_FAILED_TYPE,
+                               failure_data("model-error", str(exc), plan.covers_through_id, None))
         return done("failed", f"前情压缩失败：{exc}", "model-error", plan=plan)
     # Leaf guard: a reroll, rewind or line switch during the call makes the plan stale.
     if tree.leaf_id != leaf_before:
@@ -363,10 +381,12 @@ def run_compaction(
     try:
         summary = validate_summary(completion.text)
     except ModelError as exc:
-        return done("failed", f"前情摘要拒绝提交：{exc}", "invalid-summary", plan=plan)
+        tree.append_custom(COMPACT_FAILED_TYPE,
+                           failure_data("invalid-summary", str(exc), plan.covers_through_id, completion))
+        return done("failed", f"前情摘要拒绝提交：{exc}{cut_off_note(completion)}", "invalid-summary", plan=plan)
     if archive is not None:
         try:
-            archive(plan.conversation_text)
+            archive(plan.conversation_text, plan.covers_through_id)
         except Exception as exc:  # best effort by design: the summary keeps continuity
             _log.warning("压缩前归档失败（已忽略）：%s", exc)
         if tree.leaf_id != leaf_before:
@@ -397,7 +417,8 @@ def compact_now(
     state_text: str | None = None,
     busy: bool = False,
 ) -> CompactionOutcome:
-    """Manual ``/compact``: no waiting for the period (``every_n_turns=1``), a 500-char floor.
+    """Manual ``/compact``: no waiting for the period (``every_n_turns=1``), a 500-char floor,
+    no failure backoff (the user asked; a failure is still recorded).
 
     ``busy`` is true while a beat is being performed: then nothing happens
     (``skipped``/``busy``). The other arguments are those of :func:`run_compaction`.
@@ -410,5 +431,5 @@ def compact_now(
     return run_compaction(
         tree, model, user_name=user_name, char_name=char_name, language=language,
         every_n_turns=1, min_chars=MANUAL_MIN_COMPACT_CHARS, keep=keep, archive=archive,
-        on_activity=on_activity, state_text=state_text,
+        on_activity=on_activity, state_text=state_text, backoff=False,
     )

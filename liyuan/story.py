@@ -9,22 +9,26 @@ Invariants:
   it. So the view of ``branch[i:]`` is a suffix of the view of ``branch`` whenever
   ``branch[i]`` is a user message, which is what lets :mod:`liyuan.compact` read only
   the live part of a long branch.
-- :func:`live_start` reads the branch from the leaf backwards and stops at the latest
-  summary's anchor, so its cost does not grow with the covered part of the branch.
+- :func:`live_start` and :func:`failure_streak` read the branch from the leaf backwards
+  and stop at the latest summary, so their cost does not grow with the covered part of
+  the branch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from .tree import Entry
 
 __all__ = [
+    "COMPACT_FAILED_TYPE",
     "DRAFT_OP_ENTRY_TYPE",
     "LEGACY_COMPACTION_TYPE",
     "PROCESS_ENTRY_TYPES",
     "SUMMARY_ENTRY_TYPE",
+    "FailureStreak",
+    "failure_streak",
     "last_index",
     "live_start",
     "story_view",
@@ -33,7 +37,9 @@ __all__ = [
 
 SUMMARY_ENTRY_TYPE = "rp-summary"
 DRAFT_OP_ENTRY_TYPE = "rp-draft-op"
-PROCESS_ENTRY_TYPES = frozenset({"liyuan-mode", "liyuan-process"})
+COMPACT_FAILED_TYPE = "rp-compact-failed"
+"""A story compaction that failed (see :func:`failure_streak`)."""
+PROCESS_ENTRY_TYPES = frozenset({"liyuan-mode", "liyuan-process", COMPACT_FAILED_TYPE})
 """Custom entries that record how the app ran, never what happened in the story."""
 LEGACY_COMPACTION_TYPE = "compaction"
 """Entry type of pi's own compaction summaries, still read from old sessions."""
@@ -162,3 +168,32 @@ def live_start(branch: Sequence[Entry]) -> int:
                 return start
         return 0
     return 0
+
+
+@dataclass(frozen=True)
+class FailureStreak:
+    """Failed compactions since the branch's latest summary (see :func:`failure_streak`)."""
+
+    failures: int
+    """Consecutive ``rp-compact-failed`` entries after the latest valid summary."""
+    beats_since: int
+    """Story user turns after the latest of them (0 without any failure)."""
+
+
+def failure_streak(branch: Sequence[Entry]) -> FailureStreak:
+    """Count the failed compactions the branch has had since its latest summary.
+
+    Read from the leaf backwards, stopping at the latest valid summary (a success ends
+    a streak), so the cost is that of the live part. A failure on an abandoned branch
+    (after a reroll or a rewind) is not on this branch and does not count. Authoring and
+    agent user messages are not story turns and do not count as beats.
+    """
+    failures = beats = 0
+    for entry in reversed(branch):
+        if summary_fields(entry) is not None:
+            break
+        if entry.type == "custom" and entry.custom_type == COMPACT_FAILED_TYPE:
+            failures += 1
+        elif not failures and entry.type == "message" and entry.role == "user" and _is_story_message(entry):
+            beats += 1
+    return FailureStreak(failures, beats if failures else 0)

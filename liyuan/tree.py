@@ -44,7 +44,7 @@ Entry conventions used across liyuan (other fields are kept and ignored):
   "firstKeptEntryId", "tokensBefore"}}``: an agent-discussion summary.
 - ``{"type": "custom", "customType": "rp-compact-failed", "data": {"reason", "error",
   "coversThroughId", "provenance"}}``: a story compaction that failed (see
-  :func:`liyuan.compact.compaction_backoff`); process only, never part of the story.
+  :mod:`liyuan.backoff`); process only, never part of the story.
 """
 
 from __future__ import annotations

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from liyuan.backoff import FailureStreak, backoff_wait, compaction_backoff, failure_streak
+from liyuan.clock import counter_ids
 from liyuan.compact import (
     MANUAL_MIN_COMPACT_CHARS,
     ActiveSummary,
+    Archive,
     CompactionOutcome,
     HistoryItem,
     active_summary,
@@ -254,6 +259,17 @@ def test_plan_ignores_authoring_turns() -> None:
 # -- case 14-18 and beyond: running ---------------------------------------------------
 
 
+def keep(texts: list[str], anchors: list[str] | None = None) -> Archive:
+    """An archive hook that records what it is given."""
+
+    def archive(text: str, covers_through_id: str) -> None:
+        texts.append(text)
+        if anchors is not None:
+            anchors.append(covers_through_id)
+
+    return archive
+
+
 def summaries(tree: SessionTree) -> list[Entry]:
     return [e for e in tree if e.custom_type == "rp-summary"]
 
@@ -262,8 +278,9 @@ def test_run_compacts_archives_and_appends_once() -> None:
     tree = tree_of(beats(1, 10))
     model = ScriptedModel([SUMMARY_REPLY])
     archived: list[str] = []
+    anchors: list[str] = []
     lines: list[str] = []
-    outcome = run_compaction(tree, model, every_n_turns=3, archive=archived.append,
+    outcome = run_compaction(tree, model, every_n_turns=3, archive=keep(archived, anchors),
                              on_activity=lines.append, **NAMES)
     assert outcome.kind == "compacted"
     assert len(tree) == 21
@@ -275,6 +292,7 @@ def test_run_compacts_archives_and_appends_once() -> None:
     assert entry.data["chars"] == utf16_len(outcome.plan.conversation_text) if outcome.plan else False
     assert entry.data["provenance"] == "scripted"
     assert len(archived) == 1 and "第1拍用户" in archived[0] and "第5拍" not in archived[0]
+    assert anchors == ["a-4"]  # the archive learns where the covered text ends (its branch)
     chars = entry.data["chars"]
     assert lines == [f"正在压缩前情（4 拍 · {chars} 字）…",
                      f"前情已压缩：4 拍 {chars} 字 → 摘要 {utf16_len(SUMMARY_REPLY)} 字"]
@@ -295,7 +313,7 @@ def test_run_skips_when_not_due() -> None:
     tree = tree_of(beats(1, 4))
     model = ScriptedModel([SUMMARY_REPLY])
     archived: list[str] = []
-    outcome = run_compaction(tree, model, every_n_turns=3, archive=archived.append, **NAMES)
+    outcome = run_compaction(tree, model, every_n_turns=3, archive=keep(archived), **NAMES)
     assert (outcome.kind, outcome.reason) == ("skipped", "not-due")
     assert outcome.message == "早期剧情还不够长，暂不需要压缩"
     assert len(tree) == 8 and archived == [] and model.calls == []
@@ -309,7 +327,7 @@ def test_run_stale_when_leaf_moves_during_call() -> None:
         tree.navigate("u-10")  # the user swipes the last reply while the summary is written
         return SUMMARY_REPLY
 
-    outcome = run_compaction(tree, FunctionModel(reroll), every_n_turns=3, archive=archived.append, **NAMES)
+    outcome = run_compaction(tree, FunctionModel(reroll), every_n_turns=3, archive=keep(archived), **NAMES)
     assert (outcome.kind, outcome.reason) == ("stale", "leaf-moved")
     assert outcome.message == "压缩已丢弃（本拍期间切换了分支）"
     assert summaries(tree) == [] and archived == [] and len(tree) == 20
@@ -318,7 +336,7 @@ def test_run_stale_when_leaf_moves_during_call() -> None:
 def test_run_stale_when_archive_moves_leaf() -> None:
     tree = tree_of(beats(1, 10))
     outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=3,
-                             archive=lambda _text: tree.navigate("a-9"), **NAMES)
+                             archive=lambda _text, _anchor: tree.navigate("a-9"), **NAMES)
     assert outcome.kind == "stale" and summaries(tree) == []
 
 
@@ -326,7 +344,7 @@ def test_run_stale_when_archive_moves_leaf() -> None:
 def test_run_fails_on_model_error_or_blank_reply(reply: str | ModelError) -> None:
     tree = tree_of(beats(1, 10))
     archived: list[str] = []
-    outcome = run_compaction(tree, ScriptedModel([reply]), every_n_turns=3, archive=archived.append, **NAMES)
+    outcome = run_compaction(tree, ScriptedModel([reply]), every_n_turns=3, archive=keep(archived), **NAMES)
     assert outcome.kind == "failed"
     assert "429" in outcome.message or "摘要为空" in outcome.message
     assert summaries(tree) == [] and archived == []
@@ -335,7 +353,7 @@ def test_run_fails_on_model_error_or_blank_reply(reply: str | ModelError) -> Non
 def test_run_swallows_archive_errors() -> None:
     tree = tree_of(beats(1, 10))
 
-    def broken(_text: str) -> None:
+    def broken(_text: str, _anchor: str) -> None:
         raise RuntimeError("向量库坏了")
 
     outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=3, archive=broken, **NAMES)
@@ -354,11 +372,11 @@ def test_run_rejects_invalid_summary_and_retries_next_time(reply: str, reason: s
     tree = tree_of(beats(1, 10))
     model = ScriptedModel([reply, SUMMARY_REPLY])
     archived: list[str] = []
-    outcome = run_compaction(tree, model, every_n_turns=3, archive=archived.append, **NAMES)
+    outcome = run_compaction(tree, model, every_n_turns=3, archive=keep(archived), **NAMES)
     assert (outcome.kind, outcome.reason) == ("failed", "invalid-summary")
     assert outcome.message.startswith("前情摘要拒绝提交：") and reason in outcome.message
     assert summaries(tree) == [] and archived == []
-    again = run_compaction(tree, model, every_n_turns=3, archive=archived.append, **NAMES)
+    again = run_compaction(tree, model, every_n_turns=3, archive=keep(archived), **NAMES)
     assert again.kind == "compacted" and len(archived) == 1
 
 
@@ -464,3 +482,106 @@ def test_compaction_keeps_exactly_the_last_turns(n: int, period: int, keep: int,
     plan = plan_compaction(tree.branch(), every_n_turns=period, keep=keep, min_chars=0, **NAMES)
     assert plan is not None and plan.turns == period and plan.previous_summary == SUMMARY_REPLY
     assert SUMMARY_REPLY not in plan.conversation_text
+
+
+# -- failure backoff -------------------------------------------------------------------
+
+BAD = SUMMARY_REPLY.replace("## 事实账", "## 账目")
+"""A reply that never passes the check (a model with its own heading habit)."""
+
+
+def play(tree: SessionTree, first: int, last: int) -> None:
+    for i in range(first, last + 1):
+        tree.append_message("user", f"第{i}拍用户")
+        tree.append_message("assistant", f"第{i}拍回复{BODY}")
+
+
+def failures(tree: SessionTree) -> list[Entry]:
+    return [e for e in tree.branch() if e.custom_type == "rp-compact-failed"]
+
+
+@pytest.mark.parametrize(("count", "wait"), [(0, 0), (1, 0), (2, 0), (3, 30), (4, 60), (5, 120), (9, 120)])
+def test_backoff_wait_doubles_and_is_capped(count: int, wait: int) -> None:
+    assert backoff_wait(count, 30) == wait
+
+
+def test_three_failures_back_off_then_retry_after_the_wait(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    tree = tree_of(beats(1, 10), path)
+    model = ScriptedModel([BAD] * 5)
+    lines: list[str] = []
+    for beat in range(11, 14):  # three beats, three failed tries
+        outcome = run_compaction(tree, model, every_n_turns=3, on_activity=lines.append, **NAMES)
+        assert (outcome.kind, outcome.reason) == ("failed", "invalid-summary")
+        play(tree, beat, beat)
+    assert len(model.calls) == 3 and len(failures(tree)) == 3
+    assert failures(tree)[0].data["reason"] == "invalid-summary" and "事实账" in failures(tree)[0].data["error"]
+    # A restart loses nothing: the streak is on the tree.
+    tree = SessionTree(path, ids=counter_ids("r"))
+    assert compaction_backoff(tree.branch(), every_n_turns=3)[1] == 2  # one beat played since the third failure
+    lines.clear()
+    outcome = run_compaction(tree, model, every_n_turns=3, on_activity=lines.append, **NAMES)
+    assert (outcome.kind, outcome.reason) == ("skipped", "backoff") and len(model.calls) == 3
+    assert lines == ["前情压缩已连续失败 3 次，自动压缩暂停：再过 2 拍重试（可随时用 /compact 手动压缩）"]
+    play(tree, 14, 14)
+    assert run_compaction(tree, model, every_n_turns=3, **NAMES).reason == "backoff"
+    play(tree, 15, 15)
+    assert run_compaction(tree, model, every_n_turns=3, **NAMES).reason == "invalid-summary"  # tried again
+    assert len(model.calls) == 4 and compaction_backoff(tree.branch(), every_n_turns=3)[1] == 6  # doubled
+
+
+def test_a_success_ends_the_streak() -> None:
+    tree = tree_of(beats(1, 10))
+    model = ScriptedModel([BAD, ModelError("HTTP 500"), BAD, SUMMARY_REPLY])
+    for beat in range(11, 14):
+        run_compaction(tree, model, every_n_turns=3, **NAMES)
+        play(tree, beat, beat)
+    assert [e.data["reason"] for e in failures(tree)] == ["invalid-summary", "model-error", "invalid-summary"]
+    assert run_compaction(tree, model, every_n_turns=3, **NAMES).reason == "backoff"
+    assert compact_now(tree, model, **NAMES).kind == "compacted"  # /compact ignores the backoff
+    assert failure_streak(tree.branch()) == FailureStreak(0, 0)
+    assert compaction_backoff(tree.branch(), every_n_turns=3) == (FailureStreak(0, 0), 0)
+
+
+def test_failure_entries_are_not_story() -> None:
+    tree = tree_of(beats(1, 10))
+    before_view = story_view(tree.branch())
+    before_plan = plan_compaction(tree.branch(), every_n_turns=3, **NAMES)
+    run_compaction(tree, ScriptedModel([BAD]), every_n_turns=3, **NAMES)
+    [failed] = failures(tree)
+    assert tree.leaf_id == failed.id
+    assert story_view(tree.branch()) == before_view
+    assert plan_compaction(tree.branch(), every_n_turns=3, **NAMES) == before_plan
+    assert rebuild_history(tree.branch()) == rebuild_history(tree.branch()[:-1])
+
+
+def test_a_failure_on_an_abandoned_branch_does_not_count() -> None:
+    tree = tree_of(beats(1, 10))
+    model = ScriptedModel([BAD] * 3)
+    for beat in range(11, 14):
+        run_compaction(tree, model, every_n_turns=3, **NAMES)
+        play(tree, beat, beat)
+    assert failure_streak(tree.branch()).failures == 3
+    tree.navigate("a-10")  # rewind to before the failures
+    assert failure_streak(tree.branch()) == FailureStreak(0, 0)
+
+
+def test_a_model_error_while_the_leaf_moved_is_not_recorded() -> None:
+    tree = tree_of(beats(1, 10))
+
+    def reroll_then_fail(_request: ModelRequest) -> str:
+        tree.navigate("u-10")
+        raise ModelError("HTTP 502")
+
+    outcome = run_compaction(tree, FunctionModel(reroll_then_fail), every_n_turns=3, **NAMES)
+    assert outcome.reason == "model-error" and [e for e in tree if e.custom_type == "rp-compact-failed"] == []
+
+
+def test_a_reply_cut_at_the_token_limit_says_so() -> None:
+    tree = tree_of(beats(1, 10))
+    spent = Completion("", reasoning="想了很久", provenance="model:thinker", finish_reason="length")
+    outcome = run_compaction(tree, FunctionModel(lambda _r: spent), every_n_turns=3, **NAMES)
+    assert outcome.reason == "invalid-summary"
+    assert "摘要为空" in outcome.message and "finish_reason=length" in outcome.message
+    [failed] = failures(tree)
+    assert failed.data["finishReason"] == "length" and failed.data["provenance"] == "model:thinker"
