@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .errors import ModelError, ModelOutputError
-from .model import ChatMessage, ChatModel, split_reasoning
+from .model import ChatMessage, ChatModel, cut_off_note, split_reasoning
 from .prompts import Prompt, neutralize, render
 from .tokens import estimate_tokens
 from .tree import Entry, SessionTree, usage_tokens
@@ -417,7 +417,8 @@ def run_discussion_compaction(
         summary = validate_discussion_summary(completion.text, plan)
     except ModelOutputError as exc:
         reason = "empty-summary" if not completion.text.strip() else "invalid-summary"
-        return done(DiscussionOutcome("failed", f"讨论压缩失败：{exc}", plan, reason=reason))
+        return done(DiscussionOutcome("failed", f"讨论压缩失败：{exc}{cut_off_note(completion)}", plan,
+                                      reason=reason))
     if tree.leaf_id != leaf_before:
         return done(DiscussionOutcome("stale", "讨论压缩已丢弃（期间切换了分支）", plan, reason="leaf-moved"))
     entry = tree.append_custom(DISCUSSION_SUMMARY_TYPE, {

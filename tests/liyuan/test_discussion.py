@@ -320,3 +320,12 @@ def test_discussion_text_cannot_break_the_prompt() -> None:
     assert plan is not None
     user = build_discussion_prompt(plan).user
     assert user.count("<previous-summary>") == 1 and user.count("</conversation>") == 1
+
+
+def test_a_reply_cut_at_the_token_limit_says_so() -> None:
+    tree = tree_with(turns(1, 4))
+    spent = Completion("", reasoning="想" * 50, provenance="model:thinker", finish_reason="length")
+    outcome = run_discussion_compaction(tree, FunctionModel(lambda _r: spent), context_window=50_000,
+                                        keep_recent=15_000)
+    assert outcome.reason == "empty-summary"
+    assert "摘要为空" in outcome.message and "finish_reason=length" in outcome.message
