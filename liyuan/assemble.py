@@ -11,6 +11,10 @@ Invariants of :func:`build_context`:
   merged with a blank line, so the kept history and the tail alternate roles.
 - The last message is the user's: the tail holds the injection block and, last of all,
   the user's own words. The list never ends with an assistant message (no prefill).
+
+:func:`assemble_turn` is what a caller normally wants: it also fits the resident summary
+to the budget it shares with the in-session summary, ledger and roster, reading the
+branch's history once.
 """
 
 from __future__ import annotations
@@ -18,11 +22,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .compact import HistoryItem, rebuild_history
+from .budget import fit_resident_summary, other_chars_for
+from .compact import History, HistoryItem, rebuild_history
 from .model import ChatMessage
 from .tree import Entry
 
-__all__ = ["SUMMARY_OPENING", "Injection", "build_context"]
+__all__ = ["SUMMARY_OPENING", "Injection", "PreparedTurn", "assemble_turn", "build_context", "prepare_turn"]
 
 SUMMARY_OPENING = "【前情提要】以下是更早剧情的接力摘要，是既定事实："
 """Fixed first sentence of the summary message; the system prompt defines the tag."""
@@ -76,27 +81,8 @@ def _merge(messages: list[ChatMessage]) -> list[ChatMessage]:
     return merged
 
 
-# --8<-- [start:build_context]
-def build_context(
-    branch: Sequence[Entry],
-    user_text: str,
-    *,
-    resident_summary: str | None = None,
-    injection: Injection | str = "",
-) -> list[ChatMessage]:
-    """Assemble the messages for one turn (system prompt not included).
-
-    Args:
-        branch: The persisted branch, root to leaf.
-        user_text: The new user message; empty on a regenerate, where the branch
-            already ends with the user's message.
-        resident_summary: The card's cross-session summary, if any.
-        injection: The data block for the tail (an :class:`Injection` or ready text).
-
-    Returns:
-        Summary message (if any summary exists), kept history, then the tail.
-    """
-    history = rebuild_history(branch)
+def _assemble(history: History, user_text: str, resident_summary: str | None,
+              injection: Injection | str) -> list[ChatMessage]:
     items = list(history.items)
     if user_text.strip():
         items.append(HistoryItem("user", user_text.strip()))
@@ -114,4 +100,104 @@ def build_context(
     if not summaries or not body:
         return body
     return [ChatMessage("user", "\n\n".join([SUMMARY_OPENING, *summaries])), *body]
+
+
+# --8<-- [start:build_context]
+def build_context(
+    branch: Sequence[Entry],
+    user_text: str,
+    *,
+    resident_summary: str | None = None,
+    injection: Injection | str = "",
+) -> list[ChatMessage]:
+    """Assemble the messages for one turn (system prompt not included).
+
+    The resident summary is sent as given: fit it first
+    (:func:`liyuan.budget.fit_resident_summary`), or call :func:`assemble_turn`, which does.
+
+    Args:
+        branch: The persisted branch, root to leaf.
+        user_text: The new user message; empty on a regenerate, where the branch
+            already ends with the user's message.
+        resident_summary: The card's cross-session summary, already fitted, if any.
+        injection: The data block for the tail (an :class:`Injection` or ready text).
+
+    Returns:
+        Summary message (if any summary exists), kept history, then the tail.
+    """
+    return _assemble(rebuild_history(branch), user_text, resident_summary, injection)
 # --8<-- [end:build_context]
+
+
+@dataclass(frozen=True)
+class PreparedTurn:
+    """One assembled turn and what went into it (see :func:`prepare_turn`)."""
+
+    messages: list[ChatMessage]
+    """What :func:`assemble_turn` returns."""
+    summary: str | None
+    """The branch's in-session relay summary, if any."""
+    resident: str | None
+    """The resident summary as sent: fitted to the envelope, or ``None`` when dropped."""
+    injection: Injection
+    """The tail's data block."""
+
+
+def prepare_turn(
+    branch: Sequence[Entry],
+    user_text: str,
+    *,
+    resident_summary: str | None = None,
+    state_text: str,
+    roster: str = "",
+    lore_index: str = "",
+    recall_lines: Sequence[str] = (),
+    extra: Sequence[str] = (),
+) -> PreparedTurn:
+    """:func:`assemble_turn`, keeping what went into the messages (for records and tests).
+
+    Arguments as for :func:`assemble_turn`.
+    """
+    history = rebuild_history(branch)
+    other = other_chars_for(history.summary, state_text, roster)
+    resident = fit_resident_summary(resident_summary, other)
+    injection = Injection(state_text=state_text, roster=roster, lore_index=lore_index,
+                          recall_lines=tuple(recall_lines), extra=tuple(extra))
+    return PreparedTurn(_assemble(history, user_text, resident, injection), history.summary, resident, injection)
+
+
+# --8<-- [start:assemble_turn]
+def assemble_turn(
+    branch: Sequence[Entry],
+    user_text: str,
+    *,
+    resident_summary: str | None = None,
+    state_text: str,
+    roster: str = "",
+    lore_index: str = "",
+    recall_lines: Sequence[str] = (),
+    extra: Sequence[str] = (),
+) -> list[ChatMessage]:
+    """Assemble one role-play turn, resident summary fitted to the shared budget.
+
+    Reads the branch's history once; the in-session summary, the ledger text and the
+    roster take their share of the envelope first
+    (:func:`liyuan.budget.other_chars_for`), and the resident summary gets what is left
+    (:func:`liyuan.budget.fit_resident_summary`): cut at a paragraph, or dropped.
+
+    Args:
+        branch: The persisted branch, root to leaf.
+        user_text: The new user message (empty on a regenerate).
+        resident_summary: The card's resident summary as stored, unfitted.
+        state_text: The ledger as :func:`liyuan.state.format_state` writes it.
+        roster: The 【登场名录】 (:func:`liyuan.state.format_roster`).
+        lore_index: The lore book's titles, already cut to their budget.
+        recall_lines: Vector-memory hits, one ``- ...`` line each.
+        extra: Further complete blocks for the tail (author's note ...).
+
+    Returns:
+        The messages, as :func:`build_context` builds them.
+    """
+    return prepare_turn(branch, user_text, resident_summary=resident_summary, state_text=state_text,
+                        roster=roster, lore_index=lore_index, recall_lines=recall_lines, extra=extra).messages
+# --8<-- [end:assemble_turn]

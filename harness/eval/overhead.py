@@ -6,7 +6,8 @@ never timed: compaction calls go to the scripted summariser outside the timed re
 Per-beat overhead is what the memory code costs on every beat besides the model, done
 the way the app does it: take the branch (:meth:`liyuan.tree.SessionTree.branch`, a
 cached view), assemble the context (history, 【前情提要】, injection) with the resident
-summary fitted to the budget, and, after the reply, the compaction trigger check
+summary fitted to the budget (:func:`liyuan.assemble.assemble_turn`, one history read),
+and, after the reply, the compaction trigger check
 (:func:`liyuan.compact.plan_compaction`). It is measured over the last ``sample`` beats
 of one chat of 100, 1,000 and 10,000 beats that compacts as the app would. The library
 reads only the live part of the branch (see :mod:`liyuan.compact`), so the figure should
@@ -28,10 +29,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from liyuan.assemble import Injection, build_context
-from liyuan.budget import fit_resident_summary, other_chars_for
+from liyuan.assemble import assemble_turn
 from liyuan.clock import counter_ids
-from liyuan.compact import DEFAULT_EVERY_N_TURNS, KEEP_RECENT_BEATS, plan_compaction, rebuild_history, run_compaction
+from liyuan.compact import DEFAULT_EVERY_N_TURNS, KEEP_RECENT_BEATS, plan_compaction, run_compaction
 from liyuan.state import STATE_ENTRY_TYPE, Ledger, format_roster, format_state
 from liyuan.tree import Entry, SessionTree
 
@@ -67,10 +67,7 @@ def beat_work(branch: Sequence[Entry], user_text: str, names: tuple[str, str]) -
     """The per-beat memory work, on whatever sequence it is given; returns what it computed."""
     ledger = _ledger(branch)
     state_text, roster = format_state(ledger), format_roster(ledger)
-    summary = rebuild_history(branch).summary
-    resident = fit_resident_summary(RESIDENT, other_chars_for(summary, state_text, roster))
-    messages = build_context(branch, user_text, resident_summary=resident,
-                             injection=Injection(state_text=state_text, roster=roster))
+    messages = assemble_turn(branch, user_text, resident_summary=RESIDENT, state_text=state_text, roster=roster)
     return messages, plan_compaction(branch, user_name=names[0], char_name=names[1])
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from liyuan.budget import fit_resident_summary, other_chars_for
-
 from ..recorder import CallRecord
 from ..runner import ScenarioRun
 
@@ -23,7 +21,7 @@ __all__ = [
     "context_label",
     "prompt_label",
     "prompt_text",
-    "resident_for",
+    "resident_text",
     "vector_for",
 ]
 
@@ -73,13 +71,13 @@ def card_memory(run: ScenarioRun) -> Any:
     return memory
 
 
-def resident_for(run: ScenarioRun, summary: str | None, state_text: str, roster: str) -> str | None:
-    """The card's resident summary, fitted to what the in-session blocks leave."""
+def resident_text(run: ScenarioRun) -> str | None:
+    """The card's resident summary as stored (unfitted: :func:`liyuan.assemble.assemble_turn` fits it)."""
     memory = run.services.get("card_memory")
     if memory is None:
         return None
-    text = memory.load_resident_summary()
-    return fit_resident_summary(text, other_chars_for(summary, state_text, roster))
+    text: str | None = memory.load_resident_summary()
+    return text
 
 
 def vector_for(run: ScenarioRun, chat_id: str) -> VectorAdapter | None:

@@ -2,14 +2,15 @@
 
 Invariant: these steps only ever append to the tree or move its leaf (never rewrite it),
 and they call the library exactly as the app would: ``run_compaction`` after a beat,
-``compact_now`` for ``/compact``, ``build_context`` for a new user message.
+``compact_now`` for ``/compact``, ``assemble_turn`` (through ``prepare_turn``, which also
+returns what went in) for a new user message.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from liyuan.assemble import Injection, build_context
+from liyuan.assemble import prepare_turn
 from liyuan.compact import (
     DEFAULT_EVERY_N_TURNS,
     KEEP_RECENT_BEATS,
@@ -17,7 +18,6 @@ from liyuan.compact import (
     MIN_COMPACT_CHARS,
     CompactionOutcome,
     compact_now,
-    rebuild_history,
     run_compaction,
 )
 from liyuan.errors import ConfigError
@@ -30,7 +30,7 @@ from ..runner import ScenarioRun, StepResult
 from ..scenario import StepSpec
 from ..story import append_beat, chat_beats
 from . import handler
-from .common import context_label, prompt_label, prompt_text, resident_for, vector_for
+from .common import context_label, prompt_label, prompt_text, resident_text, vector_for
 
 __all__ = ["render_messages"]
 
@@ -149,8 +149,7 @@ def assemble(run: ScenarioRun, step: StepSpec) -> StepResult:
     ledger = state_from_branch(branch)
     state_text = format_state(ledger)
     roster = format_roster(ledger)
-    history = rebuild_history(branch)
-    resident = resident_for(run, history.summary, state_text, roster) if step.params.get("resident", True) else None
+    resident = resident_text(run) if step.params.get("resident", True) else None
     recall_lines: list[str] = []
     warnings: list[str] = []
     if step.params.get("recall", False):
@@ -158,17 +157,18 @@ def assemble(run: ScenarioRun, step: StepSpec) -> StepResult:
         if vector is None:
             raise ConfigError(f"{step.id}: recall 需要在场景 config 里打开 vector")
         recall_lines = vector.recall(step.params["user"], tree, on_warning=warnings.append)
-    injection = Injection(state_text=state_text, roster=roster, recall_lines=recall_lines)
-    messages = build_context(branch, step.params["user"], resident_summary=resident, injection=injection)
+    turn = prepare_turn(branch, step.params["user"], resident_summary=resident, state_text=state_text,
+                        roster=roster, recall_lines=recall_lines)
+    messages = turn.messages
     run.write_txt("history", render_messages(messages), header=context_label(run))
-    run.write_txt("injection", injection.render(), header=context_label(run))
-    kept = [m for m in messages[1 if history.summary or resident else 0:-1]]
+    run.write_txt("injection", turn.injection.render(), header=context_label(run))
+    kept = [m for m in messages[1 if turn.summary or turn.resident else 0:-1]]
     outcome = {
         "messages": [{"role": m.role, "chars": len(m.content), "opening": m.content.split("\n", 1)[0][:40]}
                      for m in messages],
-        "summary_message": bool(history.summary or resident),
-        "in_session_summary": history.summary is not None,
-        "resident_chars": len(resident) if resident else 0,
+        "summary_message": bool(turn.summary or turn.resident),
+        "in_session_summary": turn.summary is not None,
+        "resident_chars": len(turn.resident) if turn.resident else 0,
         "kept_history_messages": len(kept),
         "recall_lines": recall_lines,
         "recall_warnings": warnings,

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from liyuan.assemble import SUMMARY_OPENING, Injection, build_context
 from liyuan.model import ChatMessage
 from liyuan.tree import custom, message
@@ -119,3 +123,56 @@ def test_doc_snippet_sections_exist_and_are_not_empty() -> None:
         for section in sections:
             found = re.findall(rf"# --8<-- \[start:{section}\]\n(.*?)# --8<-- \[end:{section}\]", text, re.DOTALL)
             assert len(found) == 1 and found[0].strip(), (name, section)
+
+
+# -- assemble_turn: the resident summary fitted to the shared budget, one history read ---
+
+RESIDENT = "# 往局记忆\n\n" + "\n\n".join(f"## 第{i}节\n" + "往局里的一件事。" * 20 for i in range(1, 9))
+"""A hand-written resident summary over the 1200 cap."""
+
+
+def test_assemble_turn_fits_the_resident_summary_like_a_careful_caller() -> None:
+    from liyuan.assemble import assemble_turn
+    from liyuan.budget import fit_resident_summary, other_chars_for
+    from liyuan.compact import rebuild_history
+
+    short = chain(beats(1, 3, body="。"), [summary("s1", "a-3", "五节摘要", "a-2")])
+    long = chain(beats(1, 3, body="。"), [summary("s1", "a-3", "很长的摘要。" * 600, "a-2")])
+    for branch in (beats(1, 2, body="。"), short, long):
+        for resident in (None, "短的常驻摘要", RESIDENT):
+            state, roster = "时间：黄昏\n地点：茶馆", "- 阿箬：茶馆伙计"
+            fitted = fit_resident_summary(resident, other_chars_for(rebuild_history(branch).summary, state, roster))
+            expected = build_context(branch, "新的一句", resident_summary=fitted,
+                                     injection=Injection(state_text=state, roster=roster, recall_lines=["- 旧事"]))
+            got = assemble_turn(branch, "新的一句", resident_summary=resident, state_text=state, roster=roster,
+                                recall_lines=["- 旧事"])
+            assert got == expected
+
+
+def test_assemble_turn_cuts_or_drops_the_resident_summary() -> None:
+    from liyuan.assemble import prepare_turn
+    from liyuan.budget import OMITTED_MARKER, RESIDENT_MAX_CHARS
+
+    plain = prepare_turn(beats(1, 2, body="。"), "新的一句", resident_summary=RESIDENT, state_text="（尚无记录）")
+    assert plain.resident is not None and plain.resident.endswith(OMITTED_MARKER)
+    assert len(plain.resident) <= RESIDENT_MAX_CHARS and plain.resident in plain.messages[0].content
+    crowded = chain(beats(1, 3, body="。"), [summary("s1", "a-3", "很长的摘要。" * 700, "a-2")])
+    turn = prepare_turn(crowded, "新的一句", resident_summary=RESIDENT, state_text="（尚无记录）")
+    assert turn.resident is None and "往局记忆" not in turn.messages[0].content
+    assert turn.summary is not None and turn.summary in turn.messages[0].content
+
+
+def test_assemble_turn_reads_the_history_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import liyuan.assemble as assemble
+    from liyuan.compact import rebuild_history
+
+    reads: list[int] = []
+
+    def counting(branch: Any) -> Any:
+        reads.append(len(branch))
+        return rebuild_history(branch)
+
+    monkeypatch.setattr(assemble, "rebuild_history", counting)
+    branch = chain(beats(1, 3, body="。"), [summary("s1", "a-3", "五节摘要", "a-2")])
+    assemble.assemble_turn(branch, "新的一句", resident_summary=RESIDENT, state_text="（尚无记录）")
+    assert reads == [len(branch)]
