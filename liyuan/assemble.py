@@ -81,6 +81,7 @@ def _merge(messages: list[ChatMessage]) -> list[ChatMessage]:
     return merged
 
 
+# --8<-- [start:build_context]
 def _assemble(history: History, user_text: str, resident_summary: str | None,
               injection: Injection | str) -> list[ChatMessage]:
     items = list(history.items)
@@ -102,7 +103,6 @@ def _assemble(history: History, user_text: str, resident_summary: str | None,
     return [ChatMessage("user", "\n\n".join([SUMMARY_OPENING, *summaries])), *body]
 
 
-# --8<-- [start:build_context]
 def build_context(
     branch: Sequence[Entry],
     user_text: str,
