@@ -179,7 +179,8 @@ def validate_recap(text: str) -> str:
     shape now fails the recap, writes nothing, and the chat is retried next sync.
 
     Returns:
-        The recap from its title line on, without reasoning or fence, trimmed.
+        The title line, a blank line, then the sections as :func:`liyuan.scribe.parse_sections`
+        cleans them (no reasoning, fence or closing chatter; headings written canonically).
 
     Raises:
         ModelOutputError: With a Chinese reason.
