@@ -26,12 +26,12 @@ costs the same at ten thousand beats as at a hundred.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from .backoff import COMPACT_FAILED_TYPE, backoff_message, compaction_backoff, failure_data
-from .errors import ConfigError, ModelError
+from .errors import ConfigError, ModelError, TreeError
 from .model import ChatModel, cut_off_note
 from .scribe import SUMMARY_MAX_TOKENS, build_summary_prompt, validate_summary
 from .state import format_state, state_from_branch
@@ -298,6 +298,15 @@ class CompactionOutcome:
     ``invalid-summary``, ``leaf-moved``."""
 
 
+def _note_failure(tree: SessionTree, data: Mapping[str, object]) -> None:
+    # Best effort: a tree that cannot take the note (disk full) must not turn a model
+    # failure into an exception; the only cost is that this failure does not count.
+    try:
+        tree.append_custom(COMPACT_FAILED_TYPE, data)
+    except TreeError as exc:
+        _log.warning("无法记下压缩失败（已忽略）：%s", exc)
+
+
 # --8<-- [start:run_compaction]
 def run_compaction(
     tree: SessionTree,
@@ -334,7 +343,7 @@ def run_compaction(
         every_n_turns: The period (see :func:`plan_compaction`).
         min_chars: Floor on the covered text.
         keep: Turns kept verbatim.
-        archive: Gets the covered text before the summary lands (vector memory).
+        archive: Called as ``archive(text, covers_through_id)`` before the summary lands (vector memory).
         on_activity: Receives every activity/result line as it happens.
         state_text: The ledger text; default: :func:`format_state` of the branch's latest snapshot.
         backoff: Honour the failure backoff (automatic runs); ``/compact`` passes False.
@@ -372,8 +381,7 @@ def run_compaction(
         completion = model.complete(prompt.request())
     except ModelError as exc:
         if tree.leaf_id == leaf_before:  # a failure is recorded on the branch it happened on
-            tree.append_custom(COMPACT_FAILED_TYPE,
-                               failure_data("model-error", str(exc), plan.covers_through_id, None))
+            _note_failure(tree, failure_data("model-error", str(exc), plan.covers_through_id, None))
         return done("failed", f"前情压缩失败：{exc}", "model-error", plan=plan)
     # Leaf guard: a reroll, rewind or line switch during the call makes the plan stale.
     if tree.leaf_id != leaf_before:
@@ -381,8 +389,7 @@ def run_compaction(
     try:
         summary = validate_summary(completion.text)
     except ModelError as exc:
-        tree.append_custom(COMPACT_FAILED_TYPE,
-                           failure_data("invalid-summary", str(exc), plan.covers_through_id, completion))
+        _note_failure(tree, failure_data("invalid-summary", str(exc), plan.covers_through_id, completion))
         return done("failed", f"前情摘要拒绝提交：{exc}{cut_off_note(completion)}", "invalid-summary", plan=plan)
     if archive is not None:
         try:

@@ -585,3 +585,12 @@ def test_a_reply_cut_at_the_token_limit_says_so() -> None:
     assert "摘要为空" in outcome.message and "finish_reason=length" in outcome.message
     [failed] = failures(tree)
     assert failed.data["finishReason"] == "length" and failed.data["provenance"] == "model:thinker"
+
+
+def test_a_tree_that_cannot_note_the_failure_still_does_not_raise(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    tree = tree_of(beats(1, 10), path)
+    path.unlink()
+    path.mkdir()  # every later append fails
+    outcome = run_compaction(tree, ScriptedModel([BAD]), every_n_turns=3, **NAMES)
+    assert (outcome.kind, outcome.reason) == ("failed", "invalid-summary") and failures(tree) == []
