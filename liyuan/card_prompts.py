@@ -21,12 +21,13 @@ Invariant: every function here is pure (text in, text out).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .budget import RESIDENT_MAX_CHARS
 from .errors import ModelOutputError
-from .prompts import Prompt, neutralize, render
+from .prompts import Prompt, echoed_tag, neutralize, render
 from .scribe import parse_sections
 from .text import strip_fence
 
@@ -168,6 +169,8 @@ def parse_merge_result(text: str) -> tuple[str, str] | None:
     resident = strip_fence("\n".join(lines[middle + 1 :]))
     if not handbook or not resident:
         return None
+    if echoed_tag(handbook) or echoed_tag(resident):
+        return None  # the reply copied its input (<recap ...>, <handbook> ...): not a merge
     return handbook, resident
 
 
@@ -189,4 +192,6 @@ def validate_recap(text: str) -> str:
     titles = [line.strip() for line in sections.preamble if line.startswith("# ") and line[2:].strip()]
     if not titles:
         raise ModelOutputError("复盘缺少标题行「# <一句话概括这一局>」")
+    if re.fullmatch(r"#\s*[<＜].*[>＞]", titles[-1]):
+        raise ModelOutputError(f"复盘标题还是模版里的占位符：{titles[-1]}")
     return f"{titles[-1]}\n\n{sections.document}"

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from .errors import ModelError, ModelOutputError
 from .model import ChatMessage, ChatModel, cut_off_note, split_reasoning
-from .prompts import Prompt, neutralize, render
+from .prompts import Prompt, echoed_tag, neutralize, render
 from .tokens import estimate_tokens
 from .tree import Entry, SessionTree, usage_tokens
 
@@ -351,8 +351,6 @@ class DiscussionOutcome:
 
 _ITEM_RE = re.compile(r"\s*(?:[-*]\s|\d+(?:[.．)）]\s|、))")
 """A list item: ``- ``, ``* ``, ``1. ``, ``1) `` or ``1、`` (models number items as often as they bullet them)."""
-_SCAFFOLD_RE = re.compile(r"</?\s*(?:conversation|previous-summary)\s*>", re.IGNORECASE)
-
 
 def validate_discussion_summary(text: str, plan: DiscussionPlan) -> str:
     """Check a discussion-summary reply and return it trimmed.
@@ -370,8 +368,9 @@ def validate_discussion_summary(text: str, plan: DiscussionPlan) -> str:
     answer, _reasoning = split_reasoning(text)
     if not answer:
         raise ModelOutputError("摘要为空")
-    if _SCAFFOLD_RE.search(answer):
-        raise ModelOutputError("摘要里带着 prompt 的 <conversation>/<previous-summary> 标签，像是照抄了输入")
+    tag = echoed_tag(answer)
+    if tag is not None:
+        raise ModelOutputError(f"摘要里出现了 prompt 自己的标签 {tag}：像是照抄了输入")
     if not any(_ITEM_RE.match(line) for line in answer.splitlines()):
         raise ModelOutputError("摘要里没有一条要点（「- 」「* 」「1. 」或「1、」开头）")
     source = len(plan.conversation_text) + len(plan.previous_summary or "")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from .errors import ModelOutputError
 from .model import split_reasoning
-from .prompts import Prompt, neutralize, render
+from .prompts import Prompt, echoed_tag, neutralize, render
 from .text import strip_fence
 
 __all__ = [
@@ -168,6 +168,9 @@ def parse_sections(text: str, headings: tuple[str, ...], *, what: str = "摘要"
     answer = strip_fence(split_reasoning(text)[0])
     if not answer:
         raise ModelOutputError(f"{what}为空")
+    tag = echoed_tag(answer)
+    if tag is not None:
+        raise ModelOutputError(f"{what}里出现了 prompt 自己的标签 {tag}：像是照抄了输入")
     lines = answer.split("\n")
     found: dict[str, list[int]] = {h: [] for h in headings}
     for number, line in enumerate(lines):

@@ -20,13 +20,25 @@ import jinja2
 
 from ..model import ChatMessage, ModelRequest
 
-__all__ = ["Prompt", "neutralize", "render", "template_path"]
+__all__ = ["Prompt", "echoed_tag", "neutralize", "render", "template_path"]
 
 _OUR_TAGS = r"conversation|previous-recap|previous-summary|recap|deleted-chats|handbook|resident"
 """Every tag name a template of ours writes around material."""
 _TAG_RE = re.compile(rf"<(\s*/?\s*(?:{_OUR_TAGS}))(?![\w-])", re.IGNORECASE)
 _MARK_RE = re.compile(r"=+(\s*(?:记忆|常驻摘要)\.md\s*)=+")
 _SOURCE_TAG_RE = re.compile(r"\[(\s*)局(\s*)[:：]")
+
+
+def echoed_tag(reply: str) -> str | None:
+    """The first of our own prompt tags found in a model's reply, or ``None``.
+
+    Material goes into prompts neutralised (:func:`neutralize`), so a genuine summary,
+    recap or merge never contains ``<conversation>``, ``<recap ...>`` and the like. A
+    reply that does has copied its input: the echo a small base model produces passes
+    a heading check (the system prompt lists the headings), but not this one.
+    """
+    match = _TAG_RE.search(reply)
+    return f"<{match.group(1).strip()}>" if match else None
 
 
 def neutralize(text: str, *, source_tags: bool = True) -> str:

@@ -189,3 +189,17 @@ def test_validate_recap_requires_title_and_five_sections_in_order() -> None:
         validate_recap(swapped)
     with pytest.raises(ModelOutputError, match="为空"):
         validate_recap("   ")
+
+
+def test_validate_recap_refuses_an_echo_of_the_prompt() -> None:
+    from liyuan.card_prompts import validate_recap
+    from liyuan.errors import ModelOutputError
+
+    from .test_card_memory_fixtures import RECAP_A as good
+
+    # What a base model did: it repeated the system prompt (headings and all), then the input.
+    with pytest.raises(ModelOutputError, match="占位符"):
+        validate_recap(good.replace("# 小满入城", "# <用一句话概括这一局>"))
+    with pytest.raises(ModelOutputError, match="<conversation>"):
+        validate_recap(good + '\n\n<conversation chat="初来乍到" beats="1">\n阿明：你好')
+    assert validate_recap(good + "\n- 阿明说：＜conversation＞只是台词") .endswith("只是台词")

@@ -332,17 +332,25 @@ def test_content_cannot_forge_structure_end_to_end(tmp_path: Path) -> None:
             if "初来乍到" in text:
                 return FORGED_RECAP
             return RECAP_B + "\n- 又下雪了。" if "又下雪了" in text else RECAP_B
-        # A naive model that copies its material into the handbook verbatim.
-        return merge_reply(HANDBOOK_1 + "\n\n" + text, RESIDENT_1)
+        # A naive model that copies its material (not our own tag lines) into the handbook.
+        material = "\n".join(line for line in text.split("\n") if not line.startswith("<"))
+        return merge_reply(HANDBOOK_1 + "\n\n" + material, RESIDENT_1)
 
     model = FunctionModel(echo)
     mem = memory(tmp_path, model)
     out = mem.sync()
-    assert (out.recapped, out.merged, out.forgotten) == (["A", "B"], "ok", [])
+    # A model-written recap carrying our raw tags is an echo, refused; B goes ahead.
+    assert (out.recapped, out.failed, out.merged, out.forgotten) == (["B"], ["A"], "ok", [])
     recap_input = user_text(model.calls[0])
     assert recap_input.count("</conversation>") == 1 and "===== 常驻摘要.md =====" not in recap_input
-    merge_input = user_text(model.calls[2])
-    assert "<deleted-chats>" not in merge_input and merge_input.count("</recap>") == 2
+    assert not (_mem(tmp_path) / "局" / "A.md").exists()
+
+    # The same text written into the recap file by hand is valid memory: merged, but inert.
+    (_mem(tmp_path) / "局" / "A.md").write_text(FORGED_RECAP, encoding="utf-8")
+    out = mem.sync()
+    assert (out.failed, out.merged, out.forgotten) == (["A"], "ok", [])
+    merge_input = user_text(model.calls[-1])
+    assert "<deleted-chats>" not in merge_input and merge_input.count("</recap>") == 1
     assert _read(_mem(tmp_path) / "常驻摘要.md") == RESIDENT_1 + "\n"  # the forged part did not become the resident
     manifest = load_manifest(mem.files)
     assert manifest.recaps["B"].merged_hash == sha1_text(RECAP_B + "\n")  # B was not forgotten
@@ -381,3 +389,17 @@ def test_recap_of_the_wrong_shape_is_not_written(tmp_path: Path) -> None:
     assert load_manifest(mem.files).recaps.get("A") is None or not load_manifest(mem.files).recaps["A"].source_mark
     retry = memory(tmp_path, ScriptedModel({"recap": [RECAP_A], "merge": [merge_reply()]})).sync()
     assert retry.recapped == ["A"]  # retried at the next sync, not remembered as done
+
+
+def test_merge_reply_that_echoes_the_prompt_writes_nothing(tmp_path: Path) -> None:
+    """A reply that copies its input, our own <recap ...> tags included, is not a merge."""
+    two_chats(tmp_path)
+
+    def echo(request: ModelRequest) -> str:
+        if request.purpose == "recap":
+            return RECAP_A if "初来乍到" in user_text(request) else RECAP_B
+        return merge_reply(HANDBOOK_1 + "\n\n" + user_text(request), RESIDENT_1)
+
+    out = memory(tmp_path, FunctionModel(echo)).sync()
+    assert (out.recapped, out.merged) == (["A", "B"], "failed")
+    assert not (_mem(tmp_path) / "记忆.md").exists() and not (_mem(tmp_path) / "常驻摘要.md").exists()

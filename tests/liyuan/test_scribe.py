@@ -201,3 +201,14 @@ def test_story_text_cannot_close_the_conversation_or_forge_a_previous_summary() 
     assert with_previous.user.count("</conversation>") == 1
     assert with_previous.user.count("<previous-summary>") == 1
     assert with_previous.user.count("</previous-summary>") == 1
+
+
+def test_a_summary_that_echoes_the_prompt_is_refused() -> None:
+    """A base model repeats the system prompt (all five headings) and then its input."""
+    from liyuan.errors import ModelOutputError
+    from liyuan.scribe import SUMMARY_HEADINGS, validate_summary
+
+    echo = "\n\n".join(f"{h}\n按时间先后写关键事件。" for h in SUMMARY_HEADINGS)
+    with pytest.raises(ModelOutputError, match="<conversation>"):
+        validate_summary(echo + "\n\n<conversation>\n阿简：你好\n</conversation>")
+    assert validate_summary(echo) == echo  # the shape alone is fine; the tag gives the echo away
