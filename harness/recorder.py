@@ -61,7 +61,7 @@ def _completion(reply: Reply) -> Completion:
         usage = Usage(int(reply.usage.get("prompt_tokens", 0)), int(reply.usage.get("completion_tokens", 0)))
     return Completion(text=reply.text.strip(), usage=usage, model=reply.model,
                       provenance=reply.provenance, reasoning=reply.reasoning,
-                      latency_ms=reply.latency_ms)
+                      latency_ms=reply.latency_ms, finish_reason=reply.finish_reason)
 
 
 @dataclass
@@ -134,6 +134,7 @@ class CallRecord:
     parameters: dict[str, Any] = field(default_factory=dict)
     usage: dict[str, int] | None = None
     latency_ms: int = 0
+    finish_reason: str = ""
     error: str | None = None
 
     def to_json(self, *, stable: bool) -> dict[str, Any]:
@@ -147,6 +148,8 @@ class CallRecord:
                 reply["reasoning"] = self.reasoning
             if self.usage is not None:
                 reply["usage"] = self.usage
+            if self.finish_reason:
+                reply["finish_reason"] = self.finish_reason
             if not stable:
                 reply["latency_ms"] = self.latency_ms
         data: dict[str, Any] = {
@@ -174,6 +177,7 @@ class CallRecord:
             error=self.error if self.text is None else None, model=self.model,
             parameters=self.parameters, request=self.request, request_sha256=self.request_sha256,
             usage=self.usage, latency_ms=self.latency_ms, reasoning=self.reasoning,
+            finish_reason=self.finish_reason,
         )
 
 
@@ -225,6 +229,7 @@ class Recorder:
             raise
         record.text = completion.text
         record.reasoning = completion.reasoning
+        record.finish_reason = completion.finish_reason
         record.provenance = completion.provenance
         record.model = completion.model
         if completion.usage is not None:

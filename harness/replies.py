@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 _REPLY_KEYS = {"provenance", "note", "text", "error", "model", "parameters", "request",
-               "request_sha256", "usage", "latency_ms", "reasoning"}
+               "request_sha256", "usage", "latency_ms", "reasoning", "finish_reason"}
 
 
 def call_key(step_id: str, purpose: str, n: int) -> str:
@@ -130,6 +130,8 @@ class Reply:
     usage: Mapping[str, int] | None = None
     latency_ms: int = 0
     reasoning: str = ""
+    finish_reason: str = ""
+    """Why the model stopped (``stop``, ``length`` ...), as the endpoint said; empty if unknown."""
 
     @property
     def scripted(self) -> bool:
@@ -150,7 +152,7 @@ class Reply:
     def to_json(self) -> dict[str, Any]:
         """Plain data for the YAML file (empty fields left out)."""
         data: dict[str, Any] = {"provenance": self.provenance}
-        for name in ("note", "model", "error", "request_sha256", "reasoning"):
+        for name in ("note", "model", "error", "request_sha256", "reasoning", "finish_reason"):
             value = getattr(self, name)
             if value:
                 data[name] = value
@@ -232,6 +234,7 @@ def _reply(where: str, key: str, entry: Any) -> Reply:
         parameters=dict(entry.get("parameters") or {}), request=entry.get("request"),
         request_sha256=entry.get("request_sha256"), usage=entry.get("usage"),
         latency_ms=int(entry.get("latency_ms", 0)), reasoning=str(entry.get("reasoning", "")),
+        finish_reason=str(entry.get("finish_reason", "")),
     )
 
 

@@ -58,6 +58,7 @@ def test_every_call_is_recorded_and_no_secret_reaches_a_file(
     for call in calls:
         assert call["reply"]["provenance"] == "model:mock-model-1"
         assert call["reply"]["usage"] == {"prompt_tokens": 321, "completion_tokens": 45}
+        assert call["reply"]["finish_reason"] == "stop"  # why the model stopped is kept too
         assert isinstance(call["reply"]["latency_ms"], int)
         assert call["parameters"] == {"temperature": 0.0}
         assert call["request"]["system"] and call["request"]["user"]
