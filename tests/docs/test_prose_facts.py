@@ -126,3 +126,22 @@ def test_every_sim_file_the_pages_mention_exists() -> None:
         for rel in re.findall(r"`(sim/[^`<>]+\.(?:yaml|json|txt))`", page):
             assert (ROOT / rel).is_file(), rel
     assert Path(ROOT / "sim" / "scenarios" / "longchat.yaml").is_file()
+
+
+def test_long_chat_sentences() -> None:
+    """memory.md #vector, branch.md #vector and harness.md describe the longchat run."""
+    harness_page = (ROOT / "docs" / "harness.md").read_text(encoding="utf-8")
+    first = step("longchat", "play-1")["outcome"]["compactions"]
+    second = step("longchat", "play-2")["outcome"]["compactions"]
+    assert [c["after_beat"] for c in first + second] == [21, 36]
+    assert "第 21 拍后第一次自动压缩，第 36 拍后第二次" in harness_page
+    assert first[0]["turns"] == 15 and "第一次压缩的锚点在第 15 拍" in BRANCH
+    assert second[0]["merged_previous_summary"] is True and "第二次把第一份摘要整份并进来" in harness_page
+    assert "第 24 拍重来一次" in harness_page and step("longchat", "reroll-24")["kind"] == "reroll"
+    end = step("longchat", "assemble-end")["outcome"]
+    first_kept = end["messages"][1]
+    assert first_kept["role"] == "user" and first_kept["opening"].startswith("（第三十一天")
+    assert "第 31-40 拍原文" in MEMORY
+    recalled = end["recall_lines"][0]
+    assert recalled.startswith("- 【早期剧情归档】") and "第 1-3 拍原文" in MEMORY
+    assert all(day in recalled for day in ("第一天", "第二天", "第三天", "铜纽扣")) and "第四天" not in recalled
