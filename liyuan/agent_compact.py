@@ -29,10 +29,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .compact import active_summary, utf16_len
+from .compact import active_summary
 from .errors import ModelError
 from .model import ChatModel, split_reasoning
 from .prompts import Prompt, neutralize, render
+from .text import utf16_len
 from .tree import Entry, SessionTree, usage_tokens
 
 __all__ = [

@@ -20,8 +20,8 @@ from typing import Any
 
 from liyuan.budget import RESIDENT_MAX_CHARS
 from liyuan.card_prompts import HANDBOOK_MARK, RESIDENT_HEADING, RESIDENT_MARK
-from liyuan.compact import utf16_len
 from liyuan.scribe import SUMMARY_HEADINGS
+from liyuan.text import utf16_len
 
 __all__ = [
     "RECAP_HEADINGS",

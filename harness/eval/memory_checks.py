@@ -15,7 +15,7 @@ from itertools import pairwise
 from typing import Any
 
 from liyuan.budget import OMITTED_MARKER, RESIDENT_ENVELOPE_CHARS, RESIDENT_MAX_CHARS, RESIDENT_MIN_USEFUL_CHARS
-from liyuan.compact import utf16_len
+from liyuan.text import utf16_len, utf16_prefix
 
 from .checks import Fact, fact_in
 
@@ -122,15 +122,6 @@ class BudgetResult:
                 "problems": list(self.problems)}
 
 
-def _prefix_units(text: str, units: int) -> str:
-    used = 0
-    for index, char in enumerate(text):
-        used += 2 if ord(char) > 0xFFFF else 1
-        if used > units:
-            return text[:index]
-    return text
-
-
 def _has_break_from(head: str, sep: str, floor: int) -> bool:
     """True when ``head`` has ``sep`` starting at UTF-16 position >= ``floor``."""
     at = head.rfind(sep)
@@ -144,7 +135,7 @@ def _cut_kind(original: str, sent: str, allowance: int) -> tuple[str, list[str]]
     if not original.startswith(kept):
         return "mid-paragraph", ["截断后的常驻摘要不是原文的开头部分"]
     rest = original[len(kept):].lstrip(" \t")
-    head = _prefix_units(original, allowance - utf16_len(OMITTED_MARKER))
+    head = utf16_prefix(original, allowance - utf16_len(OMITTED_MARKER))
     if rest.startswith("\n\n"):
         return "paragraph", []
     # The rule falls back to a line break, then to a hard cut, only when the head has no
