@@ -40,7 +40,7 @@ def _findings(records: dict[str, list[dict[str, Any]]]) -> list[str]:
     rejected: list[str] = []
     landed: list[str] = []
     errors: list[str] = []
-    for steps in records.values():
+    for _name, steps in sorted(records.items()):
         for step in steps:
             outcome = step.get("outcome") or {}
             for call in step.get("calls") or []:
@@ -103,12 +103,13 @@ def readme(setup: ModelSetup, report: RunReport) -> str:
         "## 每一步的结果",
         "",
     ]
-    for name, steps in report.records.items():
+    # Sorted, so the README does not depend on the order scenarios were named on the command line.
+    for name, steps in sorted(report.records.items()):
         lines.append(f"### {name}")
         lines.append("")
         lines.extend(_step_line(step) for step in steps)
         lines.append("")
-    scenarios = " ".join(setup.scenario_status)
+    scenarios = " ".join(sorted(setup.scenario_status))
     lines += [
         "## 重跑和重放",
         "",

@@ -14,6 +14,7 @@ and ``README.md``.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -304,5 +305,35 @@ def run_scenarios(
     # an explicit --out (check, diff, a look at the failure) and model runs still write.
     report.written = write and not (report.failures and setup.kind == "scripted" and out_base is None)
     if report.written:
+        for stale in _stale_files(base, {s.name for s in scenarios}, artifacts):
+            stale.unlink()
         artifacts.write(base)
     return report
+
+
+def _stale_files(base: Path, scenarios: set[str], artifacts: ArtifactSet) -> list[Path]:
+    """Files an earlier run of these scenarios wrote under ``base`` that this run does not.
+
+    A step that wrote ``txt/recap-A.txt`` last time may write nothing now (the reply was
+    refused); leaving the old file would show output this run did not produce. Only
+    files listed by these scenarios' own earlier records are touched, so a partial run
+    (one scenario of several) never removes another scenario's files.
+    """
+    stale: list[Path] = []
+    for record_path in sorted((base / "out").glob("*.json")):
+        try:
+            record = json.loads(record_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(record, dict) or record.get("scenario") not in scenarios:
+            continue
+        listed = {f"out/{record_path.name}"}
+        for step in record.get("steps") or []:
+            if isinstance(step, dict):
+                listed.update(f for f in step.get("files") or [] if isinstance(f, str))
+        for rel in sorted(listed):
+            target = base / rel
+            inside = target.resolve().is_relative_to(base.resolve())
+            if rel not in artifacts.files and inside and target.is_file():
+                stale.append(target)
+    return stale

@@ -145,3 +145,18 @@ def test_long_chat_sentences() -> None:
     recalled = end["recall_lines"][0]
     assert recalled.startswith("- 【早期剧情归档】") and "第 1-3 拍原文" in MEMORY
     assert all(day in recalled for day in ("第一天", "第二天", "第三天", "铜纽扣")) and "第四天" not in recalled
+
+
+def test_local_run_sentences() -> None:
+    """harness.md #local describes the committed plumbing run; pin each number to it."""
+    page = (ROOT / "docs" / "harness.md").read_text(encoding="utf-8")
+    folder = ROOT / "sim" / "runs" / "local-gemma3-270m"
+    info = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+    calls = sum(s["calls"] for s in info["scenarios"].values())
+    minutes = round(sum(s["latency_ms"] for s in info["scenarios"].values()) / 60_000)
+    assert f"{calls} 次调用，约 {minutes} 分钟" in page
+    readme = (folder / "README.md").read_text(encoding="utf-8")
+    assert "小节「## 前情提要」出现了 16 次" in readme and "出现了 16 次" in page
+    assert "被接受" not in readme.split("## 目录里有什么")[0] and "这一次没有「被接受」" in page
+    assert readme.count("局 jA 的复盘失败") == 2 and "两次同步各一次" in page
+    assert "<conversation>" in readme and "合并回复格式不对" in readme

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -231,3 +232,24 @@ def test_committed_local_run_is_labelled_a_plumbing_run(root: Path) -> None:
     for txt in (folder / "txt").glob("*.txt"):
         first = txt.read_text("utf-8").splitlines()[0]
         assert "脚本回复" not in first, txt  # real output is never labelled as scripted
+
+
+def test_committed_run_folders_replay_byte_for_byte(root: Path, tmp_path: Path) -> None:
+    """A committed recording still matches the code: replaying it rewrites the same bytes.
+
+    When a prompt or the code's handling of a reply changes, this fails and says so: the
+    recording is stale and must be re-recorded (``nox -s local``), not left to describe
+    a run the current code would not produce.
+    """
+    for folder in sorted((root / "sim" / "runs").iterdir()):
+        if not (folder / "run.json").is_file():
+            continue
+        copy = tmp_path / folder.name
+        shutil.copytree(folder, copy)
+        committed = {k: v for k, v in files_of(copy).items() if k != "eval.json"}
+        names = sorted(p.stem for p in (copy / "replies").glob("*.yaml"))
+        with open_setup(f"replay:{copy}", root) as setup:
+            report = run_scenarios(names, root=root, setup=setup, out_base=copy, progress=QUIET)
+        assert report.failures == [], folder.name
+        replayed = {k: v for k, v in files_of(copy).items() if k != "eval.json"}
+        assert replayed == committed, folder.name

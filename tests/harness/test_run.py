@@ -148,3 +148,21 @@ def test_records_carry_provenance_everywhere(root: Path) -> None:
     assert txt.joinpath("recap-B.txt").read_text(encoding="utf-8").startswith("（手写复盘")
     for reply_file in ("summary", "recap-A", "handbook-1", "resident-1", "handbook-2", "resident-2"):
         assert txt.joinpath(f"{reply_file}.txt").read_text(encoding="utf-8").startswith("（脚本回复"), reply_file
+
+
+def test_a_rerun_removes_files_its_scenario_no_longer_writes(root: Path, tmp_path: Path) -> None:
+    """A step that wrote a file last time and writes nothing now leaves no stale copy."""
+    out = tmp_path / "run"
+    run_into(root, out, ["walkthrough", "discussion"])
+    record_path = out / "out" / "memory.json"
+    record = json.loads(record_path.read_text(encoding="utf-8"))
+    record["steps"][0]["files"].append("txt/recap-Z.txt")  # as if an earlier run had written it
+    record_path.write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")
+    (out / "txt" / "recap-Z.txt").write_text("旧的一次运行写的\n", encoding="utf-8")
+    (out / "txt" / "notes.txt").write_text("不归任何场景管\n", encoding="utf-8")
+    discussion_files = {p for p in (out / "txt").glob("discussion-*.txt")}
+
+    run_into(root, out, ["walkthrough"])
+    assert not (out / "txt" / "recap-Z.txt").exists()
+    assert (out / "txt" / "notes.txt").exists()  # not listed by the scenario: left alone
+    assert discussion_files and all(p.exists() for p in discussion_files)  # another scenario's files stay
