@@ -362,7 +362,9 @@ def run_compaction(
     plan = plan_compaction(branch, user_name=user_name, char_name=char_name, keep=keep,
                            every_n_turns=every_n_turns, min_chars=min_chars)
     if plan is None:
-        return done("skipped", "早期剧情还不够长，暂不需要压缩", "not-due")
+        # Not due is the normal state of almost every beat: the message is on the outcome
+        # (a manual /compact shows it), but it is not an activity line.
+        return CompactionOutcome("skipped", "早期剧情还不够长，暂不需要压缩", None, None, None, "not-due")
     if backoff:
         streak, wait = compaction_backoff(branch, every_n_turns)
         if wait > 0:

@@ -313,9 +313,12 @@ def test_run_skips_when_not_due() -> None:
     tree = tree_of(beats(1, 4))
     model = ScriptedModel([SUMMARY_REPLY])
     archived: list[str] = []
-    outcome = run_compaction(tree, model, every_n_turns=3, archive=keep(archived), **NAMES)
+    lines: list[str] = []
+    outcome = run_compaction(tree, model, every_n_turns=3, archive=keep(archived), on_activity=lines.append,
+                             **NAMES)
     assert (outcome.kind, outcome.reason) == ("skipped", "not-due")
     assert outcome.message == "早期剧情还不够长，暂不需要压缩"
+    assert lines == []  # every beat that is not due would otherwise print this line
     assert len(tree) == 8 and archived == [] and model.calls == []
 
 
