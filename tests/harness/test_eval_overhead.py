@@ -5,50 +5,15 @@ No test here times anything: speed lives in ``python -m harness eval bench``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import overload
 from unittest.mock import patch
 
 from harness.eval.overhead import beat_work, machine_info, overhead_table, percentile, play, wall_times
 from harness.eval.report import bench_markdown
 from liyuan.compact import active_summary
 from liyuan.story import live_start
-from liyuan.tree import Entry
 
-
-class Recording(Sequence[Entry]):
-    """A branch that remembers the lowest index anything read."""
-
-    def __init__(self, items: Sequence[Entry]) -> None:
-        self.items = list(items)
-        self.lowest = len(self.items)
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    @overload
-    def __getitem__(self, index: int) -> Entry: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Entry]: ...
-
-    def __getitem__(self, index: int | slice) -> Entry | list[Entry]:
-        if isinstance(index, slice):
-            touched = range(*index.indices(len(self.items)))
-            self.lowest = min(self.lowest, min(touched, default=self.lowest))
-            return self.items[index]
-        self.lowest = min(self.lowest, index % len(self.items))
-        return self.items[index]
-
-    def __iter__(self) -> Iterator[Entry]:
-        self.lowest = 0
-        return iter(self.items)
-
-    def __reversed__(self) -> Iterator[Entry]:
-        for index in range(len(self.items) - 1, -1, -1):
-            self.lowest = min(self.lowest, index)
-            yield self.items[index]
+from ..liyuan.beats import Recording
 
 
 def test_the_timed_path_computes_what_the_whole_branch_gives() -> None:

@@ -7,7 +7,8 @@ A beat ``i`` is a user message ``u-i`` followed by an assistant reply ``a-i``. B
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
+from typing import overload
 
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.compact import SUMMARY_ENTRY_TYPE
@@ -68,3 +69,39 @@ SUMMARY_REPLY = """## 前情提要
 ## 当前场景
 第一天夜里，茶馆里，阿箬正在收拾碗筷。"""
 """A hand-written five-section reply (served by ScriptedModel: no model wrote it)."""
+
+
+class Recording(Sequence[Entry]):
+    """A branch that remembers the lowest index anything read."""
+
+    def __init__(self, items: Sequence[Entry]) -> None:
+        self.items = list(items)
+        self.lowest = len(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    @overload
+    def __getitem__(self, index: int) -> Entry: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Entry]: ...
+
+    def __getitem__(self, index: int | slice) -> Entry | list[Entry]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self.items))
+            touched = range(start, stop, step)
+            if touched:
+                self.lowest = min(self.lowest, min(touched))
+            return self.items[index]
+        self.lowest = min(self.lowest, index % len(self.items))
+        return self.items[index]
+
+    def __iter__(self) -> Iterator[Entry]:
+        self.lowest = 0
+        return iter(self.items)
+
+    def __reversed__(self) -> Iterator[Entry]:
+        for index in range(len(self.items) - 1, -1, -1):
+            self.lowest = min(self.lowest, index)
+            yield self.items[index]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, overload
+from typing import Any
 from unittest.mock import patch
 
 from hypothesis import given, settings
@@ -21,7 +21,7 @@ from liyuan.compact import ActiveSummary, active_summary, plan_compaction, rebui
 from liyuan.story import live_start, story_view
 from liyuan.tree import BranchView, Entry, SessionTree, custom, message
 
-from .beats import beats, chain, summary
+from .beats import Recording, beats, chain, summary
 
 NAMES = {"user_name": "旅人", "char_name": "阿箬"}
 TEXTS = ["", "  ", "甲", "乙乙", "丙" * 30, "丁😀"]
@@ -166,42 +166,6 @@ def test_on_a_played_tree_the_view_and_the_whole_branch_agree(tree: SessionTree,
     fast = (rebuild_history(branch), plan_compaction(branch, **options))
     with whole_branch():
         assert fast == (rebuild_history(list(branch)), plan_compaction(list(branch), **options))
-
-
-class Recording(Sequence[Entry]):
-    """A branch that remembers the lowest index anything read."""
-
-    def __init__(self, items: Sequence[Entry]) -> None:
-        self.items = list(items)
-        self.lowest = len(self.items)
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    @overload
-    def __getitem__(self, index: int) -> Entry: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Entry]: ...
-
-    def __getitem__(self, index: int | slice) -> Entry | list[Entry]:
-        if isinstance(index, slice):
-            start, stop, step = index.indices(len(self.items))
-            touched = range(start, stop, step)
-            if touched:
-                self.lowest = min(self.lowest, min(touched))
-            return self.items[index]
-        self.lowest = min(self.lowest, index % len(self.items))
-        return self.items[index]
-
-    def __iter__(self) -> Iterator[Entry]:
-        self.lowest = 0
-        return iter(self.items)
-
-    def __reversed__(self) -> Iterator[Entry]:
-        for index in range(len(self.items) - 1, -1, -1):
-            self.lowest = min(self.lowest, index)
-            yield self.items[index]
 
 
 def long_branch(compactions: int) -> list[Entry]:

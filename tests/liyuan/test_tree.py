@@ -96,7 +96,8 @@ def test_bad_lines_are_skipped_and_reported(tmp_path: Path) -> None:
     assert not is_message(tree.get("c"))  # type: ignore[arg-type]
 
 
-def test_parent_cycle_does_not_hang(tmp_path: Path) -> None:
+def write_cycle(tmp_path: Path) -> Path:
+    """A session file whose three entries' parentIds form a cycle x -> y -> z -> x."""
     path = tmp_path / "chat.jsonl"
     rows = [
         {"id": "x", "parentId": "z", "type": "message", "role": "user", "text": "1"},
@@ -104,6 +105,11 @@ def test_parent_cycle_does_not_hang(tmp_path: Path) -> None:
         {"id": "z", "parentId": "y", "type": "message", "role": "user", "text": "3"},
     ]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", "utf-8")
+    return path
+
+
+def test_parent_cycle_does_not_hang(tmp_path: Path) -> None:
+    path = write_cycle(tmp_path)
     tree = SessionTree(path)
     assert [e.id for e in tree.branch()] == ["x", "y", "z"]
     assert [e.id for e in tree.branch("y")] == ["z", "x", "y"]
@@ -208,13 +214,7 @@ def test_a_view_is_a_snapshot_whatever_the_tree_does_next() -> None:
 
 
 def test_cached_branch_survives_reload_and_cycles(tmp_path: Path) -> None:
-    path = tmp_path / "chat.jsonl"
-    rows = [
-        {"id": "x", "parentId": "z", "type": "message", "role": "user", "text": "1"},
-        {"id": "y", "parentId": "x", "type": "message", "role": "assistant", "text": "2"},
-        {"id": "z", "parentId": "y", "type": "message", "role": "user", "text": "3"},
-    ]
-    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", "utf-8")
+    path = write_cycle(tmp_path)
     tree = SessionTree(path, ids=counter_ids("n"))
     tree.append_message("assistant", "4")  # appended before the cache was ever built
     assert [e.id for e in tree.branch()] == ["x", "y", "z", "n0001"]
