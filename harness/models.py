@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,7 +129,7 @@ class ModelSetup:
             "latency_ms": sum(c.latency_ms for c in recorder.calls),
         }
 
-    def after_run(self, scenarios: Sequence[Scenario], report: RunReport) -> None:
+    def after_run(self, report: RunReport) -> None:
         """Model runs get ``run.json`` and a ``README.md`` that says what the folder is."""
         if self.kind == "scripted":
             return
@@ -186,10 +186,10 @@ def open_setup(spec: str, root: Path, *, model: ChatModel | None = None,
                          parameters=params)
         return
     if spec == "local":
-        from .local import LOCAL_MODEL_ID, LOCAL_SLUG, LOCAL_TIMEOUT_S, LocalServer
+        from .local import CHAT_FORMAT, LOCAL_MODEL_ID, LOCAL_SLUG, LOCAL_TIMEOUT_S, LocalServer
 
         with LocalServer() as server:
-            local: dict[str, Any] = {"temperature": 0.0, "chat_format": "gemma", "n_ctx": server.n_ctx,
+            local: dict[str, Any] = {"temperature": 0.0, "chat_format": CHAT_FORMAT, "n_ctx": server.n_ctx,
                                      "timeout_s": LOCAL_TIMEOUT_S}
             # A CPU-bound 270M model needs about 330 s for an 8192-token merge reply; the
             # app's 300 s side-call timeout would turn every merge into a timeout instead of

@@ -67,8 +67,7 @@ class Progress:
         """Anything else worth a line (activity messages of the memory code)."""
         self._print(f"[{self._scenario}]   {text}")
 
-    def scenario_done(self, files: int) -> float:
-        """A scenario finished; returns its wall time in seconds."""
+    def scenario_done(self, files: int) -> None:
+        """A scenario finished: print its file count and wall time."""
         seconds = time.perf_counter() - self._started
         self._print(f"[{self._scenario}] 完成：{files} 个文件 · {seconds:.2f} s")
-        return seconds

@@ -156,8 +156,8 @@ class CallRecord:
             "key": self.key,
             "purpose": self.purpose,
             "request": {
-                "system": _message(self.request, "system"),
-                "user": _message(self.request, "user"),
+                "system": self.part("system"),
+                "user": self.part("user"),
                 "max_tokens": self.request["max_tokens"],
                 "temperature": self.request["temperature"],
             },
@@ -170,6 +170,10 @@ class CallRecord:
             data["error"] = self.error
         return data
 
+    def part(self, role: str) -> str:
+        """The request's ``system`` or ``user`` text (several messages joined by a blank line)."""
+        return "\n\n".join(m["content"] for m in self.request["messages"] if m["role"] == role)
+
     def as_reply(self) -> Reply:
         """The call as a recorded reply (for the run folder's reply file)."""
         return Reply(
@@ -179,10 +183,6 @@ class CallRecord:
             usage=self.usage, latency_ms=self.latency_ms, reasoning=self.reasoning,
             finish_reason=self.finish_reason,
         )
-
-
-def _message(request: Mapping[str, Any], role: str) -> str:
-    return "\n\n".join(m["content"] for m in request["messages"] if m["role"] == role)
 
 
 class Recorder:
@@ -207,9 +207,9 @@ class Recorder:
         self._step = step_id
         self._counts = Counter()
 
-    def step_calls(self, step_id: str) -> list[CallRecord]:
-        """The calls made during one step, in order."""
-        return [c for c in self.calls if c.step == step_id]
+    def step_calls(self, step_id: str, purpose: str | None = None) -> list[CallRecord]:
+        """The calls made during one step (for one purpose, if given), in order."""
+        return [c for c in self.calls if c.step == step_id and purpose in (None, c.purpose)]
 
     def complete(self, request: ModelRequest) -> Completion:
         self._counts[request.purpose] += 1

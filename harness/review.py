@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 
 from liyuan.errors import ConfigError
 
-from .artifacts import FileDiff, compare_trees, unified
+from .artifacts import FileDiff, canonical_json, compare_trees, unified
 from .models import open_setup
 from .progress import Progress
 from .runner import RunReport, run_scenarios
@@ -26,13 +25,11 @@ from .runner import RunReport, run_scenarios
 __all__ = ["CheckResult", "check", "diff_against", "regenerate"]
 
 
-def regenerate(root: Path, out_base: Path, progress: Progress) -> tuple[RunReport, dict[str, bytes]]:
-    """Run every scenario with scripted replies into ``out_base``; return the fresh files."""
+def regenerate(root: Path, progress: Progress) -> tuple[RunReport, dict[str, bytes]]:
+    """Run every scenario with scripted replies, in memory; return the report and the fresh files."""
     with open_setup("scripted", root) as setup:
-        report = run_scenarios(None, root=root, setup=setup, out_base=out_base, progress=progress)
-    fresh = {p.relative_to(out_base).as_posix(): p.read_bytes()
-             for p in sorted(out_base.rglob("*")) if p.is_file()}
-    return report, fresh
+        report = run_scenarios(None, root=root, setup=setup, progress=progress, write=False)
+    return report, dict(report.artifacts.files)
 
 
 @dataclass
@@ -66,8 +63,7 @@ class CheckResult:
 def check(root: Path, progress: Progress | None = None) -> CheckResult:
     """Regenerate into a temp dir and compare with the committed ``sim/out`` and ``sim/txt``."""
     progress = progress or Progress(quiet=True)
-    with tempfile.TemporaryDirectory(prefix="liyuan-check-") as tmp:
-        report, fresh = regenerate(root, Path(tmp), progress)
+    report, fresh = regenerate(root, progress)
     diffs = compare_trees(root / "sim", fresh, orphan_dirs=("txt",))
     return CheckResult(diffs=diffs, failures=report.failures, files=len(fresh))
 
@@ -122,8 +118,7 @@ def _step_diffs(rel: str, ref: str, old: Mapping[str, Any], new: Mapping[str, An
                 if text:
                     parts.append(f"### 调用 {key} 的{label}\n{text}")
         for label in ("outcome", "activity"):
-            old_text = json.dumps(a.get(label), ensure_ascii=False, indent=2, sort_keys=True) + "\n"
-            new_text = json.dumps(b.get(label), ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+            old_text, new_text = canonical_json(a.get(label)), canonical_json(b.get(label))
             text = unified(old_text, new_text, f"{ref} · {step_id} · {label}", f"工作区 · {step_id} · {label}")
             if text:
                 parts.append(f"### 结果 {label}\n{text}")
@@ -144,8 +139,7 @@ def diff_against(root: Path, ref: str = "HEAD", progress: Progress | None = None
     """
     _verify_ref(root, ref)
     progress = progress or Progress(quiet=True)
-    with tempfile.TemporaryDirectory(prefix="liyuan-diff-") as tmp:
-        report, fresh = regenerate(root, Path(tmp), progress)
+    report, fresh = regenerate(root, progress)
     sections: list[str] = []
     writers: dict[str, str] = {}
     for records in report.records.values():

@@ -18,12 +18,12 @@ import json
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from liyuan.card_files import CardLayout
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.errors import LiyuanError
 from liyuan.tree import SessionTree
@@ -48,7 +48,6 @@ SESSION_FILE = "001.jsonl"
 
 SCRIPTED_LINE = "（脚本回复：人工撰写的示范，不是模型输出）"
 HAND_WRITTEN_LINE = "（手写复盘：人工撰写，用来演示跨局记忆和遗忘，不是模型输出）"
-PROMPT_SCRIPTED_LINE = "（下面的 prompt 由 liyuan 代码拼出；其中引用的摘要、复盘是人工撰写的脚本回复，不是模型输出）"
 
 
 @dataclass
@@ -91,7 +90,7 @@ class ScenarioRun:
 
     def chat_dir(self, chat_id: str) -> Path:
         """Folder of one chat (局) of the card."""
-        return self.card_dir / "对话" / chat_id
+        return CardLayout(self.card_dir).chat_dir(chat_id)
 
     def chat(self, chat_id: str) -> ChatSpec:
         """The chat definition."""
@@ -108,7 +107,7 @@ class ScenarioRun:
         from .story import chat_beats, write_opening
 
         spec = self.chat(chat_id)
-        path = self.chat_dir(chat_id) / "会话" / SESSION_FILE
+        path = CardLayout(self.card_dir).sessions_dir(chat_id) / SESSION_FILE
         tree = SessionTree(path, session_id=f"{chat_id}-session", clock=self.clock,
                            ids=counter_ids(f"{chat_id}-"))
         write_opening(tree, spec)
@@ -134,10 +133,6 @@ class ScenarioRun:
         if self.setup.plumbing:
             line += "；管线演示，不代表摘要质量"
         return line + "）"
-
-    def prompt_header(self, embeds_scripted: bool) -> str | None:
-        """The line for a prompt txt that quotes replies no model wrote."""
-        return PROMPT_SCRIPTED_LINE if embeds_scripted else None
 
     def write_txt(self, key: str, text: str, *, header: str | None = None) -> str | None:
         """Write the step's file for ``key`` (if the scenario names one); returns its path."""
@@ -165,7 +160,6 @@ class RunReport:
     artifacts: ArtifactSet
     out_base: Path
     failures: list[str] = field(default_factory=list)
-    seconds: dict[str, float] = field(default_factory=dict)
     calls: int = 0
     written: bool = False
     """Whether the files were written (a failed scripted run into ``sim/`` writes nothing)."""
@@ -271,7 +265,6 @@ def run_scenarios(
     outputs: dict[str, list[dict[str, Any]]] = {}
     owners: dict[str, str] = {}
     for scenario in scenarios:
-        started = time.perf_counter()
         files_before = len(artifacts)
         records, failures, recorder = _run_one(scenario, setup, artifacts, progress, root)
         report.failures.extend(failures)
@@ -283,7 +276,6 @@ def run_scenarios(
             outputs.setdefault(out_name, []).extend(steps)
         setup.after_scenario(scenario, recorder, artifacts)
         progress.scenario_done(len(artifacts) - files_before)
-        report.seconds[scenario.name] = time.perf_counter() - started
     for out_name, steps in outputs.items():
         scenario = next(s for s in scenarios if s.name == owners[out_name])
         artifacts.add_json(f"out/{out_name}.json", {
@@ -300,7 +292,7 @@ def run_scenarios(
             "steps": steps,
         })
     report.records = outputs
-    setup.after_run(scenarios, report)
+    setup.after_run(report)
     # A failed scripted run must not overwrite the committed artifacts with half a run;
     # an explicit --out (check, diff, a look at the failure) and model runs still write.
     report.written = write and not (report.failures and setup.kind == "scripted" and out_base is None)

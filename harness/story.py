@@ -17,10 +17,11 @@ from liyuan.tree import Entry, SessionTree
 
 from .scenario import Beat, ChatSpec
 
-__all__ = ["append_beat", "chat_beats", "write_opening"]
+__all__ = ["append_beat", "chat_beats", "ledger_data", "write_opening"]
 
 
-def _ledger_data(raw: Mapping[str, Any]) -> dict[str, Any]:
+def ledger_data(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A scenario's ledger as the tree stores it (``rp-state`` data)."""
     # Round-trip through Ledger so a typo in the scenario surfaces as a missing field
     # in the artifacts instead of an unknown key silently stored in the tree.
     return Ledger.from_dict(raw).to_dict()
@@ -32,7 +33,7 @@ def write_opening(tree: SessionTree, spec: ChatSpec) -> None:
         mode = {"mode": "agent"} if spec.mode == "agent" else {}
         tree.append_message("assistant", spec.greeting, greeting=True, **mode)
     if spec.ledger:
-        tree.append_custom(STATE_ENTRY_TYPE, _ledger_data(spec.ledger))
+        tree.append_custom(STATE_ENTRY_TYPE, ledger_data(spec.ledger))
 
 
 def append_beat(tree: SessionTree, beat: Beat, *, mode: str = "roleplay") -> Entry:
@@ -49,7 +50,7 @@ def append_beat(tree: SessionTree, beat: Beat, *, mode: str = "roleplay") -> Ent
         reply_extra["usage"] = dict(beat.usage)
     reply = tree.append_message("assistant", beat.reply, **reply_extra)
     if beat.ledger:
-        tree.append_custom(STATE_ENTRY_TYPE, _ledger_data(beat.ledger))
+        tree.append_custom(STATE_ENTRY_TYPE, ledger_data(beat.ledger))
     return reply
 
 

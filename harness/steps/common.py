@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from liyuan.card_files import CHAT_META_FILE
+
 from ..recorder import CallRecord
 from ..runner import ScenarioRun
 
@@ -62,7 +64,7 @@ def card_memory(run: ScenarioRun) -> Any:
     for chat_id, spec in run.scenario.chats.items():
         folder = run.chat_dir(chat_id)
         folder.mkdir(parents=True, exist_ok=True)
-        meta = folder / "meta.json"
+        meta = folder / CHAT_META_FILE
         if not meta.exists():
             meta.write_text(json.dumps({"name": spec.name}, ensure_ascii=False) + "\n", encoding="utf-8")
     memory = CardMemory(run.card_dir, run.recorder, user_name=run.scenario.user, char_name=run.scenario.char,

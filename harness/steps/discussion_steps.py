@@ -79,7 +79,7 @@ def discussion(run: ScenarioRun, step: StepSpec) -> StepResult:
     sizes = _sizes(tree.branch())
     outcome = run_discussion_compaction(tree, run.recorder, context_window=window, reserve=reserve,
                                         keep_recent=keep_recent, on_activity=run.on_activity)
-    calls = [c for c in run.recorder.step_calls(step.id) if c.purpose == "discussion"]
+    calls = run.recorder.step_calls(step.id, "discussion")
     if calls:
         run.write_txt("prompt", prompt_text(calls[0]), header=prompt_label(run))
     if outcome.entry is not None:

@@ -13,10 +13,16 @@ import re
 from pathlib import Path
 from typing import Any
 
-from liyuan.budget import RESIDENT_ENVELOPE_CHARS, RESIDENT_MAX_CHARS, RESIDENT_MIN_USEFUL_CHARS, fit_resident_summary
+from liyuan.budget import (
+    RESIDENT_ENVELOPE_CHARS,
+    RESIDENT_MAX_CHARS,
+    RESIDENT_MIN_USEFUL_CHARS,
+    fit_resident_summary,
+    resident_allowance,
+)
+from liyuan.card_files import CardLayout, atomic_write_text, read_text_optional
 from liyuan.errors import ConfigError
 
-from ..artifacts import atomic_write
 from ..recorder import CallRecord
 from ..runner import HAND_WRITTEN_LINE, ScenarioRun, StepResult
 from ..scenario import StepSpec
@@ -25,13 +31,12 @@ from .common import card_memory, prompt_label, prompt_text
 
 __all__ = ["memory_snapshot"]
 
-MEMORY_DIR = "记忆"
 _CHAT_ATTR_RE = re.compile(r'<conversation\s+chat="([^"]*)"')
 
 
 def memory_snapshot(card_dir: Path) -> dict[str, str]:
     """Every memory file (relative path -> short sha256), hidden bookkeeping excluded."""
-    base = card_dir / MEMORY_DIR
+    base = CardLayout(card_dir).memory_dir
     if not base.is_dir():
         return {}
     out = {}
@@ -42,24 +47,14 @@ def memory_snapshot(card_dir: Path) -> dict[str, str]:
     return out
 
 
-def _read(card_dir: Path, rel: str) -> str | None:
-    path = card_dir / MEMORY_DIR / rel
-    return path.read_text(encoding="utf-8") if path.is_file() else None
-
-
 def _recap_chat(run: ScenarioRun, call: CallRecord, candidates: list[str]) -> str | None:
     """Which chat a recap call was about: by the chat name the prompt quotes."""
-    user = "\n".join(m["content"] for m in call.request["messages"] if m["role"] == "user")
-    match = _CHAT_ATTR_RE.search(user)
+    match = _CHAT_ATTR_RE.search(call.part("user"))
     if match:
         for chat_id in candidates:
             if run.chat(chat_id).name == match.group(1) or chat_id == match.group(1):
                 return chat_id
     return candidates[0] if len(candidates) == 1 else None
-
-
-def _user_part(call: CallRecord) -> str:
-    return "\n\n".join(m["content"] for m in call.request["messages"] if m["role"] == "user")
 
 
 @handler("sync")
@@ -69,34 +64,33 @@ def sync(run: ScenarioRun, step: StepSpec) -> StepResult:
     before = memory_snapshot(run.card_dir)
     outcome = memory.sync()
     after = memory_snapshot(run.card_dir)
-    calls = run.recorder.step_calls(step.id)
     touched = list(outcome.recapped) + list(outcome.failed)
     recap_calls: dict[str, CallRecord] = {}
-    for call in (c for c in calls if c.purpose == "recap"):
+    for call in run.recorder.step_calls(step.id, "recap"):
         chat_id = _recap_chat(run, call, [c for c in touched if c not in recap_calls])
         if chat_id is not None:
             recap_calls[chat_id] = call
     for chat_id, call in recap_calls.items():
         run.write_txt(f"recap_prompt:{chat_id}", prompt_text(call), header=prompt_label(run))
-        text = _read(run.card_dir, f"局/{chat_id}.md")
+        text = read_text_optional(memory.layout.recap_path(chat_id))
         if chat_id in outcome.recapped and text is not None:
             run.write_txt(f"recap:{chat_id}", text, header=run.header_for([call]))
-    merge_calls = [c for c in calls if c.purpose == "merge"]
+    merge_calls = run.recorder.step_calls(step.id, "merge")
     if merge_calls:
         call = merge_calls[-1]
         run.write_txt("merge_prompt", prompt_text(call), header=prompt_label(run))
-        user = _user_part(call)
+        user = call.part("user")
         run.write_txt("merge_prompt_user", user, header=prompt_label(run))
         tail_at = user.find("<deleted-chats>")
         if tail_at >= 0:
             run.write_txt("merge_prompt_tail", user[tail_at:], header=prompt_label(run))
         if outcome.merged == "ok":
-            for key, rel in (("handbook", "记忆.md"), ("resident", "常驻摘要.md")):
-                text = _read(run.card_dir, rel)
+            for key, path in (("handbook", memory.layout.handbook), ("resident", memory.layout.resident)):
+                text = read_text_optional(path)
                 if text is not None:
                     run.write_txt(key, text, header=run.header_for([call]))
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
-    resident = _read(run.card_dir, "常驻摘要.md")
+    resident = memory.load_resident_summary()
     record: dict[str, Any] = {
         "recapped": list(outcome.recapped),
         "failed": list(outcome.failed),
@@ -105,8 +99,8 @@ def sync(run: ScenarioRun, step: StepSpec) -> StepResult:
         "memory_files_before": before,
         "memory_files_after": after,
         "memory_files_changed": changed,
-        "resident_chars": len(resident.strip()) if resident else 0,
-        "resident_within_cap": len(resident.strip()) <= RESIDENT_MAX_CHARS if resident else True,
+        "resident_chars": len(resident) if resident else 0,
+        "resident_within_cap": len(resident) <= RESIDENT_MAX_CHARS if resident else True,
     }
     summary = (f"复盘 {len(outcome.recapped)} 局、失败 {len(outcome.failed)} 局；合并 {outcome.merged}；"
                f"遗忘 {len(outcome.forgotten)} 局；{len(changed)} 个记忆文件有变化")
@@ -117,10 +111,10 @@ def sync(run: ScenarioRun, step: StepSpec) -> StepResult:
 @handler("write_recap")
 def write_recap(run: ScenarioRun, step: StepSpec) -> StepResult:
     """A recap written by hand (labelled so everywhere), put where a model's recap would go."""
-    card_memory(run)  # the chat folders and names exist before the recap does
+    memory = card_memory(run)  # the chat folders and names exist before the recap does
     chat_id = step.params["chat"]
     text = step.params["text"].strip() + "\n"
-    atomic_write(run.card_dir / MEMORY_DIR / "局" / f"{chat_id}.md", text.encode("utf-8"))
+    atomic_write_text(memory.layout.recap_path(chat_id), text)
     run.write_txt("recap", text, header=HAND_WRITTEN_LINE)
     return StepResult({"chat": chat_id, "path": f"局/{chat_id}.md", "provenance": "hand-written",
                        "chars": len(text.strip())}, f"手写复盘 局/{chat_id}.md（{len(text.strip())} 字）")
@@ -129,9 +123,9 @@ def write_recap(run: ScenarioRun, step: StepSpec) -> StepResult:
 @handler("delete_recap")
 def delete_recap(run: ScenarioRun, step: StepSpec) -> StepResult:
     """The soft path: the user deletes a recap file; the next merge forgets by source."""
-    card_memory(run)
+    memory = card_memory(run)
     chat_id = step.params["chat"]
-    path = run.card_dir / MEMORY_DIR / "局" / f"{chat_id}.md"
+    path = memory.layout.recap_path(chat_id)
     if not path.is_file():
         raise ConfigError(f"{step.id}: 没有 局/{chat_id}.md 可删")
     path.unlink()
@@ -159,7 +153,7 @@ def fit(run: ScenarioRun, step: StepSpec) -> StepResult:
              f"余量不到 {RESIDENT_MIN_USEFUL_CHARS} 字就整段不送。"]
     results = []
     for other in step.params["other"]:
-        allowance = min(RESIDENT_MAX_CHARS, RESIDENT_ENVELOPE_CHARS - other)
+        allowance = resident_allowance(other)
         fitted = fit_resident_summary(text, other)
         lines.append("")
         lines.append(f"===== 其他块占 {other} 字：余量 min({RESIDENT_MAX_CHARS}, {RESIDENT_ENVELOPE_CHARS} − {other})"

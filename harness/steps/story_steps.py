@@ -8,6 +8,7 @@ returns what went in) for a new user message.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from liyuan.assemble import prepare_turn
@@ -22,13 +23,12 @@ from liyuan.compact import (
 )
 from liyuan.errors import ConfigError
 from liyuan.model import ChatMessage
-from liyuan.state import STATE_ENTRY_TYPE, Ledger, format_roster, format_state, state_from_branch
-from liyuan.tree import SessionTree
+from liyuan.state import STATE_ENTRY_TYPE, format_roster, format_state, state_from_branch
+from liyuan.tree import Entry, SessionTree, is_message
 
-from ..recorder import CallRecord
 from ..runner import ScenarioRun, StepResult
 from ..scenario import StepSpec
-from ..story import append_beat, chat_beats
+from ..story import append_beat, chat_beats, ledger_data
 from . import handler
 from .common import context_label, prompt_label, prompt_text, resident_text, vector_for
 
@@ -72,30 +72,22 @@ def _outcome(outcome: CompactionOutcome) -> dict[str, Any]:
     return data
 
 
-def _summary_call(run: ScenarioRun, step: StepSpec, after: int = 0) -> CallRecord | None:
-    calls = [c for c in run.recorder.step_calls(step.id) if c.purpose == "summary"]
-    return calls[after] if len(calls) > after else None
-
-
 @handler("compact")
 def compact(run: ScenarioRun, step: StepSpec) -> StepResult:
     """One compaction: ``manual`` = /compact, ``auto`` = the end-of-beat check."""
     chat_id = step.params["chat"]
     tree = run.tree(chat_id)
     outcome = _compaction(run, tree, chat_id, manual=step.params["mode"] == "manual", params=dict(step.params))
-    call = _summary_call(run, step)
+    calls = run.recorder.step_calls(step.id, "summary")
+    call = calls[0] if calls else None
     if call is not None:
         run.write_txt("prompt", prompt_text(call), header=prompt_label(run))
-        run.write_txt("prompt_user", _user(call), header=prompt_label(run))
+        run.write_txt("prompt_user", call.part("user"), header=prompt_label(run))
     if outcome.summary is not None:
         run.write_txt("summary", outcome.summary, header=run.header_for([call] if call else []))
     run.write_txt("outcome", outcome.message)
     failed = outcome.kind in ("failed", "stale")
     return StepResult(_outcome(outcome), outcome.message, failed=failed)
-
-
-def _user(call: CallRecord) -> str:
-    return "\n\n".join(m["content"] for m in call.request["messages"] if m["role"] == "user")
 
 
 @handler("play")
@@ -128,7 +120,7 @@ def play(run: ScenarioRun, step: StepSpec) -> StepResult:
                 if outcome.summary is not None:
                     summaries_written.append(outcome.summary)
                 log.append(f"第 {number} 拍后：{outcome.message}")
-    calls = [c for c in run.recorder.step_calls(step.id) if c.purpose == "summary"]
+    calls = run.recorder.step_calls(step.id, "summary")
     for i, call in enumerate(calls, start=1):
         run.write_txt(f"prompt_{i}", prompt_text(call), header=prompt_label(run))
     for i, text in enumerate(summaries_written, start=1):
@@ -176,9 +168,9 @@ def assemble(run: ScenarioRun, step: StepSpec) -> StepResult:
     return StepResult(outcome, f"{len(messages)} 条消息（保留历史 {len(kept)} 条，召回 {len(recall_lines)} 行）")
 
 
-def _beat_index(tree: SessionTree) -> list[str]:
-    """Ids of the user messages on the current branch, in order."""
-    return [e.id for e in tree.branch() if e.type == "message" and e.role == "user"]
+def _user_positions(branch: Sequence[Entry]) -> list[int]:
+    """Positions of the user messages on a branch, in order."""
+    return [i for i, e in enumerate(branch) if is_message(e, "user")]
 
 
 @handler("reroll")
@@ -186,16 +178,17 @@ def reroll(run: ScenarioRun, step: StepSpec) -> StepResult:
     """Swipe the last reply: the new reply forks from the same user message."""
     chat_id = step.params["chat"]
     tree = run.tree(chat_id)
-    users = _beat_index(tree)
+    branch = tree.branch()
+    users = [branch[i].id for i in _user_positions(branch)]
     if not users:
         raise ConfigError(f"{step.id}: {chat_id} 还没有用户消息，不能重来")
     old_leaf = tree.leaf_id
     tree.navigate(users[-1])
     reply = tree.append_message("assistant", step.params["reply"])
     if "ledger" in step.params:
-        tree.append_custom(STATE_ENTRY_TYPE, Ledger.from_dict(step.params["ledger"]).to_dict())
+        tree.append_custom(STATE_ENTRY_TYPE, ledger_data(step.params["ledger"]))
     vector = vector_for(run, chat_id)
-    if vector is not None and run.config("vector", False):
+    if vector is not None:
         vector.ingest_turn(tree, reply)
     branch_ids = [e.id for e in tree.branch()]
     run.write_txt("branch", "\n".join(branch_ids))
@@ -211,7 +204,7 @@ def rewind(run: ScenarioRun, step: StepSpec) -> StepResult:
     tree = run.tree(chat_id)
     number = step.params["beat"]
     branch = tree.branch()
-    users = [i for i, e in enumerate(branch) if e.type == "message" and e.role == "user"]
+    users = _user_positions(branch)
     if not 1 <= number <= len(users):
         raise ConfigError(f"{step.id}: 没有第 {number} 拍（当前分支共 {len(users)} 拍）")
     end = users[number] - 1 if number < len(users) else len(branch) - 1
