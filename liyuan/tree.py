@@ -70,6 +70,7 @@ __all__ = [
     "entries_by_id",
     "is_message",
     "message",
+    "parse_entry",
     "usage_tokens",
 ]
 
@@ -207,7 +208,13 @@ class BranchView(Sequence[Entry]):
         return f"BranchView({list(self)!r})"
 
 
-def _parse_entry(obj: Any) -> Entry | None:
+def parse_entry(obj: Any) -> Entry | None:
+    """The entry a decoded JSONL line describes, or ``None`` when it is not one.
+
+    ``None`` for anything but an object with a non-empty string ``id``, a string
+    ``type`` and a ``parentId`` that is a string or absent/null. The ``session`` header
+    is left to the caller.
+    """
     if not isinstance(obj, dict):
         return None
     entry_id = obj.get("id")
@@ -288,7 +295,7 @@ class SessionTree:
                 if isinstance(sid, str):
                     self.session_id = sid
                 continue
-            entry = _parse_entry(obj)
+            entry = parse_entry(obj)
             if entry is None:
                 self.problems.append(f"{where}: 缺少 id/type 或字段类型不对，已跳过")
                 continue
