@@ -1,8 +1,9 @@
 """What the card-memory model calls are given: a chat's evidence, and the recap diff.
 
-- :func:`branch_of_session_file` reads one session file **without touching it** (the
-  session tree's own loader heals a torn tail by appending a newline, which would move
-  the chat's fingerprint): the leaf is the last entry in file order.
+- :func:`branch_of_session_file` reads one session file **without touching it**, line
+  by line through :func:`~liyuan.tree.parse_entry` (opening a
+  :class:`~liyuan.tree.SessionTree` would create a file that vanished meanwhile, which
+  would move the chat's fingerprint): the leaf is the last entry in file order.
 - :func:`collect_chat_evidence` turns a chat's sessions into one transcript (summaries
   and text of each session's current branch, sessions separated by a marked line) and
   cuts the **earliest** text first when it is longer than the budget, at a paragraph
@@ -27,7 +28,7 @@ from .errors import MemoryFileError
 from .state import format_state, state_from_branch
 from .story import story_view
 from .text import utf16_len, utf16_prefix
-from .tree import Entry, branch_to, is_message
+from .tree import Entry, branch_to, is_message, parse_entry
 
 __all__ = [
     "RECAP_INPUT_MAX_CHARS",
@@ -108,18 +109,13 @@ def branch_of_session_file(path: Path) -> list[Entry]:
             obj = json.loads(line.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError):
             continue
-        if not isinstance(obj, dict) or obj.get("type") == "session":
+        if isinstance(obj, dict) and obj.get("type") == "session":
             continue
-        entry_id, parent, kind = obj.get("id"), obj.get("parentId"), obj.get("type")
-        if not isinstance(entry_id, str) or not entry_id or not isinstance(kind, str):
+        entry = parse_entry(obj)
+        if entry is None or entry.id in entries:
             continue
-        if parent is not None and not isinstance(parent, str):
-            continue
-        if entry_id in entries:
-            continue
-        body = {k: v for k, v in obj.items() if k not in ("id", "parentId", "type")}
-        entries[entry_id] = Entry(entry_id, parent, kind, body)
-        leaf = entry_id
+        entries[entry.id] = entry
+        leaf = entry.id
     return branch_to(entries, leaf)
 
 
