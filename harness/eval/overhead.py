@@ -32,7 +32,7 @@ from typing import Any
 from liyuan.assemble import assemble_turn
 from liyuan.clock import counter_ids
 from liyuan.compact import DEFAULT_EVERY_N_TURNS, KEEP_RECENT_BEATS, plan_compaction, run_compaction
-from liyuan.state import STATE_ENTRY_TYPE, Ledger, format_roster, format_state
+from liyuan.state import STATE_ENTRY_TYPE, format_roster, format_state, state_from_branch
 from liyuan.tree import Entry, SessionTree
 
 from .strategies import scripted_summariser
@@ -56,16 +56,9 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
 
 
-def _ledger(entries: Sequence[Entry]) -> Ledger | None:
-    for entry in reversed(entries):
-        if entry.type == "custom" and entry.custom_type == STATE_ENTRY_TYPE:
-            return Ledger.from_dict(entry.data)
-    return None
-
-
 def beat_work(branch: Sequence[Entry], user_text: str, names: tuple[str, str]) -> tuple[Any, ...]:
     """The per-beat memory work, on whatever sequence it is given; returns what it computed."""
-    ledger = _ledger(branch)
+    ledger = state_from_branch(branch)
     state_text, roster = format_state(ledger), format_roster(ledger)
     messages = assemble_turn(branch, user_text, resident_summary=RESIDENT, state_text=state_text, roster=roster)
     return messages, plan_compaction(branch, user_name=names[0], char_name=names[1])

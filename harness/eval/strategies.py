@@ -26,7 +26,7 @@ from liyuan.assemble import SUMMARY_OPENING, Injection, build_context
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.compact import rebuild_history, run_compaction
 from liyuan.model import ChatMessage, FunctionModel, ModelRequest
-from liyuan.state import STATE_ENTRY_TYPE, Ledger, format_roster, format_state
+from liyuan.state import STATE_ENTRY_TYPE, format_roster, format_state, state_from_branch
 from liyuan.tokens import estimate_tokens
 from liyuan.tree import Entry, SessionTree
 
@@ -217,7 +217,7 @@ class Ours:
 
     def context(self, tree: SessionTree, user_text: str) -> list[ChatMessage]:
         branch = tree.branch()
-        ledger = _ledger(branch)
+        ledger = state_from_branch(branch)
         state_text, roster = format_state(ledger), format_roster(ledger)
         messages = build_context(branch, user_text, injection=Injection(state_text=state_text, roster=roster))
         summary = rebuild_history(branch).summary
@@ -234,13 +234,6 @@ class Ours:
         after = branch[ids.index(outcome.plan.covers_through_id) + 1:]
         first = next((e for e in after if e.type == "message"), None)
         return [Cut(beat, "between" if first is not None and first.role == "user" else "inside")]
-
-
-def _ledger(branch: Sequence[Entry]) -> Ledger | None:
-    for entry in reversed(branch):
-        if entry.type == "custom" and entry.custom_type == STATE_ENTRY_TYPE:
-            return Ledger.from_dict(entry.data)
-    return None
 
 
 @dataclass
