@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .card_files import RECAPS_DIR, SESSIONS_DIR, CardLayout, is_valid_chat_id, read_text_optional, sha1_text
+from .card_files import RECAPS_DIR, SESSIONS_DIR, MemoryFiles, is_valid_chat_id, read_text_optional, sha1_text
 from .card_manifest import Manifest
 from .compact import active_summary, serialize_for_summary
 from .errors import MemoryFileError
@@ -204,14 +204,14 @@ def _recaps_on_disk(memory_dir: Path, forgotten: set[str]) -> dict[str, str]:
     return found
 
 
-def diff_recaps(memory_dir: Path, manifest: Manifest) -> RecapDiff:
+def diff_recaps(files: MemoryFiles, manifest: Manifest) -> RecapDiff:
     """Compare ``局/*.md`` with the manifest.
 
     A recap file emptied by hand counts as removed. Chats the hard path forgot are
     ignored on disk.
 
     Args:
-        memory_dir: ``cards/<卡>/记忆``.
+        files: The card's file adapter (every recap is read through it).
         manifest: The loaded manifest.
 
     Returns:
@@ -220,9 +220,9 @@ def diff_recaps(memory_dir: Path, manifest: Manifest) -> RecapDiff:
     Raises:
         MemoryFileError: A recap exists but cannot be read.
     """
-    on_disk = _recaps_on_disk(memory_dir, manifest.forgotten())
+    on_disk = _recaps_on_disk(files.layout.memory_dir, manifest.forgotten())
     hashes = {chat_id: sha1_text(text) for chat_id, text in on_disk.items()}
-    layout = CardLayout(memory_dir.parent)
+    layout = files.layout
     changed = [
         ChangedRecap(chat_id, layout.chat_name(chat_id), on_disk[chat_id].strip())
         for chat_id in sorted(on_disk)

@@ -246,7 +246,7 @@ class CardMemory:
                 # Read after the stamp: a writer outside this process (no shared lock) that
                 # lands before the stamp is seen here; one that lands after moves the stamp.
                 manifest = load_manifest(files)
-                diff = diff_recaps(layout.memory_dir, manifest)
+                diff = diff_recaps(files, manifest)
                 handbook = files.read_text(layout.handbook)
                 resident = files.read_text(layout.resident)
             except MemoryFileError as exc:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from liyuan import card_inputs
-from liyuan.card_files import atomic_write_text, sha1_text
+from liyuan.card_files import CardLayout, MemoryFiles, atomic_write_text, sha1_text
 from liyuan.card_inputs import SESSION_SEPARATOR, branch_of_session_file, collect_chat_evidence, diff_recaps
 from liyuan.card_manifest import Manifest, ManualState, RecapRecord
 from liyuan.clock import counter_ids, fixed_clock
@@ -138,33 +138,35 @@ def test_greeting_only_chat_has_no_evidence(tmp_path: Path) -> None:
 
 def test_diff_recaps_changed_and_deleted(tmp_path: Path) -> None:
     memory_dir = tmp_path / "记忆"
+    files = MemoryFiles(CardLayout(tmp_path))
     recap1 = memory_dir / "局" / "1111.md"
     recap2 = memory_dir / "局" / "2222.md"
     atomic_write_text(recap1, "复盘一\n")
     atomic_write_text(recap2, "复盘二\n")
-    diff = diff_recaps(memory_dir, Manifest())
+    diff = diff_recaps(files, Manifest())
     assert [c.chat_id for c in diff.changed] == ["1111", "2222"]
     assert diff.deleted == []
     assert diff.changed[0].text == "复盘一" and diff.changed[0].name == "1111"
 
     manifest = Manifest(recaps={"1111": RecapRecord("m", "", sha1_text("复盘一\n"))})
-    assert [c.chat_id for c in diff_recaps(memory_dir, manifest).changed] == ["2222"]
+    assert [c.chat_id for c in diff_recaps(files, manifest).changed] == ["2222"]
     atomic_write_text(recap1, "复盘一（改）\n")
     recap2.unlink()  # never merged: nothing to forget
-    diff = diff_recaps(memory_dir, manifest)
+    diff = diff_recaps(files, manifest)
     assert [c.chat_id for c in diff.changed] == ["1111"] and diff.deleted == []
     recap1.unlink()
-    diff = diff_recaps(memory_dir, manifest)
+    diff = diff_recaps(files, manifest)
     assert diff.changed == [] and diff.deleted == ["1111"]
 
 
 def test_diff_ignores_foreign_files_forgotten_chats_and_counts_blank_as_gone(tmp_path: Path) -> None:
     memory_dir = tmp_path / "记忆"
+    files = MemoryFiles(CardLayout(tmp_path))
     atomic_write_text(memory_dir / "局" / "笔记.md", "不是复盘")
     atomic_write_text(memory_dir / "局" / "F.md", "被遗忘的")
     atomic_write_text(memory_dir / "局" / "E.md", "  \n")
     atomic_write_text(memory_dir / "局" / "A.txt", "x")
     manifest = Manifest(recaps={"E": RecapRecord("m", "", "oldhash")},
                         manual=ManualState(forgotten_chats=["F"]))
-    diff = diff_recaps(memory_dir, manifest)
+    diff = diff_recaps(files, manifest)
     assert diff.changed == [] and diff.deleted == ["E"] and diff.hashes == {}
