@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -257,6 +258,39 @@ class MemoryFiles:
     def write_text(self, path: Path, text: str) -> None:
         """See :func:`atomic_write_text`."""
         atomic_write_text(path, text)
+
+    def recap_texts(self, forgotten: Collection[str] = ()) -> dict[str, str]:
+        """Every recap on disk: ``{chatId: text}``, sorted by chat id.
+
+        Files in ``局/`` whose name is not ``<valid id>.md`` are not recaps of ours and
+        are left out, as are the ``forgotten`` chats and a recap that vanishes between
+        listing and reading. Blank recaps are included (callers decide what they mean).
+
+        Args:
+            forgotten: Chat ids to leave out (forgotten by the hard path).
+
+        Returns:
+            The recaps, read through :meth:`read_text`; ``{}`` when ``局/`` does not exist.
+
+        Raises:
+            MemoryFileError: ``局/`` exists but cannot be listed, or a recap cannot be
+                read: unreadable memory must never look like deleted memory.
+        """
+        recaps_dir = self.layout.recaps_dir
+        try:
+            names = [p.name for p in recaps_dir.iterdir() if p.name.endswith(".md")]
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            raise MemoryFileError(f"无法列出复盘目录 {recaps_dir}：{exc}") from exc
+        found: dict[str, str] = {}
+        for chat_id in sorted(n[:-3] for n in names):
+            if not is_valid_chat_id(chat_id) or chat_id in forgotten:
+                continue
+            text = self.read_text(recaps_dir / f"{chat_id}.md")
+            if text is not None:
+                found[chat_id] = text
+        return found
 
     def delete(self, path: Path) -> None:
         """Remove a file; a missing file is fine."""

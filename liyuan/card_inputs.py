@@ -21,10 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .card_files import RECAPS_DIR, SESSIONS_DIR, MemoryFiles, is_valid_chat_id, read_text_optional, sha1_text
+from .card_files import SESSIONS_DIR, MemoryFiles, sha1_text
 from .card_manifest import Manifest
 from .compact import active_summary, serialize_for_summary
-from .errors import MemoryFileError
 from .state import format_state, state_from_branch
 from .story import story_view
 from .text import utf16_len, utf16_prefix
@@ -184,26 +183,6 @@ def collect_chat_evidence(
     return ChatEvidence(full, beats, omitted, format_state(state_from_branch(last_branch)))
 
 
-def _recaps_on_disk(memory_dir: Path, forgotten: set[str]) -> dict[str, str]:
-    recaps_dir = memory_dir / RECAPS_DIR
-    try:
-        paths = sorted(p for p in recaps_dir.iterdir() if p.name.endswith(".md"))
-    except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise MemoryFileError(f"无法列出复盘目录 {recaps_dir}：{exc}") from exc
-    found: dict[str, str] = {}
-    for path in paths:
-        chat_id = path.name[:-3]
-        if not is_valid_chat_id(chat_id) or chat_id in forgotten:
-            continue  # not a recap of ours, or forgotten by the hard path
-        # An unreadable recap raises: it must never be taken for a deleted one.
-        text = read_text_optional(path)
-        if text is not None and text.strip():
-            found[chat_id] = text
-    return found
-
-
 def diff_recaps(files: MemoryFiles, manifest: Manifest) -> RecapDiff:
     """Compare ``局/*.md`` with the manifest.
 
@@ -218,9 +197,10 @@ def diff_recaps(files: MemoryFiles, manifest: Manifest) -> RecapDiff:
         New or changed recaps (sorted by id), deleted chats, and current hashes.
 
     Raises:
-        MemoryFileError: A recap exists but cannot be read.
+        MemoryFileError: ``局/`` cannot be listed, or a recap exists but cannot be read.
     """
-    on_disk = _recaps_on_disk(files.layout.memory_dir, manifest.forgotten())
+    # A recap emptied by hand counts as gone; an unreadable one raises (never "deleted").
+    on_disk = {k: v for k, v in files.recap_texts(manifest.forgotten()).items() if v.strip()}
     hashes = {chat_id: sha1_text(text) for chat_id, text in on_disk.items()}
     layout = files.layout
     changed = [

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .card_files import CardLayout, MemoryFiles, is_valid_chat_id, sha256_text, validate_chat_id
+from .card_files import CardLayout, MemoryFiles, sha256_text, validate_chat_id
 from .card_manifest import Manifest, ManualState, finish_pending, load_manifest, save_manifest
 from .errors import ConfigError, VersionConflict
 from .text import utf16_len
@@ -127,14 +127,6 @@ def _journal(manifest: Manifest, paths: list[str]) -> None:
     state.pending = [*state.pending, *(p for p in paths if p not in state.pending)]
 
 
-def _recap_ids_on_disk(layout: CardLayout) -> list[str]:
-    try:
-        names = [p.name for p in layout.recaps_dir.iterdir() if p.name.endswith(".md")]
-    except OSError:
-        return []
-    return sorted(n[:-3] for n in names if is_valid_chat_id(n[:-3]))
-
-
 def _begin_change(files: MemoryFiles) -> tuple[Manifest, ManualState]:
     """The prologue of every hard-path change: load, finish interrupted removals, count it."""
     manifest = load_manifest(files)
@@ -196,11 +188,8 @@ def change_memory(files: MemoryFiles, ref: str, version: str, content: str | Non
         # Merge records stay: once merging resumes, only what changed after this edit
         # is merged into it, and a chat deleted meanwhile still reaches <deleted-chats>.
         state.aggregate_pinned = True
-        forgotten = manifest.forgotten()
-        for chat_id in _recap_ids_on_disk(layout):
-            text = files.read_text(layout.recap_path(chat_id))
-            if chat_id not in forgotten and text is not None:
-                state.superseded_recaps[chat_id] = sha256_text(text)
+        for chat_id, text in files.recap_texts(manifest.forgotten()).items():
+            state.superseded_recaps[chat_id] = sha256_text(text)
         other = layout.resident if ref == HANDBOOK_REF else layout.handbook
         files.backup_copy(other)  # kept in place; the copy records it as of the pin
     files.backup_copy(path)  # the version the user replaced stays recoverable
@@ -268,13 +257,9 @@ def _visible_docs(files: MemoryFiles) -> list[tuple[str, str]]:
         text = files.read_text(ref_path(layout, ref))
         if text is not None:
             docs.append((ref, text))
-    forgotten = manifest.forgotten()
     superseded = manifest.manual.superseded_recaps if manifest.manual else {}
-    for chat_id in _recap_ids_on_disk(layout):
-        if chat_id in forgotten:
-            continue
-        text = files.read_text(layout.recap_path(chat_id))
-        if text is None or superseded.get(chat_id) == sha256_text(text):
+    for chat_id, text in files.recap_texts(manifest.forgotten()).items():
+        if superseded.get(chat_id) == sha256_text(text):
             continue  # folded into a hand-edited aggregate and unchanged since
         docs.append((recap_ref(chat_id), text))
     return docs
@@ -287,7 +272,8 @@ def list_memory(files: MemoryFiles) -> list[MemoryDoc]:
     since) are hidden.
 
     Raises:
-        MemoryFileError: A document exists but cannot be read.
+        MemoryFileError: A document exists but cannot be read, or ``局/`` cannot be
+            listed (never an empty list).
     """
     manifest = load_manifest(files)
     return [
@@ -314,7 +300,8 @@ def search_memory(files: MemoryFiles, query: str, limit: int = 6) -> list[Memory
         Hits sorted by score (ties keep document order); empty for a blank query.
 
     Raises:
-        MemoryFileError: A document exists but cannot be read (never "no hits").
+        MemoryFileError: A document exists but cannot be read, or ``局/`` cannot be
+            listed (never "no hits").
     """
     words = query.lower().split()
     if not words or limit <= 0:

@@ -91,6 +91,40 @@ def test_reading_distinguishes_missing_from_unreadable(tmp_path: Path) -> None:
         read_text_optional(tmp_path / "bad.md")
 
 
+def test_recap_texts_lists_our_recaps_through_read_text(tmp_path: Path) -> None:
+    layout = CardLayout(tmp_path)
+    reads: list[str] = []
+
+    class Counting(MemoryFiles):
+        def read_text(self, path: Path) -> str | None:
+            reads.append(path.name)
+            return super().read_text(path)
+
+    files = Counting(layout)
+    assert files.recap_texts() == {}  # no 局/ yet: no recaps, not an error
+    for name, text in [("B.md", "乙\n"), ("A.md", "甲\n"), ("E.md", "  \n"), ("F.md", "忘\n"),
+                       ("笔记.md", "不是复盘"), ("A.txt", "x")]:
+        atomic_write_text(layout.recaps_dir / name, text)
+    found = files.recap_texts({"F"})
+    assert list(found.items()) == [("A", "甲\n"), ("B", "乙\n"), ("E", "  \n")]  # sorted; blank kept
+    assert reads == ["A.md", "B.md", "E.md"]
+
+
+def test_unlistable_recap_folder_raises_everywhere_instead_of_looking_empty(tmp_path: Path) -> None:
+    # Deliberate: an unreadable 局/ used to make list_memory look empty while the merge
+    # raised. Unreadable memory must never look like deleted memory, on any path.
+    layout = CardLayout(tmp_path)
+    files = MemoryFiles(layout)
+    atomic_write_text(layout.handbook, "手册：东门\n")
+    layout.recaps_dir.write_text("局 应该是文件夹", encoding="utf-8")  # listing it fails
+    with pytest.raises(MemoryFileError, match="无法列出复盘目录"):
+        files.recap_texts()
+    with pytest.raises(MemoryFileError, match="无法列出复盘目录"):
+        list_memory(files)
+    with pytest.raises(MemoryFileError, match="无法列出复盘目录"):
+        search_memory(files, "东门")
+
+
 def test_source_mark_is_stable_and_moves_with_mtime_and_size(tmp_path: Path) -> None:
     sessions = tmp_path / "会话"
     sessions.mkdir()
