@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from liyuan.budget import RESIDENT_MAX_CHARS
-from liyuan.card_prompts import HANDBOOK_MARK, RESIDENT_HEADING, RESIDENT_MARK
+from liyuan.card_prompts import HANDBOOK_MARK, RESIDENT_HEADING, RESIDENT_MARK, parse_merge_result
+from liyuan.prompts import echoed_tag
 from liyuan.scribe import SUMMARY_HEADINGS
 from liyuan.text import utf16_len
 
@@ -197,35 +198,58 @@ def check_resident(text: str, user_name: str) -> StructureResult:
 
 
 def check_merge_reply(text: str, chat_ids: Iterable[str]) -> StructureResult:
-    """A merge reply: both marks once, in order, both parts present; a block per chat.
+    """A merge reply the library accepts, with a block per chat.
+
+    Whether the reply splits is decided by :func:`liyuan.card_prompts.parse_merge_result`
+    itself, so the check cannot pass a reply the library refuses; the detailed reasons
+    below only explain a refusal.
 
     Args:
         text: The reply as the model returned it.
         chat_ids: The chats whose recaps exist after the merge: each needs its block
             (``# 局：…（id）``) and its ``来源：局/<id>.md`` line in the handbook.
     """
-    lines = [line.strip() for line in text.strip().splitlines()]
+    chars = utf16_len(text.strip())
+    parsed = parse_merge_result(text)
+    if parsed is None:
+        return StructureResult(False, tuple(_merge_refusal(text, chat_ids)), chars)
+    problems = _missing_chats(parsed[0], chat_ids)
+    return StructureResult(not problems, tuple(problems), chars)
+
+
+def _missing_chats(handbook: str, chat_ids: Iterable[str]) -> list[str]:
+    lines = [line.strip() for line in handbook.splitlines()]
     problems = []
-    handbook_at = [i for i, line in enumerate(lines) if line == HANDBOOK_MARK]
-    resident_at = [i for i, line in enumerate(lines) if line == RESIDENT_MARK]
-    if len(handbook_at) != 1 or len(resident_at) != 1:
-        problems.append("两个标记行（记忆.md、常驻摘要.md）应该各出现一次")
-        return StructureResult(False, tuple(problems), utf16_len(text.strip()))
-    if resident_at[0] < handbook_at[0]:
-        problems.append("常驻摘要的标记出现在手册之前")
-        return StructureResult(False, tuple(problems), utf16_len(text.strip()))
-    handbook = "\n".join(lines[handbook_at[0] + 1:resident_at[0]]).strip()
-    resident = "\n".join(lines[resident_at[0] + 1:]).strip()
-    if not handbook:
-        problems.append("手册部分是空的")
-    if not resident:
-        problems.append("常驻摘要部分是空的")
     for chat_id in chat_ids:
         if not any(line.startswith("# 局：") and f"（{chat_id}）" in line for line in lines):
             problems.append(f"手册里没有局 {chat_id} 的块")
         if f"来源：局/{chat_id}.md" not in handbook:
             problems.append(f"手册里缺少「来源：局/{chat_id}.md」")
-    return StructureResult(not problems, tuple(problems), utf16_len(text.strip()))
+    return problems
+
+
+def _merge_refusal(text: str, chat_ids: Iterable[str]) -> list[str]:
+    """Why :func:`parse_merge_result` refused ``text``, in Chinese (never empty)."""
+    lines = [line.strip() for line in text.strip().splitlines()]
+    handbook_at = [i for i, line in enumerate(lines) if line == HANDBOOK_MARK]
+    resident_at = [i for i, line in enumerate(lines) if line == RESIDENT_MARK]
+    if len(handbook_at) != 1 or len(resident_at) != 1:
+        return ["两个标记行（记忆.md、常驻摘要.md）应该各出现一次"]
+    if resident_at[0] < handbook_at[0]:
+        return ["常驻摘要的标记出现在手册之前"]
+    handbook = "\n".join(lines[handbook_at[0] + 1:resident_at[0]]).strip()
+    resident = "\n".join(lines[resident_at[0] + 1:]).strip()
+    problems = []
+    if not handbook:
+        problems.append("手册部分是空的")
+    if not resident:
+        problems.append("常驻摘要部分是空的")
+    tag = echoed_tag(handbook) or echoed_tag(resident)
+    if tag is not None:
+        problems.append(f"回复里抄了提示词的标签 {tag}：这是把输入照抄回来，不是合并结果")
+    if not problems:
+        problems.append("合并回复拆不出手册和常驻摘要")
+    return [*problems, *_missing_chats(handbook, chat_ids)]
 
 
 # -- facts -------------------------------------------------------------------------

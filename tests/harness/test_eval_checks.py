@@ -15,7 +15,7 @@ from harness.eval.checks import (
     parse_match,
     sections,
 )
-from liyuan.card_prompts import HANDBOOK_MARK, RESIDENT_HEADING, RESIDENT_MARK
+from liyuan.card_prompts import HANDBOOK_MARK, RESIDENT_HEADING, RESIDENT_MARK, parse_merge_result
 
 
 def fact(fid: str, *match: str, beat: int | None = 1, section: str | None = None, chat: str = "jA",
@@ -117,6 +117,17 @@ def test_merge_reply_needs_both_parts_and_a_block_per_chat() -> None:
     assert not check_merge_reply(swapped, ["jA"]).ok
     assert not check_merge_reply(f"{HANDBOOK_MARK}\n{handbook}\n{RESIDENT_MARK}\n", ["jA"]).ok
     assert not check_merge_reply(handbook, ["jA"]).ok
+
+
+def test_merge_reply_that_copies_a_prompt_tag_fails_as_the_library_refuses_it() -> None:
+    handbook = "# 局：雾夜借宿（jA）\n- 林溯撕了日志\n来源：局/jA.md"
+    echo = f'{HANDBOOK_MARK}\n{handbook}\n<recap chat="jA">\n抄回来的复盘\n</recap>\n{RESIDENT_MARK}\n{_resident()}'
+    assert parse_merge_result(echo) is None
+    result = check_merge_reply(echo, ["jA"])
+    assert not result.ok
+    assert any("<recap>" in p and "照抄" in p for p in result.problems), result.problems
+    # Without the copied tag the same reply passes: the tag alone decides.
+    assert check_merge_reply(echo.replace('<recap chat="jA">', "").replace("</recap>", ""), ["jA"]).ok
 
 
 def test_fact_recall_is_complete_and_per_section() -> None:
