@@ -5,9 +5,12 @@ Invariants:
 - Every write is one transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``) in WAL mode with
   ``synchronous=FULL``: a process killed mid-write loses at most the write in flight,
   never a committed chunk, and the file stays consistent (tested by killing a child).
-- Each write bumps ``meta.generation``; a :class:`Snapshot` is refreshed only when the
-  generation it was built from is stale, so a recall costs one small query plus numpy.
-  A refresh reuses the vectors and encoded terms of chunks it already holds.
+- Each write that may change a chunk (add, re-embed, delete) bumps ``meta.generation``
+  in the same transaction; the beat counter and the pending queue are not chunks and
+  leave it alone. A :class:`Snapshot` is refreshed only when the generation it was
+  built from is stale, so a recall after a mere :meth:`SqliteChunkStore.next_turn` costs
+  one small query plus numpy, not a rebuild. A refresh reuses the vectors and encoded
+  terms of chunks it already holds.
 - Rows are never edited in place except to re-embed: a narrative merge inserts a new
   version whose ``parent`` is the chunk it extends (copy-on-write), so a reroll that
   abandons the newer version brings the older one back (see
@@ -145,12 +148,15 @@ class SqliteChunkStore:
             db.close()
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self, *, chunks_changed: bool = True) -> Iterator[sqlite3.Connection]:
+        """One write transaction; ``chunks_changed=False`` only for writes that touch no
+        chunk row (the snapshot built for the current generation stays valid)."""
         with self._connect() as db:
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db
-                db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+                if chunks_changed:
+                    db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -236,7 +242,7 @@ class SqliteChunkStore:
         Args:
             pending: ``(node_id, text)`` of this beat, queued in the same transaction.
         """
-        with self._write() as db:
+        with self._write(chunks_changed=False) as db:
             db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'turn_counter'")
             if pending is not None:
                 db.execute("INSERT INTO pending (node_id, text) VALUES (?, ?)", pending)
@@ -249,7 +255,7 @@ class SqliteChunkStore:
 
     def clear_pending(self, through_seq: int) -> None:
         """Drop queued beats up to ``through_seq`` (after they were ingested)."""
-        with self._write() as db:
+        with self._write(chunks_changed=False) as db:
             db.execute("DELETE FROM pending WHERE seq <= ?", (through_seq,))
 
     # -- reading ---------------------------------------------------------------------
@@ -285,7 +291,7 @@ class SqliteChunkStore:
             return int(db.execute("SELECT COUNT(*) FROM chunks WHERE store = ?", (store,)).fetchone()[0])
 
     def generation(self) -> int:
-        """How many write transactions the file has seen."""
+        """How many chunk-changing write transactions the file has seen."""
         with self._connect() as db:
             return int(db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
 

@@ -90,6 +90,29 @@ def test_snapshot_is_cached_until_a_write(tmp_path: Path) -> None:
     assert len(store.snapshot().chunks) == 2
 
 
+def test_beat_counter_and_queue_keep_the_snapshot(tmp_path: Path) -> None:
+    # next_turn() runs on every beat: if it invalidated the snapshot, the next recall
+    # would rebuild every vector row and the BM25 index of a big store.
+    config = VectorConfig(enabled=True, stores={NARRATIVE: StoreConfig("剧情数据库", True, 3, 200)})
+    memory = VectorMemory(config, SqliteChunkStore(tmp_path / "c.sqlite"))
+    store = memory.store
+    store.add([NewChunk("external", "早先导入的一段记忆。", np.ones(4, dtype=np.float32), "t", "import")],
+              max_chunks=10)
+    first = store.snapshot()
+    lexical = first.lexical("bigram")
+    assert store.next_turn(("a1", "第一拍排进队列的文字。")) == 1
+    beat = "第二拍：小满撑着那把补过两回的青伞，从浓雾里慢慢走了过来。"
+    assert memory.ingest_beat(beat, node_id="a2", branch_ids={"a1", "a2"}).reason == "not-due"
+    (seq, _, _), _ = store.pending()
+    store.clear_pending(seq)
+    assert [beat[1] for beat in store.pending()] == ["a2"]
+    assert store.snapshot() is first and first.lexical("bigram") is lexical
+    # A chunk write still refreshes it.
+    store.add([NewChunk("external", "之后手动加的一条记忆。", np.ones(4, dtype=np.float32), "t", "manual")],
+              max_chunks=10)
+    assert store.snapshot() is not first and len(store.snapshot().chunks) == 2
+
+
 def test_vectors_round_trip_as_float32(tmp_path: Path) -> None:
     store = SqliteChunkStore(tmp_path / "c.sqlite")
     vector = np.array([0.6, 0.8, 0.0], dtype=np.float32)
