@@ -131,6 +131,7 @@ def build_merge_prompt(
         user_name=user_name,
         char_name=char_name,
         resident_max_chars=RESIDENT_MAX_CHARS,
+        resident_heading=RESIDENT_HEADING,
         handbook_mark=HANDBOOK_MARK,
         resident_mark=RESIDENT_MARK,
     )
