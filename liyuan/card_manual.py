@@ -114,10 +114,10 @@ def read_memory(files: MemoryFiles, ref: str) -> tuple[str, str] | None:
     return None if text is None else (text, sha256_text(text))
 
 
-def _aggregates_to_retire(manifest: Manifest, layout: CardLayout, keep: str | None) -> list[str]:
+def _aggregates_to_retire(manifest: Manifest, layout: CardLayout) -> list[str]:
     names = []
     for ref, path in ((HANDBOOK_REF, layout.handbook), (RESIDENT_REF, layout.resident)):
-        if ref != keep and not manifest.is_protected(ref):
+        if not manifest.is_protected(ref):
             names.append(layout.relative(path))
     return names
 
@@ -182,7 +182,7 @@ def change_memory(files: MemoryFiles, ref: str, version: str, content: str | Non
         if content is None:
             _forget(state, ref[len(RECAP_REF_PREFIX):])
         _drop_merge_records(manifest)
-        retire = _aggregates_to_retire(manifest, layout, keep=None)
+        retire = _aggregates_to_retire(manifest, layout)
     else:
         # The user's version of an aggregate now speaks for every recap as it is today.
         # Merge records stay: once merging resumes, only what changed after this edit
@@ -220,7 +220,7 @@ def forget_chat_recap(files: MemoryFiles, chat_id: str) -> bool:
     manifest, state = _begin_change(files)
     _forget(state, chat_id)
     _drop_merge_records(manifest)
-    _journal(manifest, [layout.relative(path), *_aggregates_to_retire(manifest, layout, keep=None)])
+    _journal(manifest, [layout.relative(path), *_aggregates_to_retire(manifest, layout)])
     save_manifest(files, manifest)
     finish_pending(files, manifest)
     return True
