@@ -248,10 +248,9 @@ def resume_merging(files: MemoryFiles) -> bool:
     return True
 
 
-def _visible_docs(files: MemoryFiles) -> list[tuple[str, str]]:
+def _visible_docs(files: MemoryFiles, manifest: Manifest) -> list[tuple[str, str]]:
     """``(ref, text)`` of every document a reader should see, in a stable order."""
     layout = files.layout
-    manifest = load_manifest(files)
     docs: list[tuple[str, str]] = []
     for ref in (HANDBOOK_REF, RESIDENT_REF):
         text = files.read_text(ref_path(layout, ref))
@@ -284,7 +283,7 @@ def list_memory(files: MemoryFiles) -> list[MemoryDoc]:
             version=sha256_text(text),
             note=PROTECTED_NOTE if manifest.is_protected(ref) else "",
         )
-        for ref, text in _visible_docs(files)
+        for ref, text in _visible_docs(files, manifest)
     ]
 
 
@@ -307,7 +306,7 @@ def search_memory(files: MemoryFiles, query: str, limit: int = 6) -> list[Memory
     if not words or limit <= 0:
         return []
     hits: list[MemoryHit] = []
-    for ref, text in _visible_docs(files):
+    for ref, text in _visible_docs(files, load_manifest(files)):
         lowered = text.lower()
         found = [pos for pos in (lowered.find(w) for w in words) if pos >= 0]
         if not found:

@@ -125,6 +125,26 @@ def test_unlistable_recap_folder_raises_everywhere_instead_of_looking_empty(tmp_
         search_memory(files, "东门")
 
 
+def test_listing_and_searching_read_the_manifest_once(tmp_path: Path) -> None:
+    layout = CardLayout(tmp_path)
+    reads: list[Path] = []
+
+    class Counting(MemoryFiles):
+        def read_text(self, path: Path) -> str | None:
+            reads.append(path)
+            return super().read_text(path)
+
+    files = Counting(layout)
+    save_manifest(files, Manifest())
+    atomic_write_text(layout.handbook, "手册：东门\n")
+    atomic_write_text(layout.recap_path("A"), "复盘：东门\n")
+    assert [d.ref for d in list_memory(files)] == ["card:handbook", "card:recap:A"]
+    assert reads.count(layout.manifest) == 1
+    reads.clear()
+    assert len(search_memory(files, "东门")) == 2
+    assert reads.count(layout.manifest) == 1
+
+
 def test_source_mark_is_stable_and_moves_with_mtime_and_size(tmp_path: Path) -> None:
     sessions = tmp_path / "会话"
     sessions.mkdir()
