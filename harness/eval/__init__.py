@@ -41,7 +41,7 @@ def _text(data: Any) -> str:
 
 def scorecard_files(root: Path) -> dict[str, str]:
     """Every scorecard file and the page table, as repository path -> content."""
-    from .gold import load_gold
+    from .gold import load_scenarios
     from .report import scorecard_markdown
     from .scorecard import score_run
 
@@ -52,14 +52,13 @@ def scorecard_files(root: Path) -> dict[str, str]:
     if runs_dir.is_dir():
         bases += [(f"sim/runs/{p.name}", f"sim/runs/{p.name}/eval.json")
                   for p in sorted(runs_dir.iterdir()) if (p / "out").is_dir()]
+    scenarios = load_scenarios(root)
     for base, target in bases:
-        card = score_run(root / base, root)
+        card = score_run(root / base, root, scenarios)
         files[target] = _text(card)
         runs.append((target, card))
-    gold_facts: dict[str, list[dict[str, str]]] = {}
-    for path in sorted((root / "sim" / "scenarios").glob("*.yaml")):
-        gold = load_gold(path, f"sim/scenarios/{path.name}")
-        gold_facts[path.stem] = [{"id": f.id, "text": f.text} for f in gold.facts]
+    gold_facts = {name: [{"id": f.id, "text": f.text} for f in scenario.gold.facts]
+                  for name, scenario in scenarios.items()}
     files[f"{EVAL_DIR}/scorecards.md"] = scorecard_markdown(runs, gold_facts)
     return files
 

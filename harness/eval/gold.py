@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -31,7 +31,7 @@ from liyuan.scribe import SUMMARY_HEADINGS
 
 from .checks import Fact, parse_match
 
-__all__ = ["Gold", "GoldError", "load_gold", "parse_gold"]
+__all__ = ["Gold", "GoldError", "ScenarioFile", "load_gold", "load_scenario", "load_scenarios", "parse_gold"]
 
 _SECTIONS = tuple(h.removeprefix("## ") for h in SUMMARY_HEADINGS)
 _KEYS = {"id", "chat", "beat", "kind", "section", "text", "match", "also"}
@@ -120,11 +120,18 @@ def parse_gold(raw: Any, chats: Sequence[str], where: str = "gold") -> Gold:
     return Gold(parts["facts"], parts["never_said"], parts["scenes"])
 
 
-def load_gold(path: Path, label: str | None = None) -> Gold:
-    """The ``gold:`` block of a scenario file (empty when it has none).
+class ScenarioFile(NamedTuple):
+    """A scenario file read once: its YAML data and its validated gold."""
+
+    data: Mapping[str, Any]
+    gold: Gold
+
+
+def load_scenario(path: Path, label: str | None = None) -> ScenarioFile:
+    """Read a scenario file once: its data and its ``gold:`` block (empty when it has none).
 
     Raises:
-        GoldError: The file cannot be read or the block is malformed.
+        GoldError: The file cannot be read, is not a mapping, or the block is malformed.
     """
     name = label or path.name
     try:
@@ -134,4 +141,24 @@ def load_gold(path: Path, label: str | None = None) -> Gold:
     if not isinstance(data, Mapping):
         raise GoldError(f"{name}: 场景文件的顶层应该是映射")
     chats = data.get("chats") or {}
-    return parse_gold(data.get("gold"), list(chats) if isinstance(chats, Mapping) else [], f"{name}: gold")
+    gold = parse_gold(data.get("gold"), list(chats) if isinstance(chats, Mapping) else [], f"{name}: gold")
+    return ScenarioFile(data, gold)
+
+
+def load_gold(path: Path, label: str | None = None) -> Gold:
+    """The ``gold:`` block of a scenario file (empty when it has none).
+
+    Raises:
+        GoldError: The file cannot be read or the block is malformed.
+    """
+    return load_scenario(path, label).gold
+
+
+def load_scenarios(root: Path) -> dict[str, ScenarioFile]:
+    """Every ``sim/scenarios/*.yaml`` under ``root``, by name, each read once.
+
+    Raises:
+        GoldError: As :func:`load_scenario`, for the first bad file.
+    """
+    return {path.stem: load_scenario(path, f"sim/scenarios/{path.name}")
+            for path in sorted((root / "sim" / "scenarios").glob("*.yaml"))}

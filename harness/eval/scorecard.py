@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from liyuan.assemble import SUMMARY_OPENING
 from liyuan.budget import OMITTED_MARKER
 from liyuan.card_prompts import RESIDENT_HEADING, parse_merge_result
@@ -42,7 +40,7 @@ from .checks import (
     normalize,
     sections,
 )
-from .gold import Gold, load_gold
+from .gold import Gold, ScenarioFile, load_scenarios
 from .memory_checks import check_budget, check_forgetting, check_growth
 
 __all__ = ["provenance_of", "score_run"]
@@ -270,45 +268,49 @@ def _ordered_steps(outs: Sequence[Mapping[str, Any]], step_ids: Sequence[str]) -
     return sorted(steps, key=lambda s: order.get(s["id"], len(order)))
 
 
-def score_run(base: Path, root: Path) -> dict[str, Any]:
+def _read_outs(base: Path) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[str]]]:
+    """Each ``out/*.json`` of a run read once: step files per scenario, and every file naming one."""
+    outs: dict[str, list[dict[str, Any]]] = {}
+    names: dict[str, list[str]] = {}
+    for path in sorted((base / "out").glob("*.json")):
+        if path.name == "eval.json":
+            continue
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or "scenario" not in data:
+            continue
+        names.setdefault(str(data["scenario"]), []).append(path.stem)
+        if "steps" in data:
+            outs.setdefault(str(data["scenario"]), []).append(data)
+    return outs, names
+
+
+def score_run(base: Path, root: Path, scenarios: Mapping[str, ScenarioFile] | None = None) -> dict[str, Any]:
     """Score every scenario a run folder holds.
 
     Args:
         base: The run's output base: ``sim`` or ``sim/runs/<model>``.
         root: The repository root (scenario files and their gold live in ``sim/scenarios``).
+        scenarios: The scenario files already read (:func:`~harness.eval.gold.load_scenarios`),
+            so several runs share one read; read from ``root`` when omitted.
 
     Returns:
         JSON-able: provenance, and per scenario every check's result.
+
+    Raises:
+        GoldError: A scenario file cannot be read or its gold is malformed.
     """
-    outs: dict[str, list[dict[str, Any]]] = {}
-    for path in sorted((base / "out").glob("*.json")):
-        if path.name == "eval.json":
-            continue
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(data, dict) and "scenario" in data and "steps" in data:
-            outs.setdefault(str(data["scenario"]), []).append(data)
-    scenarios: dict[str, Any] = {}
+    outs, names = _read_outs(base)
+    if scenarios is None:
+        scenarios = load_scenarios(root)
+    cards: dict[str, Any] = {}
     provenance: dict[str, Any] = {}
     for name, files in sorted(outs.items()):
         provenance = provenance_of(files[0].get("model", {}))
-        source = root / "sim" / "scenarios" / f"{name}.yaml"
-        raw = yaml.safe_load(source.read_text(encoding="utf-8")) if source.is_file() else {}
-        gold = load_gold(source, f"sim/scenarios/{name}.yaml") if source.is_file() else Gold()
-        scorer = _Scorer(raw if isinstance(raw, dict) else {}, gold, base / "txt")
-        step_ids = [s.get("id") for s in (raw.get("steps") or [])] if isinstance(raw, dict) else []
+        scenario = scenarios.get(name) or ScenarioFile({}, Gold())
+        scorer = _Scorer(scenario.data, scenario.gold, base / "txt")
+        step_ids = [s.get("id") for s in (scenario.data.get("steps") or [])]
         for step in _ordered_steps(files, step_ids):
             scorer.step(step)
-        scenarios[name] = {"out_files": sorted(f"out/{n}.json" for n in _out_names(base, name)),
-                           "provenance": provenance_of(files[0].get("model", {})), **scorer.finish()}
-    return {"provenance": provenance, "scenarios": scenarios}
-
-
-def _out_names(base: Path, scenario: str) -> list[str]:
-    names = []
-    for path in sorted((base / "out").glob("*.json")):
-        if path.name == "eval.json":
-            continue
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if isinstance(data, dict) and data.get("scenario") == scenario:
-            names.append(path.stem)
-    return names
+        cards[name] = {"out_files": sorted(f"out/{n}.json" for n in names.get(name, [])),
+                       "provenance": provenance_of(files[0].get("model", {})), **scorer.finish()}
+    return {"provenance": provenance, "scenarios": cards}
