@@ -40,7 +40,7 @@ from typing import Literal
 
 from . import card_manual
 from .budget import RESIDENT_MAX_CHARS
-from .card_files import CardLayout, MemoryFiles, source_mark_of, validate_chat_id
+from .card_files import CardLayout, MemoryFiles, source_mark_of
 from .card_inputs import RecapDiff, collect_chat_evidence, diff_recaps
 from .card_manifest import Manifest, finish_pending, load_manifest, save_manifest
 from .card_prompts import build_merge_prompt, build_recap_prompt, parse_merge_result, validate_recap
@@ -171,7 +171,6 @@ class CardMemory:
         """True: recapped; False: failed; None: nothing to do."""
         layout, files = self.layout, self.files
         sessions = layout.sessions_dir(chat_id)
-        name = layout.chat_name(chat_id)
         # Decide and stamp in one critical section: a forget landing between the two
         # would otherwise get the recap of the chat it just forgot written back.
         with self._locks.write:
@@ -182,6 +181,7 @@ class CardMemory:
             record = manifest.recaps.get(chat_id)
             if not mark or (record is not None and record.source_mark == mark):
                 return None
+            name = layout.chat_name(chat_id)  # read only for chats with work: most syncs stop above
             try:
                 before = files.input_stamp()
                 if _off_limits(load_manifest(files), chat_id):
@@ -381,8 +381,7 @@ class CardMemory:
             ConfigError: Invalid chat id.
             MemoryFileError: Something could not be removed.
         """
-        validate_chat_id(chat_id)
-        recap = self.layout.recap_path(chat_id)
+        recap = self.layout.recap_path(chat_id)  # validates the id before any path is used
         folder = self.layout.chat_dir(chat_id)
         with self._locks.write:
             existed = recap.exists() or folder.exists()
