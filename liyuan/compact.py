@@ -37,7 +37,6 @@ from .scribe import SUMMARY_MAX_TOKENS, build_summary_prompt, validate_summary
 from .state import format_state, state_from_branch
 from .story import (
     DRAFT_OP_ENTRY_TYPE,
-    LEGACY_COMPACTION_TYPE,
     PROCESS_ENTRY_TYPES,
     SUMMARY_ENTRY_TYPE,
     last_index,
@@ -181,19 +180,16 @@ def rebuild_history(branch: Sequence[Entry]) -> History:
 def serialize_for_summary(entries: Sequence[Entry], user_name: str, char_name: str) -> str:
     """The covered region as ``名字：正文`` blocks joined by blank lines.
 
-    Summaries inside the region (``rp-summary``, legacy ``compaction``) are removed
-    first: otherwise an older summary would make the history cut the body away, and its
-    text travels separately as the previous summary anyway.
+    Summaries inside the region (``rp-summary``, legacy ``compaction``) cut nothing
+    away: the blocks are the user and assistant text of the region's whole
+    :func:`story_view`, merged as in :func:`rebuild_history`, and no summary is applied.
+    Otherwise an older summary would make the history cut the body away; its text
+    travels separately as the previous summary anyway.
     """
-    region = [
-        e for e in entries
-        if e.type != LEGACY_COMPACTION_TYPE
-        and not (e.type == "custom" and e.custom_type == SUMMARY_ENTRY_TYPE)
-    ]
-    history = rebuild_history(region)
-    return "\n\n".join(
-        f"{user_name if item.role == 'user' else char_name}：{item.text}" for item in history.items
-    )
+    # story_view keeps summary entries, but _history_items reads only messages, so they
+    # add no text; and no active_summary is looked up, so none of them cuts the region.
+    items = _history_items(story_view(entries))
+    return "\n\n".join(f"{user_name if item.role == 'user' else char_name}：{item.text}" for item in items)
 
 
 # -- planning ---------------------------------------------------------------------
