@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from liyuan.card_files import MemoryFiles, sha1_text
+from liyuan.card_files import CardLayout, MemoryFiles, sha1_text
 from liyuan.card_manifest import load_manifest
 from liyuan.errors import ConfigError, ModelError
 from liyuan.model import FunctionModel, ModelRequest, ScriptedModel
@@ -145,6 +145,25 @@ def test_model_errors_count_as_failures(tmp_path: Path) -> None:
     out = memory(tmp_path, model).sync()
     assert (out.recapped, out.failed, out.merged) == (["B"], ["A"], "failed")
     assert not (_mem(tmp_path) / "记忆.md").exists()
+
+
+def test_unchanged_chats_cost_no_meta_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    two_chats(tmp_path)
+    model = FunctionModel(lambda r: _recap_for(r) if r.purpose == "recap" else merge_reply())
+    assert memory(tmp_path, model).sync().merged == "ok"
+    named: list[str] = []
+    real = CardLayout.chat_name
+
+    def counting(self: CardLayout, chat_id: str) -> str:
+        named.append(chat_id)
+        return real(self, chat_id)
+
+    monkeypatch.setattr(CardLayout, "chat_name", counting)
+    out = memory(tmp_path, model).sync()
+    assert (out.recapped, out.merged, named) == ([], "no-change", [])  # the fingerprint exit comes first
+    write_chat(tmp_path, "A", [("user", "去茶馆吧。"), ("assistant", "好。")])
+    assert memory(tmp_path, model).sync().recapped == ["A"]
+    assert "B" not in named and "A" in named
 
 
 def test_greeting_only_chat_is_fingerprinted_not_recapped(tmp_path: Path) -> None:
