@@ -39,6 +39,7 @@ __all__ = [
     "check_resident",
     "check_summary_structure",
     "fact_in",
+    "fact_in_normalized",
     "fact_recall",
     "normalize",
     "parse_match",
@@ -94,10 +95,15 @@ class Fact:
 
 def fact_in(fact: Fact, text: str) -> bool:
     """True when every match group of ``fact`` occurs in ``text``."""
-    if not fact.match:
-        return False
-    haystack = normalize(text)
-    return all(any(alt in haystack for alt in group) for group in fact.match)
+    return fact_in_normalized(fact, normalize(text)) if fact.match else False
+
+
+def fact_in_normalized(fact: Fact, haystack: str) -> bool:
+    """:func:`fact_in` on a text already passed through :func:`normalize`.
+
+    For callers that look many facts up in one text: they normalise it once.
+    """
+    return bool(fact.match) and all(any(alt in haystack for alt in group) for group in fact.match)
 
 
 def sections(text: str, prefix: str = "## ") -> dict[str, str]:
@@ -291,16 +297,17 @@ def fact_recall(facts: Sequence[Fact], text: str, *, by_section: bool = False) -
         by_section: Also score each fact that names a ``section`` inside that section
             (``## <section>`` of ``text``).
     """
-    found = tuple(f.id for f in facts if fact_in(f, text))
+    haystack = normalize(text)
+    found = tuple(f.id for f in facts if fact_in_normalized(f, haystack))
     missing = tuple(f.id for f in facts if f.id not in found)
     per_section: dict[str, tuple[int, int]] = {}
     misplaced: list[str] = []
     if by_section:
-        bodies = sections(text)
+        bodies = {name: normalize(body) for name, body in sections(text).items()}
         for fact in facts:
             if fact.section is None:
                 continue
-            hit = fact_in(fact, bodies.get(fact.section, ""))
+            hit = fact_in_normalized(fact, bodies.get(fact.section, ""))
             got, want = per_section.get(fact.section, (0, 0))
             per_section[fact.section] = (got + int(hit), want + 1)
             if not hit and fact.id in found:
@@ -340,7 +347,8 @@ def check_latest_scene(section_text: str, scenes: Sequence[Fact], covered_beat: 
     """
     reached = sorted((s for s in scenes if s.beat is not None and s.beat <= covered_beat),
                      key=lambda s: s.beat or 0)
-    named = tuple(s.id for s in scenes if fact_in(s, section_text))
+    haystack = normalize(section_text)
+    named = tuple(s.id for s in scenes if fact_in_normalized(s, haystack))
     if not reached:
         return SceneResult(False, "none", None, named)
     latest = reached[-1]
@@ -366,6 +374,7 @@ class AbstentionResult:
 
 def check_abstention(never_said: Sequence[Fact], artifacts: Mapping[str, str]) -> AbstentionResult:
     """None of ``never_said`` may occur in any of ``artifacts`` (name -> text)."""
-    violations = tuple((f.id, name) for name, text in sorted(artifacts.items())
-                       for f in never_said if fact_in(f, text))
+    normalized = {name: normalize(text) for name, text in artifacts.items()}
+    violations = tuple((f.id, name) for name, text in sorted(normalized.items())
+                       for f in never_said if fact_in_normalized(f, text))
     return AbstentionResult(not violations, violations)

@@ -17,7 +17,7 @@ from typing import Any
 from liyuan.budget import OMITTED_MARKER, RESIDENT_ENVELOPE_CHARS, RESIDENT_MAX_CHARS, RESIDENT_MIN_USEFUL_CHARS
 from liyuan.text import utf16_len, utf16_prefix
 
-from .checks import Fact, fact_in
+from .checks import Fact, fact_in_normalized, normalize
 
 __all__ = [
     "BudgetResult",
@@ -90,15 +90,17 @@ def check_forgetting(before: str, after: str, facts: Sequence[Fact], deleted: se
         facts: Gold facts with their sources (:attr:`Fact.sources`).
         deleted: Ids of the deleted chats.
     """
-    present = [f for f in facts if fact_in(f, before)]
+    before_n, after_n = normalize(before), normalize(after)
+    present = [f for f in facts if fact_in_normalized(f, before_n)]
     should_go = tuple(f.id for f in present if f.sources and f.sources <= deleted)
     should_stay = tuple(f.id for f in present if f.id not in should_go)
-    went = tuple(f.id for f in present if not fact_in(f, after))
+    went = tuple(f.id for f in present if not fact_in_normalized(f, after_n))
     stayed = tuple(i for i in should_stay if i not in went)
     stale = []
-    lines = after.splitlines()
+    lines = [(normalize(line), line) for line in after.splitlines()]
     for fact in present:
-        if fact.id in stayed and any(fact_in(fact, line) and source_tags(line) & deleted for line in lines):
+        if fact.id in stayed and any(fact_in_normalized(fact, norm) and source_tags(line) & deleted
+                                     for norm, line in lines):
             stale.append(fact.id)
     ok = set(went) == set(should_go) and not stale
     return ForgettingResult(ok, should_go, went, should_stay, stayed, tuple(stale))

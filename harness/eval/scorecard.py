@@ -35,7 +35,7 @@ from .checks import (
     check_recap_structure,
     check_resident,
     check_summary_structure,
-    fact_in,
+    fact_in_normalized,
     fact_recall,
     normalize,
     sections,
@@ -162,8 +162,9 @@ class _Scorer:
         scenes = self.gold.scenes_of(chat)
         if scenes:
             record["latest_scene"] = check_latest_scene(sections(body).get("当前场景", ""), scenes, covered).to_json()
+        normalized = normalize(body)
         record["beyond_coverage"] = [f.id for f in self.gold.facts if f.chat == chat and f.beat is not None
-                                     and f.beat > covered and fact_in(f, body)]
+                                     and f.beat > covered and fact_in_normalized(f, normalized)]
         try:
             accepted = validate_summary(body)
         except ModelOutputError:

@@ -30,7 +30,7 @@ from liyuan.state import STATE_ENTRY_TYPE, format_roster, format_state, state_fr
 from liyuan.tokens import estimate_tokens
 from liyuan.tree import Entry, SessionTree
 
-from .checks import fact_in
+from .checks import fact_in, fact_in_normalized, normalize
 from .memory_checks import check_budget
 from .synth import SynthChat, generate_chat
 
@@ -296,12 +296,14 @@ def _play(chat: SynthChat, strategy: Strategy, model: FunctionModel | None) -> S
     final = strategy.context(tree, "（收尾）")
     # The last message is the tail: for ours the ledger block plus the user's words, for
     # the others the user's words alone. Everything before it, minus summaries, is kept text.
-    kept = "\n\n".join(m.content for m in final[:-1] if not _is_summary(m))
-    tail = final[-1].content
-    shown = "\n\n".join(m.content for c in (model.calls if model else []) for m in c.messages if m.role == "user")
+    kept = normalize("\n\n".join(m.content for m in final[:-1] if not _is_summary(m)))
+    tail = normalize(final[-1].content)
+    shown = normalize("\n\n".join(m.content for c in (model.calls if model else []) for m in c.messages
+                                    if m.role == "user"))
     for fact in chat.facts:
-        run.facts[fact.id] = ("verbatim" if fact_in(fact, kept) else "ledger" if fact_in(fact, tail)
-                              else "summarised" if fact_in(fact, shown) else "lost")
+        run.facts[fact.id] = ("verbatim" if fact_in_normalized(fact, kept)
+                              else "ledger" if fact_in_normalized(fact, tail)
+                              else "summarised" if fact_in_normalized(fact, shown) else "lost")
     run.swiped_in_context = any(fact_in(chat.swiped, m.content) for m in final)
     return run
 
