@@ -22,9 +22,9 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from liyuan.agent_compact import chars4, run_generic_compaction, visible_entries
-from liyuan.assemble import SUMMARY_OPENING, Injection, build_context
+from liyuan.assemble import SUMMARY_OPENING, prepare_turn
 from liyuan.clock import counter_ids, fixed_clock
-from liyuan.compact import rebuild_history, run_compaction
+from liyuan.compact import run_compaction
 from liyuan.model import ChatMessage, FunctionModel, ModelRequest
 from liyuan.state import STATE_ENTRY_TYPE, format_roster, format_state, state_from_branch
 from liyuan.tokens import estimate_tokens
@@ -219,11 +219,11 @@ class Ours:
         branch = tree.branch()
         ledger = state_from_branch(branch)
         state_text, roster = format_state(ledger), format_roster(ledger)
-        messages = build_context(branch, user_text, injection=Injection(state_text=state_text, roster=roster))
-        summary = rebuild_history(branch).summary
-        if not check_budget(summary, state_text, roster, None, None).ok:
+        # One history read gives the messages and the summary they carry.
+        turn = prepare_turn(branch, user_text, state_text=state_text, roster=roster)
+        if not check_budget(turn.summary, state_text, roster, None, None).ok:
             self.budget_failures += 1
-        return messages
+        return turn.messages
 
     def after_beat(self, tree: SessionTree, beat: int) -> list[Cut]:
         outcome = run_compaction(tree, self.model, user_name=self.user_name, char_name=self.char_name)
