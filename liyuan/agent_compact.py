@@ -23,9 +23,8 @@ assembles the context compacts it. Planning is pure; only the ``run`` function w
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -33,11 +32,11 @@ from .compact import active_summary
 from .errors import ModelError
 from .model import ChatModel, split_reasoning
 from .prompts import Prompt, neutralize, render
+from .story import LEGACY_COMPACTION_TYPE  # the coding agent's own entry type: this module writes it
 from .text import utf16_len
-from .tree import Entry, SessionTree, usage_tokens
+from .tree import Entry, SessionTree, args_json, last_usage, thinking, tool_calls
 
 __all__ = [
-    "COMPACTION_ENTRY_TYPE",
     "KEEP_RECENT_TOKENS",
     "RESERVE_TOKENS",
     "TOOL_RESULT_MAX_CHARS",
@@ -59,7 +58,6 @@ __all__ = [
     "visible_tokens",
 ]
 
-COMPACTION_ENTRY_TYPE = "compaction"
 RESERVE_TOKENS = 16384
 KEEP_RECENT_TOKENS = 20000
 TOOL_RESULT_MAX_CHARS = 2000
@@ -75,36 +73,14 @@ def chars4(text: str) -> int:
     return math.ceil(utf16_len(text) / 4)
 
 
-def _tool_args(args: Any) -> str:
-    if not isinstance(args, dict):
-        return ""
-    return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, separators=(',', ':'))}" for k, v in args.items())
-
-
-def _tool_calls(entry: Entry) -> list[tuple[str, dict[str, Any]]]:
-    raw = entry.body.get("toolCalls")
-    calls = []
-    for call in raw if isinstance(raw, list) else []:
-        if isinstance(call, dict) and isinstance(call.get("name"), str):
-            args = call.get("args")
-            calls.append((call["name"], args if isinstance(args, dict) else {}))
-    return calls
-
-
-def _thinking(entry: Entry) -> str:
-    value = entry.body.get("thinking")
-    return value if isinstance(value, str) else ""
-
-
 def estimate_entry_tokens(entry: Entry, estimate: TextEstimator = chars4) -> int:
     """Tokens one entry adds to the agent's context; 0 for entries it never sees."""
     if entry.type != "message":
         return 0  # custom entries (ledger, draft ops, summaries) are not in its message copy
     parts = [entry.text]
     if entry.role == "assistant":
-        parts.append(_thinking(entry))
-        parts.extend(name + json.dumps(args, ensure_ascii=False, separators=(",", ":"))
-                     for name, args in _tool_calls(entry))
+        parts.append(thinking(entry))
+        parts.extend(name + args_json(args) for name, args in tool_calls(entry))
     return estimate("".join(parts))
 
 
@@ -114,20 +90,11 @@ def context_tokens(entries: Sequence[Entry], estimate: TextEstimator = chars4) -
     An assistant message may carry ``usage`` (read by :func:`liyuan.tree.usage_tokens`).
     Without any usage, every entry is estimated.
     """
-    found = _last_usage(entries)
+    found = last_usage(entries)
     if found is None:
         return sum(estimate_entry_tokens(e, estimate) for e in entries)
     index, total = found
     return total + sum(estimate_entry_tokens(e, estimate) for e in entries[index + 1:])
-
-
-def _last_usage(entries: Sequence[Entry]) -> tuple[int, int] | None:
-    for index in range(len(entries) - 1, -1, -1):
-        entry = entries[index]
-        total = usage_tokens(entry) if entry.type == "message" and entry.role == "assistant" else None
-        if total is not None:
-            return index, total
-    return None
 
 
 def visible_entries(branch: Sequence[Entry]) -> tuple[str | None, list[Entry]]:
@@ -141,7 +108,7 @@ def visible_entries(branch: Sequence[Entry]) -> tuple[str | None, list[Entry]]:
     active = active_summary(branch)
     start = active.cut if active else 0
     return (active.summary if active else None,
-            [e for e in branch[start:] if e.type != COMPACTION_ENTRY_TYPE])
+            [e for e in branch[start:] if e.type != LEGACY_COMPACTION_TYPE])
 
 
 def visible_tokens(branch: Sequence[Entry], estimate: TextEstimator = chars4) -> int:
@@ -156,7 +123,7 @@ def visible_tokens(branch: Sequence[Entry], estimate: TextEstimator = chars4) ->
     if active is None:
         return context_tokens(branch, estimate)
     after = branch[active.index + 1:]
-    if _last_usage(after) is not None:
+    if last_usage(after) is not None:
         return context_tokens(after, estimate)
     summary, entries = visible_entries(branch)
     return estimate(summary or "") + sum(estimate_entry_tokens(e, estimate) for e in entries)
@@ -165,6 +132,10 @@ def visible_tokens(branch: Sequence[Entry], estimate: TextEstimator = chars4) ->
 def should_compact(tokens: int, context_window: int, reserve_tokens: int = RESERVE_TOKENS) -> bool:
     """The coding agent's trigger: the context no longer leaves ``reserve_tokens`` free."""
     return tokens > context_window - reserve_tokens
+
+
+def _call_text(name: str, args: Mapping[str, Any]) -> str:
+    return f"{name}(" + ", ".join(f"{key}={args_json(value)}" for key, value in args.items()) + ")"
 
 
 def serialize_agent_messages(entries: Sequence[Entry]) -> str:
@@ -176,13 +147,13 @@ def serialize_agent_messages(entries: Sequence[Entry]) -> str:
         if entry.role == "user" and entry.text.strip():
             blocks.append(f"[User]: {entry.text}")
         elif entry.role == "assistant":
-            if _thinking(entry).strip():
-                blocks.append(f"[Assistant thinking]: {_thinking(entry)}")
+            if thinking(entry).strip():
+                blocks.append(f"[Assistant thinking]: {thinking(entry)}")
             if entry.text.strip():
                 blocks.append(f"[Assistant]: {entry.text}")
-            calls = _tool_calls(entry)
+            calls = tool_calls(entry)
             if calls:
-                blocks.append("[Assistant tool calls]: " + "; ".join(f"{n}({_tool_args(a)})" for n, a in calls))
+                blocks.append("[Assistant tool calls]: " + "; ".join(_call_text(n, a) for n, a in calls))
         elif entry.role == "toolResult" and entry.text:
             text = entry.text
             if len(text) > TOOL_RESULT_MAX_CHARS:
@@ -320,7 +291,7 @@ def _file_lists(entries: Sequence[Entry]) -> tuple[list[str], list[str]]:
     read: list[str] = []
     modified: list[str] = []
     for entry in entries:
-        for name, args in _tool_calls(entry):
+        for name, args in tool_calls(entry):
             path = args.get("path")
             if not isinstance(path, str):
                 continue
@@ -399,7 +370,7 @@ def run_generic_compaction(
         summary += "\n\n<read-files>\n" + "\n".join(read) + "\n</read-files>"
     if modified:
         summary += "\n\n<modified-files>\n" + "\n".join(modified) + "\n</modified-files>"
-    entry = tree.append(COMPACTION_ENTRY_TYPE, summary=summary, firstKeptEntryId=plan.first_kept_id,
+    entry = tree.append(LEGACY_COMPACTION_TYPE, summary=summary, firstKeptEntryId=plan.first_kept_id,
                         tokensBefore=plan.tokens_before,
                         details={"readFiles": read, "modifiedFiles": modified},
                         provenance=",".join(sorted(set(provenance))) or "carried-over")

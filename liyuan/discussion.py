@@ -22,7 +22,6 @@ which undercounts Chinese 3-5x and would let the estimate fall behind the overfl
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -33,7 +32,7 @@ from .errors import ModelError, ModelOutputError
 from .model import ChatMessage, ChatModel, cut_off_note, split_reasoning
 from .prompts import Prompt, echoed_tag, neutralize, render
 from .tokens import estimate_tokens
-from .tree import Entry, SessionTree, usage_tokens
+from .tree import Entry, SessionTree, args_json, last_usage, thinking, tool_calls
 
 __all__ = [
     "DISCUSSION_MAX_TOKENS",
@@ -89,32 +88,14 @@ class AgentMessage:
     """The tree entry it came from; ``None`` for the synthetic summary message."""
 
 
-def _args_json(args: Mapping[str, Any]) -> str:
-    # Compact with raw non-ASCII, as JSON.stringify writes it.
-    return json.dumps(dict(args), ensure_ascii=False, separators=(",", ":"))
-
-
-def _tool_calls(entry: Entry) -> tuple[ToolCall, ...]:
-    raw = entry.body.get("toolCalls")
-    if not isinstance(raw, list):
-        return ()
-    calls = []
-    for item in raw:
-        if isinstance(item, Mapping) and isinstance(item.get("name"), str):
-            args = item.get("args")
-            calls.append(ToolCall(item["name"], args if isinstance(args, Mapping) else {}))
-    return tuple(calls)
-
-
 def _as_message(entry: Entry) -> AgentMessage | None:
     if entry.type != "message":
         return None
     if entry.role == "user":
         return AgentMessage("user", entry.text, entry_id=entry.id)
     if entry.role == "assistant":
-        thinking = entry.body.get("thinking")
-        return AgentMessage("assistant", entry.text, _tool_calls(entry),
-                            thinking=thinking if isinstance(thinking, str) else "", entry_id=entry.id)
+        calls = tuple(ToolCall(name, args) for name, args in tool_calls(entry))
+        return AgentMessage("assistant", entry.text, calls, thinking=thinking(entry), entry_id=entry.id)
     if entry.role == "toolResult":
         name = entry.body.get("toolName")
         return AgentMessage("toolResult", entry.text, tool_name=name if isinstance(name, str) else "",
@@ -192,12 +173,12 @@ def estimate_message_tokens(message: AgentMessage) -> int:
     """Estimated tokens of one message: text, thinking, and each call's name and args."""
     total = estimate_tokens(message.text) + estimate_tokens(message.thinking)
     for call in message.tool_calls:
-        total += estimate_tokens(call.name) + estimate_tokens(_args_json(call.args))
+        total += estimate_tokens(call.name) + estimate_tokens(args_json(call.args))
     return total
 
 
 def _call(call: ToolCall) -> str:
-    return f"[调用 {call.name} {_args_json(call.args)[:TOOL_TEXT_LIMIT]}]"
+    return f"[调用 {call.name} {args_json(call.args)[:TOOL_TEXT_LIMIT]}]"
 
 
 def _receipt(message: AgentMessage) -> str:
@@ -246,13 +227,10 @@ class DiscussionPlan:
 
 def _context_tokens(branch: Sequence[Entry], live: LiveDiscussion) -> tuple[int, bool]:
     # The newest assistant reply with usage, made after the latest summary took effect.
-    for index in range(len(branch) - 1, live.summary_index, -1):
-        entry = branch[index]
-        if entry.type == "message" and entry.role == "assistant":
-            used = usage_tokens(entry)
-            if used is not None:
-                after = _messages(branch[index + 1 :])
-                return used + sum(map(estimate_message_tokens, after)), True
+    found = last_usage(branch, live.summary_index + 1)
+    if found is not None:
+        index, used = found
+        return used + sum(map(estimate_message_tokens, _messages(branch[index + 1 :]))), True
     history = _messages(live.entries)
     total = sum(map(estimate_message_tokens, history))
     if live.summary is not None:

@@ -26,13 +26,14 @@ Entry conventions used across liyuan (other fields are kept and ignored):
 - ``{"type": "message", "role": "user", "text": ...}``: a user turn. Optional
   ``"mode": "roleplay" | "authoring" | "agent"`` (absent means roleplay).
 - ``{"type": "message", "role": "assistant", "text": ...}``: a reply. Optional
-  ``"thinking": str``, ``"toolCalls": [{"name": str, "args": {...}}]``,
-  ``"greeting": true`` (the card's opening line), ``"mode"`` as above, and optional
-  ``"usage"``: what the endpoint reported for the request that produced the reply. Two
-  shapes are read, OpenAI's ``{"prompt_tokens", "completion_tokens", "total_tokens"}``
-  and the coding agent's ``{"input", "output", "cacheRead", "cacheWrite",
-  "totalTokens"}``; any field may be missing or ``null``. Read it only through
-  :func:`usage_tokens`.
+  ``"thinking": str``, ``"toolCalls": [{"name": str, "args": {...}}]`` (read them
+  through :func:`thinking` and :func:`tool_calls`; args are measured and shown as
+  :func:`args_json`), ``"greeting": true`` (the card's opening line), ``"mode"`` as
+  above, and optional ``"usage"``: what the endpoint reported for the request that
+  produced the reply. Two shapes are read, OpenAI's ``{"prompt_tokens",
+  "completion_tokens", "total_tokens"}`` and the coding agent's ``{"input", "output",
+  "cacheRead", "cacheWrite", "totalTokens"}``; any field may be missing or ``null``.
+  Read it only through :func:`usage_tokens` (the newest one: :func:`last_usage`).
 - ``{"type": "message", "role": "toolResult", "toolName": str, "text": ...}``: a tool receipt.
 - ``{"type": "custom", "customType": "rp-summary", "data": {"summary", "coversThroughId",
   "turns", "chars"}}``: a relay summary (see :mod:`liyuan.compact`).
@@ -65,12 +66,16 @@ __all__ = [
     "BranchView",
     "Entry",
     "SessionTree",
+    "args_json",
     "branch_to",
     "custom",
     "entries_by_id",
     "is_message",
+    "last_usage",
     "message",
     "parse_entry",
+    "thinking",
+    "tool_calls",
     "usage_tokens",
 ]
 
@@ -452,6 +457,59 @@ def usage_tokens(entry: Entry) -> int | None:
         return prompt + (_count(usage.get("completion_tokens")) or 0)
     summed = sum(_count(usage.get(k)) or 0 for k in ("input", "output", "cacheRead", "cacheWrite"))
     return summed or None
+
+
+def last_usage(entries: Sequence[Entry], start: int = 0) -> tuple[int, int] | None:
+    """The newest assistant message in ``entries[start:]`` with a usable ``usage``.
+
+    Searched from the end, so the cost is that of what follows it.
+
+    Args:
+        entries: Root-to-leaf entries.
+        start: Index before which nothing is read (say, just past the latest summary:
+            a usage from before it measured a context that no longer exists).
+
+    Returns:
+        ``(index, tokens)``, ``tokens`` as :func:`usage_tokens` reads them; ``None``
+        when no such message exists.
+    """
+    for index in range(len(entries) - 1, max(start, 0) - 1, -1):
+        entry = entries[index]
+        if entry.type == "message" and entry.role == "assistant":
+            total = usage_tokens(entry)
+            if total is not None:
+                return index, total
+    return None
+
+
+def tool_calls(entry: Entry) -> list[tuple[str, Mapping[str, Any]]]:
+    """``(name, args)`` of each call in an entry's ``toolCalls``, in order.
+
+    A call without a string ``name`` is skipped; ``args`` that is not an object reads as
+    ``{}``. Any entry is accepted (only assistant replies carry calls).
+    """
+    raw = entry.body.get("toolCalls")
+    calls: list[tuple[str, Mapping[str, Any]]] = []
+    for call in raw if isinstance(raw, list) else ():
+        if isinstance(call, Mapping) and isinstance(call.get("name"), str):
+            args = call.get("args")
+            calls.append((call["name"], args if isinstance(args, Mapping) else {}))
+    return calls
+
+
+def thinking(entry: Entry) -> str:
+    """An entry's ``thinking`` text; empty when absent or not a string."""
+    value = entry.body.get("thinking")
+    return value if isinstance(value, str) else ""
+
+
+def args_json(args: Any) -> str:
+    """Compact JSON of tool-call args (or one of their values), raw non-ASCII.
+
+    What ``JSON.stringify`` writes, so sizes and transcripts match the original's.
+    """
+    return json.dumps(dict(args) if isinstance(args, Mapping) else args, ensure_ascii=False,
+                      separators=(",", ":"))
 
 
 def entries_by_id(entries: Sequence[Entry]) -> dict[str, int]:

@@ -21,7 +21,7 @@ from liyuan.discussion import (
     estimate_message_tokens,
     run_discussion_compaction,
 )
-from liyuan.tree import Entry, usage_tokens
+from liyuan.tree import Entry, args_json, last_usage
 
 from ..runner import ScenarioRun, StepResult
 from ..scenario import StepSpec
@@ -46,23 +46,15 @@ def render_agent_history(history: list[AgentMessage]) -> str:
     return "\n\n".join(parts)
 
 
-def _last_usage(branch: Sequence[Entry]) -> int | None:
-    for entry in reversed(branch):
-        used = usage_tokens(entry) if entry.role == "assistant" else None
-        if used is not None:
-            return used
-    return None
-
-
 def _sizes(branch: Sequence[Entry]) -> dict[str, Any]:
     history = agent_history(branch)
     chars = 0
     for message in history:
         chars += len(message.text) + len(message.thinking)
-        chars += sum(len(call.name) + len(json.dumps(dict(call.args), ensure_ascii=False, separators=(",", ":")))
-                     for call in message.tool_calls)
+        chars += sum(len(call.name) + len(args_json(call.args)) for call in message.tool_calls)
+    found = last_usage(branch)
     return {
-        "last_request_usage_tokens": _last_usage(branch),
+        "last_request_usage_tokens": found[1] if found is not None else None,
         "estimate_tokens_cjk": sum(estimate_message_tokens(m) for m in history),
         "estimate_tokens_chars4": math.ceil(chars / 4),
     }

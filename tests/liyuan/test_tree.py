@@ -12,7 +12,18 @@ from hypothesis import strategies as st
 
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.errors import TreeError
-from liyuan.tree import BranchView, Entry, SessionTree, branch_to, entries_by_id, is_message, message
+from liyuan.tree import (
+    BranchView,
+    Entry,
+    SessionTree,
+    args_json,
+    branch_to,
+    entries_by_id,
+    is_message,
+    message,
+    thinking,
+    tool_calls,
+)
 
 
 def new_tree(path: Path | None) -> SessionTree:
@@ -311,3 +322,19 @@ def test_loading_a_torn_file_writes_nothing(tmp_path: Path) -> None:
     finally:
         path.chmod(0o644)
     assert path.read_bytes() == before and [e.id for e in reloaded] == ["e0001"]
+
+
+def test_tool_calls_thinking_and_args_json_read_the_conventions() -> None:
+    reply = message("a", None, "assistant", "好", thinking="先想", toolCalls=[
+        {"name": "read", "args": {"path": "角色.md", "n": 2}},
+        {"name": "ls", "args": "not an object"},
+        {"args": {"path": "x"}},  # no name: skipped
+        "not a call",
+        {"name": 7},
+    ])
+    assert tool_calls(reply) == [("read", {"path": "角色.md", "n": 2}), ("ls", {})]
+    assert thinking(reply) == "先想"
+    assert tool_calls(message("u", None, "user", "x", toolCalls="bad")) == []
+    assert thinking(message("a", None, "assistant", "x", thinking=["no"])) == ""
+    assert args_json({"path": "角色.md", "n": 2}) == '{"path":"角色.md","n":2}'  # compact, raw non-ASCII
+    assert args_json("角色.md") == '"角色.md"' and args_json([1, 2]) == "[1,2]"

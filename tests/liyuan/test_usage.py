@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from liyuan.agent_compact import context_tokens, estimate_entry_tokens
-from liyuan.discussion import plan_discussion_compaction
-from liyuan.tree import custom, message, usage_tokens
+from liyuan.discussion import agent_history, estimate_message_tokens, plan_discussion_compaction
+from liyuan.tree import custom, last_usage, message, usage_tokens
 
 
 def reply(usage: Any) -> Any:
@@ -55,3 +55,29 @@ def test_discussion_and_generic_agent_read_the_same_number() -> None:
         plan = plan_discussion_compaction(branch, context_window=20_000, reserve=1_000, keep_recent=1)
         assert plan is not None and plan.usage_based
         assert plan.tokens_before >= 30_000
+
+
+def test_last_usage_is_the_newest_assistant_usage_from_start_on() -> None:
+    branch = [message("u1", None, "user", "一", usage={"prompt_tokens": 50}),  # a user's usage counts never
+              message("a1", "u1", "assistant", "好", usage={"prompt_tokens": 100}),
+              custom("c", "a1", "rp-state", {}),
+              message("a2", "c", "assistant", "好", usage={"prompt_tokens": 0}),  # no usable count
+              message("a3", "a2", "assistant", "好", usage={"input": 7}),
+              message("a4", "a3", "assistant", "好")]
+    assert last_usage(branch) == (4, 7)
+    assert last_usage(branch[:4]) == (1, 100)
+    assert last_usage(branch[:4], start=2) is None  # a usage before start (the latest summary) is stale
+    assert last_usage(branch, start=4) == (4, 7) and last_usage(branch, start=5) is None
+    assert last_usage([]) is None and last_usage(branch[:1]) is None
+
+
+def test_the_three_readers_of_the_newest_usage_agree() -> None:
+    usage = {"prompt_tokens": 30_000, "completion_tokens": 5}
+    branch = [message("u1", None, "user", "一"), message("a1", "u1", "assistant", "好", usage=usage),
+              message("u2", "a1", "user", "二" * 10), message("a2", "u2", "assistant", "好")]
+    found = last_usage(branch)
+    assert found == (1, 30_005)
+    assert context_tokens(branch) == 30_005 + sum(estimate_entry_tokens(e) for e in branch[2:])
+    plan = plan_discussion_compaction(branch, context_window=20_000, reserve=1_000, keep_recent=1)
+    assert plan is not None and plan.usage_based
+    assert plan.tokens_before == 30_005 + sum(map(estimate_message_tokens, agent_history(branch[2:])))
