@@ -33,7 +33,7 @@ from .errors import ModelError
 from .model import ChatModel, split_reasoning
 from .prompts import Prompt, neutralize, render
 from .story import LEGACY_COMPACTION_TYPE  # the coding agent's own entry type: this module writes it
-from .text import utf16_len
+from .text import utf16_len, utf16_prefix
 from .tree import Entry, SessionTree, args_json, last_usage, thinking, tool_calls
 
 __all__ = [
@@ -156,9 +156,10 @@ def serialize_agent_messages(entries: Sequence[Entry]) -> str:
                 blocks.append("[Assistant tool calls]: " + "; ".join(_call_text(n, a) for n, a in calls))
         elif entry.role == "toolResult" and entry.text:
             text = entry.text
-            if len(text) > TOOL_RESULT_MAX_CHARS:
-                more = len(text) - TOOL_RESULT_MAX_CHARS
-                text = f"{text[:TOOL_RESULT_MAX_CHARS]}\n\n[... {more} more characters truncated]"
+            if utf16_len(text) > TOOL_RESULT_MAX_CHARS:
+                kept = utf16_prefix(text, TOOL_RESULT_MAX_CHARS)  # never half an emoji
+                more = utf16_len(text) - utf16_len(kept)
+                text = f"{kept}\n\n[... {more} more characters truncated]"
             blocks.append(f"[Tool result]: {text}")
     return "\n\n".join(blocks)
 

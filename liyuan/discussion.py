@@ -31,6 +31,7 @@ from typing import Any, Literal
 from .errors import ModelError, ModelOutputError
 from .model import ChatMessage, ChatModel, cut_off_note, split_reasoning
 from .prompts import Prompt, echoed_tag, neutralize, render
+from .text import utf16_len, utf16_prefix
 from .tokens import estimate_tokens
 from .tree import Entry, SessionTree, args_json, last_usage, thinking, tool_calls
 
@@ -178,13 +179,13 @@ def estimate_message_tokens(message: AgentMessage) -> int:
 
 
 def _call(call: ToolCall) -> str:
-    return f"[调用 {call.name} {args_json(call.args)[:TOOL_TEXT_LIMIT]}]"
+    return f"[调用 {call.name} {utf16_prefix(args_json(call.args), TOOL_TEXT_LIMIT)}]"
 
 
 def _receipt(message: AgentMessage) -> str:
     text = message.text
-    if len(text) > TOOL_TEXT_LIMIT:
-        text = text[:TOOL_TEXT_LIMIT] + "…"
+    if utf16_len(text) > TOOL_TEXT_LIMIT:
+        text = utf16_prefix(text, TOOL_TEXT_LIMIT) + "…"
     return f"[回执 {message.tool_name}：{text}]"
 
 
@@ -193,7 +194,7 @@ def serialize_discussion(entries: Sequence[Entry]) -> str:
 
     ``用户：…`` for the user, ``助手：…`` for non-blank assistant text, ``[调用 name args]``
     per tool call and ``[回执 tool：text]`` per tool result (args and receipts cut at
-    400 characters). Custom entries are skipped.
+    400 characters, UTF-16 units as everywhere in liyuan). Custom entries are skipped.
     """
     parts: list[str] = []
     for message in _messages(entries):
@@ -351,9 +352,9 @@ def validate_discussion_summary(text: str, plan: DiscussionPlan) -> str:
         raise ModelOutputError(f"摘要里出现了 prompt 自己的标签 {tag}：像是照抄了输入")
     if not any(_ITEM_RE.match(line) for line in answer.splitlines()):
         raise ModelOutputError("摘要里没有一条要点（「- 」「* 」「1. 」或「1、」开头）")
-    source = len(plan.conversation_text) + len(plan.previous_summary or "")
-    if len(answer) >= source:
-        raise ModelOutputError(f"摘要 {len(answer)} 字，不比被压缩的 {source} 字短")
+    source = utf16_len(plan.conversation_text) + utf16_len(plan.previous_summary or "")
+    if utf16_len(answer) >= source:
+        raise ModelOutputError(f"摘要 {utf16_len(answer)} 字，不比被压缩的 {source} 字短")
     return answer
 
 
@@ -404,5 +405,5 @@ def run_discussion_compaction(
         "tokensBefore": plan.tokens_before,
         "provenance": completion.provenance,
     })
-    return done(DiscussionOutcome("compacted", f"讨论已压缩：{plan.turns} 轮 → 摘要 {len(summary)} 字",
+    return done(DiscussionOutcome("compacted", f"讨论已压缩：{plan.turns} 轮 → 摘要 {utf16_len(summary)} 字",
                                   plan, entry))

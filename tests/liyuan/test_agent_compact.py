@@ -83,6 +83,15 @@ def test_serialization_format_and_truncation() -> None:
     assert "夜" not in text
 
 
+def test_tool_results_are_cut_in_utf16_units_never_inside_an_emoji() -> None:
+    def result(text: str) -> str:
+        return serialize_agent_messages([message("t", None, "toolResult", text, toolName="read")])
+
+    assert result("😀" * 1000) == f"[Tool result]: {'😀' * 1000}"  # exactly 2000 units: kept whole
+    assert result("😀" * 1001) == f"[Tool result]: {'😀' * 1000}\n\n[... 2 more characters truncated]"
+    assert result("x" + "😀" * 1000) == f"[Tool result]: x{'😀' * 999}\n\n[... 2 more characters truncated]"
+
+
 def test_cut_never_lands_on_tool_result_and_splits_the_turn() -> None:
     # a3 + u3 + a2b sum to about 206 tokens; adding the tool result t2 crosses 301, but a
     # tool result is no cut point, so the cut moves forward to a2b, inside turn 2.

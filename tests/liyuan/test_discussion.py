@@ -10,6 +10,7 @@ import pytest
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.discussion import (
     DISCUSSION_SUMMARY_TYPE,
+    DiscussionPlan,
     agent_history,
     as_chat_messages,
     build_discussion_prompt,
@@ -17,8 +18,9 @@ from liyuan.discussion import (
     plan_discussion_compaction,
     run_discussion_compaction,
     serialize_discussion,
+    validate_discussion_summary,
 )
-from liyuan.errors import ModelError
+from liyuan.errors import ModelError, ModelOutputError
 from liyuan.model import Completion, FunctionModel, ModelRequest, ScriptedModel
 from liyuan.tokens import estimate_tokens
 from liyuan.tree import Entry, SessionTree, custom, message
@@ -151,6 +153,24 @@ def test_serialize_discussion() -> None:
     text = serialize_discussion(entries)
     assert text == "\n\n".join([
         "用户：写第一章", '[调用 read {"path":"a.md"}]', f"[回执 read：{'长' * 400}…]", "助手：读完了。"])
+
+
+def test_serialize_discussion_cuts_in_utf16_units_and_keeps_emoji_whole() -> None:
+    entries = [message("a1", None, "assistant", "", toolCalls=[{"name": "write", "args": {"c": "😀" * 300}}]),
+               message("r1", "a1", "toolResult", "😀" * 250, toolName="write")]  # 500 units, 250 characters
+    call, receipt = serialize_discussion(entries).split("\n\n")
+    assert call == '[调用 write {"c":"' + "😀" * 197 + "]"  # 6 + 394 = 400 units
+    assert receipt == f"[回执 write：{'😀' * 200}…]"
+
+
+def test_the_no_compression_check_and_the_result_line_count_utf16_units() -> None:
+    plan = DiscussionPlan("u2", "甲" * 7, None, 0, 1, False)
+    with pytest.raises(ModelOutputError, match="摘要 8 字，不比被压缩的 7 字短"):
+        validate_discussion_summary("- 😀😀😀", plan)  # 5 characters, 8 UTF-16 units
+    assert validate_discussion_summary("- 😀😀", plan) == "- 😀😀"
+    outcome = run_discussion_compaction(tree_with(turns(1, 4)), ScriptedModel(["- 😀"]), context_window=50_000,
+                                        keep_recent=15_000)
+    assert outcome.kind == "compacted" and outcome.message.endswith("→ 摘要 4 字")
 
 
 # -- the seed's trigger: real usage of the last request --------------------------------
