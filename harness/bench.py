@@ -56,6 +56,8 @@ from liyuan.vector.config import RecallMode
 from liyuan.vector.search import Fusion
 from liyuan.vector.store import NewChunk
 
+from .eval.overhead import percentile
+
 ROOT = Path(__file__).resolve().parent.parent
 STORY = Path(__file__).resolve().parent / "data" / "bench_story.yaml"
 SAMPLES = ROOT / "tests" / "liyuan" / "data"
@@ -175,12 +177,6 @@ def cached_vectors(cache: Path, name: str, texts: Sequence[str], progress: Calla
     np.save(path, vectors)
     progress(f"  嵌入 {len(texts)} 段用时 {time.perf_counter() - started:.1f} s（已缓存）")
     return vectors
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
 
 
 def _timed_recall(memory: VectorMemory, query: str, branch: frozenset[str]) -> tuple[float, bool]:
