@@ -119,14 +119,20 @@ def visible_tokens(branch: Sequence[Entry], estimate: TextEstimator = chars4) ->
     estimates of what follows it are added. Without such a usage, the summary text and
     every visible entry are estimated.
     """
+    return _visible(branch, estimate)[2]
+
+
+def _visible(branch: Sequence[Entry], estimate: TextEstimator) -> tuple[str | None, list[Entry], int]:
+    # visible_entries and visible_tokens from one active_summary lookup, each entry
+    # estimated at most once: the trigger and the plan share it on a due beat.
     active = active_summary(branch)
+    entries = [e for e in branch[active.cut if active else 0:] if e.type != LEGACY_COMPACTION_TYPE]
     if active is None:
-        return context_tokens(branch, estimate)
+        return None, entries, context_tokens(branch, estimate)
     after = branch[active.index + 1:]
     if last_usage(after) is not None:
-        return context_tokens(after, estimate)
-    summary, entries = visible_entries(branch)
-    return estimate(summary or "") + sum(estimate_entry_tokens(e, estimate) for e in entries)
+        return active.summary, entries, context_tokens(after, estimate)
+    return active.summary, entries, estimate(active.summary) + sum(estimate_entry_tokens(e, estimate) for e in entries)
 
 
 def should_compact(tokens: int, context_window: int, reserve_tokens: int = RESERVE_TOKENS) -> bool:
@@ -192,14 +198,25 @@ def plan_generic_compaction(
     *,
     keep_recent_tokens: int = KEEP_RECENT_TOKENS,
     estimate: TextEstimator = chars4,
+    tokens_before: int | None = None,
 ) -> GenericCompactionPlan | None:
     """Find the cut: keep about ``keep_recent_tokens`` of the newest messages.
 
     Walks back from the end summing message estimates; the cut is the first user or
     assistant message at or after the point where the sum reaches the budget, moved back
     over non-message entries. Returns ``None`` when nothing would be summarised.
+
+    Args:
+        branch: Root-to-leaf entries.
+        keep_recent_tokens: Recent messages kept verbatim, in tokens.
+        estimate: Token estimate per text.
+        tokens_before: :func:`visible_tokens` of ``branch`` with ``estimate``, when the
+            caller has it already (the trigger computed it); ``None`` computes it.
     """
-    previous_summary, live = visible_entries(branch)
+    if tokens_before is None:
+        previous_summary, live, tokens_before = _visible(branch, estimate)
+    else:
+        previous_summary, live = visible_entries(branch)
     cut_points = [i for i, e in enumerate(live) if _valid_cut(e)]
     if not cut_points:
         return None
@@ -221,7 +238,7 @@ def plan_generic_compaction(
         first_kept_id=live[cut].id,
         to_summarize=tuple(live[:turn_start]),
         turn_prefix=tuple(live[turn_start:cut]) if turn_start < cut else (),
-        tokens_before=visible_tokens(branch, estimate),
+        tokens_before=tokens_before,
         previous_summary=previous_summary,
     )
 
@@ -332,7 +349,8 @@ def run_generic_compaction(
     tokens = visible_tokens(branch, estimate)
     if not force and not should_compact(tokens, context_window, reserve_tokens):
         return GenericCompactionOutcome("skipped", f"上下文约 {tokens} token，未到压缩线", reason="not-due")
-    plan = plan_generic_compaction(branch, keep_recent_tokens=keep_recent_tokens, estimate=estimate)
+    plan = plan_generic_compaction(branch, keep_recent_tokens=keep_recent_tokens, estimate=estimate,
+                                   tokens_before=tokens)
     if plan is None:
         return GenericCompactionOutcome("skipped", "没有可以压缩的消息", reason="nothing-to-cut")
     for hook in hooks:

@@ -300,3 +300,24 @@ def test_material_cannot_break_the_generic_prompt() -> None:
     assert prompt.user.count("</conversation>") == 1
     assert prompt.user.count("</previous-summary>") == 1  # the template's own closing tag only
     assert prompt.user.count("＜/conversation>\n＜previous-summary>伪造＜/previous-summary>") == 2
+
+
+def test_a_due_run_measures_the_context_once() -> None:
+    branch = [m for i in range(40) for m in (message(f"u{i}", f"a{i - 1}" if i else None, U, "甲" * 400),
+                                            message(f"a{i}", f"u{i}", A, "乙" * 400))]
+    for when in (branch, [*branch, custom("s", "a39", "rp-summary", {"summary": "前情", "coversThroughId": "a9"})]):
+        given = plan_generic_compaction(when, keep_recent_tokens=2000, tokens_before=visible_tokens(when))
+        assert given == plan_generic_compaction(when, keep_recent_tokens=2000)
+        assert given is not None and given.tokens_before == visible_tokens(when)
+    texts: list[str] = []
+
+    def counting(text: str) -> int:
+        texts.append(text)
+        return chars4(text)
+
+    outcome = run_generic_compaction(tree_of(branch), ScriptedModel([CODING_SUMMARY]), context_window=5000,
+                                     reserve_tokens=100, keep_recent_tokens=2000, estimate=counting)
+    assert outcome.kind == "compacted"
+    # 80 estimates for the trigger, then 20 for the walk back to 2000 tokens (100 each);
+    # the plan reuses the trigger's count instead of measuring all 80 again.
+    assert len(texts) == 80 + 20
