@@ -206,6 +206,8 @@ class VectorMemory:
             return IngestResult(False, reason="not-due" if queued_now else "too-short")
         queued = self.store.pending()
         result = IngestResult(False, reason="too-short")
+        # One snapshot for the whole queue; each merge hands back the chunk to continue.
+        last = self._last_visible(branch) if queued else None
         for position, (_seq, beat_id, beat_text) in enumerate(queued):
             # The queue is cleared with the last write, not before: a crash in between
             # re-ingests it, and the duplicate checks make that harmless.
@@ -215,7 +217,7 @@ class VectorMemory:
                 if through is not None:
                     self.store.clear_pending(through)
                 continue
-            result = self._merge_narrative(beat_text, beat_id, branch, through)
+            result, last = self._merge_narrative(beat_text, beat_id, branch, through, last)
         return result
 
     def _last_visible(self, branch: frozenset[str] | None) -> Chunk | None:
@@ -225,14 +227,15 @@ class VectorMemory:
         return snapshot.chunks[int(positions[-1])] if positions.size else None
 
     def _merge_narrative(self, text: str, node_id: str | None, branch: frozenset[str] | None,
-                         clear_through: int | None) -> IngestResult:
-        last = self._last_visible(branch)
+                         clear_through: int | None, last: Chunk | None) -> tuple[IngestResult, Chunk | None]:
+        """Store one queued beat, continuing ``last`` (the newest narrative chunk visible
+        on ``branch``) when it fits; returns the result and the newest visible one after."""
         if last is not None and (
             last.text == text or (len(text) >= _DEDUP_MIN and text[:_DEDUP_HEAD] in last.text)
         ):
             if clear_through is not None:
                 self.store.clear_pending(clear_through)
-            return IngestResult(False, reason="duplicate", chunk_id=last.id)
+            return IngestResult(False, reason="duplicate", chunk_id=last.id), last
         parent: Chunk | None = None
         if (
             last is not None
@@ -248,8 +251,16 @@ class VectorMemory:
                        parent.id if parent else None, parent.merge_count + 1 if parent else 1)
         added = self.store.add([row], max_chunks=self.config.store(NARRATIVE).max_chunks,
                                clear_pending_through=clear_through)
-        return IngestResult(bool(added), merged=parent is not None and bool(added),
-                            chunk_id=added[0] if added else None, reason="" if added else "duplicate")
+        # The chunk just added is the newest visible narrative chunk: it has the highest
+        # seq; its node_id is this beat's (on the branch, else the caller skipped it) or
+        # the visible parent's (so on the branch too) or None (visible everywhere); and
+        # nothing extends it yet, while the parent it extends is now superseded. Only
+        # when it was not kept (same text and id already stored, or evicted at once)
+        # is the snapshot read again.
+        newest = self.store.get(added[0]) if added else None
+        result = IngestResult(bool(added), merged=parent is not None and bool(added),
+                              chunk_id=added[0] if added else None, reason="" if added else "duplicate")
+        return result, newest if newest is not None else self._last_visible(branch)
 
     def _writable(self, store_id: str) -> None:
         self._require_enabled()
