@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from liyuan.budget import RESIDENT_MAX_CHARS
-from liyuan.card_prompts import HANDBOOK_MARK, RESIDENT_HEADING, RESIDENT_MARK, parse_merge_result
+from liyuan.card_prompts import (
+    HANDBOOK_MARK,
+    RECAP_HEADINGS,  # re-exported: the recap's sections after its ``# title`` (reference 8.8)
+    RESIDENT_HEADING,
+    RESIDENT_MARK,
+    parse_merge_result,
+)
 from liyuan.prompts import echoed_tag
 from liyuan.scribe import SUMMARY_HEADINGS
 from liyuan.text import utf16_len
@@ -46,8 +52,6 @@ __all__ = [
     "sections",
 ]
 
-RECAP_HEADINGS = ("## 剧情脉络", "## 人物与关系", "## 既定事实", "## 未了之事", "## 用户的玩法偏好")
-"""The recap's sections after its one-line ``# title`` (reference 8.8)."""
 RESIDENT_SECTIONS = ("## 人物与关系现状", "## 既定事实", "## 未了之事")
 """Resident sections with a fixed name; the fourth is ``## <user>的玩法偏好``."""
 
