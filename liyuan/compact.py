@@ -328,7 +328,8 @@ def run_compaction(
     an ``rp-compact-failed`` entry ``{reason, error, coversThroughId, provenance,
     finishReason}`` instead (unless the leaf moved); the next trigger tries again, and
     after a few failures in a row only once the wait of
-    :func:`liyuan.backoff.backoff_wait` has passed. Never raises for model failures.
+    :func:`liyuan.backoff.backoff_wait` has passed (a waiting beat plans nothing: its
+    outcome has ``plan=None``). Never raises for model failures.
 
     Args:
         tree: The session tree; only its current branch is read.
@@ -355,16 +356,18 @@ def run_compaction(
         return CompactionOutcome(kind, message, plan, summary, entry, reason)
 
     branch = tree.branch()
+    if backoff and every_n_turns > 0:
+        # The wait is read from the live part alone; planning serializes the whole covered
+        # region, so a beat that waits must not pay for a plan it will not use.
+        streak, wait = compaction_backoff(branch, every_n_turns)
+        if wait > 0:
+            return done("skipped", backoff_message(streak, wait), "backoff")
     plan = plan_compaction(branch, user_name=user_name, char_name=char_name, keep=keep,
                            every_n_turns=every_n_turns, min_chars=min_chars)
     if plan is None:
         # Not due is the normal state of almost every beat: the message is on the outcome
         # (a manual /compact shows it), but it is not an activity line.
         return CompactionOutcome("skipped", "早期剧情还不够长，暂不需要压缩", None, None, None, "not-due")
-    if backoff:
-        streak, wait = compaction_backoff(branch, every_n_turns)
-        if wait > 0:
-            return done("skipped", backoff_message(streak, wait), "backoff", plan=plan)
     leaf_before = tree.leaf_id
     chars = utf16_len(plan.conversation_text)
     emit(f"正在压缩前情（{plan.turns} 拍 · {chars} 字）…")

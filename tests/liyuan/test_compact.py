@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from liyuan import compact
 from liyuan.backoff import FailureStreak, backoff_wait, compaction_backoff, failure_streak
 from liyuan.clock import counter_ids
 from liyuan.compact import (
@@ -15,6 +17,7 @@ from liyuan.compact import (
     ActiveSummary,
     Archive,
     CompactionOutcome,
+    CompactionPlan,
     HistoryItem,
     active_summary,
     compact_now,
@@ -525,12 +528,33 @@ def test_three_failures_back_off_then_retry_after_the_wait(tmp_path: Path) -> No
     lines.clear()
     outcome = run_compaction(tree, model, every_n_turns=3, on_activity=lines.append, **NAMES)
     assert (outcome.kind, outcome.reason) == ("skipped", "backoff") and len(model.calls) == 3
+    assert outcome.plan is None  # a waiting beat plans nothing
     assert lines == ["前情压缩已连续失败 3 次，自动压缩暂停：再过 2 拍重试（可随时用 /compact 手动压缩）"]
     play(tree, 14, 14)
     assert run_compaction(tree, model, every_n_turns=3, **NAMES).reason == "backoff"
     play(tree, 15, 15)
     assert run_compaction(tree, model, every_n_turns=3, **NAMES).reason == "invalid-summary"  # tried again
     assert len(model.calls) == 4 and compaction_backoff(tree.branch(), every_n_turns=3)[1] == 6  # doubled
+
+
+def test_a_waiting_beat_checks_the_backoff_before_planning(monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = tree_of(beats(1, 10))
+    model = ScriptedModel([BAD] * 3)
+    for beat in range(11, 14):
+        run_compaction(tree, model, every_n_turns=3, **NAMES)
+        play(tree, beat, beat)
+    planned: list[int] = []
+    real_plan = compact.plan_compaction
+
+    def counting(*args: Any, **kwargs: Any) -> CompactionPlan | None:
+        planned.append(1)
+        return real_plan(*args, **kwargs)
+
+    monkeypatch.setattr(compact, "plan_compaction", counting)
+    assert run_compaction(tree, model, every_n_turns=3, **NAMES).reason == "backoff"
+    assert planned == []  # the cheap wait check came first
+    assert compact_now(tree, ScriptedModel([SUMMARY_REPLY]), **NAMES).kind == "compacted"
+    assert planned == [1]  # /compact ignores the wait and plans
 
 
 def test_a_success_ends_the_streak() -> None:
