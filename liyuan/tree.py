@@ -256,7 +256,7 @@ class SessionTree:
         self._clock = clock
         self._ids = ids
         self._entries: dict[str, Entry] = {}
-        self._order: list[str] = []
+        """Every entry by id, in file order (entries are only ever added, never removed)."""
         self._leaf: str | None = None
         self._branch: list[Entry] | None = None
         """Root-to-leaf path of the current leaf, or ``None`` until it is next needed.
@@ -308,8 +308,7 @@ class SessionTree:
                 self.problems.append(f"{where}: id {entry.id!r} 重复，已跳过")
                 continue
             self._entries[entry.id] = entry
-            self._order.append(entry.id)
-        self._leaf = self._order[-1] if self._order else None
+        self._leaf = next(reversed(self._entries), None)
         # The next append must start on a fresh line, or it would glue itself onto the
         # torn fragment and both would be lost. The newline goes out with that append,
         # so merely loading (say, a read-only copy) never writes.
@@ -323,10 +322,10 @@ class SessionTree:
         return self._leaf
 
     def __len__(self) -> int:
-        return len(self._order)
+        return len(self._entries)
 
     def __iter__(self) -> Iterator[Entry]:
-        return (self._entries[i] for i in self._order)
+        return iter(self._entries.values())
 
     def __contains__(self, entry_id: object) -> bool:
         return entry_id in self._entries
@@ -373,7 +372,6 @@ class SessionTree:
         if self.path is not None:
             self._write_line(entry.to_json())
         self._entries[entry_id] = entry
-        self._order.append(entry_id)
         if self._branch is not None:
             # The new entry's parent is the old leaf, the cached path's last entry, and its
             # id is fresh, so the walk from it is exactly the old path plus itself.

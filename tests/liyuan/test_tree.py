@@ -142,8 +142,10 @@ def test_fork_by_navigation(tmp_path: Path) -> None:
     assert a2.parent_id == u1.id
     assert [e.text for e in tree.branch()] == ["问", "答二"]
     assert [e.text for e in tree.branch(a1.id)] == ["问", "答一"]
+    assert [e.text for e in tree] == ["问", "答一", "答二"] and len(tree) == 3  # file order, every branch
     reloaded = SessionTree(path)
     assert reloaded.leaf_id == a2.id  # the last appended entry
+    assert reloaded.entries() == tree.entries()
     reloaded.navigate(None)  # a new root
     root = reloaded.append_message("user", "另起")
     assert root.parent_id is None and reloaded.branch() == [root]
