@@ -51,8 +51,7 @@ def _compaction(run: ScenarioRun, tree: SessionTree, chat_id: str, *, manual: bo
         period = dict(every_n_turns=params.get("every_n_turns", run.config("every_n_turns", DEFAULT_EVERY_N_TURNS)),
                       min_chars=params.get("min_chars", run.config("min_chars", MIN_COMPACT_CHARS)))
     vector = vector_for(run, chat_id)
-    archive = vector.archive_for(tree, user_name=scenario.user, char_name=scenario.char, keep=keep,
-                                 **period) if vector is not None else None
+    archive = vector.memory.archive_compacted if vector is not None else None
     common: dict[str, Any] = dict(user_name=scenario.user, char_name=scenario.char, language=scenario.language,
                                   keep=keep, archive=archive, on_activity=run.on_activity)
     if manual:

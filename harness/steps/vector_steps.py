@@ -1,17 +1,16 @@
 """Vector memory in a scenario: archive on compaction, ingest per beat, recall per turn.
 
-Invariant: the harness uses the library's own seams only (``archive_compacted``, with
-the compaction's anchor, as its archive callback, ``ingest_beat`` after a beat, ``recall_for_beat`` for the
-【剧情记忆】 lines), with the hashing embedder, which needs no model files and gives the
-same vectors on every machine, so recalled lines are byte-stable.
+Invariant: the harness uses the library's own seams only (``archive_compacted`` as the
+compaction's archive callback, which passes the anchor; ``ingest_beat`` after a beat;
+``recall_for_beat`` for the 【剧情记忆】 lines), with the hashing embedder, which needs
+no model files and gives the same vectors on every machine, so recalled lines are
+byte-stable.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from liyuan.compact import plan_compaction
 from liyuan.errors import ConfigError
 from liyuan.tree import Entry, SessionTree
 from liyuan.vector import (
@@ -40,37 +39,10 @@ class VectorAdapter:
         folder = run.chat_dir(chat_id)
         self.memory = VectorMemory(VectorConfig(enabled=True, embedder="hash"),
                                    SqliteChunkStore(folder / STORE_FILE, clock=run.clock))
-        self.archived: list[int] = []
-        self.ingests: list[dict[str, Any]] = []
-
-    def archive_for(self, tree: SessionTree, **plan_args: Any) -> Callable[..., object]:
-        """The compaction's archive callback for ``tree``: the covered original text is
-        stored under the compaction's anchor, so a rewind past it hides the archive.
-
-        ``run_compaction`` calls ``archive(text, covers_through_id)``. A caller that
-        passes the text alone gets the anchor of the plan that ``plan_args`` (the
-        compaction's own arguments) give on the same branch; its leaf guard keeps the
-        branch unchanged until the archive. A plan that does not cover exactly this text
-        is an error (which the compaction logs and survives), never an untagged archive.
-        """
-
-        def archive(text: str, anchor_id: str | None = None) -> object:
-            if anchor_id is None:
-                plan = plan_compaction(tree.branch(), **plan_args)
-                if plan is None or plan.conversation_text != text:
-                    raise ConfigError("归档找不到这次压缩的锚点：计划与被压缩的原文对不上")
-                anchor_id = plan.covers_through_id
-            added = self.memory.archive_compacted(text, anchor_id)
-            self.archived.append(added)
-            return added
-
-        return archive
 
     def ingest_turn(self, tree: SessionTree, reply: Entry) -> None:
         """After a finished beat: ingest its reply, tagged with the beat's entry id."""
-        result = self.memory.ingest_beat(reply.text, node_id=reply.id, branch_ids=branch_ids_of(tree.branch()))
-        self.ingests.append({"node_id": reply.id, "stored": result.stored, "merged": result.merged,
-                             "reason": result.reason})
+        self.memory.ingest_beat(reply.text, node_id=reply.id, branch_ids=branch_ids_of(tree.branch()))
 
     def recall(self, query: str, tree: SessionTree, on_warning: Callable[[str], None]) -> list[str]:
         """The 【剧情记忆】 lines for this query on the current branch."""
@@ -86,8 +58,8 @@ def recall(run: ScenarioRun, step: StepSpec) -> StepResult:
     if adapter is None:
         raise ConfigError(f"{step.id}: recall 需要在场景 config 里打开 vector")
     warnings: list[str] = []
-    lines = adapter.recall(step.params["query"], tree, warnings.append)
     branch = branch_ids_of(tree.branch())
+    lines = recall_for_beat(adapter.memory, step.params["query"], branch, warn=warnings.append)
     chunks = adapter.memory.list_chunks()
     hidden = [c for c in chunks if not on_current_branch(c, branch)]
     run.write_txt("recall", "\n".join(lines) if lines else "（没有召回任何内容：不出【剧情记忆】这一块）")

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from liyuan.assemble import Injection, build_context
 from liyuan.clock import counter_ids, fixed_clock
-from liyuan.compact import CompactionOutcome, plan_compaction, run_compaction
+from liyuan.compact import CompactionOutcome, run_compaction
 from liyuan.errors import ConfigError
 from liyuan.model import ScriptedModel
 from liyuan.tree import SessionTree
@@ -274,28 +273,10 @@ def test_branch_ids_are_frozen_before_the_search(memory: VectorMemory) -> None:
 # -- the compaction seam: archive before the summary lands -----------------------------
 
 
-def anchored_archive(memory: VectorMemory, tree: SessionTree, **plan_args: Any) -> Callable[..., int]:
-    """The archive callback for ``run_compaction``, in both of the seam's call forms.
-
-    ``run_compaction`` passes ``(text, covers_through_id)``; a caller that passes the
-    text alone gets the anchor of the plan the same arguments give on the same branch
-    (used only if that plan covers exactly this text).
-    """
-
-    def archive(text: str, anchor_id: str | None = None) -> int:
-        if anchor_id is None:
-            plan = plan_compaction(tree.branch(), **plan_args)
-            assert plan is not None and plan.conversation_text == text
-            anchor_id = plan.covers_through_id
-        return memory.archive_compacted(text, anchor_id)
-
-    return archive
-
-
 def compact(tree: SessionTree, memory: VectorMemory) -> CompactionOutcome:
     names = {"user_name": "旅人", "char_name": "阿箬"}
     outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=3,
-                             archive=anchored_archive(memory, tree, every_n_turns=3, **names), **names)
+                             archive=memory.archive_compacted, **names)
     assert outcome.kind == "compacted" and outcome.plan is not None
     return outcome
 
