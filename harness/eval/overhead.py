@@ -31,7 +31,7 @@ from typing import Any
 
 from liyuan.assemble import assemble_turn
 from liyuan.clock import counter_ids
-from liyuan.compact import DEFAULT_EVERY_N_TURNS, KEEP_RECENT_BEATS, plan_compaction, run_compaction
+from liyuan.compact import plan_compaction, run_compaction
 from liyuan.state import STATE_ENTRY_TYPE, format_roster, format_state, state_from_branch
 from liyuan.tree import Entry, SessionTree
 
@@ -79,10 +79,8 @@ def play(beats: int, progress: Progress | None = None) -> Iterator[tuple[Session
         tree.append_message("user", beat.user)
         tree.append_message("assistant", beat.reply)
         tree.append_custom(STATE_ENTRY_TYPE, dict(beat.ledger))
-        # Only due beats try (36, then every 30): the trigger itself is what the timed part measures.
-        if beat.number >= KEEP_RECENT_BEATS + DEFAULT_EVERY_N_TURNS and \
-                (beat.number - KEEP_RECENT_BEATS) % DEFAULT_EVERY_N_TURNS == 0:
-            run_compaction(tree, model, user_name=names[0], char_name=names[1])
+        # Every beat, as the app does; the library decides whether it is due. Not timed.
+        run_compaction(tree, model, user_name=names[0], char_name=names[1])
         if progress is not None and beat.number % 2000 == 0:
             progress(f"  第 {beat.number}/{beats} 拍")
 
