@@ -21,7 +21,6 @@ __all__ = [
     "CONDENSE_HEAD",
     "CONDENSE_OVER",
     "CONDENSE_TAIL",
-    "DEFAULT_CHUNK_CHARS",
     "IMPORT_CHUNK_CHARS",
     "MANUAL_WHOLE_CHARS",
     "MAX_CHUNK_CHARS",
@@ -31,7 +30,6 @@ __all__ = [
     "split_text_chunks",
 ]
 
-DEFAULT_CHUNK_CHARS = 480
 ARCHIVE_CHUNK_CHARS = 600
 IMPORT_CHUNK_CHARS = 600
 MANUAL_WHOLE_CHARS = 800
@@ -49,12 +47,13 @@ CONDENSE_TAIL = 400
 _PARAGRAPH_BREAK = re.compile(r"\n{2,}")
 
 
-def split_text_chunks(text: str, max_len: int = DEFAULT_CHUNK_CHARS) -> list[str]:
+def split_text_chunks(text: str, max_len: int = 480) -> list[str]:
     """Split ``text`` on blank lines and pack the paragraphs into chunks.
 
     Args:
         text: Any text; ``\\r\\n`` is normalised first.
-        max_len: Upper bound on a chunk's length (at least 1).
+        max_len: Upper bound on a chunk's length (at least 1); the original's
+            default of 480 when a caller does not say.
 
     Returns:
         Trimmed, non-empty chunks in text order.

@@ -133,13 +133,6 @@ class BM25Index:
         self._freqs = freqs[order]
         self._starts = np.searchsorted(term_ids[order], np.arange(width + 1))
 
-    @classmethod
-    def from_terms(cls, documents: Sequence[Sequence[str]], **kwargs: float) -> BM25Index:
-        """Build from plain term lists (a private vocabulary)."""
-        vocabulary: dict[str, int] = {}
-        encoded = [encode_terms(d, vocabulary) for d in documents]
-        return cls(encoded, vocabulary, **kwargs)
-
     def scores(self, query_terms: Sequence[str]) -> npt.NDArray[np.float32]:
         """BM25 score of every document for the (deduplicated) query terms."""
         out = np.zeros(self.size, dtype=np.float32)

@@ -85,7 +85,6 @@ CREATE TABLE IF NOT EXISTS pending (
 """
 
 _COLUMNS = "seq, id, store, text, embedder, source, title, node_id, parent, merge_count, created_at, updated_at"
-_NCOLS = 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +107,7 @@ def _text_hash(text: str) -> str:
 
 
 def _chunk(row: Sequence[Any]) -> Chunk:
-    seq, cid, store, text, embedder, source, title, node_id, parent, merges, created, updated = row[:_NCOLS]
+    seq, cid, store, text, embedder, source, title, node_id, parent, merges, created, updated = row
     return Chunk(id=cid, store=store, text=text, embedder=embedder, source=source, title=title, node_id=node_id,
                  parent=parent, seq=seq, merge_count=merges, created_at=created, updated_at=updated)
 
@@ -266,13 +265,6 @@ class SqliteChunkStore:
             row = db.execute(f"SELECT {_COLUMNS} FROM chunks WHERE id = ?", (chunk_id,)).fetchone()
         return _chunk(row) if row else None
 
-    def last(self, store: str) -> Chunk | None:
-        """The newest chunk of ``store`` by creation order."""
-        with self._connect() as db:
-            row = db.execute(f"SELECT {_COLUMNS} FROM chunks WHERE store = ? ORDER BY seq DESC LIMIT 1",
-                             (store,)).fetchone()
-        return _chunk(row) if row else None
-
     def chunks(self, store: str | None = None) -> list[Chunk]:
         """Chunks in creation order, of one store or of all."""
         with self._connect() as db:
@@ -289,11 +281,6 @@ class SqliteChunkStore:
             if store is None:
                 return int(db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
             return int(db.execute("SELECT COUNT(*) FROM chunks WHERE store = ?", (store,)).fetchone()[0])
-
-    def generation(self) -> int:
-        """How many chunk-changing write transactions the file has seen."""
-        with self._connect() as db:
-            return int(db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
 
     def snapshot(self) -> Snapshot:
         """The current search snapshot, refreshed only when the file changed.
