@@ -166,7 +166,6 @@ def prepare_turn(
     return PreparedTurn(_assemble(history, user_text, resident, injection), history.summary, resident, injection)
 
 
-# --8<-- [start:assemble_turn]
 def assemble_turn(
     branch: Sequence[Entry],
     user_text: str,
@@ -200,4 +199,3 @@ def assemble_turn(
     """
     return prepare_turn(branch, user_text, resident_summary=resident_summary, state_text=state_text,
                         roster=roster, lore_index=lore_index, recall_lines=recall_lines, extra=extra).messages
-# --8<-- [end:assemble_turn]

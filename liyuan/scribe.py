@@ -32,7 +32,6 @@ __all__ = [
     "build_summary_prompt",
     "canonical_heading",
     "parse_sections",
-    "validate_sections",
     "validate_summary",
 ]
 
@@ -198,15 +197,6 @@ def parse_sections(text: str, headings: tuple[str, ...], *, what: str = "摘要"
     return Sections(tuple(preamble), "\n".join(body).strip())
 
 
-def validate_sections(text: str, headings: tuple[str, ...], *, what: str = "摘要") -> str:
-    """The document part of :func:`parse_sections`: from the first heading on, cleaned.
-
-    Raises:
-        ModelOutputError: As :func:`parse_sections` does.
-    """
-    return parse_sections(text, headings, what=what).document
-
-
 def validate_summary(text: str) -> str:
     """Check a relay-summary reply and return it cleaned.
 
@@ -217,7 +207,7 @@ def validate_summary(text: str) -> str:
         The summary starting at ``## 前情提要``, trimmed.
 
     Raises:
-        ModelOutputError: When :func:`validate_sections` rejects it for the five
+        ModelOutputError: When :func:`parse_sections` rejects it for the five
             :data:`SUMMARY_HEADINGS`.
     """
-    return validate_sections(text, SUMMARY_HEADINGS)
+    return parse_sections(text, SUMMARY_HEADINGS).document

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -69,7 +69,6 @@ __all__ = [
     "args_json",
     "branch_to",
     "custom",
-    "entries_by_id",
     "is_message",
     "last_usage",
     "message",
@@ -388,10 +387,6 @@ class SessionTree:
         """Append a custom entry such as ``rp-summary`` or ``rp-state``."""
         return self.append("custom", customType=custom_type, data=dict(data))
 
-    def extend(self, items: Iterable[tuple[str, Mapping[str, Any]]]) -> list[Entry]:
-        """Append several ``(type, fields)`` pairs in order."""
-        return [self.append(kind, **fields) for kind, fields in items]
-
     def _write_line(self, obj: Mapping[str, Any]) -> None:
         line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
         self._append_bytes(line.encode("utf-8"))
@@ -510,6 +505,3 @@ def args_json(args: Any) -> str:
                       separators=(",", ":"))
 
 
-def entries_by_id(entries: Sequence[Entry]) -> dict[str, int]:
-    """Map entry id to its index in ``entries``."""
-    return {e.id: i for i, e in enumerate(entries)}

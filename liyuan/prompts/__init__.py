@@ -18,9 +18,10 @@ from functools import cache
 
 import jinja2
 
-from ..model import ChatMessage, ModelRequest
+from ..model import ModelRequest
+from ..model import request as two_part_request
 
-__all__ = ["Prompt", "echoed_tag", "neutralize", "render", "template_path"]
+__all__ = ["Prompt", "echoed_tag", "neutralize", "render"]
 
 _OUR_TAGS = r"conversation|previous-recap|previous-summary|recap|deleted-chats|handbook|resident"
 """Every tag name a template of ours writes around material."""
@@ -79,11 +80,6 @@ def render(name: str, /, **variables: object) -> str:
     return _env().get_template(name).render(**variables).rstrip()
 
 
-def template_path(name: str) -> str:
-    """Repository-relative path of a template, for records and docs."""
-    return f"liyuan/prompts/{name}"
-
-
 @dataclass(frozen=True, slots=True)
 class Prompt:
     """A rendered two-part prompt and where it came from."""
@@ -98,12 +94,8 @@ class Prompt:
     max_tokens: int = 4096
 
     def request(self) -> ModelRequest:
-        """The model request: system message, then the user text."""
-        return ModelRequest(
-            messages=(ChatMessage("system", self.system), ChatMessage("user", self.user)),
-            purpose=self.purpose,
-            max_tokens=self.max_tokens,
-        )
+        """The model request: system message, then the user text (:func:`liyuan.model.request`)."""
+        return two_part_request(self.purpose, self.system, self.user, max_tokens=self.max_tokens)
 
     def as_text(self) -> str:
         """Human-readable form for artifacts: role headers, then each part."""

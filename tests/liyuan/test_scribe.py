@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from liyuan.errors import ModelOutputError
+from liyuan.model import ChatMessage, request
 from liyuan.scribe import SUMMARY_HEADINGS, build_summary_prompt, validate_summary
 
 from .beats import SUMMARY_REPLY
@@ -36,6 +37,14 @@ def test_user_text_first_summary() -> None:
     assert "以对话记录为准" in p.user
     assert parts[-2].endswith("\n时间：黄昏")
     assert parts[-1] == "请照系统提示里的五节格式，写出这份接力摘要。"
+
+
+def test_the_prompt_request_is_the_usual_two_message_request() -> None:
+    p = prompt()
+    sent = p.request()
+    assert sent == request("summary", p.system, p.user, max_tokens=4096)
+    assert sent.messages == (ChatMessage("system", p.system), ChatMessage("user", p.user))
+    assert (sent.purpose, sent.max_tokens, sent.temperature) == ("summary", 4096, None)
 
 
 def test_user_text_incremental_summary() -> None:
