@@ -93,17 +93,13 @@ def _write(root: Path, files: dict[str, str]) -> None:
 
 
 def _check(root: Path, files: dict[str, str]) -> int:
-    from ..artifacts import unified
+    from ..artifacts import compare_trees
 
-    stale = 0
-    for rel, text in sorted(files.items()):
-        path = root / rel
-        old = path.read_text(encoding="utf-8") if path.is_file() else ""
-        if old != text:
-            stale += 1
-            sys.stdout.write(f"\n✗ {rel} 过期了\n" + unified(old, text, f"已提交/{rel}", f"重新计算/{rel}"))
-    if stale:
-        print(f"\n{stale} 个评测结果和代码、产物对不上：运行 `python -m harness eval` 重新生成后一并提交。")
+    diffs = compare_trees(root, {rel: text.encode("utf-8") for rel, text in files.items()})
+    for diff in diffs:
+        sys.stdout.write(f"\n✗ {diff.path} 过期了\n" + diff.diff)
+    if diffs:
+        print(f"\n{len(diffs)} 个评测结果和代码、产物对不上：运行 `python -m harness eval` 重新生成后一并提交。")
         return 1
     print(f"评测结果是最新的：{len(files)} 个文件逐字节相同。")
     return 0
