@@ -1,7 +1,7 @@
 """What the card-memory model calls are given: a chat's evidence, and the recap diff.
 
-- :func:`branch_of_session_file` reads one session file **without touching it**, line
-  by line through :func:`~liyuan.tree.parse_entry` (opening a
+- :func:`branch_of_session_file` reads one session file **without touching it**, with
+  the tree's own loader :func:`~liyuan.tree.read_entries` (opening a
   :class:`~liyuan.tree.SessionTree` would create a file that vanished meanwhile, which
   would move the chat's fingerprint): the leaf is the last entry in file order.
 - :func:`collect_chat_evidence` turns a chat's sessions into one transcript (summaries
@@ -16,7 +16,6 @@ Invariant: all of this only reads; nothing here writes a file.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ from .compact import active_summary, serialize_for_summary
 from .state import format_state, state_from_branch
 from .story import story_view
 from .text import utf16_len, utf16_prefix
-from .tree import Entry, branch_to, is_message, parse_entry
+from .tree import Entry, branch_to, is_message, read_entries
 
 __all__ = [
     "RECAP_INPUT_MAX_CHARS",
@@ -99,23 +98,8 @@ def branch_of_session_file(path: Path) -> list[Entry]:
         raw = path.read_bytes()
     except OSError:
         return []
-    entries: dict[str, Entry] = {}
-    leaf: str | None = None
-    for line in raw.split(b"\n"):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            continue
-        if isinstance(obj, dict) and obj.get("type") == "session":
-            continue
-        entry = parse_entry(obj)
-        if entry is None or entry.id in entries:
-            continue
-        entries[entry.id] = entry
-        leaf = entry.id
-    return branch_to(entries, leaf)
+    entries = read_entries(raw, path.name).entries
+    return branch_to(entries, next(reversed(entries), None))
 
 
 def _session_section(branch: Sequence[Entry], user_name: str, char_name: str) -> tuple[str, int] | None:

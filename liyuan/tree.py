@@ -56,7 +56,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, NamedTuple, overload
 
 from .clock import Clock, IdFactory, random_ids, system_clock
 from .errors import TreeError
@@ -65,6 +65,7 @@ __all__ = [
     "SESSION_VERSION",
     "BranchView",
     "Entry",
+    "SessionContent",
     "SessionTree",
     "args_json",
     "branch_to",
@@ -73,6 +74,7 @@ __all__ = [
     "last_usage",
     "message",
     "parse_entry",
+    "read_entries",
     "thinking",
     "tool_calls",
     "usage_tokens",
@@ -232,6 +234,64 @@ def parse_entry(obj: Any) -> Entry | None:
     return Entry(entry_id, parent, entry_type, body)
 
 
+class SessionContent(NamedTuple):
+    """What :func:`read_entries` found in the bytes of a session file."""
+
+    entries: dict[str, Entry]
+    """Every entry kept, by id, in file order (of duplicate ids the first wins)."""
+    problems: list[str]
+    """A Chinese note per skipped line, ``name:line: ...``."""
+    torn_tail: bool
+    """True when the bytes do not end with a newline: the last write was cut off."""
+    session_id: str | None
+    """The ``id`` of the ``session`` header (the last one, should there be several)."""
+
+
+def read_entries(raw: bytes, name: str = "") -> SessionContent:
+    """Parse a session file's bytes: the one loader, shared by every reader of such files.
+
+    Pure (the caller reads the file, so a read-only reader can refuse to create one).
+    Never fails on content: blank lines are ignored; torn or malformed lines, lines that
+    are no entry (:func:`parse_entry`) and duplicate ids are skipped with a note; the
+    ``session`` header gives only its id.
+
+    Args:
+        raw: The whole file.
+        name: How the notes name the file (usually its file name).
+
+    Returns:
+        The entries, notes, whether the tail is torn, and the header's id.
+    """
+    entries: dict[str, Entry] = {}
+    problems: list[str] = []
+    session_id: str | None = None
+    lines = raw.split(b"\n")
+    torn_tail = bool(lines) and lines[-1] != b""
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{name}:{number}"
+        try:
+            obj = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            last = number == len(lines) and torn_tail
+            problems.append(f"{where}: 末行不完整（写入中断），已跳过" if last else f"{where}: 不是合法 JSON，已跳过")
+            continue
+        if isinstance(obj, dict) and obj.get("type") == "session":
+            sid = obj.get("id")
+            if isinstance(sid, str):
+                session_id = sid
+            continue
+        entry = parse_entry(obj)
+        if entry is None:
+            problems.append(f"{where}: 缺少 id/type 或字段类型不对，已跳过")
+        elif entry.id in entries:
+            problems.append(f"{where}: id {entry.id!r} 重复，已跳过")
+        else:
+            entries[entry.id] = entry
+    return SessionContent(entries, problems, torn_tail, session_id)
+
+
 class SessionTree:
     """An append-only session tree, backed by a JSONL file or held in memory.
 
@@ -280,38 +340,16 @@ class SessionTree:
             raw = path.read_bytes()
         except OSError as exc:
             raise TreeError(f"无法读取会话文件 {path}: {exc}") from exc
-        lines = raw.split(b"\n")
-        torn_tail = bool(lines) and lines[-1] != b""
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            where = f"{path.name}:{number}"
-            try:
-                obj = json.loads(line.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError):
-                last = number == len(lines) and torn_tail
-                self.problems.append(
-                    f"{where}: 末行不完整（写入中断），已跳过" if last else f"{where}: 不是合法 JSON，已跳过"
-                )
-                continue
-            if isinstance(obj, dict) and obj.get("type") == "session":
-                sid = obj.get("id")
-                if isinstance(sid, str):
-                    self.session_id = sid
-                continue
-            entry = parse_entry(obj)
-            if entry is None:
-                self.problems.append(f"{where}: 缺少 id/type 或字段类型不对，已跳过")
-                continue
-            if entry.id in self._entries:
-                self.problems.append(f"{where}: id {entry.id!r} 重复，已跳过")
-                continue
-            self._entries[entry.id] = entry
+        content = read_entries(raw, path.name)
+        self._entries = content.entries
+        self.problems.extend(content.problems)
+        if content.session_id is not None:
+            self.session_id = content.session_id
         self._leaf = next(reversed(self._entries), None)
         # The next append must start on a fresh line, or it would glue itself onto the
         # torn fragment and both would be lost. The newline goes out with that append,
         # so merely loading (say, a read-only copy) never writes.
-        self._mid_line = torn_tail
+        self._mid_line = content.torn_tail
 
     # -- reading -------------------------------------------------------------
 

@@ -60,6 +60,8 @@ def test_reading_a_torn_session_does_not_touch_the_file(tmp_path: Path) -> None:
     before = path.read_bytes()
     assert [e.id for e in branch_of_session_file(path)] == ["u1"]
     assert path.read_bytes() == before  # the fingerprint must not move by reading
+    gone = tmp_path / "gone.jsonl"
+    assert branch_of_session_file(gone) == [] and not gone.exists()  # a vanished file is not created again
 
 
 def test_evidence_uses_the_summary_and_the_uncovered_text(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from liyuan.tree import (
     branch_to,
     is_message,
     message,
+    read_entries,
     thinking,
     tool_calls,
 )
@@ -339,3 +340,25 @@ def test_tool_calls_thinking_and_args_json_read_the_conventions() -> None:
     assert thinking(message("a", None, "assistant", "x", thinking=["no"])) == ""
     assert args_json({"path": "角色.md", "n": 2}) == '{"path":"角色.md","n":2}'  # compact, raw non-ASCII
     assert args_json("角色.md") == '"角色.md"' and args_json([1, 2]) == "[1,2]"
+
+
+def test_read_entries_is_the_pure_loader_both_readers_share(tmp_path: Path) -> None:
+    rows = [json.dumps({"type": "session", "version": 1, "id": "s9"}),
+            json.dumps({"id": "a", "parentId": None, "type": "message", "role": "user", "text": "好"}),
+            "坏行",
+            json.dumps({"id": "a", "parentId": None, "type": "message", "text": "重复"}),
+            json.dumps({"type": "message"}),
+            '{"id": "b", "parentId": "a", "ty']  # a write cut off mid-line
+    raw = "\n".join(rows).encode()
+    content = read_entries(raw, "chat.jsonl")
+    assert list(content.entries) == ["a"] and content.entries["a"].text == "好"  # the first of a duplicate id
+    assert content.session_id == "s9" and content.torn_tail
+    assert content.problems == ["chat.jsonl:3: 不是合法 JSON，已跳过", "chat.jsonl:4: id 'a' 重复，已跳过",
+                                "chat.jsonl:5: 缺少 id/type 或字段类型不对，已跳过",
+                                "chat.jsonl:6: 末行不完整（写入中断），已跳过"]
+    assert read_entries(raw + b"\n").torn_tail is False and read_entries(b"") == ({}, [], False, None)
+    path = tmp_path / "chat.jsonl"
+    path.write_bytes(raw)
+    tree = SessionTree(path)
+    assert tree.entries() == list(content.entries.values()) and tree.problems == content.problems
+    assert tree.session_id == "s9" and path.read_bytes() == raw  # loading alone never writes
