@@ -159,12 +159,12 @@ def resolve(spec: str, root: Path) -> Include:
     return Include(spec=spec, path=rel, start=first, end=last, lines=lines)
 
 
-def iter_snippet_lines(markdown: str) -> Iterator[tuple[int, str]]:
-    """Yield ``(0-based line index, spec)`` for every inline snippet line of a page."""
-    for index, line in enumerate(markdown.split("\n")):
+def iter_snippet_lines(markdown: str) -> Iterator[str]:
+    """Yield the spec of every inline snippet line of a page, in page order."""
+    for line in markdown.split("\n"):
         match = _SNIPPET_LINE.match(line)
         if match is not None:
-            yield index, match.group("spec")
+            yield match.group("spec")
 
 
 def _fence_body(lines: list[str], open_index: int, fence: str) -> int:
@@ -191,8 +191,11 @@ def rewrite_titles(markdown: str, root: Path) -> str:
         IncludeError: a snippet line would render badly (see :func:`resolve`), a 模版 fence
             holds anything but exactly one snippet line, or a title was typed by hand.
     """
-    for _, spec in iter_snippet_lines(markdown):
-        resolve(spec, root)
+    # Every snippet line is checked, not only those in 模版 fences; the fences reuse these.
+    resolved: dict[str, Include] = {}
+    for spec in iter_snippet_lines(markdown):
+        if spec not in resolved:
+            resolved[spec] = resolve(spec, root)
 
     lines = markdown.split("\n")
     index = 0
@@ -210,7 +213,7 @@ def rewrite_titles(markdown: str, root: Path) -> str:
             specs = [m.group("spec") for m in map(_SNIPPET_LINE.match, body) if m is not None]
             if len(body) != 1 or len(specs) != 1:
                 raise IncludeError(f"第 {index + 1} 行：模版代码块里只能有一行 --8<-- 片段")
-            generated = format_title(resolve(specs[0], root))
+            generated = format_title(resolved[specs[0]])  # a fence body line is a page line
             info = opened.group("info")
             info = info[: title.start()] + f'title="{generated}"' + info[title.end() :]
             lines[index] = f"{opened.group('indent')}{opened.group('fence')}{info}"
