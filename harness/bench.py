@@ -40,7 +40,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from liyuan.tokens import estimate_tokens, estimate_tokens_chars4
+from liyuan.tokens import chars4 as estimate_tokens_chars4
+from liyuan.tokens import estimate_tokens
 from liyuan.vector import (
     EXTERNAL,
     Embedder,

@@ -23,7 +23,6 @@ assembles the context compacts it. Planning is pure; only the ``run`` function w
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -34,6 +33,7 @@ from .model import ChatModel, split_reasoning
 from .prompts import Prompt, neutralize, render
 from .story import LEGACY_COMPACTION_TYPE  # the coding agent's own entry type: this module writes it
 from .text import utf16_len, utf16_prefix
+from .tokens import chars4
 from .tree import Entry, SessionTree, args_json, last_usage, thinking, tool_calls
 
 __all__ = [
@@ -46,7 +46,6 @@ __all__ = [
     "HookDecision",
     "TextEstimator",
     "build_generic_prompt",
-    "chars4",
     "context_tokens",
     "estimate_entry_tokens",
     "plan_generic_compaction",
@@ -65,12 +64,7 @@ _READ_TOOLS = frozenset({"read", "grep", "find", "ls"})
 _WRITE_TOOLS = frozenset({"write", "edit"})
 
 TextEstimator = Callable[[str], int]
-"""Tokens for a text. The coding agent's own is :func:`chars4`."""
-
-
-def chars4(text: str) -> int:
-    """The coding agent's estimate: ``ceil(chars / 4)`` (UTF-16 units); undercounts Chinese."""
-    return math.ceil(utf16_len(text) / 4)
+"""Tokens for a text. The coding agent's own is :func:`liyuan.tokens.chars4`."""
 
 
 def estimate_entry_tokens(entry: Entry, estimate: TextEstimator = chars4) -> int:

@@ -33,7 +33,9 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["estimate_tokens", "estimate_tokens_chars4"]
+from .text import utf16_len
+
+__all__ = ["chars4", "estimate_tokens"]
 
 _RUNS = re.compile(
     r"(?P<han>[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
@@ -86,6 +88,10 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(total)
 
 
-def estimate_tokens_chars4(text: str) -> int:
-    """The original's ruler, ``ceil(len / 4)``: kept for comparison in the bench."""
-    return math.ceil(len(text) / 4)
+def chars4(text: str) -> int:
+    """The original's ruler, ``ceil(length / 4)`` in UTF-16 units; undercounts Chinese.
+
+    The coding agent's own estimate (:mod:`liyuan.agent_compact` uses it to behave like
+    the agent), and the contrast in the bench and the discussion records.
+    """
+    return math.ceil(utf16_len(text) / 4)

@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Protocol
 
-from liyuan.agent_compact import chars4, run_generic_compaction, visible_entries
+from liyuan.agent_compact import run_generic_compaction, visible_entries
 from liyuan.assemble import SUMMARY_OPENING, prepare_turn
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.compact import run_compaction
 from liyuan.model import ChatMessage, FunctionModel, ModelRequest
 from liyuan.state import STATE_ENTRY_TYPE, format_roster, format_state, state_from_branch
-from liyuan.tokens import estimate_tokens
+from liyuan.tokens import chars4, estimate_tokens
 from liyuan.tree import Entry, SessionTree
 
 from .checks import fact_in, fact_in_normalized, normalize

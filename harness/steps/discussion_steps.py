@@ -9,7 +9,6 @@ artifact shows why usage decides and ``chars / 4`` would come too late.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +20,7 @@ from liyuan.discussion import (
     estimate_message_tokens,
     run_discussion_compaction,
 )
+from liyuan.tokens import chars4
 from liyuan.tree import Entry, args_json, last_usage
 
 from ..runner import ScenarioRun, StepResult
@@ -48,15 +48,16 @@ def render_agent_history(history: list[AgentMessage]) -> str:
 
 def _sizes(branch: Sequence[Entry]) -> dict[str, Any]:
     history = agent_history(branch)
-    chars = 0
-    for message in history:
-        chars += len(message.text) + len(message.thinking)
-        chars += sum(len(call.name) + len(args_json(call.args)) for call in message.tool_calls)
+    # What chars / 4 would measure: every replayed text, thinking, call name and args.
+    replayed = "".join(
+        message.text + message.thinking + "".join(call.name + args_json(call.args) for call in message.tool_calls)
+        for message in history
+    )
     found = last_usage(branch)
     return {
         "last_request_usage_tokens": found[1] if found is not None else None,
         "estimate_tokens_cjk": sum(estimate_message_tokens(m) for m in history),
-        "estimate_tokens_chars4": math.ceil(chars / 4),
+        "estimate_tokens_chars4": chars4(replayed),
     }
 
 

@@ -7,7 +7,6 @@ from liyuan.agent_compact import (
     GenericCompactionPlan,
     HookDecision,
     build_generic_prompt,
-    chars4,
     context_tokens,
     estimate_entry_tokens,
     plan_generic_compaction,
@@ -21,6 +20,7 @@ from liyuan.agent_compact import (
 from liyuan.compact import active_summary, rebuild_history, serialize_for_summary
 from liyuan.errors import ModelError
 from liyuan.model import FunctionModel, ModelRequest, ScriptedModel
+from liyuan.tokens import chars4
 from liyuan.tree import Entry, custom, message
 
 from .beats import beats, tree_of

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from liyuan.tokens import estimate_tokens, estimate_tokens_chars4
+from liyuan.tokens import chars4, estimate_tokens
 
 DATA = Path(__file__).parent / "data"
 SAMPLES = ["tokens_zh.txt", "tokens_en.txt", "tokens_mixed.txt"]
@@ -44,7 +44,7 @@ def test_within_twenty_percent_of_o200k(name: str) -> None:
 def test_chars4_undercounts_chinese_and_ours_does_not() -> None:
     text = (DATA / "tokens_zh.txt").read_text(encoding="utf-8")
     real = _real(text)
-    assert estimate_tokens_chars4(text) < real / 3
+    assert chars4(text) < real / 3
     assert estimate_tokens(text) >= real
 
 
@@ -59,3 +59,8 @@ def test_small_cases(text: str, expected: int) -> None:
 def test_chinese_paragraph_costs_about_one_token_per_character() -> None:
     text = "沈怀瑾把伞递给她，想了想，又把那段曲子拉了一遍。"
     assert 0.8 * len(text) <= estimate_tokens(text) <= 1.05 * len(text)
+
+
+def test_chars4_counts_utf16_units_like_the_original() -> None:
+    assert chars4("") == 0 and chars4("云" * 400) == 100
+    assert chars4("😀" * 3) == 2  # six UTF-16 units, though only three characters
