@@ -63,13 +63,13 @@ def scorecard_files(root: Path) -> dict[str, str]:
     return files
 
 
-def strategy_files(report: dict[str, Any] | None = None) -> dict[str, str]:
+def strategy_files() -> dict[str, str]:
     """The strategy comparison's JSON, table and chart."""
     from .chart import render_chart
     from .report import strategies_markdown
     from .strategies import compare
 
-    report = report if report is not None else compare()
+    report = compare()
     return {f"{EVAL_DIR}/strategies.json": _text(report), f"{EVAL_DIR}/strategies.md": strategies_markdown(report),
             CHART: render_chart(report)}
 

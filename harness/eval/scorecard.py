@@ -116,8 +116,8 @@ class _Scorer:
             "summaries": [], "recaps": [], "merges": [], "forgetting": [], "budget": []}
 
     def expected(self, chat: str, through: int | None) -> list[Any]:
-        return [f for f in self.gold.facts if f.chat == chat and
-                (through is None or (f.beat is not None and f.beat <= through))]
+        return [f for f in self.gold.facts_of({chat})
+                if through is None or (f.beat is not None and f.beat <= through)]
 
     def step(self, step: Mapping[str, Any]) -> None:
         kind, params, outcome = step["kind"], step.get("params", {}), step.get("outcome", {})
@@ -163,7 +163,7 @@ class _Scorer:
         if scenes:
             record["latest_scene"] = check_latest_scene(sections(body).get("当前场景", ""), scenes, covered).to_json()
         normalized = normalize(body)
-        record["beyond_coverage"] = [f.id for f in self.gold.facts if f.chat == chat and f.beat is not None
+        record["beyond_coverage"] = [f.id for f in self.gold.facts_of({chat}) if f.beat is not None
                                      and f.beat > covered and fact_in_normalized(f, normalized)]
         try:
             accepted = validate_summary(body)
