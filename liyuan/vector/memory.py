@@ -240,8 +240,10 @@ class VectorMemory:
         if (
             last is not None
             and last.source == "narrative"
-            and len(last.text) + 2 + len(text) <= max(400, MERGE_MAX_CHARS)
-            and (branch is None or (last.node_id is not None and last.node_id in branch))
+            and len(last.text) + 2 + len(text) <= MERGE_MAX_CHARS
+            # ``last`` is visible on the branch, so a node_id it has is on it; a chunk
+            # stored without one is not continued.
+            and (branch is None or last.node_id is not None)
         ):
             parent = last
             text = f"{last.text}\n\n{text}"
@@ -278,7 +280,7 @@ class VectorMemory:
         """Add a note: whole up to 800 characters, else 600-character chunks."""
         self._writable(store)
         stripped = text.strip()
-        pieces = [stripped] if len(stripped) <= MANUAL_WHOLE_CHARS else split_text_chunks(stripped, 600)
+        pieces = [stripped] if len(stripped) <= MANUAL_WHOLE_CHARS else split_text_chunks(stripped, IMPORT_CHUNK_CHARS)
         return self._insert(store, pieces, "manual", title)
 
     def delete_chunk(self, ref_or_id: str) -> bool:
