@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from liyuan.errors import ConfigError
@@ -30,9 +30,6 @@ from .artifacts import ArtifactSet
 from .recorder import Backend, LiveBackend, Recorder, ReplayBackend, ScriptedBackend
 from .replies import ReplyBook
 from .scenario import Scenario
-
-if TYPE_CHECKING:
-    from .runner import RunReport
 
 __all__ = ["ModelSetup", "open_setup", "slug_for"]
 
@@ -128,18 +125,6 @@ class ModelSetup:
             "completion_tokens": sum((c.usage or {}).get("completion_tokens", 0) for c in recorder.calls),
             "latency_ms": sum(c.latency_ms for c in recorder.calls),
         }
-
-    def after_run(self, report: RunReport) -> None:
-        """Model runs get ``run.json`` and a ``README.md`` that says what the folder is."""
-        if self.kind == "scripted":
-            return
-        from .runfolder import readme
-
-        folder = self.folder or self.out_rel
-        info = {**self.describe(), "folder": folder, "scenarios": self.scenario_status,
-                "replay": f"python -m harness run --model replay:{folder}"}
-        report.artifacts.add_json("run.json", info)
-        report.artifacts.add_text("README.md", readme(self, report))
 
 
 @contextmanager

@@ -20,7 +20,8 @@ from liyuan.errors import ConfigError
 from .artifacts import FileDiff, canonical_json, compare_trees, unified
 from .models import open_setup
 from .progress import Progress
-from .runner import RunReport, run_scenarios
+from .run_state import RunReport
+from .runner import run_scenarios
 
 __all__ = ["CheckResult", "check", "diff_against", "regenerate"]
 

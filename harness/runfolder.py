@@ -8,13 +8,12 @@ opening the JSON.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .models import ModelSetup
-    from .runner import RunReport
+from .models import ModelSetup
+from .run_state import RunReport
 
-__all__ = ["readme"]
+__all__ = ["finish_run", "readme"]
 
 
 def _step_line(step: dict[str, Any]) -> str:
@@ -119,3 +118,14 @@ def readme(setup: ModelSetup, report: RunReport) -> str:
         "```",
     ]
     return "\n".join(lines)
+
+
+def finish_run(setup: ModelSetup, report: RunReport) -> None:
+    """Model runs get ``run.json`` and a ``README.md`` that says what the folder is."""
+    if setup.kind == "scripted":
+        return
+    folder = setup.folder or setup.out_rel
+    info = {**setup.describe(), "folder": folder, "scenarios": setup.scenario_status,
+            "replay": f"python -m harness run --model replay:{folder}"}
+    report.artifacts.add_json("run.json", info)
+    report.artifacts.add_text("README.md", readme(setup, report))

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from liyuan.state import STATE_ENTRY_TYPE, Ledger
-from liyuan.tree import Entry, SessionTree
+from liyuan.session.entries import Entry
+from liyuan.session.state import STATE_ENTRY_TYPE, Ledger
+from liyuan.session.tree import SessionTree
 
 from .scenario import Beat, ChatSpec
 

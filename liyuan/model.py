@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from .errors import ConfigError, ModelError
+from liyuan.errors import ConfigError, ModelError
 
 __all__ = [
     "ALLOW_MODEL_REQUESTS",

@@ -58,7 +58,7 @@ class Include:
     """What one snippet spec includes, located in its file."""
 
     spec: str
-    """The spec as written on the page, e.g. ``liyuan/compact.py:plan_compaction``."""
+    """The spec as written on the page, e.g. ``liyuan/story/compact.py:plan_compaction``."""
     path: str
     """Repository-relative path of the included file."""
     start: int

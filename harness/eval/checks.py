@@ -18,16 +18,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from liyuan.budget import RESIDENT_MAX_CHARS
-from liyuan.card_prompts import (
+from liyuan.card.prompts import (
     HANDBOOK_MARK,
     RECAP_HEADINGS,  # re-exported: the recap's sections after its ``# title`` (reference 8.8)
     RESIDENT_HEADING,
     RESIDENT_MARK,
     parse_merge_result,
 )
+from liyuan.context.budget import RESIDENT_MAX_CHARS
 from liyuan.prompts import echoed_tag
-from liyuan.scribe import SUMMARY_HEADINGS
+from liyuan.story.scribe import SUMMARY_HEADINGS
 from liyuan.text import utf16_len
 
 __all__ = [
@@ -174,7 +174,7 @@ def _headings_in_order(text: str, headings: Sequence[str]) -> list[str]:
 
 
 def check_summary_structure(text: str) -> StructureResult:
-    """The relay summary: the five sections of :data:`liyuan.scribe.SUMMARY_HEADINGS`."""
+    """The relay summary: the five sections of :data:`liyuan.story.scribe.SUMMARY_HEADINGS`."""
     problems = _headings_in_order(text, SUMMARY_HEADINGS) if text.strip() else ["摘要为空"]
     return StructureResult(not problems, tuple(problems), utf16_len(text.strip()))
 
@@ -210,7 +210,7 @@ def check_resident(text: str, user_name: str) -> StructureResult:
 def check_merge_reply(text: str, chat_ids: Iterable[str]) -> StructureResult:
     """A merge reply the library accepts, with a block per chat.
 
-    Whether the reply splits is decided by :func:`liyuan.card_prompts.parse_merge_result`
+    Whether the reply splits is decided by :func:`liyuan.card.prompts.parse_merge_result`
     itself, so the check cannot pass a reply the library refuses; the detailed reasons
     below only explain a refusal.
 

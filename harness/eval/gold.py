@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import yaml
 
 from liyuan.errors import ConfigError
-from liyuan.scribe import SUMMARY_HEADINGS
+from liyuan.story.scribe import SUMMARY_HEADINGS
 
 from .checks import Fact, parse_match
 

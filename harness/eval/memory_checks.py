@@ -2,7 +2,7 @@
 
 Invariant: pure functions of plain data, like :mod:`harness.eval.checks`. The budget
 check re-derives the truncation rule from the reference (section 9) on its own instead of
-calling :func:`liyuan.budget.fit_resident_summary`, so a bug there cannot vouch for
+calling :func:`liyuan.context.budget.fit_resident_summary`, so a bug there cannot vouch for
 itself.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from liyuan.budget import OMITTED_MARKER, RESIDENT_ENVELOPE_CHARS, RESIDENT_MAX_CHARS, RESIDENT_MIN_USEFUL_CHARS
+from liyuan.context.budget import OMITTED_MARKER, RESIDENT_ENVELOPE_CHARS, RESIDENT_MAX_CHARS, RESIDENT_MIN_USEFUL_CHARS
 from liyuan.text import utf16_len, utf16_prefix
 
 from .checks import Fact, fact_in_normalized, normalize

@@ -4,13 +4,13 @@ Invariant: this module measures and reports; it never asserts a speed. The model
 never timed: compaction calls go to the scripted summariser outside the timed region.
 
 Per-beat overhead is what the memory code costs on every beat besides the model, done
-the way the app does it: take the branch (:meth:`liyuan.tree.SessionTree.branch`, a
+the way the app does it: take the branch (:meth:`liyuan.session.tree.SessionTree.branch`, a
 cached view), assemble the context (history, 【前情提要】, injection) with the resident
-summary fitted to the budget (:func:`liyuan.assemble.assemble_turn`, one history read),
+summary fitted to the budget (:func:`liyuan.context.assemble.assemble_turn`, one history read),
 and, after the reply, the compaction trigger check
-(:func:`liyuan.compact.plan_compaction`). It is measured over the last ``sample`` beats
+(:func:`liyuan.story.compact.plan_compaction`). It is measured over the last ``sample`` beats
 of one chat of 100, 1,000 and 10,000 beats that compacts as the app would. The library
-reads only the live part of the branch (see :mod:`liyuan.compact`), so the figure should
+reads only the live part of the branch (see :mod:`liyuan.story.compact`), so the figure should
 not grow with the chat.
 """
 
@@ -29,11 +29,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from liyuan.assemble import assemble_turn
 from liyuan.clock import counter_ids
-from liyuan.compact import plan_compaction, run_compaction
-from liyuan.state import STATE_ENTRY_TYPE, format_roster, format_state, state_from_branch
-from liyuan.tree import Entry, SessionTree
+from liyuan.context.assemble import assemble_turn
+from liyuan.session.entries import Entry
+from liyuan.session.state import STATE_ENTRY_TYPE, format_roster, format_state, state_from_branch
+from liyuan.session.tree import SessionTree
+from liyuan.story.compact import plan_compaction, run_compaction
 
 from .strategies import scripted_summariser
 from .synth import SynthBeat, generate_chat

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from liyuan.assemble import SUMMARY_OPENING
-from liyuan.budget import OMITTED_MARKER
-from liyuan.card_prompts import RESIDENT_HEADING, parse_merge_result
+from liyuan.card.prompts import RESIDENT_HEADING, parse_merge_result
+from liyuan.context.assemble import SUMMARY_OPENING
+from liyuan.context.budget import OMITTED_MARKER
 from liyuan.errors import ModelOutputError
-from liyuan.scribe import validate_summary
+from liyuan.story.scribe import validate_summary
 
 from .checks import (
     check_abstention,

@@ -21,14 +21,15 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Protocol
 
-from liyuan.agent_compact import run_generic_compaction, visible_entries
-from liyuan.assemble import SUMMARY_OPENING, prepare_turn
 from liyuan.clock import counter_ids, fixed_clock
-from liyuan.compact import run_compaction
+from liyuan.context.assemble import SUMMARY_OPENING, prepare_turn
+from liyuan.discussion.agent import run_generic_compaction, visible_entries
 from liyuan.model import ChatMessage, FunctionModel, ModelRequest
-from liyuan.state import STATE_ENTRY_TYPE, format_roster, format_state, state_from_branch
+from liyuan.session.entries import Entry
+from liyuan.session.state import STATE_ENTRY_TYPE, format_roster, format_state, state_from_branch
+from liyuan.session.tree import SessionTree
+from liyuan.story.compact import run_compaction
 from liyuan.tokens import chars4, estimate_tokens
-from liyuan.tree import Entry, SessionTree
 
 from .checks import fact_in, fact_in_normalized, normalize
 from .memory_checks import check_budget
@@ -180,7 +181,7 @@ class Truncation:
 
 @dataclass
 class GenericAgent:
-    """The coding agent's compaction (:mod:`liyuan.agent_compact`): token trigger, cut anywhere."""
+    """The coding agent's compaction (:mod:`liyuan.discussion.agent`): token trigger, cut anywhere."""
 
     model: FunctionModel
     window: int
@@ -205,7 +206,7 @@ class GenericAgent:
 
 @dataclass
 class Ours:
-    """Liyuan's story compaction (:mod:`liyuan.compact`): six whole turns kept, period 30."""
+    """Liyuan's story compaction (:mod:`liyuan.story.compact`): six whole turns kept, period 30."""
 
     model: FunctionModel
     user_name: str

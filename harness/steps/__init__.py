@@ -1,4 +1,4 @@
-"""Step handlers, one per step kind, registered in :data:`harness.runner.HANDLERS`.
+"""Step handlers, one per step kind, registered in :data:`harness.run_state.HANDLERS`.
 
 Invariant: every kind in :data:`harness.scenario.STEP_KINDS` has exactly one handler
 once this package is imported; a handler reads its parameters from the validated
@@ -7,23 +7,4 @@ once this package is imported; a handler reads its parameters from the validated
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from ..runner import HANDLERS, Handler
-
-__all__ = ["handler"]
-
-
-def handler(kind: str) -> Callable[[Handler], Handler]:
-    """Register ``fn`` as the handler of one step kind."""
-
-    def register(fn: Handler) -> Handler:
-        if kind in HANDLERS and HANDLERS[kind] is not fn:
-            raise RuntimeError(f"step kind {kind!r} registered twice")
-        HANDLERS[kind] = fn
-        return fn
-
-    return register
-
-
-from . import discussion_steps, memory_steps, story_steps, vector_steps  # noqa: E402,F401  (registration side effects)
+from . import discussion_steps, memory_steps, story_steps, vector_steps  # noqa: F401  (registration side effects)

@@ -8,15 +8,12 @@ repository.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from liyuan.card_files import CHAT_META_FILE
+from liyuan.card.files import CHAT_META_FILE
 
 from ..recorder import CallRecord
-from ..runner import ScenarioRun
-
-if TYPE_CHECKING:
-    from .vector_steps import VectorAdapter
+from ..run_state import ScenarioRun
 
 __all__ = [
     "card_memory",
@@ -24,7 +21,6 @@ __all__ = [
     "prompt_label",
     "prompt_text",
     "resident_text",
-    "vector_for",
 ]
 
 PROMPT_LINE_SCRIPTED = "（完整 prompt，由 liyuan 代码拼出；里面的对话和前文回复都是人工撰写的示范，不是模型输出）"
@@ -52,14 +48,14 @@ def context_label(run: ScenarioRun) -> str:
 
 
 def card_memory(run: ScenarioRun) -> Any:
-    """The card's :class:`liyuan.card_memory.CardMemory`, created on first use.
+    """The card's :class:`liyuan.card.sync.CardMemory`, created on first use.
 
     Every chat of the scenario gets its folder and ``meta.json`` (its display name), so a
     chat with no sessions (one that exists only as a hand-written recap) still has a name.
     """
     if "card_memory" in run.services:
         return run.services["card_memory"]
-    from liyuan.card_memory import CardMemory
+    from liyuan.card import CardMemory
 
     for chat_id, spec in run.scenario.chats.items():
         folder = run.chat_dir(chat_id)
@@ -74,22 +70,9 @@ def card_memory(run: ScenarioRun) -> Any:
 
 
 def resident_text(run: ScenarioRun) -> str | None:
-    """The card's resident summary as stored (unfitted: :func:`liyuan.assemble.assemble_turn` fits it)."""
+    """The card's resident summary as stored (unfitted: :func:`liyuan.context.assemble.assemble_turn` fits it)."""
     memory = run.services.get("card_memory")
     if memory is None:
         return None
     text: str | None = memory.load_resident_summary()
     return text
-
-
-def vector_for(run: ScenarioRun, chat_id: str) -> VectorAdapter | None:
-    """The chat's vector memory when the scenario turns it on (``config.vector``), else ``None``."""
-    if not run.config("vector", False):
-        return None
-    key = f"vector:{chat_id}"
-    if key not in run.services:
-        from .vector_steps import VectorAdapter
-
-        run.services[key] = VectorAdapter(run, chat_id)
-    adapter: VectorAdapter = run.services[key]
-    return adapter

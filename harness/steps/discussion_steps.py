@@ -1,6 +1,6 @@
 """Agent discussion compaction in a scenario: triggered by the real usage the app stored.
 
-Invariant: the step calls :func:`liyuan.discussion.run_discussion_compaction` as the app
+Invariant: the step calls :func:`liyuan.discussion.compact.run_discussion_compaction` as the app
 would after an agent turn, and records beside its outcome the three ways to size the
 context (the last request's real usage, the CJK-aware estimate, ``chars / 4``), so the
 artifact shows why usage decides and ``chars / 4`` would come too late.
@@ -12,20 +12,19 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from liyuan.discussion import (
+from liyuan.discussion.compact import run_discussion_compaction
+from liyuan.discussion.messages import (
     KEEP_RECENT_TOKENS,
     RESERVE_TOKENS,
     AgentMessage,
     agent_history,
     estimate_message_tokens,
-    run_discussion_compaction,
 )
+from liyuan.session.entries import Entry, args_json, last_usage
 from liyuan.tokens import chars4
-from liyuan.tree import Entry, args_json, last_usage
 
-from ..runner import ScenarioRun, StepResult
+from ..run_state import ScenarioRun, StepResult, handler
 from ..scenario import StepSpec
-from . import handler
 from .common import context_label, prompt_label, prompt_text
 
 __all__ = ["render_agent_history"]

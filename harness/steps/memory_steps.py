@@ -13,20 +13,19 @@ import re
 from pathlib import Path
 from typing import Any
 
-from liyuan.budget import (
+from liyuan.card.files import CardLayout, atomic_write_text, read_text_optional
+from liyuan.context.budget import (
     RESIDENT_ENVELOPE_CHARS,
     RESIDENT_MAX_CHARS,
     RESIDENT_MIN_USEFUL_CHARS,
     fit_resident_summary,
     resident_allowance,
 )
-from liyuan.card_files import CardLayout, atomic_write_text, read_text_optional
 from liyuan.errors import ConfigError
 
 from ..recorder import CallRecord
-from ..runner import HAND_WRITTEN_LINE, ScenarioRun, StepResult
+from ..run_state import HAND_WRITTEN_LINE, ScenarioRun, StepResult, handler
 from ..scenario import StepSpec
-from . import handler
 from .common import card_memory, prompt_label, prompt_text
 
 __all__ = ["memory_snapshot"]

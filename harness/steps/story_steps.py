@@ -11,8 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from liyuan.assemble import prepare_turn
-from liyuan.compact import (
+from liyuan.context.assemble import prepare_turn
+from liyuan.errors import ConfigError
+from liyuan.model import ChatMessage
+from liyuan.session.entries import Entry, is_message
+from liyuan.session.state import STATE_ENTRY_TYPE, format_roster, format_state, state_from_branch
+from liyuan.session.tree import SessionTree
+from liyuan.story.compact import (
     DEFAULT_EVERY_N_TURNS,
     KEEP_RECENT_BEATS,
     MANUAL_MIN_COMPACT_CHARS,
@@ -21,16 +26,12 @@ from liyuan.compact import (
     compact_now,
     run_compaction,
 )
-from liyuan.errors import ConfigError
-from liyuan.model import ChatMessage
-from liyuan.state import STATE_ENTRY_TYPE, format_roster, format_state, state_from_branch
-from liyuan.tree import Entry, SessionTree, is_message
 
-from ..runner import ScenarioRun, StepResult
+from ..run_state import ScenarioRun, StepResult, handler
 from ..scenario import StepSpec
 from ..story import append_beat, chat_beats, ledger_data
-from . import handler
-from .common import context_label, prompt_label, prompt_text, resident_text, vector_for
+from .common import context_label, prompt_label, prompt_text, resident_text
+from .vector_steps import vector_for
 
 __all__ = ["render_messages"]
 

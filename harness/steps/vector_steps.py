@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from liyuan.errors import ConfigError
-from liyuan.tree import Entry, SessionTree
+from liyuan.session.entries import Entry
+from liyuan.session.tree import SessionTree
 from liyuan.vector import (
     SqliteChunkStore,
     VectorConfig,
@@ -22,12 +23,10 @@ from liyuan.vector import (
     recall_for_beat,
 )
 
-from ..runner import ScenarioRun, StepResult
+from ..run_state import ScenarioRun, StepResult, handler
 from ..scenario import StepSpec
-from . import handler
-from .common import vector_for
 
-__all__ = ["VectorAdapter"]
+__all__ = ["VectorAdapter", "vector_for"]
 
 STORE_FILE = "向量记忆.sqlite"
 
@@ -47,6 +46,17 @@ class VectorAdapter:
     def recall(self, query: str, tree: SessionTree, on_warning: Callable[[str], None]) -> list[str]:
         """The 【剧情记忆】 lines for this query on the current branch."""
         return recall_for_beat(self.memory, query, branch_ids_of(tree.branch()), warn=on_warning)
+
+
+def vector_for(run: ScenarioRun, chat_id: str) -> VectorAdapter | None:
+    """The chat's vector memory when the scenario turns it on (``config.vector``), else ``None``."""
+    if not run.config("vector", False):
+        return None
+    key = f"vector:{chat_id}"
+    if key not in run.services:
+        run.services[key] = VectorAdapter(run, chat_id)
+    adapter: VectorAdapter = run.services[key]
+    return adapter
 
 
 @handler("recall")

@@ -18,8 +18,8 @@ from functools import cache
 
 import jinja2
 
-from ..model import ModelRequest
-from ..model import request as two_part_request
+from liyuan.model import ModelRequest
+from liyuan.model import request as two_part_request
 
 __all__ = ["Prompt", "echoed_tag", "neutralize", "render"]
 

@@ -20,8 +20,8 @@ Typical wiring::
 
 from __future__ import annotations
 
-from .chunking import condense, split_text_chunks
-from .config import (
+from liyuan.vector.chunking import condense, split_text_chunks
+from liyuan.vector.config import (
     EXTERNAL,
     NARRATIVE,
     StoreConfig,
@@ -31,13 +31,13 @@ from .config import (
     save_config,
     scope_id,
 )
-from .embed import Embedder, HashEmbedder, OpenAIEmbedder, SemanticEmbedder, make_embedder
-from .lexical import BM25Index, bigram_terms
-from .memory import Hit, IngestResult, SearchReport, VectorMemory
-from .recall import RECALL_TIMEOUT_S, branch_ids_of, format_recall_lines, recall_for_beat
-from .search import on_current_branch
-from .store import Chunk, SqliteChunkStore
-from .tools import ToolResult, read_tool, search_tool
+from liyuan.vector.embed import Embedder, HashEmbedder, OpenAIEmbedder, SemanticEmbedder, make_embedder
+from liyuan.vector.lexical import BM25Index, bigram_terms
+from liyuan.vector.memory import Hit, IngestResult, SearchReport, VectorMemory
+from liyuan.vector.recall import RECALL_TIMEOUT_S, branch_ids_of, format_recall_lines, recall_for_beat
+from liyuan.vector.search import on_current_branch
+from liyuan.vector.store import Chunk, SqliteChunkStore
+from liyuan.vector.tools import ToolResult, read_tool, search_tool
 
 __all__ = [
     "EXTERNAL",

@@ -45,8 +45,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import ConfigError
-from ..fileio import atomic_write_text
+from liyuan.errors import ConfigError
+from liyuan.fileio import atomic_write_text
 
 __all__ = [
     "DEFAULT_KEY_ENV",

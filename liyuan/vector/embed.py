@@ -36,9 +36,9 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from .. import model as _model
-from ..errors import ConfigError, ModelError
-from .config import DEFAULT_KEY_ENV, VectorConfig
+from liyuan import model as _model
+from liyuan.errors import ConfigError, ModelError
+from liyuan.vector.config import DEFAULT_KEY_ENV, VectorConfig
 
 __all__ = [
     "Embedder",

@@ -18,7 +18,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from .lexical import BM25Index, Encoded, encode_terms, get_tokenizer
+from liyuan.vector.lexical import BM25Index, Encoded, encode_terms, get_tokenizer
 
 __all__ = ["BRANCH_TAGGED", "Chunk", "Snapshot", "Source", "TermCache", "reusable_rows"]
 

@@ -30,8 +30,8 @@ from typing import Literal
 
 import numpy as np
 
-from ..errors import ConfigError
-from .chunking import (
+from liyuan.errors import ConfigError
+from liyuan.vector.chunking import (
     ARCHIVE_CHUNK_CHARS,
     IMPORT_CHUNK_CHARS,
     MANUAL_WHOLE_CHARS,
@@ -41,11 +41,11 @@ from .chunking import (
     condense,
     split_text_chunks,
 )
-from .config import EXTERNAL, NARRATIVE, VectorConfig
-from .embed import Embedder, make_embedder, one_blas_thread
-from .lexical import get_tokenizer
-from .search import Fusion, on_current_branch, rank, visible_mask
-from .store import Chunk, NewChunk, Source, SqliteChunkStore
+from liyuan.vector.config import EXTERNAL, NARRATIVE, VectorConfig
+from liyuan.vector.embed import Embedder, make_embedder, one_blas_thread
+from liyuan.vector.lexical import get_tokenizer
+from liyuan.vector.search import Fusion, on_current_branch, rank, visible_mask
+from liyuan.vector.store import Chunk, NewChunk, Source, SqliteChunkStore
 
 __all__ = [
     "ARCHIVE_TITLE",

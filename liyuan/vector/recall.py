@@ -18,8 +18,8 @@ import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Protocol
 
-from ..tree import Entry
-from .memory import Hit
+from liyuan.session.entries import Entry
+from liyuan.vector.memory import Hit
 
 __all__ = [
     "RECALL_TIMEOUT_S",

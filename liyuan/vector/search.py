@@ -28,9 +28,9 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from .config import RecallMode
-from .index import BRANCH_TAGGED
-from .store import Chunk, Snapshot
+from liyuan.vector.config import RecallMode
+from liyuan.vector.index import BRANCH_TAGGED
+from liyuan.vector.store import Chunk, Snapshot
 
 __all__ = [
     "BRANCH_TAGGED",

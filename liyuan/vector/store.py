@@ -47,9 +47,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..clock import Clock, system_clock
-from ..errors import ConfigError
-from .index import Chunk, Snapshot, Source, TermCache, reusable_rows
+from liyuan.clock import Clock, system_clock
+from liyuan.errors import ConfigError
+from liyuan.vector.index import Chunk, Snapshot, Source, TermCache, reusable_rows
 
 __all__ = ["Chunk", "NewChunk", "Snapshot", "Source", "SqliteChunkStore", "TermCache"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from ..errors import LiyuanError
-from .memory import SEARCH_TOOL_TOP, SearchReport, VectorMemory
+from liyuan.errors import LiyuanError
+from liyuan.vector.memory import SEARCH_TOOL_TOP, SearchReport, VectorMemory
 
 __all__ = ["ToolResult", "read_tool", "search_tool"]
 

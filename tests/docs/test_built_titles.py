@@ -97,7 +97,7 @@ def test_no_code_block_on_the_site_is_empty(built_site: Path) -> None:
 
 def test_generated_titles_are_on_the_pages(built_site: Path) -> None:
     memory = (built_site / "memory" / "index.html").read_text(encoding="utf-8")
-    assert "模版 · liyuan/compact.py:" in memory
+    assert "模版 · liyuan/story/compact.py:" in memory
     assert "模版 · liyuan/prompts/merge_system.j2:" in memory
 
 
@@ -111,7 +111,7 @@ SAMPLE = (
 
 @pytest.fixture
 def budget_block() -> tuple[str, int, int]:
-    lines = (ROOT / "liyuan" / "budget.py").read_text(encoding="utf-8").splitlines()
+    lines = (ROOT / "liyuan" / "context" / "budget.py").read_text(encoding="utf-8").splitlines()
     start = next(i for i, line in enumerate(lines) if "[start:fit_resident_summary]" in line) + 2
     end = next(i for i, line in enumerate(lines) if "[end:fit_resident_summary]" in line)
     return "\n".join(html.escape(line) for line in lines[start - 1 : end]), start, end
@@ -119,17 +119,17 @@ def budget_block() -> tuple[str, int, int]:
 
 def test_checker_accepts_a_correct_title(budget_block: tuple[str, int, int]) -> None:
     code, start, end = budget_block
-    page = SAMPLE.format(title=f"模版 · liyuan/budget.py:{start}-{end}", code=code)
+    page = SAMPLE.format(title=f"模版 · liyuan/context/budget.py:{start}-{end}", code=code)
     assert title_mismatches(page) == []
 
 
 @pytest.mark.parametrize("shift", [(-1, -1), (1, 1), (0, 1), (0, -1)])
 def test_checker_rejects_a_title_off_by_a_line(budget_block: tuple[str, int, int], shift: tuple[int, int]) -> None:
     code, start, end = budget_block
-    page = SAMPLE.format(title=f"模版 · liyuan/budget.py:{start + shift[0]}-{end + shift[1]}", code=code)
+    page = SAMPLE.format(title=f"模版 · liyuan/context/budget.py:{start + shift[0]}-{end + shift[1]}", code=code)
     assert title_mismatches(page) != []
 
 
 def test_checker_rejects_an_empty_block_and_a_typed_title() -> None:
-    assert title_mismatches(SAMPLE.format(title="模版 · liyuan/budget.py:1-3", code="")) != []
+    assert title_mismatches(SAMPLE.format(title="模版 · liyuan/context/budget.py:1-3", code="")) != []
     assert title_mismatches(SAMPLE.format(title="模版 · 见 budget.py", code="x")) != []

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.steps import discussion_steps
-from liyuan.tree import message
+from liyuan.session.entries import message
 
 
 def test_a_null_completion_count_does_not_crash_the_step() -> None:

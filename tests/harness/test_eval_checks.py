@@ -15,7 +15,7 @@ from harness.eval.checks import (
     parse_match,
     sections,
 )
-from liyuan.card_prompts import HANDBOOK_MARK, RESIDENT_HEADING, RESIDENT_MARK, parse_merge_result
+from liyuan.card.prompts import HANDBOOK_MARK, RESIDENT_HEADING, RESIDENT_MARK, parse_merge_result
 
 
 def fact(fid: str, *match: str, beat: int | None = 1, section: str | None = None, chat: str = "jA",

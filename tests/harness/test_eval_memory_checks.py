@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from harness.eval.checks import Fact, parse_match
 from harness.eval.memory_checks import check_budget, check_forgetting, check_growth, source_tags
-from liyuan.budget import OMITTED_MARKER, fit_resident_summary, other_chars_for
+from liyuan.context.budget import OMITTED_MARKER, fit_resident_summary, other_chars_for
 
 
 def fact(fid: str, chat: str, *match: str, also: tuple[str, ...] = ()) -> Fact:

@@ -10,8 +10,8 @@ from unittest.mock import patch
 
 from harness.eval.overhead import beat_work, machine_info, overhead_table, percentile, play, wall_times
 from harness.eval.report import bench_markdown
-from liyuan.compact import active_summary
-from liyuan.story import live_start
+from liyuan.story.history import active_summary
+from liyuan.story.view import live_start
 
 from ..liyuan.beats import Recording
 
@@ -21,7 +21,7 @@ def test_the_timed_path_computes_what_the_whole_branch_gives() -> None:
     for tree, beat, names in play(160):
         branch = tree.branch()
         fast = beat_work(branch, beat.user, names)
-        with patch("liyuan.compact.live_start", lambda _branch: 0):  # read the whole branch
+        with patch("liyuan.story.history.live_start", lambda _branch: 0):  # read the whole branch
             assert fast == beat_work(list(branch), beat.user, names), beat.number
         summaries += active_summary(branch) is not None
         compared += 1

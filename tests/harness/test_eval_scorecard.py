@@ -13,7 +13,7 @@ import pytest
 from harness.eval import main, results
 from harness.eval.gold import GoldError, load_gold, parse_gold
 from harness.eval.scorecard import provenance_of, score_run
-from liyuan.card_prompts import RESIDENT_MARK
+from liyuan.card.prompts import RESIDENT_MARK
 
 ROOT = Path(__file__).resolve().parents[2]
 

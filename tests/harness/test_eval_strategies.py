@@ -13,7 +13,7 @@ from harness.eval.checks import fact_in
 from harness.eval.strategies import SCRIPTED_LABEL, Settings, compare, scripted_summariser
 from harness.eval.synth import PLANTED, generate_chat
 from liyuan.model import ChatMessage, ModelRequest
-from liyuan.scribe import validate_summary
+from liyuan.story.scribe import validate_summary
 
 SMALL = Settings(beats=130, reroll_beat=66, window_tokens=12000, truncate_turns=10,
                  agent_reserve_tokens=4000, agent_keep_recent_tokens=2500)
@@ -130,8 +130,8 @@ def test_chart_is_valid_svg_with_one_line_per_strategy_and_stable_bytes(small_re
 
 def test_ours_counts_a_context_whose_ledger_breaks_the_envelope() -> None:
     from harness.eval.strategies import Ours
-    from liyuan.state import STATE_ENTRY_TYPE
-    from liyuan.tree import SessionTree
+    from liyuan.session.state import STATE_ENTRY_TYPE
+    from liyuan.session.tree import SessionTree
 
     tree = SessionTree(None)
     tree.append_message("assistant", "开场白", greeting=True)

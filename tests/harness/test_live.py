@@ -15,7 +15,8 @@ import harness.local
 from harness.models import open_setup
 from harness.progress import Progress
 from harness.replies import ReplyBook
-from harness.runner import RunReport, run_scenarios
+from harness.run_state import RunReport
+from harness.runner import run_scenarios
 from liyuan.model import OpenAIModel
 
 from .conftest import FakeEndpoint

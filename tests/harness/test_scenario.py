@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.runner import HANDLERS
+import harness.steps  # noqa: F401  (registers the handlers)
+from harness.run_state import HANDLERS
 from harness.scenario import STEP_KINDS, ScenarioError, load_scenario, scenario_names
-from harness.steps import handler  # noqa: F401  (registers the handlers)
 
 MINIMAL = {
     "name": "mini",

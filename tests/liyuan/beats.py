@@ -11,8 +11,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import overload
 
 from liyuan.clock import counter_ids, fixed_clock
-from liyuan.compact import SUMMARY_ENTRY_TYPE
-from liyuan.tree import Entry, SessionTree, custom, message
+from liyuan.session.entries import Entry, custom, message
+from liyuan.session.tree import SessionTree
+from liyuan.story.view import SUMMARY_ENTRY_TYPE
 
 BODY = "云" * 800
 

@@ -1,0 +1,383 @@
+"""A card's memory on disk: layout, chat ids, atomic writes, fingerprints, the input stamp.
+
+Layout of one card (every memory file is plain Markdown, readable and editable by hand)::
+
+    cards/<卡>/对话/<chatId>/会话/*.jsonl     the chat's sessions (session trees)
+    cards/<卡>/对话/<chatId>/meta.json        optional: {"name": "<局名>"}
+    cards/<卡>/记忆/局/<chatId>.md            one recap per chat
+    cards/<卡>/记忆/记忆.md                   the handbook (merged, with sources)
+    cards/<卡>/记忆/常驻摘要.md               the resident summary (sent every beat)
+    cards/<卡>/记忆/.清单.json                the manifest (bookkeeping, not memory)
+    cards/<卡>/记忆/.history/                 backups of replaced or invalidated files
+
+Invariants:
+
+- A chat id is ``^[A-Za-z0-9_-]+$`` (ASCII) or it is refused with :class:`ConfigError`
+  before it can become part of a path.
+- Every write is atomic: a temp file in the same folder, fsync, ``os.replace``, then an
+  fsync of the folder. A reader sees the old file or the new one, never a mix.
+- Reading never guesses: a missing file is ``None``; a file that exists but cannot be
+  read (a folder in its place, bad UTF-8, no permission) raises :class:`MemoryFileError`.
+  Memory that cannot be read must not look like memory that was deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from collections.abc import Collection
+from dataclasses import dataclass
+from pathlib import Path
+
+from liyuan import fileio
+from liyuan.clock import Clock, IdFactory, random_ids, system_clock
+from liyuan.errors import ConfigError, MemoryFileError
+
+__all__ = [
+    "CHATS_DIR",
+    "CHAT_META_FILE",
+    "HANDBOOK_FILE",
+    "HISTORY_DIR",
+    "MANIFEST_FILE",
+    "MEMORY_DIR",
+    "RECAPS_DIR",
+    "RESIDENT_FILE",
+    "SESSIONS_DIR",
+    "CardLayout",
+    "MemoryFiles",
+    "atomic_write_text",
+    "is_valid_chat_id",
+    "read_text_optional",
+    "sha1_text",
+    "sha256_text",
+    "source_mark_of",
+    "validate_chat_id",
+]
+
+CHATS_DIR = "对话"
+SESSIONS_DIR = "会话"
+CHAT_META_FILE = "meta.json"
+MEMORY_DIR = "记忆"
+RECAPS_DIR = "局"
+HANDBOOK_FILE = "记忆.md"
+RESIDENT_FILE = "常驻摘要.md"
+MANIFEST_FILE = ".清单.json"
+HISTORY_DIR = ".history"
+CHAT_ID_MAX_LEN = 128
+
+_CHAT_ID_RE = re.compile(r"[A-Za-z0-9_-]+", re.ASCII)
+
+
+def validate_chat_id(chat_id: str) -> str:
+    """Return ``chat_id`` if it is safe to use as one path component.
+
+    Args:
+        chat_id: A chat (局) id, e.g. ``20260907`` or ``jA``.
+
+    Returns:
+        The same id.
+
+    Raises:
+        ConfigError: The id is empty, too long, or has any character outside
+            ``A-Z a-z 0-9 _ -`` (so ``..``, ``/``, absolute paths and non-ASCII are out).
+    """
+    if not isinstance(chat_id, str) or not _CHAT_ID_RE.fullmatch(chat_id):
+        raise ConfigError(f"局 id 不合法：{chat_id!r}（只允许英文字母、数字、下划线和连字符）")
+    if len(chat_id) > CHAT_ID_MAX_LEN:
+        raise ConfigError(f"局 id 太长：{len(chat_id)} 个字符（最多 {CHAT_ID_MAX_LEN}）")
+    return chat_id
+
+
+def sha1_text(text: str) -> str:
+    """sha1 hex of the UTF-8 bytes (the manifest's ``mergedHash``)."""
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+def sha256_text(text: str) -> str:
+    """sha256 hex of the UTF-8 bytes (a memory document's version)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (see :mod:`liyuan.fileio`).
+
+    Raises:
+        MemoryFileError: The folder cannot be created or the file cannot be written;
+            the old file, if any, is left as it was.
+    """
+    try:
+        fileio.atomic_write_text(path, text)
+    except OSError as exc:
+        raise MemoryFileError(f"无法写入记忆文件 {path}：{exc}") from exc
+
+
+def read_text_optional(path: Path) -> str | None:
+    """The file's text, or ``None`` when it does not exist.
+
+    Raises:
+        MemoryFileError: The path exists but is not a readable UTF-8 file.
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MemoryFileError(f"无法读取记忆文件 {path}：{exc}") from exc
+
+
+def source_mark_of(sessions_dir: Path) -> str:
+    """The fingerprint of a chat's sessions: ``name:size:mtime_ms`` per file, ``|``-joined.
+
+    Only ``*.jsonl`` files count, in name order. A file that vanishes between listing and
+    stat is skipped. A missing or unreadable folder gives ``""``, which means "skip".
+    """
+    try:
+        names = sorted(p.name for p in sessions_dir.iterdir() if p.name.endswith(".jsonl"))
+    except OSError:
+        return ""
+    parts: list[str] = []
+    for name in names:
+        try:
+            stat = (sessions_dir / name).stat()
+        except OSError:
+            continue
+        parts.append(f"{name}:{stat.st_size}:{stat.st_mtime_ns // 1_000_000}")
+    return "|".join(parts)
+
+
+@dataclass(frozen=True)
+class CardLayout:
+    """Where everything of one card lives. All paths derive from ``card_dir``."""
+
+    card_dir: Path
+
+    @property
+    def chats_dir(self) -> Path:
+        """``对话/``: one folder per chat."""
+        return self.card_dir / CHATS_DIR
+
+    @property
+    def memory_dir(self) -> Path:
+        """``记忆/``: everything the memory code writes."""
+        return self.card_dir / MEMORY_DIR
+
+    @property
+    def recaps_dir(self) -> Path:
+        """``记忆/局/``: one recap per chat."""
+        return self.memory_dir / RECAPS_DIR
+
+    @property
+    def handbook(self) -> Path:
+        """``记忆/记忆.md``."""
+        return self.memory_dir / HANDBOOK_FILE
+
+    @property
+    def resident(self) -> Path:
+        """``记忆/常驻摘要.md``."""
+        return self.memory_dir / RESIDENT_FILE
+
+    @property
+    def manifest(self) -> Path:
+        """``记忆/.清单.json``."""
+        return self.memory_dir / MANIFEST_FILE
+
+    @property
+    def history_dir(self) -> Path:
+        """``记忆/.history/``: backups, never read back by the code."""
+        return self.memory_dir / HISTORY_DIR
+
+    def chat_dir(self, chat_id: str) -> Path:
+        """``对话/<chatId>``; the id is validated first."""
+        return self.chats_dir / validate_chat_id(chat_id)
+
+    def sessions_dir(self, chat_id: str) -> Path:
+        """``对话/<chatId>/会话``."""
+        return self.chat_dir(chat_id) / SESSIONS_DIR
+
+    def recap_path(self, chat_id: str) -> Path:
+        """``记忆/局/<chatId>.md``; the id is validated first."""
+        return self.recaps_dir / f"{validate_chat_id(chat_id)}.md"
+
+    def chat_ids(self) -> list[str]:
+        """Ids of the chat folders under ``对话/`` that are valid ids, sorted.
+
+        A folder whose name is not a valid id is not a chat of this system and is left alone.
+        """
+        try:
+            entries = list(self.chats_dir.iterdir())
+        except OSError:
+            return []
+        return sorted(p.name for p in entries if p.is_dir() and is_valid_chat_id(p.name))
+
+    def chat_name(self, chat_id: str) -> str:
+        """The chat's display name from ``meta.json`` (``name``), else its id."""
+        try:
+            raw = json.loads((self.chat_dir(chat_id) / CHAT_META_FILE).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return chat_id
+        name = raw.get("name") if isinstance(raw, dict) else None
+        return name.strip() if isinstance(name, str) and name.strip() else chat_id
+
+    def relative(self, path: Path) -> str:
+        """``path`` relative to the memory folder, with ``/`` separators (for the journal)."""
+        return path.relative_to(self.memory_dir).as_posix()
+
+
+def is_valid_chat_id(name: str) -> bool:
+    """True when ``name`` passes :func:`validate_chat_id` (no exception)."""
+    return bool(_CHAT_ID_RE.fullmatch(name)) and len(name) <= CHAT_ID_MAX_LEN
+
+
+# -- the file adapter ------------------------------------------------------------------
+
+
+class MemoryFiles:
+    """Every read and write of a card's memory folder goes through here.
+
+    Sync code receives one of these, so tests can inject failures (a crash between two
+    writes) by overriding :meth:`write_text`.
+
+    Args:
+        layout: The card's layout.
+        clock: Timestamps for backup names.
+        ids: Unique suffixes for temp and backup names.
+    """
+
+    def __init__(self, layout: CardLayout, *, clock: Clock = system_clock, ids: IdFactory = random_ids) -> None:
+        self.layout = layout
+        self._clock = clock
+        self._ids = ids
+
+    def read_text(self, path: Path) -> str | None:
+        """See :func:`read_text_optional`."""
+        return read_text_optional(path)
+
+    def write_text(self, path: Path, text: str) -> None:
+        """See :func:`atomic_write_text`."""
+        atomic_write_text(path, text)
+
+    def recap_texts(self, forgotten: Collection[str] = ()) -> dict[str, str]:
+        """Every recap on disk: ``{chatId: text}``, sorted by chat id.
+
+        Files in ``局/`` whose name is not ``<valid id>.md`` are not recaps of ours and
+        are left out, as are the ``forgotten`` chats and a recap that vanishes between
+        listing and reading. Blank recaps are included (callers decide what they mean).
+
+        Args:
+            forgotten: Chat ids to leave out (forgotten by the hard path).
+
+        Returns:
+            The recaps, read through :meth:`read_text`; ``{}`` when ``局/`` does not exist.
+
+        Raises:
+            MemoryFileError: ``局/`` exists but cannot be listed, or a recap cannot be
+                read: unreadable memory must never look like deleted memory.
+        """
+        recaps_dir = self.layout.recaps_dir
+        try:
+            names = [p.name for p in recaps_dir.iterdir() if p.name.endswith(".md")]
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            raise MemoryFileError(f"无法列出复盘目录 {recaps_dir}：{exc}") from exc
+        found: dict[str, str] = {}
+        for chat_id in sorted(n[:-3] for n in names):
+            if not is_valid_chat_id(chat_id) or chat_id in forgotten:
+                continue
+            text = self.read_text(recaps_dir / f"{chat_id}.md")
+            if text is not None:
+                found[chat_id] = text
+        return found
+
+    def delete(self, path: Path) -> None:
+        """Remove a file; a missing file is fine."""
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise MemoryFileError(f"无法删除记忆文件 {path}：{exc}") from exc
+
+    def _history_path(self, path: Path) -> Path:
+        stamp = re.sub(r"[^0-9A-Za-z]", "", self._clock())[:18]
+        name = self.layout.relative(path).replace("/", "-")
+        return self.layout.history_dir / f"{stamp}-{self._ids()}-{name}"
+
+    def backup_copy(self, path: Path) -> Path | None:
+        """Copy ``path`` into ``.history/``; ``None`` when there is nothing to copy."""
+        if not path.is_file():
+            return None
+        target = self._history_path(path)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+        except OSError as exc:
+            raise MemoryFileError(f"无法备份记忆文件 {path}：{exc}") from exc
+        return target
+
+    def backup_once(self, path: Path) -> Path | None:
+        """Copy ``path`` into ``.history/`` under a name made from its content's sha256.
+
+        The same bytes are copied once, however often this is called; ``None`` when
+        there is nothing to copy. For files that are backed up on read (a corrupt
+        manifest), where a timestamped copy per call would pile up.
+        """
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise MemoryFileError(f"无法备份记忆文件 {path}：{exc}") from exc
+        digest = hashlib.sha256(data).hexdigest()[:16]
+        name = self.layout.relative(path).replace("/", "-")
+        target = self.layout.history_dir / f"sha256-{digest}-{name}"
+        if target.is_file():
+            return target
+        try:
+            fileio.atomic_write_bytes(target, data)  # atomic: a torn copy never counts as done
+        except OSError as exc:
+            raise MemoryFileError(f"无法备份记忆文件 {path}：{exc}") from exc
+        return target
+
+    def move_to_history(self, path: Path) -> Path | None:
+        """Move ``path`` into ``.history/``; ``None`` when it does not exist."""
+        if not path.exists():
+            return None
+        target = self._history_path(path)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, target)
+        except OSError as exc:
+            raise MemoryFileError(f"无法移走记忆文件 {path}：{exc}") from exc
+        fileio.fsync_dir(path.parent)
+        return target
+
+    def input_stamp(self) -> str:
+        """sha1 over the manifest, handbook, resident and every recap (by path, sorted).
+
+        Taken before and after each model call: any difference means another writer
+        (a hand edit, a deletion, a competing sync) touched the inputs meanwhile.
+        """
+        layout = self.layout
+        paths = [layout.manifest, layout.handbook, layout.resident]
+        try:
+            paths += sorted(p for p in layout.recaps_dir.iterdir() if p.name.endswith(".md"))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise MemoryFileError(f"无法列出复盘目录 {layout.recaps_dir}：{exc}") from exc
+        digest = hashlib.sha1()
+        for index, path in enumerate(paths):
+            if index:
+                digest.update(b"\0")
+            digest.update(layout.relative(path).encode("utf-8") + b"\0")
+            try:
+                digest.update(path.read_bytes())
+            except FileNotFoundError:
+                digest.update(b"<missing>")
+            except OSError as exc:
+                raise MemoryFileError(f"无法读取记忆文件 {path}：{exc}") from exc
+        return digest.hexdigest()

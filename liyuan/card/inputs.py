@@ -1,0 +1,205 @@
+"""What the card-memory model calls are given: a chat's evidence, and the recap diff.
+
+- :func:`branch_of_session_file` reads one session file **without touching it**, with
+  the tree's own loader :func:`~liyuan.session.entries.read_entries` (opening a
+  :class:`~liyuan.session.tree.SessionTree` would create a file that vanished meanwhile, which
+  would move the chat's fingerprint): the leaf is the last entry in file order.
+- :func:`collect_chat_evidence` turns a chat's sessions into one transcript (summaries
+  and text of each session's current branch, sessions separated by a marked line) and
+  cuts the **earliest** text first when it is longer than the budget, at a paragraph
+  break. It returns ``None`` when the chat has no beat at all (e.g. a greeting only).
+- :func:`diff_recaps` compares the recap files with the manifest: which recaps are new
+  or changed since the last merge, and which merged ones are gone (deleted chats).
+
+Invariant: all of this only reads; nothing here writes a file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from liyuan.card.files import SESSIONS_DIR, MemoryFiles, sha1_text
+from liyuan.card.manifest import Manifest
+from liyuan.session.entries import Entry, branch_to, is_message, read_entries
+from liyuan.session.state import format_state, state_from_branch
+from liyuan.story.history import active_summary, serialize_for_summary
+from liyuan.story.view import story_view
+from liyuan.text import utf16_len, utf16_prefix
+
+__all__ = [
+    "RECAP_INPUT_MAX_CHARS",
+    "SESSION_SEPARATOR",
+    "ChangedRecap",
+    "ChatEvidence",
+    "RecapDiff",
+    "branch_of_session_file",
+    "collect_chat_evidence",
+    "diff_recaps",
+]
+
+RECAP_INPUT_MAX_CHARS = 60000
+"""Transcript budget of one recap call (UTF-16 units); earliest text goes first."""
+
+SESSION_SEPARATOR = "\n\n════ 另一个会话窗口 ════\n\n"
+"""Between the sections of two session files of the same chat."""
+
+
+@dataclass(frozen=True)
+class ChatEvidence:
+    """Everything the recap prompt needs from one chat's sessions."""
+
+    transcript: str
+    """Per session: optional ``【前情提要】`` section, then ``名字：正文`` blocks."""
+    beats: int
+    """User turns on the current branches, including turns already compacted."""
+    omitted_chars: int
+    """How much of the earliest text was cut to fit the budget (0 when none)."""
+    state_snapshot: str
+    """The ledger of the last session used, as :func:`~liyuan.session.state.format_state` prints it."""
+
+
+@dataclass(frozen=True)
+class ChangedRecap:
+    """A recap that is new or changed since the last merge."""
+
+    chat_id: str
+    name: str
+    """The chat's display name (``meta.json``), or its id."""
+    text: str
+    """The recap, trimmed."""
+
+
+@dataclass(frozen=True)
+class RecapDiff:
+    """Recaps on disk against the manifest's merge records."""
+
+    changed: list[ChangedRecap]
+    deleted: list[str]
+    """Chats whose recap was merged before and is gone from disk now: forget them."""
+    hashes: dict[str, str]
+    """sha1 of every recap on disk (what ``mergedHash`` becomes after a merge)."""
+
+    @property
+    def empty(self) -> bool:
+        """True when there is nothing to merge and nothing to forget."""
+        return not self.changed and not self.deleted
+
+
+def branch_of_session_file(path: Path) -> list[Entry]:
+    """The current branch of a session file, root first, read-only.
+
+    Blank lines, bad JSON, the ``session`` header, entries without a string id and
+    duplicate ids are skipped. The leaf is the last entry in file order, so a
+    swiped-away sibling never appears. An unreadable file gives an empty branch.
+    """
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return []
+    entries = read_entries(raw, path.name).entries
+    return branch_to(entries, next(reversed(entries), None))
+
+
+def _session_section(branch: Sequence[Entry], user_name: str, char_name: str) -> tuple[str, int] | None:
+    """``(section text, user turns)`` of one session, or ``None`` when it holds no game.
+
+    The story view is built once here; the beat count includes compacted turns.
+    """
+    view = story_view(branch)
+    active = active_summary(view)
+    live = view[active.cut:] if active else view
+    if active is None and not any(is_message(e, "user") and e.text.strip() for e in live):
+        return None  # a greeting alone is not a game
+    parts: list[str] = []
+    if active is not None:
+        parts.append(f"【前情提要】\n{active.summary}")
+    text = serialize_for_summary(live, user_name, char_name)
+    if text:
+        parts.append(text)
+    return "\n\n".join(parts), sum(1 for e in view if is_message(e, "user"))
+
+
+def collect_chat_evidence(
+    chat_dir: Path, *, user_name: str, char_name: str, max_chars: int = RECAP_INPUT_MAX_CHARS
+) -> ChatEvidence | None:
+    """Gather one chat's evidence for its recap.
+
+    Args:
+        chat_dir: ``cards/<卡>/对话/<chatId>``.
+        user_name: Name written before the user's lines.
+        char_name: Name written before the character's lines.
+        max_chars: Transcript budget; beyond it the earliest text is cut, starting
+            after the first paragraph break at or after the excess.
+
+    Returns:
+        The evidence, or ``None`` when no session has a user turn or a summary.
+    """
+    sessions_dir = chat_dir / SESSIONS_DIR
+    try:
+        files = sorted(p for p in sessions_dir.iterdir() if p.name.endswith(".jsonl") and p.is_file())
+    except OSError:
+        return None
+    sections: list[str] = []
+    beats = 0
+    last_branch: list[Entry] | None = None
+    for path in files:
+        branch = branch_of_session_file(path)
+        found = _session_section(branch, user_name, char_name)
+        if found is None:
+            continue
+        sections.append(found[0])
+        beats += found[1]
+        last_branch = branch
+    if beats == 0 or last_branch is None:
+        return None
+    full = SESSION_SEPARATOR.join(sections)
+    omitted = 0
+    excess = utf16_len(full) - max_chars
+    if excess > 0:
+        # The shortest cut whose rest fits: keep the longest suffix within the budget.
+        cut_at = len(full) - len(utf16_prefix(full[::-1], max_chars))
+        brk = full.find("\n\n", cut_at)
+        start = brk + 2 if brk >= 0 else cut_at
+        omitted = utf16_len(full[:start])
+        full = full[start:]
+    return ChatEvidence(full, beats, omitted, format_state(state_from_branch(last_branch)))
+
+
+def diff_recaps(files: MemoryFiles, manifest: Manifest) -> RecapDiff:
+    """Compare ``局/*.md`` with the manifest.
+
+    A recap file emptied by hand counts as removed. Chats the hard path forgot are
+    ignored on disk.
+
+    Args:
+        files: The card's file adapter (every recap is read through it).
+        manifest: The loaded manifest.
+
+    Returns:
+        New or changed recaps (sorted by id), deleted chats, and current hashes.
+
+    Raises:
+        MemoryFileError: ``局/`` cannot be listed, or a recap exists but cannot be read.
+    """
+    # A recap emptied by hand counts as gone; an unreadable one raises (never "deleted").
+    on_disk = {k: v for k, v in files.recap_texts(manifest.forgotten()).items() if v.strip()}
+    hashes = {chat_id: sha1_text(text) for chat_id, text in on_disk.items()}
+    layout = files.layout
+    changed = [
+        ChangedRecap(chat_id, layout.chat_name(chat_id), on_disk[chat_id].strip())
+        for chat_id in sorted(on_disk)
+        if (record := manifest.recaps.get(chat_id)) is None or record.merged_hash != hashes[chat_id]
+    ]
+    # --8<-- [start:deleted_chats]
+    # A chat is deleted when the manifest says its recap was merged and the recap is
+    # gone from disk. A recap that vanished before it was ever merged left nothing
+    # behind in the handbook, so there is nothing to forget.
+    deleted = sorted(
+        chat_id for chat_id, record in manifest.recaps.items()
+        if record.merged_hash is not None and chat_id not in on_disk
+    )
+    # --8<-- [end:deleted_chats]
+    return RecapDiff(changed, deleted, hashes)
+

@@ -1,0 +1,198 @@
+"""Card-memory prompts (recap, merge) and the parser of the merge reply.
+
+Story text, recaps, hand-edited aggregates and chat names are **material**: whatever they
+say, they cannot change the structure of a prompt or of a parsed reply.
+
+- When a prompt is built, material is neutralised (:func:`liyuan.prompts.neutralize`,
+  re-exported here): our own tag names (``<recap``, ``</recap>``, ``<deleted-chats>``,
+  ...) get a full-width ``＜``, the two mark lines get full-width ``＝``, and in recaps
+  and transcripts the source tags ``[局:id]`` become ``［局：id］``. Only the code writes
+  real tags, one ``<recap>`` per changed recap and one ``<deleted-chats>`` line per
+  chat the code decided to forget.
+- Replies are unwrapped by :func:`liyuan.text.strip_fence` (re-exported here), the one
+  fence reader of the package; recap headings are checked and normalised by
+  :func:`liyuan.story.scribe.parse_sections`.
+- :func:`parse_merge_result` accepts a reply only when each mark appears exactly once,
+  alone on its line, handbook mark first, and both parts are non-empty. A forged or
+  repeated mark makes the reply malformed: nothing is written, the merge is retried.
+
+Invariant: every function here is pure (text in, text out).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from liyuan.context.budget import RESIDENT_MAX_CHARS
+from liyuan.errors import ModelOutputError
+from liyuan.prompts import Prompt, echoed_tag, neutralize, render
+from liyuan.story.scribe import parse_sections
+from liyuan.text import strip_fence
+
+if TYPE_CHECKING:
+    from liyuan.card.inputs import ChangedRecap, ChatEvidence
+
+__all__ = [
+    "HANDBOOK_MARK",
+    "MERGE_MAX_TOKENS",
+    "RECAP_HEADINGS",
+    "RECAP_MAX_TOKENS",
+    "RESIDENT_HEADING",
+    "RESIDENT_MARK",
+    "build_merge_prompt",
+    "build_recap_prompt",
+    "neutralize",
+    "parse_merge_result",
+    "strip_fence",
+    "validate_recap",
+]
+
+HANDBOOK_MARK = "===== 记忆.md ====="
+RESIDENT_MARK = "===== 常驻摘要.md ====="
+RESIDENT_HEADING = "# 往局记忆（同一世界更早的几局）"
+RECAP_MAX_TOKENS = 4096
+RECAP_HEADINGS = ("## 剧情脉络", "## 人物与关系", "## 既定事实", "## 未了之事", "## 用户的玩法偏好")
+"""The recap's sections, in the order recap_system.j2 asks for them."""
+MERGE_MAX_TOKENS = 8192
+
+
+def _attr(value: str) -> str:
+    # Attribute values are material too: no quote may end them, no newline may break
+    # the tag line, no angle bracket may open a tag.
+    value = " ".join(value.split())
+    return neutralize(value).replace('"', "＂").replace("<", "＜").replace(">", "＞")
+
+
+def build_recap_prompt(
+    evidence: ChatEvidence,
+    *,
+    chat_name: str,
+    previous_recap: str | None,
+    language: str,
+    user_name: str,
+    char_name: str,
+) -> Prompt:
+    """The recap prompt for one chat (purpose ``recap``, max 4096 tokens).
+
+    Args:
+        evidence: From :func:`~liyuan.card.inputs.collect_chat_evidence`.
+        chat_name: The chat's display name.
+        previous_recap: The chat's existing recap, merged into the new one.
+        language: Output language, e.g. ``中文``.
+        user_name: The user's name in the story.
+        char_name: The card's character name.
+
+    Returns:
+        The rendered prompt.
+    """
+    system = render("recap_system.j2", language=language, user_name=user_name, char_name=char_name)
+    previous = previous_recap.strip() if previous_recap else ""
+    user = render(
+        "recap_user.j2",
+        omitted_chars=evidence.omitted_chars,
+        chat_name=_attr(chat_name),
+        beats=evidence.beats,
+        transcript=neutralize(evidence.transcript),
+        previous_recap=neutralize(previous) if previous else None,
+        state_snapshot=neutralize(evidence.state_snapshot),
+    )
+    return Prompt("recap", system, user, "recap_system.j2", "recap_user.j2", RECAP_MAX_TOKENS)
+
+
+def build_merge_prompt(
+    *,
+    handbook: str | None,
+    resident: str | None,
+    changed: Sequence[ChangedRecap],
+    deleted: Sequence[str],
+    language: str,
+    user_name: str,
+    char_name: str,
+) -> Prompt:
+    """The merge prompt (purpose ``merge``, max 8192 tokens): both documents, one call.
+
+    Args:
+        handbook: The current ``记忆.md`` (``None``: first merge).
+        resident: The current ``常驻摘要.md``.
+        changed: New or changed recaps, each sent in its own ``<recap>`` block.
+        deleted: Ids of deleted chats; each becomes a ``- 局/<id>.md`` line.
+        language: Output language.
+        user_name: The user's name (names the preferences section).
+        char_name: The card's character name.
+
+    Returns:
+        The rendered prompt.
+    """
+    system = render(
+        "merge_system.j2",
+        language=language,
+        user_name=user_name,
+        char_name=char_name,
+        resident_max_chars=RESIDENT_MAX_CHARS,
+        resident_heading=RESIDENT_HEADING,
+        handbook_mark=HANDBOOK_MARK,
+        resident_mark=RESIDENT_MARK,
+    )
+    user = render(
+        "merge_user.j2",
+        handbook=neutralize(handbook.strip(), source_tags=False) if handbook and handbook.strip() else None,
+        resident=neutralize(resident.strip(), source_tags=False) if resident and resident.strip() else None,
+        deleted=list(deleted),
+        changed=[
+            {"chat_id": r.chat_id, "name": _attr(r.name), "text": neutralize(r.text)} for r in changed
+        ],
+    )
+    return Prompt("merge", system, user, "merge_system.j2", "merge_user.j2", MERGE_MAX_TOKENS)
+
+
+def parse_merge_result(text: str) -> tuple[str, str] | None:
+    """Split a merge reply into ``(handbook, resident)``.
+
+    Args:
+        text: The model's reply.
+
+    Returns:
+        Both documents, trimmed and fence-stripped; ``None`` when a mark is missing or
+        appears more than once, the resident mark comes first, or either part is empty.
+        Text before the handbook mark (a model's preamble) is ignored.
+    """
+    lines = strip_fence(text).split("\n")
+    handbook_at = [i for i, line in enumerate(lines) if line.strip() == HANDBOOK_MARK]
+    resident_at = [i for i, line in enumerate(lines) if line.strip() == RESIDENT_MARK]
+    if len(handbook_at) != 1 or len(resident_at) != 1:
+        return None
+    start, middle = handbook_at[0], resident_at[0]
+    if middle < start:
+        return None
+    handbook = strip_fence("\n".join(lines[start + 1 : middle]))
+    resident = strip_fence("\n".join(lines[middle + 1 :]))
+    if not handbook or not resident:
+        return None
+    if echoed_tag(handbook) or echoed_tag(resident):
+        return None  # the reply copied its input (<recap ...>, <handbook> ...): not a merge
+    return handbook, resident
+
+
+def validate_recap(text: str) -> str:
+    """Check a recap reply: a ``# `` title line, then the five :data:`RECAP_HEADINGS`.
+
+    The original accepted any non-blank reply; a real small model showed why that is
+    not enough (its echo of the prompt landed in ``局/<id>.md``). A reply of the wrong
+    shape now fails the recap, writes nothing, and the chat is retried next sync.
+
+    Returns:
+        The title line, a blank line, then the sections as :func:`liyuan.story.scribe.parse_sections`
+        cleans them (no reasoning, fence or closing chatter; headings written canonically).
+
+    Raises:
+        ModelOutputError: With a Chinese reason.
+    """
+    sections = parse_sections(text, RECAP_HEADINGS, what="复盘")
+    titles = [line.strip() for line in sections.preamble if line.startswith("# ") and line[2:].strip()]
+    if not titles:
+        raise ModelOutputError("复盘缺少标题行「# <一句话概括这一局>」")
+    if re.fullmatch(r"#\s*[<＜].*[>＞]", titles[-1]):
+        raise ModelOutputError(f"复盘标题还是模版里的占位符：{titles[-1]}")
+    return f"{titles[-1]}\n\n{sections.document}"

@@ -1,0 +1,102 @@
+"""The background sync worker.
+
+:class:`SyncWorker` runs syncs in background threads. Invariant: per card at most one
+sync runs at a time, and triggers that arrive during a run collapse into exactly one
+further run after it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from liyuan.card.sync import CardMemory, SyncOutcome
+
+__all__ = ["SyncWorker"]
+
+log = logging.getLogger("liyuan.card")
+
+
+class SyncWorker:
+    """Runs :meth:`CardMemory.sync` in the background, one run at a time per card.
+
+    The app calls :meth:`trigger` when a session of a card is entered and after a chat
+    is deleted. A trigger while that card's sync runs marks it queued; however many
+    triggers arrive, exactly one more run follows the current one.
+
+    Args:
+        factory: Builds the card's :class:`CardMemory` fresh for each run (names,
+            language and model are read anew), or returns ``None`` when no model is
+            configured (the run is then skipped silently).
+        on_outcome: Called after every finished run.
+        on_error: Called when a run raised; the worker itself keeps going.
+    """
+
+    def __init__(
+        self,
+        factory: Callable[[Path], CardMemory | None],
+        *,
+        on_outcome: Callable[[Path, SyncOutcome], None] | None = None,
+        on_error: Callable[[Path, BaseException], None] | None = None,
+    ) -> None:
+        self._factory = factory
+        self._on_outcome = on_outcome
+        self._on_error = on_error
+        self._cond = threading.Condition()
+        self._running: set[Path] = set()
+        self._queued: set[Path] = set()
+        self.runs = 0
+        """Finished runs, over all cards (for tests and stats)."""
+
+    def trigger(self, card_dir: str | Path) -> None:
+        """Ask for a sync of this card; returns at once."""
+        key = Path(card_dir).resolve()
+        with self._cond:
+            if key in self._running:
+                self._queued.add(key)
+                return
+            self._running.add(key)
+        threading.Thread(target=self._loop, args=(key,), name=f"card-sync-{key.name}", daemon=True).start()
+
+    def delete_chat(self, card_dir: str | Path, chat_id: str) -> bool:
+        """Delete a chat (see :meth:`CardMemory.delete_chat`), then trigger a sync."""
+        key = Path(card_dir).resolve()
+        memory = self._factory(key)
+        if memory is None:
+            return False
+        deleted = memory.delete_chat(chat_id)
+        self.trigger(key)
+        return deleted
+
+    def _loop(self, key: Path) -> None:
+        while True:
+            self._run_once(key)
+            with self._cond:
+                self.runs += 1
+                if key in self._queued:
+                    self._queued.discard(key)
+                    continue
+                self._running.discard(key)
+                self._cond.notify_all()
+                return
+
+    def _run_once(self, key: Path) -> None:
+        try:
+            memory = self._factory(key)
+            if memory is None:
+                return
+            outcome = memory.sync()
+        except Exception as exc:  # a background thread must report, never die silently
+            log.exception("card memory sync failed for %s", key)
+            if self._on_error is not None:
+                self._on_error(key, exc)
+            return
+        if self._on_outcome is not None:
+            self._on_outcome(key, outcome)
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until no sync runs or is queued. Returns False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._running, timeout)

@@ -1,0 +1,201 @@
+"""Context assembly: the messages sent to the model for one role-play turn.
+
+Invariants of :func:`build_context`:
+
+- At most one leading user message carries the summaries; it opens with
+  :data:`SUMMARY_OPENING`, then the in-session summary, then the resident summary.
+- Entries covered by the active summary do not appear at all (they are sliced away by
+  :func:`liyuan.story.history.rebuild_history`, not subtracted).
+- The summary message stands alone, never merged with the kept history: it is one
+  message a reader (and the model) can point at. After it, same-role neighbours are
+  merged with a blank line, so the kept history and the tail alternate roles.
+- The last message is the user's: the tail holds the injection block and, last of all,
+  the user's own words. The list never ends with an assistant message (no prefill).
+
+:func:`assemble_turn` is what a caller normally wants: it also fits the resident summary
+to the budget it shares with the in-session summary, ledger and roster, reading the
+branch's history once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from liyuan.context.budget import fit_resident_summary, other_chars_for
+from liyuan.model import ChatMessage
+from liyuan.session.entries import Entry
+from liyuan.story.history import History, HistoryItem, rebuild_history
+
+__all__ = ["SUMMARY_OPENING", "Injection", "PreparedTurn", "assemble_turn", "build_context", "prepare_turn"]
+
+SUMMARY_OPENING = "【前情提要】以下是更早剧情的接力摘要，是既定事实："
+"""Fixed first sentence of the summary message; the system prompt defines the tag."""
+
+
+@dataclass(frozen=True)
+class Injection:
+    """The per-turn data block placed right before the user's words.
+
+    Blocks appear in the original's order: 【世界状态】, 【登场名录】, 【设定集索引】,
+    【剧情记忆】, then any ``extra`` blocks (author's end note, language line ...), each
+    separated by a blank line. Empty blocks are left out.
+    """
+
+    state_text: str
+    """The ledger as :func:`liyuan.session.state.format_state` writes it."""
+    roster: str = ""
+    """The 【登场名录】 index (:func:`liyuan.session.state.format_roster`)."""
+    lore_index: str = ""
+    """Titles of the lore book, already cut to its budget."""
+    recall_lines: Sequence[str] = ()
+    """Vector-memory hits, one ``- ...`` line each."""
+    extra: Sequence[str] = ()
+    """Further complete blocks, appended in order."""
+
+    def render(self) -> str:
+        """The injection text; empty when every block is empty."""
+        blocks: list[str] = []
+        if self.state_text.strip():
+            blocks.append(f"【世界状态】\n{self.state_text.strip()}")
+        if self.roster.strip():
+            blocks.append(f"【登场名录】\n{self.roster.strip()}")
+        if self.lore_index.strip():
+            blocks.append(f"【设定集索引】\n{self.lore_index.strip()}")
+        # --8<-- [start:recall_block]
+        recall = [line.strip() for line in self.recall_lines if line.strip()]
+        if recall:  # no hits, no block: an empty 【剧情记忆】 would only invite invention
+            blocks.append("【剧情记忆】\n" + "\n".join(recall))
+        # --8<-- [end:recall_block]
+        blocks.extend(block.strip() for block in self.extra if block.strip())
+        return "\n\n".join(blocks)
+
+
+def _merge(messages: list[ChatMessage]) -> list[ChatMessage]:
+    merged: list[ChatMessage] = []
+    for msg in messages:
+        if merged and merged[-1].role == msg.role:
+            merged[-1] = ChatMessage(msg.role, f"{merged[-1].content}\n\n{msg.content}")
+        else:
+            merged.append(msg)
+    return merged
+
+
+# --8<-- [start:build_context]
+def _assemble(history: History, user_text: str, resident_summary: str | None,
+              injection: Injection | str) -> list[ChatMessage]:
+    items = list(history.items)
+    if user_text.strip():
+        items.append(HistoryItem("user", user_text.strip()))
+    # The last user item becomes the tail so the user's words come after the data block.
+    tail_user = items.pop().text if items and items[-1].role == "user" else ""
+    summaries = [s.strip() for s in (history.summary, resident_summary) if s and s.strip()]
+    body = [ChatMessage(item.role, item.text) for item in items]
+    block = injection.render() if isinstance(injection, Injection) else injection.strip()
+    tail = "\n\n".join(part for part in (block, tail_user) if part)
+    if tail:
+        body.append(ChatMessage("user", tail))
+    body = _merge(body)
+    while body and body[-1].role == "assistant":
+        body.pop()  # no prefill: the model must never be asked to continue its own reply
+    if not summaries or not body:
+        return body
+    return [ChatMessage("user", "\n\n".join([SUMMARY_OPENING, *summaries])), *body]
+
+
+def build_context(
+    branch: Sequence[Entry],
+    user_text: str,
+    *,
+    resident_summary: str | None = None,
+    injection: Injection | str = "",
+) -> list[ChatMessage]:
+    """Assemble the messages for one turn (system prompt not included).
+
+    The resident summary is sent as given: fit it first
+    (:func:`liyuan.context.budget.fit_resident_summary`), or call :func:`assemble_turn`, which does.
+
+    Args:
+        branch: The persisted branch, root to leaf.
+        user_text: The new user message; empty on a regenerate, where the branch
+            already ends with the user's message.
+        resident_summary: The card's cross-session summary, already fitted, if any.
+        injection: The data block for the tail (an :class:`Injection` or ready text).
+
+    Returns:
+        Summary message (if any summary exists), kept history, then the tail.
+    """
+    return _assemble(rebuild_history(branch), user_text, resident_summary, injection)
+# --8<-- [end:build_context]
+
+
+@dataclass(frozen=True)
+class PreparedTurn:
+    """One assembled turn and what went into it (see :func:`prepare_turn`)."""
+
+    messages: list[ChatMessage]
+    """What :func:`assemble_turn` returns."""
+    summary: str | None
+    """The branch's in-session relay summary, if any."""
+    resident: str | None
+    """The resident summary as sent: fitted to the envelope, or ``None`` when dropped."""
+    injection: Injection
+    """The tail's data block."""
+
+
+def prepare_turn(
+    branch: Sequence[Entry],
+    user_text: str,
+    *,
+    resident_summary: str | None = None,
+    state_text: str,
+    roster: str = "",
+    lore_index: str = "",
+    recall_lines: Sequence[str] = (),
+    extra: Sequence[str] = (),
+) -> PreparedTurn:
+    """:func:`assemble_turn`, keeping what went into the messages (for records and tests).
+
+    Arguments as for :func:`assemble_turn`.
+    """
+    history = rebuild_history(branch)
+    other = other_chars_for(history.summary, state_text, roster)
+    resident = fit_resident_summary(resident_summary, other)
+    injection = Injection(state_text=state_text, roster=roster, lore_index=lore_index,
+                          recall_lines=tuple(recall_lines), extra=tuple(extra))
+    return PreparedTurn(_assemble(history, user_text, resident, injection), history.summary, resident, injection)
+
+
+def assemble_turn(
+    branch: Sequence[Entry],
+    user_text: str,
+    *,
+    resident_summary: str | None = None,
+    state_text: str,
+    roster: str = "",
+    lore_index: str = "",
+    recall_lines: Sequence[str] = (),
+    extra: Sequence[str] = (),
+) -> list[ChatMessage]:
+    """Assemble one role-play turn, resident summary fitted to the shared budget.
+
+    Reads the branch's history once; the in-session summary, the ledger text and the
+    roster take their share of the envelope first
+    (:func:`liyuan.context.budget.other_chars_for`), and the resident summary gets what is left
+    (:func:`liyuan.context.budget.fit_resident_summary`): cut at a paragraph, or dropped.
+
+    Args:
+        branch: The persisted branch, root to leaf.
+        user_text: The new user message (empty on a regenerate).
+        resident_summary: The card's resident summary as stored, unfitted.
+        state_text: The ledger as :func:`liyuan.session.state.format_state` writes it.
+        roster: The 【登场名录】 (:func:`liyuan.session.state.format_roster`).
+        lore_index: The lore book's titles, already cut to their budget.
+        recall_lines: Vector-memory hits, one ``- ...`` line each.
+        extra: Further complete blocks for the tail (author's note ...).
+
+    Returns:
+        The messages, as :func:`build_context` builds them.
+    """
+    return prepare_turn(branch, user_text, resident_summary=resident_summary, state_text=state_text,
+                        roster=roster, lore_index=lore_index, recall_lines=recall_lines, extra=extra).messages

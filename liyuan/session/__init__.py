@@ -1,0 +1,65 @@
+"""The session tree (#compact's ground truth): one append-only JSONL file per session.
+
+Guarantees: the file is only ever appended to (one complete, fsynced line per entry);
+loading never crashes on bad lines (they are skipped and reported); a reroll or rewind
+moves the leaf, and the next append forks a new branch. The ledger and roster the app
+keeps beside the story are read from the same tree (:mod:`liyuan.session.state`).
+"""
+
+from __future__ import annotations
+
+from liyuan.session.entries import (
+    SESSION_VERSION,
+    BranchView,
+    Entry,
+    SessionContent,
+    args_json,
+    branch_to,
+    custom,
+    is_message,
+    last_usage,
+    message,
+    parse_entry,
+    read_entries,
+    thinking,
+    tool_calls,
+    usage_tokens,
+)
+from liyuan.session.state import (
+    EMPTY_STATE_TEXT,
+    STATE_ENTRY_TYPE,
+    Character,
+    Ledger,
+    format_roster,
+    format_state,
+    state_from_branch,
+)
+from liyuan.session.tree import (
+    SessionTree,
+)
+
+__all__ = [
+    "EMPTY_STATE_TEXT",
+    "SESSION_VERSION",
+    "STATE_ENTRY_TYPE",
+    "BranchView",
+    "Character",
+    "Entry",
+    "Ledger",
+    "SessionContent",
+    "SessionTree",
+    "args_json",
+    "branch_to",
+    "custom",
+    "format_roster",
+    "format_state",
+    "is_message",
+    "last_usage",
+    "message",
+    "parse_entry",
+    "read_entries",
+    "state_from_branch",
+    "thinking",
+    "tool_calls",
+    "usage_tokens",
+]

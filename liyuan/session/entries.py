@@ -1,0 +1,359 @@
+"""Session lines: the entry model, the loader, and the readers of entry conventions.
+
+Line format: the first line is a header ``{"type": "session", "version": 1, "id": ...}``;
+every other line is an entry with ``id``, ``parentId`` (``null`` for the first),
+``type`` and ``timestamp``. Messages carry ``role`` and ``text``; custom entries carry
+``customType`` and ``data``.
+
+Entry conventions used across liyuan (other fields are kept and ignored):
+
+- ``{"type": "message", "role": "user", "text": ...}``: a user turn. Optional
+  ``"mode": "roleplay" | "authoring" | "agent"`` (absent means roleplay).
+- ``{"type": "message", "role": "assistant", "text": ...}``: a reply. Optional
+  ``"thinking": str``, ``"toolCalls": [{"name": str, "args": {...}}]`` (read them
+  through :func:`thinking` and :func:`tool_calls`; args are measured and shown as
+  :func:`args_json`), ``"greeting": true`` (the card's opening line), ``"mode"`` as
+  above, and optional ``"usage"``: what the endpoint reported for the request that
+  produced the reply. Two shapes are read, OpenAI's ``{"prompt_tokens",
+  "completion_tokens", "total_tokens"}`` and the coding agent's ``{"input", "output",
+  "cacheRead", "cacheWrite", "totalTokens"}``; any field may be missing or ``null``.
+  Read it only through :func:`usage_tokens` (the newest one: :func:`last_usage`).
+- ``{"type": "message", "role": "toolResult", "toolName": str, "text": ...}``: a tool receipt.
+- ``{"type": "custom", "customType": "rp-summary", "data": {"summary", "coversThroughId",
+  "turns", "chars"}}``: a relay summary (see :mod:`liyuan.story.compact`).
+- ``{"type": "custom", "customType": "rp-state", "data": {...}}``: a ledger snapshot
+  (see :mod:`liyuan.session.state`).
+- ``{"type": "custom", "customType": "rp-draft-op", "data": {"target": id, "old": str,
+  "new": str}}``: a revision of an earlier reply's text.
+- ``{"type": "custom", "customType": "liyuan-discussion-summary", "data": {"summary",
+  "firstKeptEntryId", "tokensBefore"}}``: an agent-discussion summary.
+- ``{"type": "custom", "customType": "rp-compact-failed", "data": {"reason", "error",
+  "coversThroughId", "provenance"}}``: a story compaction that failed (see
+  :mod:`liyuan.story.backoff`); process only, never part of the story.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any, NamedTuple, overload
+
+__all__ = [
+    "SESSION_VERSION",
+    "BranchView",
+    "Entry",
+    "SessionContent",
+    "args_json",
+    "branch_to",
+    "custom",
+    "is_message",
+    "last_usage",
+    "message",
+    "parse_entry",
+    "read_entries",
+    "thinking",
+    "tool_calls",
+    "usage_tokens",
+]
+
+SESSION_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One line of the session tree."""
+
+    id: str
+    """Unique id of the entry within its session."""
+    parent_id: str | None
+    """Id of the entry this one follows on its branch; ``None`` for a root."""
+    type: str
+    """``message`` or ``custom`` (other types are kept but ignored by the memory code)."""
+    body: Mapping[str, Any] = field(default_factory=dict)
+    """Every other field, exactly as stored (``role``, ``text``, ``customType``, ``data`` ...)."""
+
+    @property
+    def role(self) -> str | None:
+        """Message role (``user``, ``assistant``, ``toolResult``), or ``None``."""
+        role = self.body.get("role")
+        return role if isinstance(role, str) else None
+
+    @property
+    def text(self) -> str:
+        """Message text; empty for non-messages or non-string text."""
+        text = self.body.get("text")
+        return text if isinstance(text, str) else ""
+
+    @property
+    def custom_type(self) -> str | None:
+        """``customType`` of a custom entry, or ``None``."""
+        value = self.body.get("customType")
+        return value if isinstance(value, str) else None
+
+    @property
+    def data(self) -> Mapping[str, Any]:
+        """``data`` of a custom entry; empty mapping when absent or not an object."""
+        value = self.body.get("data")
+        return value if isinstance(value, Mapping) else {}
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored JSON object of this entry."""
+        return {"id": self.id, "parentId": self.parent_id, "type": self.type, **self.body}
+
+
+def is_message(entry: Entry, role: str | None = None) -> bool:
+    """True when ``entry`` is a message (of ``role``, if given)."""
+    return entry.type == "message" and (role is None or entry.role == role)
+
+
+def message(
+    entry_id: str, parent_id: str | None, role: str, text: str, **extra: Any
+) -> Entry:
+    """Build a message entry in memory (tests, harness, synthetic branches)."""
+    return Entry(entry_id, parent_id, "message", {"role": role, "text": text, **extra})
+
+
+def custom(entry_id: str, parent_id: str | None, custom_type: str, data: Mapping[str, Any]) -> Entry:
+    """Build a custom entry in memory."""
+    return Entry(entry_id, parent_id, "custom", {"customType": custom_type, "data": dict(data)})
+
+
+def branch_to(entries: Mapping[str, Entry], leaf_id: str | None) -> list[Entry]:
+    """Walk ``parentId`` from ``leaf_id`` to the root; return root-to-leaf.
+
+    A cycle or a dangling parent ends the walk where it is detected.
+    """
+    path: list[Entry] = []
+    seen: set[str] = set()
+    current = leaf_id
+    while current is not None and current not in seen:
+        entry = entries.get(current)
+        if entry is None:
+            break
+        seen.add(current)
+        path.append(entry)
+        current = entry.parent_id
+    path.reverse()
+    return path
+
+
+class BranchView(Sequence[Entry]):
+    """An immutable root-to-leaf snapshot of a branch, sharing storage with the tree.
+
+    Taking one costs O(1) however long the branch is. It stays valid and unchanged
+    whatever the tree does afterwards, because the list it reads is only ever appended
+    to past the snapshot's length. Slicing returns a new ``list``; equality compares
+    entries with any list, tuple or view.
+    """
+
+    __slots__ = ("_items", "_length")
+
+    def __init__(self, items: list[Entry], length: int | None = None) -> None:
+        self._items = items
+        self._length = len(items) if length is None else length
+
+    def __len__(self) -> int:
+        return self._length
+
+    @overload
+    def __getitem__(self, index: int) -> Entry: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Entry]: ...
+
+    def __getitem__(self, index: int | slice) -> Entry | list[Entry]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._length)
+            if step == 1:
+                return self._items[start:max(start, stop)]
+            return [self._items[i] for i in range(start, stop, step)]
+        position = index + self._length if index < 0 else index
+        if not 0 <= position < self._length:
+            raise IndexError("branch index out of range")
+        return self._items[position]
+
+    def __iter__(self) -> Iterator[Entry]:
+        return islice(self._items, self._length)
+
+    def __reversed__(self) -> Iterator[Entry]:
+        # Entries past the snapshot's length (appended later) are skipped, not copied.
+        return islice(reversed(self._items), len(self._items) - self._length, None)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, (BranchView, list, tuple)):
+            return NotImplemented
+        return len(other) == self._length and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]  # equal to lists, so unhashable like them
+
+    def __repr__(self) -> str:
+        return f"BranchView({list(self)!r})"
+
+
+def parse_entry(obj: Any) -> Entry | None:
+    """The entry a decoded JSONL line describes, or ``None`` when it is not one.
+
+    ``None`` for anything but an object with a non-empty string ``id``, a string
+    ``type`` and a ``parentId`` that is a string or absent/null. The ``session`` header
+    is left to the caller.
+    """
+    if not isinstance(obj, dict):
+        return None
+    entry_id = obj.get("id")
+    entry_type = obj.get("type")
+    parent = obj.get("parentId")
+    if not isinstance(entry_id, str) or not entry_id or not isinstance(entry_type, str):
+        return None
+    if parent is not None and not isinstance(parent, str):
+        return None
+    body = {k: v for k, v in obj.items() if k not in ("id", "parentId", "type")}
+    return Entry(entry_id, parent, entry_type, body)
+
+
+class SessionContent(NamedTuple):
+    """What :func:`read_entries` found in the bytes of a session file."""
+
+    entries: dict[str, Entry]
+    """Every entry kept, by id, in file order (of duplicate ids the first wins)."""
+    problems: list[str]
+    """A Chinese note per skipped line, ``name:line: ...``."""
+    torn_tail: bool
+    """True when the bytes do not end with a newline: the last write was cut off."""
+    session_id: str | None
+    """The ``id`` of the ``session`` header (the last one, should there be several)."""
+
+
+def read_entries(raw: bytes, name: str = "") -> SessionContent:
+    """Parse a session file's bytes: the one loader, shared by every reader of such files.
+
+    Pure (the caller reads the file, so a read-only reader can refuse to create one).
+    Never fails on content: blank lines are ignored; torn or malformed lines, lines that
+    are no entry (:func:`parse_entry`) and duplicate ids are skipped with a note; the
+    ``session`` header gives only its id.
+
+    Args:
+        raw: The whole file.
+        name: How the notes name the file (usually its file name).
+
+    Returns:
+        The entries, notes, whether the tail is torn, and the header's id.
+    """
+    entries: dict[str, Entry] = {}
+    problems: list[str] = []
+    session_id: str | None = None
+    lines = raw.split(b"\n")
+    torn_tail = bool(lines) and lines[-1] != b""
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{name}:{number}"
+        try:
+            obj = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            last = number == len(lines) and torn_tail
+            problems.append(f"{where}: 末行不完整（写入中断），已跳过" if last else f"{where}: 不是合法 JSON，已跳过")
+            continue
+        if isinstance(obj, dict) and obj.get("type") == "session":
+            sid = obj.get("id")
+            if isinstance(sid, str):
+                session_id = sid
+            continue
+        entry = parse_entry(obj)
+        if entry is None:
+            problems.append(f"{where}: 缺少 id/type 或字段类型不对，已跳过")
+        elif entry.id in entries:
+            problems.append(f"{where}: id {entry.id!r} 重复，已跳过")
+        else:
+            entries[entry.id] = entry
+    return SessionContent(entries, problems, torn_tail, session_id)
+
+
+def _count(value: object) -> int | None:
+    # JSON numbers only: a bool is an int to Python but never a token count.
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def usage_tokens(entry: Entry) -> int | None:
+    """Tokens of the request behind a reply plus the reply itself, from its ``usage`` field.
+
+    The one reader of the ``usage`` convention (see the module docstring). In order:
+    a positive ``totalTokens`` or ``total_tokens``; else a positive ``prompt_tokens``
+    plus ``completion_tokens`` (missing or ``null`` counts 0); else the sum of
+    ``input``, ``output``, ``cacheRead`` and ``cacheWrite`` when positive. Fields that
+    are missing, ``null``, negative, booleans or not integers are ignored.
+
+    Args:
+        entry: Usually an assistant message; any entry is accepted.
+
+    Returns:
+        The token count, or ``None`` when the entry carries no usable usage.
+    """
+    usage = entry.body.get("usage")
+    if not isinstance(usage, Mapping):
+        return None
+    for key in ("totalTokens", "total_tokens"):
+        total = _count(usage.get(key))
+        if total:
+            return total
+    prompt = _count(usage.get("prompt_tokens"))
+    if prompt:
+        return prompt + (_count(usage.get("completion_tokens")) or 0)
+    summed = sum(_count(usage.get(k)) or 0 for k in ("input", "output", "cacheRead", "cacheWrite"))
+    return summed or None
+
+
+def last_usage(entries: Sequence[Entry], start: int = 0) -> tuple[int, int] | None:
+    """The newest assistant message in ``entries[start:]`` with a usable ``usage``.
+
+    Searched from the end, so the cost is that of what follows it.
+
+    Args:
+        entries: Root-to-leaf entries.
+        start: Index before which nothing is read (say, just past the latest summary:
+            a usage from before it measured a context that no longer exists).
+
+    Returns:
+        ``(index, tokens)``, ``tokens`` as :func:`usage_tokens` reads them; ``None``
+        when no such message exists.
+    """
+    for index in range(len(entries) - 1, max(start, 0) - 1, -1):
+        entry = entries[index]
+        if entry.type == "message" and entry.role == "assistant":
+            total = usage_tokens(entry)
+            if total is not None:
+                return index, total
+    return None
+
+
+def tool_calls(entry: Entry) -> list[tuple[str, Mapping[str, Any]]]:
+    """``(name, args)`` of each call in an entry's ``toolCalls``, in order.
+
+    A call without a string ``name`` is skipped; ``args`` that is not an object reads as
+    ``{}``. Any entry is accepted (only assistant replies carry calls).
+    """
+    raw = entry.body.get("toolCalls")
+    calls: list[tuple[str, Mapping[str, Any]]] = []
+    for call in raw if isinstance(raw, list) else ():
+        if isinstance(call, Mapping) and isinstance(call.get("name"), str):
+            args = call.get("args")
+            calls.append((call["name"], args if isinstance(args, Mapping) else {}))
+    return calls
+
+
+def thinking(entry: Entry) -> str:
+    """An entry's ``thinking`` text; empty when absent or not a string."""
+    value = entry.body.get("thinking")
+    return value if isinstance(value, str) else ""
+
+
+def args_json(args: Any) -> str:
+    """Compact JSON of tool-call args (or one of their values), raw non-ASCII.
+
+    What ``JSON.stringify`` writes, so sizes and transcripts match the original's.
+    """
+    return json.dumps(dict(args) if isinstance(args, Mapping) else args, ensure_ascii=False,
+                      separators=(",", ":"))
+
+

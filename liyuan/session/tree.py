@@ -1,0 +1,199 @@
+"""The session tree: one append-only JSONL file per session.
+
+Guarantees:
+
+- The file is only ever appended to. Each append writes one complete line (looping
+  over short writes), then fsyncs, so a crash leaves at most one torn last line. After
+  an append that failed part-way, the next append starts on a fresh line, so the
+  fragment is skipped on reload and costs no later entry.
+- Loading never crashes on bad content: blank lines, torn or malformed lines, entries
+  without an id, duplicate ids and unknown shapes are skipped and reported in
+  :attr:`SessionTree.problems`. The file itself is never rewritten.
+- The leaf is the last appended entry unless the caller navigates to an earlier one
+  (reroll, rewind); the next append then forks a new branch from there.
+- :meth:`SessionTree.branch` returns root-to-leaf and is safe against ``parentId`` cycles.
+  The current branch is cached: an append extends it in O(1), a navigation recomputes
+  it, and every :class:`BranchView` handed out is an immutable snapshot (the cached list
+  is only ever appended to, never changed in place; a navigation starts a new list).
+
+The line format and the entry readers are in :mod:`liyuan.session.entries`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from liyuan.clock import Clock, IdFactory, random_ids, system_clock
+from liyuan.errors import TreeError
+from liyuan.session.entries import SESSION_VERSION, BranchView, Entry, branch_to, read_entries
+
+__all__ = ["SessionTree"]
+
+class SessionTree:
+    """An append-only session tree, backed by a JSONL file or held in memory.
+
+    Args:
+        path: The JSONL file, or ``None`` for an in-memory tree.
+        session_id: Id written into a new file's header.
+        clock: Timestamp source for new entries.
+        ids: Id source for new entries.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        session_id: str = "session",
+        clock: Clock = system_clock,
+        ids: IdFactory = random_ids,
+    ) -> None:
+        self.path = Path(path) if path is not None else None
+        self.session_id = session_id
+        self._clock = clock
+        self._ids = ids
+        self._entries: dict[str, Entry] = {}
+        """Every entry by id, in file order (entries are only ever added, never removed)."""
+        self._leaf: str | None = None
+        self._branch: list[Entry] | None = None
+        """Root-to-leaf path of the current leaf, or ``None`` until it is next needed.
+        Only ever appended to: views handed out read a prefix of it."""
+        self.problems: list[str] = []
+        """Human-readable notes on every line skipped while loading."""
+        self._mid_line = False
+        """True when a failed append left the file ending inside a line."""
+        if self.path is not None:
+            if self.path.exists():
+                self._load(self.path)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                header = {"type": "session", "version": SESSION_VERSION, "id": session_id,
+                          "timestamp": clock()}
+                self._write_line(header)
+
+    # -- loading -------------------------------------------------------------
+
+    def _load(self, path: Path) -> None:
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise TreeError(f"无法读取会话文件 {path}: {exc}") from exc
+        content = read_entries(raw, path.name)
+        self._entries = content.entries
+        self.problems.extend(content.problems)
+        if content.session_id is not None:
+            self.session_id = content.session_id
+        self._leaf = next(reversed(self._entries), None)
+        # The next append must start on a fresh line, or it would glue itself onto the
+        # torn fragment and both would be lost. The newline goes out with that append,
+        # so merely loading (say, a read-only copy) never writes.
+        self._mid_line = content.torn_tail
+
+    # -- reading -------------------------------------------------------------
+
+    @property
+    def leaf_id(self) -> str | None:
+        """Where the next append attaches."""
+        return self._leaf
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self._entries.values())
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self._entries
+
+    def get(self, entry_id: str) -> Entry | None:
+        """The entry with this id, or ``None``."""
+        return self._entries.get(entry_id)
+
+    def entries(self) -> list[Entry]:
+        """All entries in file order."""
+        return list(self)
+
+    def branch(self, leaf_id: str | None = None) -> BranchView:
+        """Root-to-leaf path ending at ``leaf_id`` (default: the current leaf).
+
+        The current branch is cached, so this costs O(1) per beat; another leaf is
+        walked from scratch. The result is an immutable snapshot (see :class:`BranchView`).
+        """
+        if leaf_id is not None and leaf_id != self._leaf:
+            return BranchView(branch_to(self._entries, leaf_id))
+        if self._branch is None:
+            self._branch = branch_to(self._entries, self._leaf)
+        return BranchView(self._branch)
+
+    # -- writing -------------------------------------------------------------
+
+    # --8<-- [start:navigate]
+    def navigate(self, entry_id: str | None) -> None:
+        """Move the leaf (reroll, rewind). ``None`` means before the first entry."""
+        if entry_id is not None and entry_id not in self._entries:
+            raise TreeError(f"没有这个条目：{entry_id!r}")
+        if entry_id != self._leaf:
+            # A new list, never a truncation in place: views of the old branch stay valid.
+            self._branch = None
+        self._leaf = entry_id
+
+    def append(self, entry_type: str, **fields: Any) -> Entry:
+        """Append an entry as a child of the current leaf and make it the leaf."""
+        entry_id = self._ids()
+        if entry_id in self._entries:
+            raise TreeError(f"id 工厂给出了重复的 id：{entry_id!r}")
+        body = {"timestamp": self._clock(), **fields}
+        entry = Entry(entry_id, self._leaf, entry_type, body)
+        if self.path is not None:
+            self._write_line(entry.to_json())
+        self._entries[entry_id] = entry
+        if self._branch is not None:
+            # The new entry's parent is the old leaf, the cached path's last entry, and its
+            # id is fresh, so the walk from it is exactly the old path plus itself.
+            self._branch.append(entry)
+        self._leaf = entry_id
+        return entry
+    # --8<-- [end:navigate]
+
+    def append_message(self, role: str, text: str, **extra: Any) -> Entry:
+        """Append a message (``user``, ``assistant`` or ``toolResult``)."""
+        return self.append("message", role=role, text=text, **extra)
+
+    def append_custom(self, custom_type: str, data: Mapping[str, Any]) -> Entry:
+        """Append a custom entry such as ``rp-summary`` or ``rp-state``."""
+        return self.append("custom", customType=custom_type, data=dict(data))
+
+    def _write_line(self, obj: Mapping[str, Any]) -> None:
+        line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
+        self._append_bytes(line.encode("utf-8"))
+
+    def _append_bytes(self, data: bytes) -> None:
+        assert self.path is not None
+        if self._mid_line:
+            # An earlier append failed part-way: the file ends inside a fragment. Start a
+            # fresh line, or this entry would glue onto the fragment and be lost on reload.
+            data = b"\n" + data
+        written = 0
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                # os.write may legally take fewer bytes than offered (a signal, a full
+                # pipe-like target): keep writing the rest until the line is complete.
+                while written < len(data):
+                    count = os.write(fd, data[written:])
+                    if count <= 0:
+                        raise OSError(f"os.write 没有写入任何字节（已写 {written}/{len(data)}）")
+                    written += count
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            if written:
+                self._mid_line = not data[:written].endswith(b"\n")
+            raise TreeError(f"无法追加会话文件 {self.path}: {exc}") from exc
+        self._mid_line = False
+
+

@@ -1,0 +1,297 @@
+"""Story compaction: when to compact and what (plan), and doing it (run).
+
+Invariants:
+
+- The session tree is never rewritten. A compaction only appends one ``rp-summary``
+  entry; everything it covers stays in the file and is merely left out of the context.
+  A failed one appends an ``rp-compact-failed`` process entry instead, so the backoff
+  (:mod:`liyuan.story.backoff`) survives a restart; the story view never shows it.
+- Every function here except :func:`run_compaction` is pure: data in, data out.
+- All character counts are UTF-16 code units, as in the original (see :func:`~liyuan.text.utf16_len`).
+
+Which summary counts and what history remains is :mod:`liyuan.story.history`; the
+planner reads only the live part of the branch, as the history does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from liyuan.errors import ConfigError, ModelError, TreeError
+from liyuan.model import ChatModel, cut_off_note
+from liyuan.session.entries import Entry
+from liyuan.session.state import format_state, state_from_branch
+from liyuan.session.tree import SessionTree
+from liyuan.story.backoff import COMPACT_FAILED_TYPE, backoff_message, compaction_backoff, failure_data
+from liyuan.story.history import serialize_for_summary, story_tail
+from liyuan.story.scribe import SUMMARY_MAX_TOKENS, build_summary_prompt, validate_summary
+from liyuan.story.view import (
+    SUMMARY_ENTRY_TYPE,
+)
+from liyuan.text import utf16_len
+
+__all__ = [
+    "DEFAULT_EVERY_N_TURNS", "KEEP_RECENT_BEATS", "MANUAL_MIN_COMPACT_CHARS", "MIN_COMPACT_CHARS",
+    "SUMMARY_MAX_TOKENS", "Archive", "CompactionOutcome", "CompactionPlan", "compact_now",
+    "plan_compaction", "run_compaction",
+]
+
+_log = logging.getLogger(__name__)
+
+KEEP_RECENT_BEATS = 6
+MIN_COMPACT_CHARS = 2000
+MANUAL_MIN_COMPACT_CHARS = 500
+DEFAULT_EVERY_N_TURNS = 30
+
+
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    """What one compaction would cover."""
+
+    covers_through_id: str
+    """Id of the last covered entry (inclusive): the new summary's anchor."""
+    covered: tuple[Entry, ...]
+    turns: int
+    """User turns covered this time."""
+    conversation_text: str
+    """The covered region serialized for the summariser (and the archive)."""
+    previous_summary: str | None
+    """The active summary being replaced; merged into the new one."""
+
+
+# --8<-- [start:plan_compaction]
+def plan_compaction(
+    branch: Sequence[Entry],
+    *,
+    user_name: str,
+    char_name: str,
+    keep: int = KEEP_RECENT_BEATS,
+    every_n_turns: int = DEFAULT_EVERY_N_TURNS,
+    min_chars: int = MIN_COMPACT_CHARS,
+) -> CompactionPlan | None:
+    """Decide whether the branch is due for compaction, and what to cover.
+
+    A turn is a user message after the active summary. Compaction is due when there are
+    at least ``keep + every_n_turns`` such turns and the covered text, serialized, is at
+    least ``min_chars`` long (UTF-16 units, prefixes and separators included). The cut
+    lands just before the ``keep``-th user message from the end, so whole turns are kept.
+
+    Args:
+        branch: Root-to-leaf entries.
+        user_name: Name written before user text.
+        char_name: Name written before assistant text.
+        keep: Turns kept verbatim (at least 1).
+        every_n_turns: The period; ``<= 0`` disables compaction.
+        min_chars: Floor on the serialized covered text.
+
+    Returns:
+        The plan, or ``None`` when nothing is due.
+
+    Raises:
+        ConfigError: When ``keep`` is below 1.
+    """
+    if keep < 1:
+        raise ConfigError(f"保留轮数至少为 1，收到 {keep}")
+    if every_n_turns <= 0:
+        return None
+    view, active = story_tail(branch)
+    live = view[active.cut:] if active else view
+    # Only type and role mark a turn: backstage user messages on the story branch count too.
+    turn_starts = [i for i, e in enumerate(live) if e.type == "message" and e.role == "user"]
+    if len(turn_starts) < keep + every_n_turns:
+        return None
+    cut_at = turn_starts[len(turn_starts) - keep]
+    if cut_at <= 0:
+        return None
+    covered = tuple(live[:cut_at])
+    text = serialize_for_summary(covered, user_name, char_name)
+    if utf16_len(text) < min_chars:
+        return None
+    return CompactionPlan(
+        covers_through_id=covered[-1].id,
+        covered=covered,
+        turns=len(turn_starts) - keep,
+        conversation_text=text,
+        previous_summary=active.summary if active else None,
+    )
+# --8<-- [end:plan_compaction]
+
+
+# -- running ----------------------------------------------------------------------
+
+OutcomeKind = Literal["compacted", "skipped", "failed", "stale"]
+
+Archive = Callable[[str, str], object]
+"""Called as ``archive(conversation_text, covers_through_id)`` before the summary lands:
+the covered text and the id of its last entry (so archive chunks can know their branch).
+Errors are swallowed."""
+
+
+@dataclass(frozen=True)
+class CompactionOutcome:
+    """What a compaction attempt did."""
+
+    kind: OutcomeKind
+    message: str
+    """The Chinese activity/result line shown to the user."""
+    plan: CompactionPlan | None
+    summary: str | None
+    entry: Entry | None
+    """The appended ``rp-summary`` entry (only when compacted)."""
+    reason: str = ""
+    """Machine-readable cause: ``not-due``, ``busy``, ``backoff``, ``model-error``,
+    ``invalid-summary``, ``leaf-moved``."""
+
+
+def _note_failure(tree: SessionTree, data: Mapping[str, object]) -> None:
+    # Best effort: a tree that cannot take the note (disk full) must not turn a model
+    # failure into an exception; the only cost is that this failure does not count.
+    try:
+        tree.append_custom(COMPACT_FAILED_TYPE, data)
+    except TreeError as exc:
+        _log.warning("无法记下压缩失败（已忽略）：%s", exc)
+
+
+# --8<-- [start:run_compaction]
+def run_compaction(
+    tree: SessionTree,
+    model: ChatModel,
+    *,
+    user_name: str,
+    char_name: str,
+    language: str = "中文",
+    every_n_turns: int = DEFAULT_EVERY_N_TURNS,
+    min_chars: int = MIN_COMPACT_CHARS,
+    keep: int = KEEP_RECENT_BEATS,
+    archive: Archive | None = None,
+    on_activity: Callable[[str], None] | None = None,
+    state_text: str | None = None,
+    backoff: bool = True,
+) -> CompactionOutcome:
+    """Compact the current branch if due: summarise, guard, archive, append.
+
+    The summary is appended at the leaf as ``rp-summary``
+    ``{summary, coversThroughId, turns, chars, provenance}`` only if the model call
+    succeeded, the leaf did not move meanwhile, and the reply passes
+    :func:`~liyuan.story.scribe.validate_summary`. A model error or a rejected reply appends
+    an ``rp-compact-failed`` entry ``{reason, error, coversThroughId, provenance,
+    finishReason}`` instead (unless the leaf moved); the next trigger tries again, and
+    after a few failures in a row only once the wait of
+    :func:`liyuan.story.backoff.backoff_wait` has passed (a waiting beat plans nothing: its
+    outcome has ``plan=None``). Never raises for model failures.
+
+    Args:
+        tree: The session tree; only its current branch is read.
+        model: The side model that writes the summary.
+        user_name: The user's character name.
+        char_name: The card character's name.
+        language: Output language of the summary.
+        every_n_turns: The period (see :func:`plan_compaction`).
+        min_chars: Floor on the covered text.
+        keep: Turns kept verbatim.
+        archive: Called as ``archive(text, covers_through_id)`` before the summary lands (vector memory).
+        on_activity: Receives every activity/result line as it happens.
+        state_text: The ledger text; default: :func:`format_state` of the branch's latest snapshot.
+        backoff: Honour the failure backoff (automatic runs); ``/compact`` passes False.
+
+    Returns:
+        The outcome; ``message`` is the line shown to the user.
+    """
+    emit = on_activity or (lambda _line: None)
+
+    def done(kind: OutcomeKind, message: str, reason: str = "", plan: CompactionPlan | None = None,
+             summary: str | None = None, entry: Entry | None = None) -> CompactionOutcome:
+        emit(message)
+        return CompactionOutcome(kind, message, plan, summary, entry, reason)
+
+    branch = tree.branch()
+    if backoff and every_n_turns > 0:
+        # The wait is read from the live part alone; planning serializes the whole covered
+        # region, so a beat that waits must not pay for a plan it will not use.
+        streak, wait = compaction_backoff(branch, every_n_turns)
+        if wait > 0:
+            return done("skipped", backoff_message(streak, wait), "backoff")
+    plan = plan_compaction(branch, user_name=user_name, char_name=char_name, keep=keep,
+                           every_n_turns=every_n_turns, min_chars=min_chars)
+    if plan is None:
+        # Not due is the normal state of almost every beat: the message is on the outcome
+        # (a manual /compact shows it), but it is not an activity line.
+        return CompactionOutcome("skipped", "早期剧情还不够长，暂不需要压缩", None, None, None, "not-due")
+    leaf_before = tree.leaf_id
+    chars = utf16_len(plan.conversation_text)
+    emit(f"正在压缩前情（{plan.turns} 拍 · {chars} 字）…")
+    prompt = build_summary_prompt(
+        plan.conversation_text,
+        state_text=state_text if state_text is not None else format_state(state_from_branch(branch)),
+        previous_summary=plan.previous_summary,
+        language=language,
+        user_name=user_name,
+    )
+    try:
+        completion = model.complete(prompt.request())
+    except ModelError as exc:
+        if tree.leaf_id == leaf_before:  # a failure is recorded on the branch it happened on
+            _note_failure(tree, failure_data("model-error", str(exc), plan.covers_through_id, None))
+        return done("failed", f"前情压缩失败：{exc}", "model-error", plan=plan)
+    # Leaf guard: a reroll, rewind or line switch during the call makes the plan stale.
+    if tree.leaf_id != leaf_before:
+        return done("stale", "压缩已丢弃（本拍期间切换了分支）", "leaf-moved", plan=plan)
+    try:
+        summary = validate_summary(completion.text)
+    except ModelError as exc:
+        _note_failure(tree, failure_data("invalid-summary", str(exc), plan.covers_through_id, completion))
+        return done("failed", f"前情摘要拒绝提交：{exc}{cut_off_note(completion)}", "invalid-summary", plan=plan)
+    if archive is not None:
+        try:
+            archive(plan.conversation_text, plan.covers_through_id)
+        except Exception as exc:  # best effort by design: the summary keeps continuity
+            _log.warning("压缩前归档失败（已忽略）：%s", exc)
+        if tree.leaf_id != leaf_before:
+            return done("stale", "压缩已丢弃（本拍期间切换了分支）", "leaf-moved", plan=plan)
+    entry = tree.append_custom(SUMMARY_ENTRY_TYPE, {
+        "summary": summary,
+        "coversThroughId": plan.covers_through_id,
+        "turns": plan.turns,
+        "chars": chars,
+        # Scripted summaries must never pass for model output downstream.
+        "provenance": completion.provenance,
+    })
+    return done("compacted", f"前情已压缩：{plan.turns} 拍 {chars} 字 → 摘要 {utf16_len(summary)} 字",
+                plan=plan, summary=summary, entry=entry)
+# --8<-- [end:run_compaction]
+
+
+def compact_now(
+    tree: SessionTree,
+    model: ChatModel,
+    *,
+    user_name: str,
+    char_name: str,
+    language: str = "中文",
+    keep: int = KEEP_RECENT_BEATS,
+    archive: Archive | None = None,
+    on_activity: Callable[[str], None] | None = None,
+    state_text: str | None = None,
+    busy: bool = False,
+) -> CompactionOutcome:
+    """Manual ``/compact``: no waiting for the period (``every_n_turns=1``), a 500-char floor,
+    no failure backoff (the user asked; a failure is still recorded).
+
+    ``busy`` is true while a beat is being performed: then nothing happens
+    (``skipped``/``busy``). The other arguments are those of :func:`run_compaction`.
+    """
+    if busy:
+        message = "正在演出中，稍后再压缩"
+        if on_activity is not None:
+            on_activity(message)
+        return CompactionOutcome("skipped", message, None, None, None, "busy")
+    return run_compaction(
+        tree, model, user_name=user_name, char_name=char_name, language=language,
+        every_n_turns=1, min_chars=MANUAL_MIN_COMPACT_CHARS, keep=keep, archive=archive,
+        on_activity=on_activity, state_text=state_text, backoff=False,
+    )

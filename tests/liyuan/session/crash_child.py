@@ -1,0 +1,33 @@
+"""Child process for test_crash: append entries to a session file until killed.
+
+Usage: ``python crash_child.py PATH COUNT``. After each append returns (the line is
+written and fsynced), the entry's id is printed and flushed: the parent counts a line
+as "reported" only once it has read it whole.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from liyuan.clock import counter_ids, fixed_clock
+from liyuan.session.tree import SessionTree
+
+
+def body(i: int) -> str:
+    """Deterministic text of the i-th entry (1-based), of varying length."""
+    return f"第{i}条：" + "云" * (i * 37 % 500)
+
+
+def main() -> None:
+    path, count = sys.argv[1], int(sys.argv[2])
+    tree = SessionTree(path, clock=fixed_clock(), ids=counter_ids())
+    for i in range(1, count + 1):
+        entry = tree.append_message("user" if i % 2 else "assistant", body(i))
+        sys.stdout.write(entry.id + "\n")
+        sys.stdout.flush()
+    time.sleep(60)  # stay alive so the parent's kill always finds a running process
+
+
+if __name__ == "__main__":
+    main()
