@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from liyuan.context.budget import fit_resident_summary, other_chars_for
+from liyuan.context.budget import RESIDENT_ENVELOPE_CHARS, fit_resident_summary, other_chars_for
 from liyuan.model import ChatMessage
 from liyuan.session.entries import Entry
 from liyuan.story.history import History, HistoryItem, rebuild_history
@@ -153,6 +153,7 @@ def prepare_turn(
     lore_index: str = "",
     recall_lines: Sequence[str] = (),
     extra: Sequence[str] = (),
+    budget_chars: int = RESIDENT_ENVELOPE_CHARS,
 ) -> PreparedTurn:
     """:func:`assemble_turn`, keeping what went into the messages (for records and tests).
 
@@ -160,7 +161,7 @@ def prepare_turn(
     """
     history = rebuild_history(branch)
     other = other_chars_for(history.summary, state_text, roster)
-    resident = fit_resident_summary(resident_summary, other)
+    resident = fit_resident_summary(resident_summary, other, budget_chars)
     injection = Injection(state_text=state_text, roster=roster, lore_index=lore_index,
                           recall_lines=tuple(recall_lines), extra=tuple(extra))
     return PreparedTurn(_assemble(history, user_text, resident, injection), history.summary, resident, injection)

@@ -43,18 +43,19 @@ OMITTED_MARKER = "\n（……余下内容因篇幅略）"
 """Appended on its own line after a cut; counted inside the allowance."""
 
 
-def resident_allowance(other_chars: int) -> int:
+def resident_allowance(other_chars: int, envelope: int = RESIDENT_ENVELOPE_CHARS) -> int:
     """How many characters the resident summary may take this beat.
 
     Args:
         other_chars: Characters already taken by the in-session summary, the ledger
             text and the roster (see :func:`other_chars_for`).
+        envelope: The shared budget (an app may configure another one).
 
     Returns:
-        ``min(RESIDENT_MAX_CHARS, RESIDENT_ENVELOPE_CHARS - other_chars)``; may be zero
-        or negative when the other blocks alone fill the envelope.
+        ``min(RESIDENT_MAX_CHARS, envelope - other_chars)``; may be zero or negative
+        when the other blocks alone fill the envelope.
     """
-    return min(RESIDENT_MAX_CHARS, RESIDENT_ENVELOPE_CHARS - other_chars)
+    return min(RESIDENT_MAX_CHARS, envelope - other_chars)
 
 
 def other_chars_for(summary: str | None, state_text: str, roster: str) -> int:
@@ -75,12 +76,13 @@ def other_chars_for(summary: str | None, state_text: str, roster: str) -> int:
 
 
 # --8<-- [start:fit_resident_summary]
-def fit_resident_summary(text: str | None, other_chars: int) -> str | None:
+def fit_resident_summary(text: str | None, other_chars: int, envelope: int = RESIDENT_ENVELOPE_CHARS) -> str | None:
     """Fit the resident summary into what the envelope has left.
 
     Args:
         text: The resident summary as stored (``None`` or blank: nothing to send).
         other_chars: Characters of the in-session summary, ledger and roster.
+        envelope: The shared budget (default 4300).
 
     Returns:
         The text unchanged when it fits; ``None`` when it does not fit and the
@@ -91,7 +93,7 @@ def fit_resident_summary(text: str | None, other_chars: int) -> str | None:
     """
     if text is None or not text.strip():
         return None
-    allowance = resident_allowance(other_chars)
+    allowance = resident_allowance(other_chars, envelope)
     if utf16_len(text) <= allowance:
         return text
     if allowance < RESIDENT_MIN_USEFUL_CHARS:

@@ -249,13 +249,14 @@ def run_discussion_compaction(
         reason = "empty-summary" if not completion.text.strip() else "invalid-summary"
         return done(DiscussionOutcome("failed", f"讨论压缩失败：{exc}{cut_off_note(completion)}", plan,
                                       reason=reason))
-    if tree.leaf_id != leaf_before:
-        return done(DiscussionOutcome("stale", "讨论压缩已丢弃（期间切换了分支）", plan, reason="leaf-moved"))
-    entry = tree.append_custom(DISCUSSION_SUMMARY_TYPE, {
-        "summary": summary,
-        "firstKeptEntryId": plan.first_kept_entry_id,
-        "tokensBefore": plan.tokens_before,
-        "provenance": completion.provenance,
-    })
+    with tree.lock:  # the guard and the append are one step against another thread's navigation
+        if tree.leaf_id != leaf_before:
+            return done(DiscussionOutcome("stale", "讨论压缩已丢弃（期间切换了分支）", plan, reason="leaf-moved"))
+        entry = tree.append_custom(DISCUSSION_SUMMARY_TYPE, {
+            "summary": summary,
+            "firstKeptEntryId": plan.first_kept_entry_id,
+            "tokensBefore": plan.tokens_before,
+            "provenance": completion.provenance,
+        })
     return done(DiscussionOutcome("compacted", f"讨论已压缩：{plan.turns} 轮 → 摘要 {utf16_len(summary)} 字",
                                   plan, entry))

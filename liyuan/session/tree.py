@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,10 @@ class SessionTree:
         """Human-readable notes on every line skipped while loading."""
         self._mid_line = False
         """True when a failed append left the file ending inside a line."""
+        self.lock = threading.RLock()
+        """Held by every append and navigation. Hold it to make a check of :attr:`leaf_id`
+        and an append one step when another thread may move the leaf (the leaf guard of a
+        background compaction)."""
         if self.path is not None:
             if self.path.exists():
                 self._load(self.path)
@@ -122,40 +127,43 @@ class SessionTree:
         The current branch is cached, so this costs O(1) per beat; another leaf is
         walked from scratch. The result is an immutable snapshot (see :class:`BranchView`).
         """
-        if leaf_id is not None and leaf_id != self._leaf:
-            return BranchView(branch_to(self._entries, leaf_id))
-        if self._branch is None:
-            self._branch = branch_to(self._entries, self._leaf)
-        return BranchView(self._branch)
+        with self.lock:
+            if leaf_id is not None and leaf_id != self._leaf:
+                return BranchView(branch_to(self._entries, leaf_id))
+            if self._branch is None:
+                self._branch = branch_to(self._entries, self._leaf)
+            return BranchView(self._branch)
 
     # -- writing -------------------------------------------------------------
 
     # --8<-- [start:navigate]
     def navigate(self, entry_id: str | None) -> None:
         """Move the leaf (reroll, rewind). ``None`` means before the first entry."""
-        if entry_id is not None and entry_id not in self._entries:
-            raise TreeError(f"没有这个条目：{entry_id!r}")
-        if entry_id != self._leaf:
-            # A new list, never a truncation in place: views of the old branch stay valid.
-            self._branch = None
-        self._leaf = entry_id
+        with self.lock:
+            if entry_id is not None and entry_id not in self._entries:
+                raise TreeError(f"没有这个条目：{entry_id!r}")
+            if entry_id != self._leaf:
+                # A new list, never a truncation in place: views of the old branch stay valid.
+                self._branch = None
+            self._leaf = entry_id
 
     def append(self, entry_type: str, **fields: Any) -> Entry:
         """Append an entry as a child of the current leaf and make it the leaf."""
-        entry_id = self._ids()
-        if entry_id in self._entries:
-            raise TreeError(f"id 工厂给出了重复的 id：{entry_id!r}")
-        body = {"timestamp": self._clock(), **fields}
-        entry = Entry(entry_id, self._leaf, entry_type, body)
-        if self.path is not None:
-            self._write_line(entry.to_json())
-        self._entries[entry_id] = entry
-        if self._branch is not None:
-            # The new entry's parent is the old leaf, the cached path's last entry, and its
-            # id is fresh, so the walk from it is exactly the old path plus itself.
-            self._branch.append(entry)
-        self._leaf = entry_id
-        return entry
+        with self.lock:
+            entry_id = self._ids()
+            if entry_id in self._entries:
+                raise TreeError(f"id 工厂给出了重复的 id：{entry_id!r}")
+            body = {"timestamp": self._clock(), **fields}
+            entry = Entry(entry_id, self._leaf, entry_type, body)
+            if self.path is not None:
+                self._write_line(entry.to_json())
+            self._entries[entry_id] = entry
+            if self._branch is not None:
+                # The new entry's parent is the old leaf, the cached path's last entry, and its
+                # id is fresh, so the walk from it is exactly the old path plus itself.
+                self._branch.append(entry)
+            self._leaf = entry_id
+            return entry
     # --8<-- [end:navigate]
 
     def append_message(self, role: str, text: str, **extra: Any) -> Entry:

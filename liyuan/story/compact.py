@@ -251,16 +251,17 @@ def run_compaction(
             archive(plan.conversation_text, plan.covers_through_id)
         except Exception as exc:  # best effort by design: the summary keeps continuity
             _log.warning("压缩前归档失败（已忽略）：%s", exc)
+    with tree.lock:  # the guard and the append are one step against another thread's navigation
         if tree.leaf_id != leaf_before:
             return done("stale", "压缩已丢弃（本拍期间切换了分支）", "leaf-moved", plan=plan)
-    entry = tree.append_custom(SUMMARY_ENTRY_TYPE, {
-        "summary": summary,
-        "coversThroughId": plan.covers_through_id,
-        "turns": plan.turns,
-        "chars": chars,
-        # Scripted summaries must never pass for model output downstream.
-        "provenance": completion.provenance,
-    })
+        entry = tree.append_custom(SUMMARY_ENTRY_TYPE, {
+            "summary": summary,
+            "coversThroughId": plan.covers_through_id,
+            "turns": plan.turns,
+            "chars": chars,
+            # Scripted summaries must never pass for model output downstream.
+            "provenance": completion.provenance,
+        })
     return done("compacted", f"前情已压缩：{plan.turns} 拍 {chars} 字 → 摘要 {utf16_len(summary)} 字",
                 plan=plan, summary=summary, entry=entry)
 # --8<-- [end:run_compaction]
