@@ -7,7 +7,9 @@ after 【设定集索引】. Recall is hybrid (embedding cosine fused with BM25 
 bigrams), branch-aware (chunks of an abandoned branch never show) and bounded (5 s).
 
 Invariant of the package: nothing here runs unless ``VectorConfig.enabled`` is true,
-and nothing here can fail a beat (see :func:`recall_for_beat`).
+and nothing here can fail a beat (see :func:`recall_for_beat`). The names below are
+imported on first use, so the configuration (:mod:`liyuan.vector.config`) and the
+``liyuan`` facade work without the ``vector`` extra (numpy, jieba) installed.
 
 Typical wiring::
 
@@ -20,24 +22,63 @@ Typical wiring::
 
 from __future__ import annotations
 
-from liyuan.vector.chunking import condense, split_text_chunks
-from liyuan.vector.config import (
-    EXTERNAL,
-    NARRATIVE,
-    StoreConfig,
-    VectorConfig,
-    load_config,
-    public_config,
-    save_config,
-    scope_id,
-)
-from liyuan.vector.embed import Embedder, HashEmbedder, OpenAIEmbedder, SemanticEmbedder, make_embedder
-from liyuan.vector.lexical import BM25Index, bigram_terms
-from liyuan.vector.memory import Hit, IngestResult, SearchReport, VectorMemory
-from liyuan.vector.recall import RECALL_TIMEOUT_S, branch_ids_of, format_recall_lines, recall_for_beat
-from liyuan.vector.search import on_current_branch
-from liyuan.vector.store import Chunk, SqliteChunkStore
-from liyuan.vector.tools import ToolResult, read_tool, search_tool
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from liyuan.vector.chunking import condense, split_text_chunks
+    from liyuan.vector.config import (
+        EXTERNAL,
+        NARRATIVE,
+        StoreConfig,
+        VectorConfig,
+        load_config,
+        public_config,
+        save_config,
+        scope_id,
+    )
+    from liyuan.vector.embed import Embedder, HashEmbedder, OpenAIEmbedder, SemanticEmbedder, make_embedder
+    from liyuan.vector.lexical import BM25Index, bigram_terms
+    from liyuan.vector.memory import Hit, IngestResult, SearchReport, VectorMemory
+    from liyuan.vector.recall import RECALL_TIMEOUT_S, branch_ids_of, format_recall_lines, recall_for_beat
+    from liyuan.vector.search import on_current_branch
+    from liyuan.vector.store import Chunk, SqliteChunkStore
+    from liyuan.vector.tools import ToolResult, read_tool, search_tool
+
+_HOMES = {
+    "BM25Index": "lexical",
+    "Chunk": "store",
+    "EXTERNAL": "config",
+    "Embedder": "embed",
+    "HashEmbedder": "embed",
+    "Hit": "memory",
+    "IngestResult": "memory",
+    "NARRATIVE": "config",
+    "OpenAIEmbedder": "embed",
+    "RECALL_TIMEOUT_S": "recall",
+    "SearchReport": "memory",
+    "SemanticEmbedder": "embed",
+    "SqliteChunkStore": "store",
+    "StoreConfig": "config",
+    "ToolResult": "tools",
+    "VectorConfig": "config",
+    "VectorMemory": "memory",
+    "bigram_terms": "lexical",
+    "branch_ids_of": "recall",
+    "condense": "chunking",
+    "format_recall_lines": "recall",
+    "load_config": "config",
+    "make_embedder": "embed",
+    "on_current_branch": "search",
+    "public_config": "config",
+    "read_tool": "tools",
+    "recall_for_beat": "recall",
+    "save_config": "config",
+    "scope_id": "config",
+    "search_tool": "tools",
+    "split_text_chunks": "chunking",
+}
+"""Each exported name and the submodule that defines it."""
 
 __all__ = [
     "EXTERNAL",
@@ -72,3 +113,12 @@ __all__ = [
     "search_tool",
     "split_text_chunks",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'liyuan.vector' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"liyuan.vector.{home}"), name)
+    globals()[name] = value
+    return value

@@ -16,10 +16,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from liyuan.session.entries import Entry
-from liyuan.vector.memory import Hit
+
+if TYPE_CHECKING:
+    from liyuan.vector.memory import Hit
 
 __all__ = [
     "RECALL_TIMEOUT_S",
