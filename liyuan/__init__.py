@@ -4,8 +4,79 @@
 compacted into a five-section relay summary replayed as one 【前情提要】 message;
 optional vector memory of the trimmed text; cross-session card memory (recaps merged
 into a handbook and a resident summary under a shared budget); forgetting by source.
+
+An app needs only what this module exports::
+
+    from liyuan import Card, OpenAIModel
+
+    card = Card.open("cards/雾港", side_model=OpenAIModel(model="qwen-plus"))
+    chat = card.chat("jA", user_name="阿简", char_name="林溯")
+    turn = chat.prepare("我把伞递给她。")      # turn.messages: send them to your model
+    chat.record(reply_text)                    # memory work follows in the background
+
+The packages below hold the parts, one per section of the design: :mod:`liyuan.session`,
+:mod:`liyuan.story`, :mod:`liyuan.context`, :mod:`liyuan.card`, :mod:`liyuan.vector`,
+:mod:`liyuan.discussion`.
 """
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from liyuan.app import Activity, AsyncCard, AsyncChat, Card, Chat, Turn
+from liyuan.card.sync import CardMemory, SyncOutcome
+from liyuan.config import MemoryConfig
+from liyuan.errors import (
+    ConfigError,
+    LiyuanError,
+    MemoryFileError,
+    ModelError,
+    ModelOutputError,
+    TreeError,
+    VersionConflict,
+)
+from liyuan.model import (
+    ChatMessage,
+    ChatModel,
+    Completion,
+    FunctionModel,
+    ModelRequest,
+    OpenAIModel,
+    ScriptedModel,
+    Usage,
+)
+from liyuan.session.state import Character, Ledger
+from liyuan.story.compact import CompactionOutcome
+from liyuan.vector.config import VectorConfig
+
+__version__ = "0.2.0"
+
+__all__ = [
+    "Activity",
+    "AsyncCard",
+    "AsyncChat",
+    "Card",
+    "CardMemory",
+    "Character",
+    "Chat",
+    "ChatMessage",
+    "ChatModel",
+    "CompactionOutcome",
+    "Completion",
+    "ConfigError",
+    "FunctionModel",
+    "Ledger",
+    "LiyuanError",
+    "MemoryConfig",
+    "MemoryFileError",
+    "ModelError",
+    "ModelOutputError",
+    "ModelRequest",
+    "OpenAIModel",
+    "ScriptedModel",
+    "SyncOutcome",
+    "TreeError",
+    "Turn",
+    "Usage",
+    "VectorConfig",
+    "VersionConflict",
+    "__version__",
+]

@@ -150,6 +150,7 @@ class ScriptedModel:
         target.extend(replies)
 
     def complete(self, request: ModelRequest) -> Completion:
+        """The next scripted reply for this purpose (or the general queue); :class:`ModelError` when none is left."""
         self.calls.append(request)
         queue = self._by_purpose.get(request.purpose)
         if not queue:
@@ -175,6 +176,7 @@ class FunctionModel:
         self.calls: list[ModelRequest] = []
 
     def complete(self, request: ModelRequest) -> Completion:
+        """Record the request, then answer with ``fn(request)`` (a string is labelled ``scripted``)."""
         self.calls.append(request)
         result = self._fn(request)
         if isinstance(result, Completion):
@@ -267,6 +269,7 @@ class OpenAIModel:
         return ModelError(f"模型请求失败{tried}：HTTP {exc.status_code}" + (f"：{text}" if text else ""))
 
     def complete(self, request: ModelRequest) -> Completion:
+        """Send the request to the endpoint, retrying rate limits, 5xx, timeouts and dropped connections."""
         if not ALLOW_MODEL_REQUESTS:
             raise ModelError("真实模型请求已被禁止（liyuan.model.ALLOW_MODEL_REQUESTS = False）")
         import openai

@@ -1,0 +1,93 @@
+"""Activity events and the background lane a chat's memory work runs on.
+
+Invariants:
+
+- Work handed to a :class:`Lane` runs in submission order, one item at a time, on one
+  worker thread; :meth:`Lane.wait` returns once everything submitted before it is done.
+- An exception inside background work never reaches the app's thread: it becomes an
+  ``error`` :class:`Activity` (and is kept on :attr:`Lane.errors`), and the lane goes on.
+- With ``background=False`` the same work runs inline, in the caller's thread, so a
+  script or a test sees every effect as soon as the call returns.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["Activity", "ActivityKind", "Lane", "Listener"]
+
+_log = logging.getLogger("liyuan.app")
+
+ActivityKind = Literal["compact", "sync", "vector", "discussion", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """One activity line of the memory, as the original shows it in its status bar."""
+
+    kind: ActivityKind
+    """What produced it: ``compact`` (story compaction), ``sync`` (card memory),
+    ``vector`` (recall and ingest), ``discussion`` (agent discussion), ``error``."""
+    text: str
+    """The Chinese line, e.g. ``前情已压缩：30 拍 2466 字 → 摘要 412 字``."""
+    chat_id: str | None = None
+    """The chat it concerns; ``None`` for card-wide work (sync)."""
+
+
+Listener = Callable[[Activity], None]
+"""Receives every :class:`Activity`; called from background threads, so keep it quick."""
+
+
+class Lane:
+    """One ordered background lane (or inline execution when ``background`` is False)."""
+
+    def __init__(self, name: str, emit: Callable[[Activity], None], *, background: bool = True,
+                 chat_id: str | None = None) -> None:
+        self._emit = emit
+        self._chat_id = chat_id
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name) if background else None
+        self._last: Future[None] | None = None
+        self._guard = threading.Lock()
+        self.errors: deque[BaseException] = deque(maxlen=20)
+        """The newest errors raised by background work (oldest dropped first)."""
+
+    def submit(self, work: Callable[[], None]) -> None:
+        """Run ``work`` after everything submitted before it."""
+        if self._executor is None:
+            self._run(work)
+            return
+        with self._guard:
+            self._last = self._executor.submit(self._run, work)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for all work submitted so far; False when ``timeout`` ran out first."""
+        with self._guard:
+            last = self._last
+        if last is None:
+            return True
+        try:
+            last.result(timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Finish the submitted work and stop the thread; the lane takes no more work."""
+        finished = self.wait(timeout)
+        if self._executor is not None:
+            self._executor.shutdown(wait=finished)
+        return finished
+
+    def _run(self, work: Callable[[], None]) -> None:
+        try:
+            work()
+        except Exception as exc:  # background work must never take the app's turn down
+            self.errors.append(exc)
+            _log.exception("后台记忆任务出错")
+            self._emit(Activity("error", f"后台记忆任务出错：{type(exc).__name__}: {exc}", self._chat_id))

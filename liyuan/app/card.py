@@ -1,0 +1,257 @@
+"""A card (卡) as an app holds it: its chats, its cross-session memory, its background sync.
+
+Invariants:
+
+- Card memory is synced in the background after a chat is entered (:meth:`Card.chat`)
+  and after one is deleted (:meth:`Card.delete_chat`), as the seed describes; one sync
+  per card at a time, extra triggers collapse into one more run.
+- Deleting a chat deletes its recap first, then its folder; the next sync forgets only
+  what that chat alone supported.
+- Every activity line reaches the ``on_activity`` listener and :attr:`Card.activity`;
+  none is printed. A listener that raises is logged and ignored.
+- Without a side model nothing is sent anywhere: turns are assembled, replies recorded,
+  memory files can be read and edited, but no compaction, recap or merge runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections import deque
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from liyuan.app.activity import Activity, Lane, Listener
+from liyuan.app.chat import Chat
+from liyuan.card.files import CHAT_META_FILE, CardLayout, atomic_write_text, validate_chat_id
+from liyuan.card.sync import CardMemory, MergeStatus, SyncOutcome
+from liyuan.card.worker import SyncWorker
+from liyuan.clock import Clock, IdFactory, random_ids, system_clock
+from liyuan.config import MemoryConfig
+from liyuan.errors import ConfigError, ModelError
+from liyuan.model import ChatModel, Completion, ModelRequest
+from liyuan.session.tree import SessionTree
+
+__all__ = ["VECTOR_STORE_FILE", "Card"]
+
+_log = logging.getLogger("liyuan.app")
+
+VECTOR_STORE_FILE = "向量记忆.sqlite"
+"""The chat's vector store, inside its folder (deleted with the chat)."""
+FIRST_SESSION_FILE = "001.jsonl"
+ACTIVITY_KEPT = 200
+
+
+class _NoSideModel:
+    """Stands in when no side model is configured: reading and hand edits still work."""
+
+    def complete(self, request: ModelRequest) -> Completion:
+        raise ModelError("没有配置旁路模型（side_model）")
+
+
+class Card:
+    """One card's memory folder and its chats. Open it with :meth:`Card.open`.
+
+    Attributes:
+        path: The card folder (``cards/<卡>``).
+        config: The memory settings in force.
+        side_model: The model that writes summaries, recaps and the handbook, or ``None``.
+        activity: The newest activity lines (at most 200), oldest first.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, side_model: ChatModel | None = None,
+                 config: MemoryConfig | None = None, user_name: str = "你", char_name: str = "",
+                 on_activity: Listener | None = None, background: bool = True,
+                 clock: Clock = system_clock, ids: IdFactory = random_ids) -> None:
+        if config is not None and not isinstance(config, MemoryConfig):
+            raise ConfigError(f"config 应为 MemoryConfig，实际是 {type(config).__name__}")
+        self.path = Path(path)
+        self.config = config or MemoryConfig()
+        self.side_model = side_model
+        self.user_name = user_name
+        self.char_name = char_name or self.path.name
+        self.activity: deque[Activity] = deque(maxlen=ACTIVITY_KEPT)
+        self._listener = on_activity
+        self._background = background
+        self._clock = clock
+        self._ids = ids
+        self._layout = CardLayout(self.path)
+        self._chats: dict[str, Chat] = {}
+        self._outcomes: list[SyncOutcome] = []
+        self._outcomes_guard = threading.Lock()
+        self._worker = SyncWorker(self._sync_memory, on_outcome=self._synced, on_error=self._sync_failed) \
+            if background else None
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], **options: Any) -> Card:
+        """Open (or create) the card folder. Options are those of :class:`Card`."""
+        Path(path).mkdir(parents=True, exist_ok=True)
+        return cls(path, **options)
+
+    # -- chats ------------------------------------------------------------------
+
+    def chat(self, chat_id: str, *, user_name: str | None = None, char_name: str | None = None,
+             title: str | None = None, greeting: str | None = None) -> Chat:
+        """Open a chat (局), creating it on first use; entering it syncs the card in the background.
+
+        Args:
+            chat_id: ``^[A-Za-z0-9_-]+$``.
+            user_name: The user's character name (default: the card's).
+            char_name: The character's name (default: the card's).
+            title: The chat's display name, kept in its ``meta.json``.
+            greeting: The card's opening line, written as the first entry of a new chat.
+
+        Raises:
+            ConfigError: An invalid chat id.
+        """
+        validate_chat_id(chat_id)
+        chat = self._chats.get(chat_id)
+        if chat is None:
+            chat = self._open_chat(chat_id, user_name or self.user_name, char_name or self.char_name, greeting)
+            self._chats[chat_id] = chat
+        if title is not None:
+            meta = self._layout.chat_dir(chat_id) / CHAT_META_FILE
+            atomic_write_text(meta, json.dumps({"name": title}, ensure_ascii=False) + "\n")
+        self.sync(wait=False)
+        return chat
+
+    def chat_ids(self) -> list[str]:
+        """The chats on disk, sorted."""
+        return self._layout.chat_ids()
+
+    def delete_chat(self, chat_id: str) -> bool:
+        """Delete a chat: its recap, then its folder; the card then forgets what it alone supported.
+
+        Returns:
+            False when the chat did not exist.
+
+        Raises:
+            ConfigError: An invalid chat id.
+        """
+        validate_chat_id(chat_id)
+        chat = self._chats.pop(chat_id, None)
+        if chat is not None:
+            chat.close()
+        deleted = self.memory.delete_chat(chat_id)
+        self.sync(wait=False)
+        return deleted
+
+    # -- card memory --------------------------------------------------------------
+
+    @property
+    def memory(self) -> CardMemory:
+        """The card's memory: read, list, search and hand-edit it (the hard path)."""
+        return self._new_memory(self.side_model or _NoSideModel())
+
+    def resident_summary(self) -> str | None:
+        """The resident summary as stored (each turn sends it fitted to the budget)."""
+        return self.memory.load_resident_summary()
+
+    def sync(self, *, wait: bool = True, timeout: float | None = None) -> SyncOutcome | None:
+        """Recap changed chats, merge, forget.
+
+        With ``wait`` (the default) it returns once the card is idle, with what every sync
+        that finished meanwhile did, combined (a sync already running when you call, and
+        the one your call queued). Without a side model it does nothing and returns ``None``;
+        it also returns ``None`` when ``wait`` is False or the timeout ran out.
+        """
+        if self.side_model is None:
+            return None
+        with self._outcomes_guard:
+            start = len(self._outcomes)
+        if self._worker is None:
+            memory = self._sync_memory(self.path)
+            assert memory is not None
+            self._synced(self.path, memory.sync())
+        else:
+            self._worker.trigger(self.path)
+            if not wait or not self._worker.wait_idle(timeout):
+                return None
+        with self._outcomes_guard:
+            return _combine(self._outcomes[start:])
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait for every chat's background work and the card's sync; False on timeout."""
+        done = all(chat.flush(timeout) for chat in list(self._chats.values()))
+        if self._worker is not None:
+            done = self._worker.wait_idle(timeout) and done
+        return done
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Finish the background work and stop the worker threads."""
+        done = self.flush(timeout)
+        for chat in list(self._chats.values()):
+            chat.close(timeout)
+        self._chats.clear()
+        return done
+
+    def __enter__(self) -> Card:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    # -- internals ------------------------------------------------------------------
+
+    def _emit(self, activity: Activity) -> None:
+        self.activity.append(activity)
+        if self._listener is not None:
+            try:
+                self._listener(activity)
+            except Exception:  # the app's listener must not break the memory's work
+                _log.exception("on_activity 回调出错（已忽略）")
+
+    def _new_memory(self, model: ChatModel) -> CardMemory:
+        return CardMemory(self.path, model, user_name=self.user_name, char_name=self.char_name,
+                          language=self.config.language, clock=self._clock, ids=self._ids,
+                          on_activity=lambda line: self._emit(Activity("sync", line)))
+
+    def _sync_memory(self, _key: Path) -> CardMemory | None:
+        return self._new_memory(self.side_model) if self.side_model is not None else None
+
+    def _synced(self, _key: Path, outcome: SyncOutcome) -> None:
+        with self._outcomes_guard:
+            self._outcomes.append(outcome)
+            del self._outcomes[:-ACTIVITY_KEPT]
+
+    def _sync_failed(self, _key: Path, exc: BaseException) -> None:
+        self._emit(Activity("error", f"跨局记忆同步出错：{type(exc).__name__}: {exc}"))
+
+    def _open_chat(self, chat_id: str, user_name: str, char_name: str, greeting: str | None) -> Chat:
+        folder = self._layout.sessions_dir(chat_id)
+        existing = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+        path = existing[-1] if existing else folder / FIRST_SESSION_FILE
+        tree = SessionTree(path, session_id=f"{chat_id}-{path.stem}", clock=self._clock, ids=self._ids)
+        if not existing and greeting:
+            tree.append_message("assistant", greeting, greeting=True)
+        vector = None
+        if self.config.vector.enabled:
+            # Imported here: vector memory needs the `vector` extra (numpy, jieba); the rest does not.
+            from liyuan.vector.memory import VectorMemory
+            from liyuan.vector.store import SqliteChunkStore
+
+            store = SqliteChunkStore(self._layout.chat_dir(chat_id) / VECTOR_STORE_FILE, clock=self._clock)
+            vector = VectorMemory(self.config.vector, store)
+        lane = Lane(f"liyuan-{chat_id}", self._emit, background=self._background, chat_id=chat_id)
+        return Chat(chat_id, tree, user_name=user_name, char_name=char_name, config=self.config,
+                    side_model=self.side_model, lane=lane, resident=self.resident_summary, emit=self._emit,
+                    vector=vector)
+
+
+def _combine(outcomes: list[SyncOutcome]) -> SyncOutcome:
+    """Several syncs as one: every chat recapped, failed or forgotten; the last real merge status."""
+    recapped: list[str] = []
+    failed: list[str] = []
+    forgotten: list[str] = []
+    merged: MergeStatus = "no-change"
+    for outcome in outcomes:
+        recapped += [c for c in outcome.recapped if c not in recapped]
+        failed += [c for c in outcome.failed if c not in failed]
+        forgotten += [c for c in outcome.forgotten if c not in forgotten]
+        if outcome.merged != "no-change":
+            merged = outcome.merged
+    return SyncOutcome(recapped, failed, merged, forgotten)

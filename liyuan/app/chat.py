@@ -1,0 +1,272 @@
+"""One chat (局) as an app holds it: prepare a turn, record the reply, branch.
+
+Invariants:
+
+- The session tree only grows: :meth:`Chat.prepare` appends the user's words,
+  :meth:`Chat.record` the reply (and the ledger snapshot, when given); a reroll or rewind
+  only moves the leaf, so the next append forks a new branch.
+- :meth:`Chat.record` returns as soon as the reply is on disk; vector ingest and story
+  compaction then run on the chat's background lane. The next :meth:`Chat.prepare`
+  waits for that lane first, as the original finishes its beat with the compaction, so a
+  summary is never thrown away by the next beat's append (a reroll or rewind during the
+  side call still discards it: that is the leaf guard).
+- A failing side model never raises out of these methods: the outcome is an activity
+  line (and a ``rp-compact-failed`` entry the backoff counts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from liyuan.app.activity import Activity, Lane
+from liyuan.config import MemoryConfig
+from liyuan.context.assemble import prepare_turn
+from liyuan.discussion.compact import run_discussion_compaction
+from liyuan.discussion.messages import agent_history, as_chat_messages
+from liyuan.errors import ConfigError
+from liyuan.model import ChatMessage, ChatModel, Usage
+from liyuan.session.entries import BranchView, Entry
+from liyuan.session.state import STATE_ENTRY_TYPE, Ledger, format_roster, format_state, state_from_branch
+from liyuan.session.tree import SessionTree
+from liyuan.story.compact import CompactionOutcome, compact_now, run_compaction
+from liyuan.story.history import active_summary
+from liyuan.vector.recall import branch_ids_of, recall_for_beat
+
+if TYPE_CHECKING:
+    from liyuan.vector.memory import VectorMemory
+
+__all__ = ["Chat", "Mode", "Turn"]
+
+Mode = Literal["roleplay", "agent"]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """The messages to send for one beat, and what went into them."""
+
+    messages: list[ChatMessage]
+    """Send these (after the app's own system prompt) to the role-play model: at most one
+    leading 【前情提要】 user message, the kept history, then the tail (the data blocks and
+    the user's words last)."""
+    user_text: str
+    """The user's words this turn answers."""
+    user_entry: Entry
+    """The user message on the session tree (the reply will be its child)."""
+    summary: str | None = None
+    """The in-session relay summary that replaced the covered turns, if any."""
+    resident: str | None = None
+    """The resident summary of earlier chats as sent (fitted to the budget), if any."""
+    recall: tuple[str, ...] = ()
+    """The 【剧情记忆】 lines recalled for this turn (vector memory on)."""
+
+
+def _usage_dict(usage: Usage | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if usage is None:
+        return None
+    if isinstance(usage, Usage):
+        return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                "total_tokens": usage.prompt_tokens + usage.completion_tokens}
+    if isinstance(usage, Mapping):
+        return dict(usage)
+    raise ConfigError(f"usage 应为 Usage 或字典，实际是 {type(usage).__name__}")
+
+
+class Chat:
+    """One chat of a card. Get it from :meth:`liyuan.Card.chat`; do not build it yourself.
+
+    Attributes:
+        id: The chat id (``^[A-Za-z0-9_-]+$``).
+        tree: The session tree (read it freely; append only through this object).
+        user_name: The user's character name, used in summaries.
+        char_name: The card character's name, used in summaries.
+    """
+
+    def __init__(self, chat_id: str, tree: SessionTree, *, user_name: str, char_name: str,
+                 config: MemoryConfig, side_model: ChatModel | None, lane: Lane,
+                 resident: Callable[[], str | None], emit: Callable[[Activity], None],
+                 vector: VectorMemory | None) -> None:
+        self.id = chat_id
+        self.tree = tree
+        self.user_name = user_name
+        self.char_name = char_name
+        self._config = config
+        self._model = side_model
+        self._lane = lane
+        self._resident = resident
+        self._emit = emit
+        self.vector = vector
+        """The chat's vector memory, or ``None`` when it is off."""
+
+    # -- a beat -----------------------------------------------------------------
+
+    def prepare(self, user_text: str, *, ledger: Ledger | None = None, roster: str | None = None,
+                lore_index: str = "", extra: Sequence[str] = (), mode: Mode = "roleplay") -> Turn:
+        """Append the user's words and assemble the messages for the reply.
+
+        Args:
+            user_text: What the user typed.
+            ledger: The world state to show (【世界状态】); default: the latest snapshot
+                recorded on the branch.
+            roster: The 【登场名录】 text; default: rendered from the ledger.
+            lore_index: The lore book's titles (【设定集索引】), already cut to budget.
+            extra: Further complete blocks for the tail (author's note ...).
+            mode: ``agent`` for an agent-mode discussion turn (no story memory; the
+                discussion summary and history instead).
+
+        Raises:
+            ConfigError: Empty text or an unknown mode.
+        """
+        if not user_text.strip():
+            raise ConfigError("用户消息不能为空")
+        if mode not in ("roleplay", "agent"):
+            raise ConfigError(f"mode 只能是 roleplay 或 agent，实际是 {mode!r}")
+        self._lane.wait()  # the previous beat's compaction lands before this beat appends
+        fields = {"mode": "agent"} if mode == "agent" else {}
+        entry = self.tree.append_message("user", user_text, **fields)
+        if mode == "agent":
+            return Turn(as_chat_messages(agent_history(self.tree.branch())), user_text, entry)
+        return self._assemble(entry, ledger=ledger, roster=roster, lore_index=lore_index, extra=extra)
+
+    def record(self, reply: str, *, usage: Usage | Mapping[str, Any] | None = None,
+               ledger: Ledger | None = None, thinking: str = "") -> Entry:
+        """Append the role-play model's reply; memory work follows in the background.
+
+        Args:
+            reply: The reply text as shown to the user.
+            usage: What the endpoint reported for the request (agent mode triggers on it).
+            ledger: The world state after this beat (the scribe's snapshot), if the app keeps one.
+            thinking: Reasoning text to keep beside the reply (never sent back).
+
+        Returns:
+            The reply's entry.
+
+        Raises:
+            ConfigError: No user message waits for a reply (call :meth:`prepare` first).
+        """
+        with self.tree.lock:
+            leaf = self.tree.get(self.tree.leaf_id) if self.tree.leaf_id else None
+            if leaf is None or leaf.type != "message" or leaf.role not in ("user", "toolResult"):
+                raise ConfigError("没有等待回复的用户消息：先调用 prepare()，或 reroll() 重来这一拍")
+            agent = leaf.body.get("mode") == "agent"
+            fields: dict[str, Any] = {"mode": "agent"} if agent else {}
+            if (counts := _usage_dict(usage)) is not None:
+                fields["usage"] = counts
+            if thinking:
+                fields["thinking"] = thinking
+            entry = self.tree.append_message("assistant", reply, **fields)
+            if ledger is not None:
+                self.tree.append_custom(STATE_ENTRY_TYPE, ledger.to_dict())
+        if agent:
+            if self._config.discussion_window and self._model is not None:
+                self._lane.submit(self._compact_discussion)
+            return entry
+        if self.vector is not None:
+            branch_ids = branch_ids_of(self.tree.branch())
+            vector = self.vector
+            self._lane.submit(lambda: self._ingest(vector, entry, branch_ids))
+        if self._model is not None and self._config.every_n_turns > 0:
+            self._lane.submit(self._compact)
+        return entry
+
+    def record_tool(self, name: str, args: Mapping[str, Any], result: str) -> Entry:
+        """Agent mode: record one tool call and its receipt (before the final :meth:`record`)."""
+        with self.tree.lock:
+            self.tree.append_message("assistant", "", toolCalls=[{"name": name, "args": dict(args)}], mode="agent")
+            return self.tree.append_message("toolResult", result, toolName=name, mode="agent")
+
+    # -- branches ---------------------------------------------------------------
+
+    def reroll(self, *, ledger: Ledger | None = None, roster: str | None = None, lore_index: str = "",
+               extra: Sequence[str] = ()) -> Turn:
+        """Answer the last user message again: the next :meth:`record` forks a sibling reply.
+
+        Raises:
+            ConfigError: The branch has no user message yet.
+        """
+        with self.tree.lock:
+            branch = self.tree.branch()
+            user = next((e for e in reversed(branch) if e.type == "message" and e.role == "user"), None)
+            if user is None:
+                raise ConfigError("这一局还没有可以重来的一拍")
+            self.tree.navigate(user.id)
+        return self._assemble(user, ledger=ledger, roster=roster, lore_index=lore_index, extra=extra)
+
+    def rewind(self, entry_id: str | None) -> None:
+        """Go back to ``entry_id`` (``None``: before the first entry); the next append forks there.
+
+        Raises:
+            TreeError: No such entry.
+        """
+        self.tree.navigate(entry_id)
+
+    def branch(self) -> BranchView:
+        """The current branch, root to leaf."""
+        return self.tree.branch()
+
+    @property
+    def summary(self) -> str | None:
+        """The relay summary in force on the current branch, if any."""
+        active = active_summary(self.tree.branch())
+        return active.summary if active else None
+
+    # -- memory work --------------------------------------------------------------
+
+    def compact_now(self) -> CompactionOutcome:
+        """Manual ``/compact``: no waiting for the period, a 500-character floor.
+
+        Raises:
+            ConfigError: No side model is configured.
+        """
+        if self._model is None:
+            raise ConfigError("没有配置旁路模型（side_model），无法压缩")
+        self._lane.wait()
+        return compact_now(self.tree, self._model, user_name=self.user_name, char_name=self.char_name,
+                           language=self._config.language, keep=self._config.keep, archive=self._archive(),
+                           on_activity=self._line("compact"))
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait for this chat's background work (ingest, compaction); False on timeout."""
+        return self._lane.wait(timeout)
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Finish the background work and stop the chat's worker thread."""
+        return self._lane.close(timeout)
+
+    def _assemble(self, user: Entry, *, ledger: Ledger | None, roster: str | None, lore_index: str,
+                  extra: Sequence[str]) -> Turn:
+        branch = self.tree.branch()
+        shown = ledger if ledger is not None else state_from_branch(branch)
+        recall: list[str] = []
+        if self.vector is not None and self._config.vector.inject_on_turn:
+            recall = recall_for_beat(self.vector, user.text, branch_ids_of(branch),
+                                     timeout=self._config.recall_timeout_s, warn=self._line("vector"))
+        prepared = prepare_turn(branch, "", resident_summary=self._resident(), state_text=format_state(shown),
+                                roster=roster if roster is not None else format_roster(shown),
+                                lore_index=lore_index, recall_lines=recall, extra=extra,
+                                budget_chars=self._config.budget_chars)
+        return Turn(prepared.messages, user.text, user, prepared.summary, prepared.resident, tuple(recall))
+
+    def _line(self, kind: Literal["compact", "vector", "discussion"]) -> Callable[[str], None]:
+        return lambda text: self._emit(Activity(kind, text, self.id))
+
+    def _archive(self) -> Callable[[str, str], object] | None:
+        return self.vector.archive_compacted if self.vector is not None else None
+
+    def _ingest(self, vector: VectorMemory, entry: Entry, branch_ids: frozenset[str]) -> None:
+        vector.ingest_beat(entry.text, node_id=entry.id, branch_ids=branch_ids)
+
+    def _compact(self) -> None:
+        assert self._model is not None
+        cfg = self._config
+        run_compaction(self.tree, self._model, user_name=self.user_name, char_name=self.char_name,
+                       language=cfg.language, every_n_turns=cfg.every_n_turns, min_chars=cfg.min_chars,
+                       keep=cfg.keep, archive=self._archive(), on_activity=self._line("compact"))
+
+    def _compact_discussion(self) -> None:
+        assert self._model is not None
+        cfg = self._config
+        run_discussion_compaction(self.tree, self._model, context_window=cfg.discussion_window,
+                                  reserve=cfg.discussion_reserve, keep_recent=cfg.discussion_keep,
+                                  on_activity=self._line("discussion"))

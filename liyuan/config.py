@@ -1,0 +1,106 @@
+"""Every setting of the memory in one typed object, with the seed's defaults.
+
+:class:`MemoryConfig` is what an app hands to :meth:`liyuan.Card.open`. It is frozen and
+validated on construction: a bad value raises :class:`~liyuan.errors.ConfigError` with a
+Chinese message naming the field, before any file is touched. :meth:`MemoryConfig.from_dict`
+reads the same fields from a JSON-like mapping (say, an app's settings file) and refuses
+unknown keys, so a typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from liyuan.context.budget import RESIDENT_ENVELOPE_CHARS
+from liyuan.discussion.messages import KEEP_RECENT_TOKENS, RESERVE_TOKENS
+from liyuan.errors import ConfigError
+from liyuan.story.compact import DEFAULT_EVERY_N_TURNS, KEEP_RECENT_BEATS, MIN_COMPACT_CHARS
+from liyuan.vector.config import VectorConfig, config_from_dict
+from liyuan.vector.recall import RECALL_TIMEOUT_S
+
+__all__ = ["MemoryConfig"]
+
+
+def _int_field(name: str, value: object, low: int) -> None:
+    # bool is an int to Python, but `keep=True` is a mistake, never a number.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} 应为整数，实际是 {value!r}")
+    if value < low:
+        raise ConfigError(f"{name} 不能小于 {low}，实际是 {value}")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryConfig:
+    """The memory's settings. Every default is the seed's (``梨园`` as shipped).
+
+    Raises:
+        ConfigError: On construction, when a field has the wrong type or range.
+    """
+
+    keep: int = KEEP_RECENT_BEATS
+    """Turns kept verbatim after a compaction (最近 6 轮逐字保留)."""
+    every_n_turns: int = DEFAULT_EVERY_N_TURNS
+    """The period: compact once ``keep + every_n_turns`` turns are uncovered; 0 turns
+    automatic compaction off (a manual ``compact_now`` still works)."""
+    min_chars: int = MIN_COMPACT_CHARS
+    """Floor on the text a compaction covers (UTF-16 units of the serialized turns)."""
+    language: str = "中文"
+    """The language the side model writes summaries, recaps and the handbook in."""
+    budget_chars: int = RESIDENT_ENVELOPE_CHARS
+    """The envelope the resident summary shares with the relay summary, the ledger and
+    the roster each beat; only the resident summary yields (cut at a paragraph, or dropped)."""
+    vector: VectorConfig = field(default_factory=VectorConfig)
+    """Vector memory of the trimmed text (off by default: ``VectorConfig(enabled=True)``
+    turns it on; ``embedder`` picks ``hash``, ``semantic`` or ``openai``)."""
+    recall_timeout_s: float = RECALL_TIMEOUT_S
+    """How long a beat waits for vector recall before it goes without 【剧情记忆】."""
+    discussion_window: int = 0
+    """Agent-mode discussion compaction: the model's context window in tokens; 0 is off."""
+    discussion_reserve: int = RESERVE_TOKENS
+    """Discussion compaction fires when the context exceeds ``window - reserve`` tokens."""
+    discussion_keep: int = KEEP_RECENT_TOKENS
+    """About this many tokens of the newest discussion stay verbatim."""
+
+    def __post_init__(self) -> None:
+        _int_field("keep", self.keep, 1)
+        _int_field("every_n_turns", self.every_n_turns, 0)
+        _int_field("min_chars", self.min_chars, 0)
+        _int_field("budget_chars", self.budget_chars, 0)
+        _int_field("discussion_window", self.discussion_window, 0)
+        _int_field("discussion_reserve", self.discussion_reserve, 0)
+        _int_field("discussion_keep", self.discussion_keep, 1)
+        if not isinstance(self.language, str) or not self.language.strip():
+            raise ConfigError(f"language 应为非空文本，实际是 {self.language!r}")
+        if not isinstance(self.vector, VectorConfig):
+            raise ConfigError(f"vector 应为 VectorConfig，实际是 {type(self.vector).__name__}")
+        timeout = self.recall_timeout_s
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not math.isfinite(timeout) \
+                or timeout <= 0:
+            raise ConfigError(f"recall_timeout_s 应为正数（秒），实际是 {timeout!r}")
+        if self.discussion_window and self.discussion_window <= self.discussion_reserve:
+            raise ConfigError(f"discussion_window（{self.discussion_window}）必须大于 discussion_reserve"
+                              f"（{self.discussion_reserve}），否则每一轮都会触发讨论压缩")
+
+    def with_changes(self, **changes: Any) -> MemoryConfig:
+        """A validated copy with some fields changed."""
+        unknown = sorted(set(changes) - {f.name for f in fields(self)})
+        if unknown:
+            raise ConfigError(f"没有这些设置项：{'、'.join(unknown)}")
+        return replace(self, **changes)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MemoryConfig:
+        """Read the settings from a mapping; ``vector`` may be a nested mapping.
+
+        Raises:
+            ConfigError: Unknown keys, wrong types or ranges.
+        """
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"记忆设置应为对象，实际是 {type(data).__name__}")
+        values = dict(data)
+        if isinstance(values.get("vector"), Mapping):
+            values["vector"] = config_from_dict(dict(values["vector"]))
+        return cls().with_changes(**values)
