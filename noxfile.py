@@ -37,7 +37,7 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff (style, imports) and mypy --strict."""
     session.install("-e", ".[dev,docs,vector]", "nox")
-    session.run("ruff", "check", "liyuan", "harness", "tests", "noxfile.py")
+    session.run("ruff", "check", "liyuan", "harness", "examples", "tests", "noxfile.py")
     session.run("mypy")
 
 
