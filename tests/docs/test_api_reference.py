@@ -28,3 +28,18 @@ def test_every_package_page_documents_what_the_package_exports(built_site: Path)
         found = anchors(built_site / "api" / name / "index.html")
         missing = [n for n in module.__all__ if f"liyuan.{name}.{n}" not in found]
         assert missing == [], (name, missing)
+
+
+def test_the_settings_page_has_a_row_for_every_field_with_its_real_default(built_site: Path) -> None:
+    from dataclasses import MISSING, fields
+
+    from liyuan import MemoryConfig, VectorConfig
+
+    html = (built_site / "settings" / "index.html").read_text(encoding="utf-8")
+    for cls in (MemoryConfig, VectorConfig):
+        for f in fields(cls):
+            assert f"<code>{f.name}</code>" in html, (cls.__name__, f.name)
+    for f in fields(MemoryConfig):
+        if f.default is not MISSING and isinstance(f.default, int | float):
+            assert re.search(rf"<code>{f.name}</code></td>\s*<td><code>[^<]*</code></td>\s*<td><code>{f.default}\b",
+                             html), f.name

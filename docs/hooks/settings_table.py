@@ -1,0 +1,89 @@
+"""MkDocs hook: settings tables generated from the dataclasses that hold the settings.
+
+A line ``<!-- 设置表: path/to/module.py:ClassName -->`` on a page becomes a Markdown
+table with one row per field of that dataclass: name, type, default and the attribute
+docstring, all read from the source with :mod:`ast`. Nobody copies a default by hand, so
+the page cannot drift from the code. A marker naming a missing file or class fails the build.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+from mkdocs.exceptions import PluginError
+
+__all__ = ["on_page_markdown", "settings_rows", "settings_table"]
+
+ROOT = Path(__file__).resolve().parents[2]
+_MARKER = re.compile(r"^<!-- 设置表: (?P<path>[\w/.-]+\.py):(?P<cls>\w+) -->$", re.M)
+
+
+def _default(value: ast.expr | None) -> str:
+    if value is None:
+        return "（必填）"
+    if isinstance(value, ast.Call) and getattr(value.func, "id", "") == "field":
+        for keyword in value.keywords:
+            if keyword.arg == "default_factory":
+                return f"{ast.unparse(keyword.value)}()"
+            if keyword.arg == "default":
+                return ast.unparse(keyword.value)
+    return ast.unparse(value)
+
+
+def _constants(tree: ast.Module) -> dict[str, ast.expr]:
+    return {t.id: node.value for node in tree.body if isinstance(node, ast.Assign)
+            for t in node.targets if isinstance(t, ast.Name)}
+
+
+def settings_rows(path: Path, class_name: str) -> list[tuple[str, str, str, str]]:
+    """``(name, type, default, doc)`` for each annotated field of ``class_name`` in ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name), None)
+    if cls is None:
+        raise PluginError(f"设置表：{path} 里没有类 {class_name}")
+    constants = _constants(tree)
+    for node in tree.body:  # constants imported from other liyuan modules, one level deep
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("liyuan"):
+            source = ROOT / Path(*(node.module or "").split(".")).with_suffix(".py")
+            if source.is_file():
+                theirs = _constants(ast.parse(source.read_text(encoding="utf-8")))
+                constants.update({a.asname or a.name: theirs[a.name] for a in node.names if a.name in theirs})
+    rows: list[tuple[str, str, str, str]] = []
+    body = cls.body
+    for index, node in enumerate(body):
+        if not isinstance(node, ast.AnnAssign) or not isinstance(node.target, ast.Name):
+            continue
+        doc = ""
+        following = body[index + 1] if index + 1 < len(body) else None
+        if isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant) \
+                and isinstance(following.value.value, str):
+            doc = " ".join(following.value.value.split())
+        default = _default(node.value)
+        if node.value is not None and isinstance(node.value, ast.Name) and node.value.id in constants:
+            default = f"{ast.unparse(constants[node.value.id])}（{node.value.id}）"
+        rows.append((node.target.id, ast.unparse(node.annotation), default, doc))
+    return rows
+
+
+def settings_table(path: Path, class_name: str) -> str:
+    """The Markdown table for one settings dataclass."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    lines = ["| 设置项 | 类型 | 默认值 | 说明（代码里的原文） |", "|---|---|---|---|"]
+    for name, kind, default, doc in settings_rows(path, class_name):
+        lines.append(f"| `{name}` | `{cell(kind)}` | `{cell(default)}` | {cell(doc) or '—'} |")
+    return "\n".join(lines)
+
+
+def on_page_markdown(markdown: str, **_kwargs: Any) -> str:
+    def replace(match: re.Match[str]) -> str:
+        path = ROOT / match.group("path")
+        if not path.is_file():
+            raise PluginError(f"设置表：找不到 {match.group('path')}")
+        return settings_table(path, match.group("cls"))
+
+    return _MARKER.sub(replace, markdown)
