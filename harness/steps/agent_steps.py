@@ -53,12 +53,15 @@ def _is_ours(entry: Entry) -> bool:
     return entry.type == "custom" and entry.custom_type == SUMMARY_ENTRY_TYPE
 
 
+def _beat_name(beat: int) -> str:
+    return "开场白" if beat == 0 else f"第 {beat} 拍"
+
+
 def _span(beats: Sequence[int]) -> str:
     if not beats:
         return "无"
     low, high = min(beats), max(beats)
-    name = (lambda b: "开场白" if b == 0 else f"第 {b} 拍")
-    return name(low) if low == high else f"{name(low)}到{name(high)}"
+    return _beat_name(low) if low == high else f"{_beat_name(low)}到{_beat_name(high)}"
 
 
 def _excerpt(text: str) -> str:
