@@ -92,7 +92,8 @@ def _reply(call: Mapping[str, Any] | None) -> str:
 
 def _fence(text: str, indent: str = "") -> list[str]:
     ticks = "````" if "```" in text else "```"
-    return [f"{indent}{ticks}text", *(f"{indent}{line}" if line else "" for line in text.splitlines()), f"{indent}{ticks}"]
+    body = [f"{indent}{line}" if line else "" for line in text.splitlines()]
+    return [f"{indent}{ticks}text", *body, f"{indent}{ticks}"]
 
 
 def _calls(runs: Sequence[Run]) -> list[tuple[str, str, str, str, dict[str, dict[str, Any]]]]:
