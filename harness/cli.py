@@ -50,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("ref", nargs="?", default="HEAD")
     sub.add_parser("bench", help="基准测试（harness.bench）", add_help=False)
     sub.add_parser("eval", help="评分卡（harness.eval）", add_help=False)
+    sub.add_parser("compare", help="几次运行的回复和评分并排（harness.compare）", add_help=False)
     return parser
 
 
@@ -89,9 +90,9 @@ def _run(args: argparse.Namespace, root: Path, progress: Progress) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m harness``; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    # bench/eval take their own options: pass everything after the subcommand through.
+    # bench/eval/compare take their own options: pass everything after the subcommand through.
     for position, word in enumerate(argv):
-        if word in ("bench", "eval"):
+        if word in ("bench", "eval", "compare"):
             return _dispatch(word, argv[position + 1:])
         if not word.startswith("-"):
             break

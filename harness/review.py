@@ -4,6 +4,9 @@ Invariant: neither command writes into the repository. Both regenerate the scrip
 artifacts into a temporary folder and compare: ``check`` against the committed files in
 ``sim/`` (any difference fails), ``diff`` against the artifacts as they were at a git ref,
 reported per scenario step and per model call so a prompt change reads as a prompt diff.
+``check`` also runs the template coverage gate (:mod:`harness.coverage`): every template
+and every branch of it must be rendered into some artifact, else a change there would
+pass unseen.
 """
 
 from __future__ import annotations
@@ -16,21 +19,38 @@ from pathlib import Path
 from typing import Any
 
 from liyuan.errors import ConfigError
+from liyuan.prompts import observe_renders
 
 from .artifacts import FileDiff, canonical_json, compare_trees, unified
+from .coverage import CoverageReport, CoverageTracker, coverage_report
 from .models import open_setup
 from .progress import Progress
 from .run_state import RunReport
 from .runner import run_scenarios
 
-__all__ = ["CheckResult", "check", "diff_against", "regenerate"]
+__all__ = ["CheckResult", "Regenerated", "check", "check_run", "diff_against", "diff_run", "regenerate"]
 
 
-def regenerate(root: Path, progress: Progress) -> tuple[RunReport, dict[str, bytes]]:
-    """Run every scenario with scripted replies, in memory; return the report and the fresh files."""
-    with open_setup("scripted", root) as setup:
-        report = run_scenarios(None, root=root, setup=setup, progress=progress, write=False)
-    return report, dict(report.artifacts.files)
+@dataclass
+class Regenerated:
+    """A scripted run held in memory: its report, its files and what it rendered."""
+
+    report: RunReport
+    files: dict[str, bytes]
+    tracker: CoverageTracker
+
+    def coverage(self) -> CoverageReport:
+        """Template coverage of this run's artifacts."""
+        return coverage_report(self.tracker.events, self.report.records, self.files)
+
+
+def regenerate(root: Path, progress: Progress | None = None) -> Regenerated:
+    """Run every scenario with scripted replies, in memory, tracing every template render."""
+    tracker = CoverageTracker()
+    with open_setup("scripted", root) as setup, observe_renders(tracker.observe):
+        report = run_scenarios(None, root=root, setup=setup, progress=progress or Progress(quiet=True),
+                               write=False, on_step=tracker.begin_step)
+    return Regenerated(report, dict(report.artifacts.files), tracker)
 
 
 @dataclass
@@ -40,33 +60,46 @@ class CheckResult:
     diffs: list[FileDiff]
     failures: list[str]
     files: int
+    coverage: CoverageReport | None = None
 
     @property
     def ok(self) -> bool:
-        """True when the committed artifacts match a fresh run and no step failed."""
-        return not self.diffs and not self.failures
+        """True when the committed artifacts match a fresh run, no step failed and coverage is complete."""
+        return not self.diffs and not self.failures and (self.coverage is None or self.coverage.ok)
 
     def report(self) -> str:
         """Human-readable result (Chinese), with a unified diff per differing file."""
+        covered = f"{self.coverage.summary()}\n" if self.coverage is not None else ""
         if self.ok:
-            return f"sim/ 与代码一致：{self.files} 个文件逐字节相同。\n"
+            return f"sim/ 与代码一致：{self.files} 个文件逐字节相同。\n{covered}"
         lines = []
         for failure in self.failures:
             lines.append(f"步骤失败：{failure}\n")
+        gaps = self.coverage.gaps if self.coverage is not None else []
+        if gaps:
+            lines.append(f"模版覆盖不全：{len(gaps)} 处改了也不会在 sim/ 里留下差异\n")
+            lines.extend(f"✗ {gap}\n" for gap in gaps)
+            lines.append("在 sim/scenarios/*.yaml 里加一个走到这一支的步骤（note 写明为什么有这一步），"
+                         "再运行 `python -m harness run` 重新生成。\n")
         labels = {"changed": "内容不同", "new": "没有提交", "missing": "已提交但不再生成"}
         for d in self.diffs:
             lines.append(f"\n✗ sim/{d.path}（{labels.get(d.status, d.status)}）\n{d.diff}")
-        lines.append(f"\n{len(self.diffs)} 个文件和代码对不上。改了代码或 prompt 之后运行 "
-                     "`python -m harness run` 重新生成，审阅 `python -m harness diff` 的输出后一并提交。\n")
+        if self.diffs:
+            lines.append(f"\n{len(self.diffs)} 个文件和代码对不上。改了代码或 prompt 之后运行 "
+                         "`python -m harness run` 重新生成，审阅 `python -m harness diff` 的输出后一并提交。\n")
+        lines.append(covered)
         return "".join(lines)
 
 
+def check_run(root: Path, run: Regenerated) -> CheckResult:
+    """Compare a regenerated run with the committed ``sim/out`` and ``sim/txt``; add its coverage."""
+    diffs = compare_trees(root / "sim", run.files, orphan_dirs=("txt",))
+    return CheckResult(diffs=diffs, failures=run.report.failures, files=len(run.files), coverage=run.coverage())
+
+
 def check(root: Path, progress: Progress | None = None) -> CheckResult:
-    """Regenerate into a temp dir and compare with the committed ``sim/out`` and ``sim/txt``."""
-    progress = progress or Progress(quiet=True)
-    report, fresh = regenerate(root, progress)
-    diffs = compare_trees(root / "sim", fresh, orphan_dirs=("txt",))
-    return CheckResult(diffs=diffs, failures=report.failures, files=len(fresh))
+    """Regenerate in memory and compare with the committed ``sim/out`` and ``sim/txt``."""
+    return check_run(root, regenerate(root, progress))
 
 
 def _git_show(root: Path, ref: str, rel: str) -> str | None:
@@ -139,8 +172,12 @@ def diff_against(root: Path, ref: str = "HEAD", progress: Progress | None = None
         ConfigError: ``ref`` is not a commit of the repository at ``root``.
     """
     _verify_ref(root, ref)
-    progress = progress or Progress(quiet=True)
-    report, fresh = regenerate(root, progress)
+    return diff_run(root, ref, regenerate(root, progress))
+
+
+def diff_run(root: Path, ref: str, run: Regenerated) -> tuple[str, int]:
+    """:func:`diff_against` for a run already regenerated (``ref`` must be verified)."""
+    report, fresh = run.report, run.files
     sections: list[str] = []
     writers: dict[str, str] = {}
     for records in report.records.values():

@@ -125,7 +125,11 @@ def finish_run(setup: ModelSetup, report: RunReport) -> None:
     if setup.kind == "scripted":
         return
     folder = setup.folder or setup.out_rel
-    info = {**setup.describe(), "folder": folder, "scenarios": setup.scenario_status,
+    status = setup.scenario_status.values()
+    # The cost line: what the whole run sent and got back, in the endpoint's own tokens.
+    cost = {key: sum(int(s.get(key, 0)) for s in status)
+            for key in ("calls", "prompt_tokens", "completion_tokens", "latency_ms")}
+    info = {**setup.describe(), "folder": folder, "scenarios": setup.scenario_status, "cost": cost,
             "replay": f"python -m harness run --model replay:{folder}"}
     report.artifacts.add_json("run.json", info)
     report.artifacts.add_text("README.md", readme(setup, report))

@@ -18,7 +18,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +51,13 @@ def _work_base() -> str | None:
     return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
 
 
+StepListener = Callable[[str, str], None]
+"""Told ``(out name, step id)`` before each step runs (the template coverage tracker)."""
+
+
 def _run_one(scenario: Scenario, setup: ModelSetup, artifacts: ArtifactSet, progress: Progress,
-             root: Path) -> tuple[dict[str, list[dict[str, Any]]], list[str], Recorder]:
+             root: Path, on_step: StepListener | None = None,
+             ) -> tuple[dict[str, list[dict[str, Any]]], list[str], Recorder]:
     recorder = Recorder(setup.backend_for(scenario, root), on_call=progress.call)
     records: dict[str, list[dict[str, Any]]] = {}
     failures: list[str] = []
@@ -65,6 +70,8 @@ def _run_one(scenario: Scenario, setup: ModelSetup, artifacts: ArtifactSet, prog
         for index, step in enumerate(scenario.steps, start=1):
             progress.step(index, len(scenario.steps), step.id, step.kind)
             recorder.begin_step(step.id)
+            if on_step is not None:
+                on_step(step.out, step.id)
             run.current = step
             run.activity = []
             try:
@@ -103,6 +110,7 @@ def run_scenarios(
     out_base: Path | None = None,
     progress: Progress | None = None,
     write: bool = True,
+    on_step: StepListener | None = None,
 ) -> RunReport:
     """Run scenarios and write their artifacts.
 
@@ -113,6 +121,7 @@ def run_scenarios(
         out_base: Where ``out/`` and ``txt/`` go; default from ``setup``.
         progress: Progress reporter (default: stderr).
         write: Write the files (``False`` keeps them in the report only).
+        on_step: Called with ``(out name, step id)`` before each step.
 
     Raises:
         ScenarioError: A scenario or reply file is malformed, or a name is unknown.
@@ -132,7 +141,7 @@ def run_scenarios(
     owners: dict[str, str] = {}
     for scenario in scenarios:
         files_before = len(artifacts)
-        records, failures, recorder = _run_one(scenario, setup, artifacts, progress, root)
+        records, failures, recorder = _run_one(scenario, setup, artifacts, progress, root, on_step)
         report.failures.extend(failures)
         report.calls += len(recorder.calls)
         for out_name, steps in records.items():

@@ -129,6 +129,11 @@ STEP_KINDS: dict[str, StepKind] = {
                  required={"chat": _is_str},
                  optional={"context_window": _is_int, "reserve": _is_int, "keep_recent": _is_int},
                  files=("prompt", "summary", "history", "outcome")),
+        StepKind("generic_compact", "在我们每次剧情压缩的同一时刻、同一分支上，跑一次通用 agent 压缩作对照",
+                 required={"chat": _is_str},
+                 optional={"keep_recent_tokens": _is_int, "reserve": _is_int},
+                 files=tuple(f"{key}_{n}" for n in (1, 2, 3)
+                             for key in ("prompt", "prefix_prompt", "cut", "ours", "summary"))),
     )
 }
 # --8<-- [end:step_kinds]
@@ -137,7 +142,7 @@ STEP_KINDS: dict[str, StepKind] = {
 # harness.eval.gold; the run itself ignores it.
 _SCENARIO_KEYS = {"name", "title", "description", "card", "user", "char", "language", "config",
                   "chats", "steps", "out", "gold"}
-_CONFIG_KEYS = {"every_n_turns": _is_int, "keep": _is_int, "min_chars": _is_int,
+_CONFIG_KEYS = {"every_n_turns": _is_int, "keep": _is_int, "min_chars": _is_int, "recap_input_max_chars": _is_int,
                 "vector": _is_bool, "clock_start": _is_str}
 _CHAT_KEYS = {"name", "greeting", "ledger", "beats", "generate", "note", "mode"}
 _BEAT_KEYS = {"user", "reply", "ledger", "usage", "tools"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["bench_markdown", "scorecard_markdown", "strategies_markdown"]
+__all__ = ["bench_markdown", "scorecard_markdown", "scorecard_rows", "strategies_markdown"]
 
 
 def _ratio(found: int, expected: int) -> str:
@@ -28,7 +28,8 @@ def _oks(records: Sequence[Mapping[str, Any]], key: str) -> tuple[int, int]:
     return sum(1 for ok in judged if ok), len(judged)
 
 
-def _rows(card: Mapping[str, Any]) -> list[tuple[str, str]]:
+def scorecard_rows(card: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(check, result) rows of one scenario's scorecard, as the 评测 page shows them."""
     summaries, recaps, merges = card["summaries"], card["recaps"], card["merges"]
     rows: list[tuple[str, str]] = []
     parts = [f"{label} {_ratio(*_oks(records, key))}" for label, records, key in (
@@ -111,7 +112,7 @@ def scorecard_markdown(runs: Sequence[tuple[str, Mapping[str, Any]]],
             out.append("")
             out.append("| 检查 | 结果 |")
             out.append("|---|---|")
-            out.extend(f"| {check} | {result} |" for check, result in _rows(scenario))
+            out.extend(f"| {check} | {result} |" for check, result in scorecard_rows(scenario))
             out.append("")
             facts = gold_facts.get(name, ())
             if facts:

@@ -63,8 +63,11 @@ def card_memory(run: ScenarioRun) -> Any:
         meta = folder / CHAT_META_FILE
         if not meta.exists():
             meta.write_text(json.dumps({"name": spec.name}, ensure_ascii=False) + "\n", encoding="utf-8")
+    from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS
+
     memory = CardMemory(run.card_dir, run.recorder, user_name=run.scenario.user, char_name=run.scenario.char,
-                        language=run.scenario.language, clock=run.clock, on_activity=run.on_activity)
+                        language=run.scenario.language, clock=run.clock, on_activity=run.on_activity,
+                        recap_input_max_chars=run.config("recap_input_max_chars", RECAP_INPUT_MAX_CHARS))
     run.services["card_memory"] = memory
     return memory
 

@@ -40,7 +40,7 @@ from typing import Literal
 
 from liyuan.card import manual as card_manual
 from liyuan.card.files import CardLayout, MemoryFiles, source_mark_of
-from liyuan.card.inputs import RecapDiff, collect_chat_evidence, diff_recaps
+from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS, RecapDiff, collect_chat_evidence, diff_recaps
 from liyuan.card.manifest import Manifest, finish_pending, load_manifest, save_manifest
 from liyuan.card.prompts import build_merge_prompt, build_recap_prompt, parse_merge_result, validate_recap
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
@@ -106,6 +106,8 @@ class CardMemory:
         on_activity: Receives one-line progress notes in Chinese (the app shows them).
         files: The file adapter (tests inject failures here).
         ids: Unique suffixes for temp and backup files.
+        recap_input_max_chars: Transcript budget of one recap call; beyond it the earliest
+            text is left out (the prompt says how much).
     """
 
     def __init__(
@@ -120,8 +122,10 @@ class CardMemory:
         on_activity: Callable[[str], None] | None = None,
         files: MemoryFiles | None = None,
         ids: IdFactory = random_ids,
+        recap_input_max_chars: int = RECAP_INPUT_MAX_CHARS,
     ) -> None:
         self.layout = CardLayout(Path(card_dir))
+        self.recap_input_max_chars = recap_input_max_chars
         self.model = model
         self.user_name = user_name
         self.char_name = char_name
@@ -191,7 +195,8 @@ class CardMemory:
                 self._say(f"复盘「{name}」失败：{exc}")
                 return False
         evidence = collect_chat_evidence(
-            layout.chat_dir(chat_id), user_name=self.user_name, char_name=self.char_name
+            layout.chat_dir(chat_id), user_name=self.user_name, char_name=self.char_name,
+            max_chars=self.recap_input_max_chars,
         )
         if evidence is None:
             # Nothing to recap (e.g. a greeting only): remember the fingerprint so the

@@ -8,11 +8,18 @@ runs (names, language, texts) is passed in explicitly.
 Material (story text, summaries, recaps, hand-edited memory, names) goes through
 :func:`neutralize` before it is placed between our tags: whatever it says, it cannot
 open or close a tag of ours or forge a mark line, so the prompt's structure is the code's.
+
+Observers (:func:`observe_renders`) see every render: the template, its variables and the
+text. They are for tools that audit prompts (the harness checks that every branch of every
+template reaches a recorded artifact); rendering never depends on them.
 """
 
 from __future__ import annotations
 
 import re
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 
@@ -21,7 +28,8 @@ import jinja2
 from liyuan.model import ModelRequest
 from liyuan.model import request as two_part_request
 
-__all__ = ["Prompt", "echoed_tag", "neutralize", "render"]
+__all__ = ["Prompt", "RenderObserver", "echoed_tag", "environment", "neutralize", "observe_renders", "render",
+           "template_names"]
 
 _OUR_TAGS = r"conversation|previous-recap|previous-summary|recap|deleted-chats|handbook|resident"
 """Every tag name a template of ours writes around material."""
@@ -75,9 +83,44 @@ def _env() -> jinja2.Environment:
     )
 
 
+RenderObserver = Callable[[jinja2.Template, Mapping[str, object], str], None]
+"""Called after each render with the template, the variables and the returned text."""
+
+_observers: list[RenderObserver] = []
+_observers_lock = threading.Lock()
+
+
+def environment() -> jinja2.Environment:
+    """The Jinja2 environment every prompt is rendered with (strict, block-trimming)."""
+    return _env()
+
+
+def template_names() -> list[str]:
+    """Every prompt template (``*.j2``) the environment can load, sorted."""
+    return sorted(environment().list_templates(extensions=["j2"]))
+
+
+@contextmanager
+def observe_renders(observer: RenderObserver) -> Iterator[None]:
+    """Call ``observer`` after every :func:`render` (in any thread) while the block runs."""
+    with _observers_lock:
+        _observers.append(observer)
+    try:
+        yield
+    finally:
+        with _observers_lock:
+            _observers.remove(observer)
+
+
 def render(name: str, /, **variables: object) -> str:
     """Render ``liyuan/prompts/<name>`` with ``variables``; trailing whitespace is trimmed."""
-    return _env().get_template(name).render(**variables).rstrip()
+    template = _env().get_template(name)
+    text = template.render(**variables).rstrip()
+    with _observers_lock:
+        observers = tuple(_observers)
+    for observer in observers:
+        observer(template, variables, text)
+    return text
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,56 @@
+"""``harness compare`` and the 「模型对比」 page built from run folders."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.models import open_setup
+from harness.progress import Progress
+from harness.runner import run_scenarios
+from tests.docs.hook import load_hook
+
+RECORDED = "sim/runs/local-gemma3-270m"
+
+
+def test_compare_works_with_the_committed_runs(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", "--root", str(root), str(root / "sim"), *map(str, (root / "sim" / "runs").iterdir())]) == 0
+    text = capsys.readouterr().out
+    assert "脚本回复（人工撰写的示范，不是模型输出）" in text
+    assert "gemma-3-270m-q4_k_m（管线演示，不代表质量）" in text
+    assert "### memory · sync-1（sync）· `sync-1:merge`" in text
+    table = text[text.index("## 评分卡"):]
+    assert "| walkthrough | 事实召回 |" in table and "| 全部 | tokens（输入→输出） |" in table
+
+
+def test_compare_refuses_a_folder_that_is_not_a_run(root: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", "--root", str(root), str(tmp_path)]) == 2
+    assert "不是一次运行的目录" in capsys.readouterr().err
+
+
+def test_the_page_shows_every_run_folder(sim_copy: Path, root: Path) -> None:
+    """Two fake run folders, made here by replaying the committed recording, labelled as such."""
+    for name in ("replay-a", "replay-b"):
+        with open_setup(f"replay:{RECORDED}", root) as setup:
+            run_scenarios(["walkthrough", "discussion"], root=root, setup=setup,
+                          out_base=sim_copy / "sim" / "runs" / name, progress=Progress(quiet=True))
+        info_path = sim_copy / "sim" / "runs" / name / "run.json"
+        info = json.loads(info_path.read_text(encoding="utf-8"))
+        info.update(model=f"测试用重放 {name}", plumbing_run=False, note="测试里重放录制做出来的目录，不是新的模型输出")
+        info_path.write_text(json.dumps(info, ensure_ascii=False), encoding="utf-8")
+    page = load_hook("compare_page").build(sim_copy)
+    assert '=== "测试用重放 replay-a"' in page and '=== "测试用重放 replay-b"' in page
+    assert '=== "脚本回复（人工撰写的示范，不是模型输出）"' in page
+    header = "| 场景 | 检查 | 脚本回复（人工撰写的示范，不是模型输出） | 测试用重放 replay-a | 测试用重放 replay-b |"
+    assert header in page
+    assert "目前只有管线演示" not in page
+
+
+def test_with_only_the_plumbing_run_the_page_says_so(root: Path) -> None:
+    page = load_hook("compare_page").build(root)
+    assert "目前只有管线演示，不是质量证据" in page
+    assert f"`{RECORDED}`" in page

