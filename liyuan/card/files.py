@@ -8,7 +8,8 @@ Layout of one card (every memory file is plain Markdown, readable and editable b
     cards/<卡>/记忆/记忆.md                   the handbook (merged, with sources)
     cards/<卡>/记忆/常驻摘要.md               the resident summary (sent every beat)
     cards/<卡>/记忆/.清单.json                the manifest (bookkeeping, not memory)
-    cards/<卡>/记忆/.history/                 backups of replaced or invalidated files
+    cards/<卡>/记忆/.history/                 backups of replaced or invalidated files (last 20 of each)
+    cards/<卡>/记忆/.sync.lock, .write.lock   the card's cross-process locks (empty files)
 
 Invariants:
 
@@ -19,6 +20,11 @@ Invariants:
 - Reading never guesses: a missing file is ``None``; a file that exists but cannot be
   read (a folder in its place, bad UTF-8, no permission) raises :class:`MemoryFileError`.
   Memory that cannot be read must not look like memory that was deleted.
+- Every path :class:`MemoryFiles` touches is checked first: a symlink anywhere below the
+  card folder, or a path that leaves it, raises :class:`~liyuan.errors.UnsafePathError`
+  and nothing is read or written (see :mod:`liyuan.card.housekeeping`).
+- Before a document is overwritten or retired, a copy goes to ``.history/``; the newest
+  :data:`~liyuan.card.housekeeping.HISTORY_KEEP` copies of each document are kept.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from liyuan import fileio
+from liyuan.card.housekeeping import HISTORY_KEEP, check_inside, prune_history, remove_orphan_temps
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.errors import ConfigError, MemoryFileError
 
@@ -41,6 +48,7 @@ __all__ = [
     "CHAT_META_FILE",
     "HANDBOOK_FILE",
     "HISTORY_DIR",
+    "HISTORY_KEEP",
     "MANIFEST_FILE",
     "MEMORY_DIR",
     "RECAPS_DIR",
@@ -69,6 +77,11 @@ HISTORY_DIR = ".history"
 CHAT_ID_MAX_LEN = 128
 
 _CHAT_ID_RE = re.compile(r"[A-Za-z0-9_-]+", re.ASCII)
+# Names Windows reserves for devices in any folder, whatever the case: a card folder
+# may move to Windows, where a chat folder or recap named like this cannot exist.
+_WINDOWS_RESERVED = frozenset(
+    {"con", "prn", "aux", "nul"} | {f"{kind}{n}" for kind in ("com", "lpt") for n in range(10)}
+)
 
 
 def validate_chat_id(chat_id: str) -> str:
@@ -81,11 +94,14 @@ def validate_chat_id(chat_id: str) -> str:
         The same id.
 
     Raises:
-        ConfigError: The id is empty, too long, or has any character outside
-            ``A-Z a-z 0-9 _ -`` (so ``..``, ``/``, absolute paths and non-ASCII are out).
+        ConfigError: The id is empty, too long, has any character outside
+            ``A-Z a-z 0-9 _ -`` (so ``..``, ``/``, absolute paths and non-ASCII are out),
+            or is a name Windows reserves (``con``, ``nul``, ``com1``, ``lpt1`` ... in any case).
     """
     if not isinstance(chat_id, str) or not _CHAT_ID_RE.fullmatch(chat_id):
         raise ConfigError(f"局 id 不合法：{chat_id!r}（只允许英文字母、数字、下划线和连字符）")
+    if chat_id.lower() in _WINDOWS_RESERVED:
+        raise ConfigError(f"局 id 不合法：{chat_id!r} 是 Windows 保留的设备名，换一个名字")
     if len(chat_id) > CHAT_ID_MAX_LEN:
         raise ConfigError(f"局 id 太长：{len(chat_id)} 个字符（最多 {CHAT_ID_MAX_LEN}）")
     return chat_id
@@ -216,7 +232,9 @@ class CardLayout:
         """The chat's display name from ``meta.json`` (``name``), else its id."""
         try:
             raw = json.loads((self.chat_dir(chat_id) / CHAT_META_FILE).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        except (OSError, ValueError, RecursionError):
+            # ValueError covers bad UTF-8, bad JSON and numbers too long to convert;
+            # RecursionError, nesting too deep to parse. A name is never worth a crash.
             return chat_id
         name = raw.get("name") if isinstance(raw, dict) else None
         return name.strip() if isinstance(name, str) and name.strip() else chat_id
@@ -228,7 +246,8 @@ class CardLayout:
 
 def is_valid_chat_id(name: str) -> bool:
     """True when ``name`` passes :func:`validate_chat_id` (no exception)."""
-    return bool(_CHAT_ID_RE.fullmatch(name)) and len(name) <= CHAT_ID_MAX_LEN
+    return (bool(_CHAT_ID_RE.fullmatch(name)) and len(name) <= CHAT_ID_MAX_LEN
+            and name.lower() not in _WINDOWS_RESERVED)
 
 
 # -- the file adapter ------------------------------------------------------------------
@@ -251,13 +270,36 @@ class MemoryFiles:
         self._clock = clock
         self._ids = ids
 
+    def safe(self, path: Path) -> Path:
+        """``path`` if it stays inside the card without a symlink, else :class:`UnsafePathError`."""
+        return check_inside(self.layout.card_dir, path)
+
     def read_text(self, path: Path) -> str | None:
-        """See :func:`read_text_optional`."""
-        return read_text_optional(path)
+        """See :func:`read_text_optional` (after :meth:`safe`)."""
+        return read_text_optional(self.safe(path))
+
+    def read_bytes(self, path: Path) -> bytes | None:
+        """The file's bytes, or ``None`` when it does not exist (after :meth:`safe`).
+
+        Raises:
+            MemoryFileError: The path exists but cannot be read.
+        """
+        try:
+            return self.safe(path).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise MemoryFileError(f"无法读取记忆文件 {path}：{exc}") from exc
 
     def write_text(self, path: Path, text: str) -> None:
-        """See :func:`atomic_write_text`."""
-        atomic_write_text(path, text)
+        """See :func:`atomic_write_text` (after :meth:`safe`)."""
+        atomic_write_text(self.safe(path), text)
+
+    def remove_orphan_temps(self) -> int:
+        """Remove temp files a crashed atomic write left in the memory folders (hold the write lock)."""
+        layout = self.layout
+        folders = [layout.memory_dir, layout.recaps_dir, layout.history_dir]
+        return remove_orphan_temps([self.safe(folder) for folder in folders])
 
     def recap_texts(self, forgotten: Collection[str] = ()) -> dict[str, str]:
         """Every recap on disk: ``{chatId: text}``, sorted by chat id.
@@ -276,7 +318,7 @@ class MemoryFiles:
             MemoryFileError: ``局/`` exists but cannot be listed, or a recap cannot be
                 read: unreadable memory must never look like deleted memory.
         """
-        recaps_dir = self.layout.recaps_dir
+        recaps_dir = self.safe(self.layout.recaps_dir)
         try:
             names = [p.name for p in recaps_dir.iterdir() if p.name.endswith(".md")]
         except FileNotFoundError:
@@ -295,20 +337,25 @@ class MemoryFiles:
     def delete(self, path: Path) -> None:
         """Remove a file; a missing file is fine."""
         try:
-            path.unlink()
+            self.safe(path).unlink()
         except FileNotFoundError:
             return
         except OSError as exc:
             raise MemoryFileError(f"无法删除记忆文件 {path}：{exc}") from exc
 
+    def _history_name(self, path: Path) -> str:
+        return "-" + self.layout.relative(path).replace("/", "-")
+
     def _history_path(self, path: Path) -> Path:
         stamp = re.sub(r"[^0-9A-Za-z]", "", self._clock())[:18]
-        name = self.layout.relative(path).replace("/", "-")
-        return self.layout.history_dir / f"{stamp}-{self._ids()}-{name}"
+        return self.safe(self.layout.history_dir / f"{stamp}-{self._ids()}{self._history_name(path)}")
 
     def backup_copy(self, path: Path) -> Path | None:
-        """Copy ``path`` into ``.history/``; ``None`` when there is nothing to copy."""
-        if not path.is_file():
+        """Copy ``path`` into ``.history/``; ``None`` when there is nothing to copy.
+
+        Older copies of the same document beyond :data:`HISTORY_KEEP` are pruned.
+        """
+        if not self.safe(path).is_file():
             return None
         target = self._history_path(path)
         try:
@@ -316,6 +363,7 @@ class MemoryFiles:
             shutil.copy2(path, target)
         except OSError as exc:
             raise MemoryFileError(f"无法备份记忆文件 {path}：{exc}") from exc
+        prune_history(self.layout.history_dir, self._history_name(path), HISTORY_KEEP)
         return target
 
     def backup_once(self, path: Path) -> Path | None:
@@ -325,15 +373,11 @@ class MemoryFiles:
         there is nothing to copy. For files that are backed up on read (a corrupt
         manifest), where a timestamped copy per call would pile up.
         """
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
+        data = self.read_bytes(path)
+        if data is None:
             return None
-        except OSError as exc:
-            raise MemoryFileError(f"无法备份记忆文件 {path}：{exc}") from exc
         digest = hashlib.sha256(data).hexdigest()[:16]
-        name = self.layout.relative(path).replace("/", "-")
-        target = self.layout.history_dir / f"sha256-{digest}-{name}"
+        target = self.safe(self.layout.history_dir / f"sha256-{digest}{self._history_name(path)}")
         if target.is_file():
             return target
         try:
@@ -343,8 +387,8 @@ class MemoryFiles:
         return target
 
     def move_to_history(self, path: Path) -> Path | None:
-        """Move ``path`` into ``.history/``; ``None`` when it does not exist."""
-        if not path.exists():
+        """Move ``path`` into ``.history/``; ``None`` when it does not exist (older copies pruned)."""
+        if not self.safe(path).exists():
             return None
         target = self._history_path(path)
         try:
@@ -353,6 +397,7 @@ class MemoryFiles:
         except OSError as exc:
             raise MemoryFileError(f"无法移走记忆文件 {path}：{exc}") from exc
         fileio.fsync_dir(path.parent)
+        prune_history(self.layout.history_dir, self._history_name(path), HISTORY_KEEP)
         return target
 
     def input_stamp(self) -> str:
@@ -364,7 +409,7 @@ class MemoryFiles:
         layout = self.layout
         paths = [layout.manifest, layout.handbook, layout.resident]
         try:
-            paths += sorted(p for p in layout.recaps_dir.iterdir() if p.name.endswith(".md"))
+            paths += sorted(p for p in self.safe(layout.recaps_dir).iterdir() if p.name.endswith(".md"))
         except FileNotFoundError:
             pass
         except OSError as exc:
@@ -374,10 +419,6 @@ class MemoryFiles:
             if index:
                 digest.update(b"\0")
             digest.update(layout.relative(path).encode("utf-8") + b"\0")
-            try:
-                digest.update(path.read_bytes())
-            except FileNotFoundError:
-                digest.update(b"<missing>")
-            except OSError as exc:
-                raise MemoryFileError(f"无法读取记忆文件 {path}：{exc}") from exc
+            data = self.read_bytes(path)
+            digest.update(b"<missing>" if data is None else data)
         return digest.hexdigest()

@@ -9,13 +9,21 @@ Codex's memories use, which the original quotes).
 
 Invariants:
 
-- One sync at a time per card within the process (a per-card lock). The input stamp (a
-  hash of manifest, handbook, resident and recaps) is taken before every model call and
-  all the call is built from is read after it, under the card's write lock (which every
-  hard-path change and :meth:`CardMemory.delete_chat` take too); after the call it is
-  compared, under that lock, together with the writes that follow. Any difference (a
-  hand edit, a deletion, another sync, another process) discards the result: a recap
-  counts as failed, a merge as ``skipped``.
+- One sync at a time per card, across threads and processes (the card's run lock, an
+  OS file lock: :mod:`liyuan.card.lock`); a second sync waits for the first and says so.
+  The input stamp (a hash of manifest, handbook, resident and recaps) is taken before
+  every model call and all the call is built from is read after it, under the card's
+  write lock (an OS file lock too, which every hard-path change and
+  :meth:`CardMemory.delete_chat` take); after the call it is compared, under that lock,
+  together with the writes that follow. Any difference (a hand edit, a deletion, another
+  sync, another process) discards the result: a recap counts as failed, a merge as
+  ``skipped``. Right before each memory file is written its current text is compared
+  with the text the call was built from (a hand edit made in an editor, which takes no
+  lock, is never overwritten), and before an aggregate is overwritten its previous text
+  goes to ``.history/``.
+- A damaged manifest stops the sync (:class:`~liyuan.errors.ManifestError`, and an
+  activity line) before anything is read or written; :meth:`CardMemory.repair_manifest`
+  repairs it. Temp files a crashed write left behind are removed when a sync starts.
 - A hand-edited aggregate pins merging: sync recaps as usual but skips the merge (and
   says so) until :meth:`CardMemory.resume_merging`.
 - Write order makes every crash heal at the next sync without losing memory: the recap
@@ -39,13 +47,15 @@ from pathlib import Path
 from typing import Literal
 
 from liyuan.card import manual as card_manual
-from liyuan.card.files import CardLayout, MemoryFiles, source_mark_of
+from liyuan.card.files import CardLayout, MemoryFiles, sha256_text, source_mark_of
 from liyuan.card.inputs import RecapDiff, collect_chat_evidence, diff_recaps
+from liyuan.card.lock import SYNC_LOCK_FILE, WRITE_LOCK_FILE, CardLock
 from liyuan.card.manifest import Manifest, finish_pending, load_manifest, save_manifest
 from liyuan.card.prompts import build_merge_prompt, build_recap_prompt, parse_merge_result, validate_recap
+from liyuan.card.repair import ManifestRepair, repair_manifest
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.context.budget import RESIDENT_MAX_CHARS
-from liyuan.errors import MemoryFileError, ModelError, ModelOutputError
+from liyuan.errors import ManifestError, MemoryFileError, ModelError, ModelOutputError
 from liyuan.model import ChatModel
 from liyuan.text import utf16_len
 
@@ -71,10 +81,10 @@ class SyncOutcome:
 
 @dataclass
 class _CardLocks:
-    run: threading.Lock = field(default_factory=threading.Lock)
-    """Held for a whole sync: one at a time per card."""
-    write: threading.RLock = field(default_factory=threading.RLock)
-    """Held briefly around compare-and-write; never across a model call."""
+    run: CardLock
+    """Held for a whole sync: one at a time per card, in any process."""
+    write: CardLock
+    """Held briefly around compare-and-write; never across a model call. Re-entrant."""
 
 
 _LOCKS: dict[Path, _CardLocks] = {}
@@ -82,10 +92,20 @@ _LOCKS_GUARD = threading.Lock()
 
 
 def card_locks(card_dir: Path) -> _CardLocks:
-    """The process-wide locks of one card (the same object for every path spelling)."""
+    """The locks of one card (the same objects for every path spelling, in this process).
+
+    Both are OS file locks in ``记忆/`` as well (see :mod:`liyuan.card.lock`), so
+    they exclude other processes too.
+    """
     key = card_dir.resolve()
     with _LOCKS_GUARD:
-        return _LOCKS.setdefault(key, _CardLocks())
+        if key not in _LOCKS:
+            memory_dir = CardLayout(key).memory_dir
+            _LOCKS[key] = _CardLocks(
+                run=CardLock(key, memory_dir / SYNC_LOCK_FILE, reentrant=False),
+                write=CardLock(key, memory_dir / WRITE_LOCK_FILE, reentrant=True),
+            )
+        return _LOCKS[key]
 
 
 def _off_limits(manifest: Manifest, chat_id: str) -> bool:
@@ -145,16 +165,38 @@ class CardMemory:
             What was recapped, what failed, how the merge went, what was forgotten.
 
         Raises:
+            ManifestError: The manifest is damaged; nothing was read or written (see
+                :meth:`repair_manifest`).
+            UnsafePathError: A memory path is a symlink or leads outside the card.
             MemoryFileError: A memory file could not be written (nothing half-done stays:
                 the next sync repeats the interrupted step).
         """
-        with self._locks.run:
+        run = self._locks.run
+        if not run.acquire(blocking=False):
+            self._say("这张卡的记忆正在别处同步，等它做完再接着同步…")
+            run.acquire()
+        try:
+            self._prepare()
             recapped, failed = self._recap_all()
             merged, forgotten = self._merge()
+        finally:
+            run.release()
         if recapped or forgotten:
             tail = f"、遗忘 {len(forgotten)} 局" if forgotten else ""
             self._say(f"记忆已更新：复盘 {len(recapped)} 局{tail}")
         return SyncOutcome(recapped, failed, merged, forgotten)
+
+    def _prepare(self) -> None:
+        """Stop on a damaged manifest; remove temp files a crashed write left behind."""
+        with self._locks.write:
+            try:
+                load_manifest(self.files)
+            except ManifestError as exc:
+                self._say(f"记忆清单已损坏，同步已停止：{exc}")
+                raise
+            removed = self.files.remove_orphan_temps()
+        if removed:
+            self._say(f"清理了 {removed} 个写入中断时留下的临时文件")
 
     def _recap_all(self) -> tuple[list[str], list[str]]:
         recapped: list[str] = []
@@ -187,6 +229,8 @@ class CardMemory:
                 if _off_limits(load_manifest(files), chat_id):
                     return None  # forgotten or edited just before the stamp (another process)
                 previous = files.read_text(layout.recap_path(chat_id))
+            except ManifestError:
+                raise
             except MemoryFileError as exc:
                 self._say(f"复盘「{name}」失败：{exc}")
                 return False
@@ -226,6 +270,9 @@ class CardMemory:
             except ModelOutputError as exc:
                 self._say(f"复盘「{name}」失败：{exc}")
                 return False
+            if not self._still(layout.recap_path(chat_id), previous):
+                self._say(f"复盘「{name}」已丢弃：复盘文件在写入前被改动")
+                return False
             files.write_text(layout.recap_path(chat_id), text + "\n")
             record = manifest.record(chat_id)
             record.source_mark = mark  # taken before the call: newer sessions get a new recap
@@ -249,6 +296,8 @@ class CardMemory:
                 diff = diff_recaps(files, manifest)
                 handbook = files.read_text(layout.handbook)
                 resident = files.read_text(layout.resident)
+            except ManifestError:
+                raise
             except MemoryFileError as exc:
                 self._say(f"合并记忆失败：{exc}")
                 return "failed", []
@@ -283,17 +332,37 @@ class CardMemory:
             if parsed is None:
                 self._say("合并记忆失败：回复格式不对（缺少或重复标记行、顺序颠倒或有一份为空）")
                 return "failed", []
-            self._write_merge(diff, *parsed)
+            if not self._write_merge(diff, *parsed, before=(handbook, resident)):
+                self._say("合并结果已丢弃：手册或常驻摘要在写入前被改动，下次同步重来")
+                return "skipped", []
         return "ok", list(diff.deleted)
 
-    def _write_merge(self, diff: RecapDiff, handbook: str, resident: str) -> None:
+    def _still(self, path: Path, expected: str | None) -> bool:
+        """True when ``path`` still holds ``expected`` (``None``: still missing), by hash."""
+        current = self.files.read_text(path)
+        if current is None or expected is None:
+            return current is expected
+        return sha256_text(current) == sha256_text(expected)
+
+    def _write_merge(
+        self, diff: RecapDiff, handbook: str, resident: str, *, before: tuple[str | None, str | None]
+    ) -> bool:
+        """Write a merge (hold the write lock). False when a target changed since it was read."""
         layout, files = self.layout, self.files
         manifest = load_manifest(files)
-        # Aggregates first, manifest last: a crash in between repeats this merge.
-        if not manifest.is_protected(card_manual.HANDBOOK_REF):
-            files.write_text(layout.handbook, handbook + "\n")
-        if not manifest.is_protected(card_manual.RESIDENT_REF):
-            files.write_text(layout.resident, resident + "\n")
+        targets = [(path, text, old) for ref, path, text, old in (
+            (card_manual.HANDBOOK_REF, layout.handbook, handbook, before[0]),
+            (card_manual.RESIDENT_REF, layout.resident, resident, before[1]),
+        ) if not manifest.is_protected(ref)]
+        if not all(self._still(path, old) for path, _, old in targets):
+            return False
+        # Aggregates first, manifest last: a crash in between repeats this merge. Each is
+        # checked again right before its own write, and its previous text kept in .history.
+        for path, text, old in targets:
+            if not self._still(path, old):
+                return False
+            files.backup_copy(path)
+            files.write_text(path, text + "\n")
         resident_chars = utf16_len(resident)
         if resident_chars > RESIDENT_MAX_CHARS:
             # Kept as written: the per-beat budget cuts it when it is sent.
@@ -311,6 +380,7 @@ class CardMemory:
             manifest.manual.merge_requested = False  # resume_merging() asked for this merge
         save_manifest(files, manifest)
         self._say(f"记忆已更新：手册 {utf16_len(handbook)} 字 · 常驻摘要 {resident_chars} 字")
+        return True
 
     # -- reading ----------------------------------------------------------------------
 
@@ -366,6 +436,19 @@ class CardMemory:
         if resumed:
             self._say("已恢复自动合并：下次同步以手改过的记忆为底重新合并")
         return resumed
+
+    def repair_manifest(self) -> ManifestRepair:
+        """Rebuild a damaged manifest; the damaged file is kept in ``.history/``.
+
+        See :func:`liyuan.card.repair.repair_manifest` for what is read back and which
+        fail-closed defaults fill what cannot be. A healthy or missing manifest is left alone.
+        """
+        with self._locks.write:
+            repair = repair_manifest(self.files)
+        if repair.kept_at is not None:
+            unknown = f"；读不回的部分按最保守的方式处理：{'、'.join(repair.unknown)}" if repair.unknown else ""
+            self._say(f"记忆清单已重建，损坏的文件保存在 {repair.kept_at.name}{unknown}")
+        return repair
 
     def delete_chat(self, chat_id: str) -> bool:
         """Delete a chat: its recap first, then its folder (sessions, meta, vectors).
