@@ -225,10 +225,9 @@ class CardMemory:
                 return None
             name = layout.chat_name(chat_id)  # read only for chats with work: most syncs stop above
             try:
-                before = files.input_stamp()
-                if _off_limits(load_manifest(files), chat_id):
-                    return None  # forgotten or edited just before the stamp (another process)
                 previous = files.read_text(layout.recap_path(chat_id))
+                if _off_limits(load_manifest(files), chat_id):
+                    return None  # forgotten or edited by a writer that took no lock
             except ManifestError:
                 raise
             except MemoryFileError as exc:
@@ -262,16 +261,16 @@ class CardMemory:
             if _off_limits(manifest, chat_id):
                 self._say(f"复盘「{name}」已丢弃：期间这一局被遗忘或复盘被手工改过")
                 return False
-            if files.input_stamp() != before or not source_mark_of(sessions):
-                self._say(f"复盘「{name}」已丢弃：期间记忆或这一局被改动")
+            # A recap is built from this chat's sessions and its previous recap only: a
+            # change elsewhere in the card (a hand edit of the handbook, another chat's
+            # recap) leaves it valid, and discarding it would pay for the same recap twice.
+            if not self._still(layout.recap_path(chat_id), previous) or not source_mark_of(sessions):
+                self._say(f"复盘「{name}」已丢弃：期间这一局或它的复盘被改动")
                 return False
             try:
                 text = validate_recap(reply)
             except ModelOutputError as exc:
                 self._say(f"复盘「{name}」失败：{exc}")
-                return False
-            if not self._still(layout.recap_path(chat_id), previous):
-                self._say(f"复盘「{name}」已丢弃：复盘文件在写入前被改动")
                 return False
             files.write_text(layout.recap_path(chat_id), text + "\n")
             record = manifest.record(chat_id)
