@@ -234,7 +234,8 @@ class CardMemory:
                 self._say(f"复盘「{name}」失败：{exc}")
                 return False
         evidence = collect_chat_evidence(
-            layout.chat_dir(chat_id), user_name=self.user_name, char_name=self.char_name
+            layout.chat_dir(chat_id), user_name=self.user_name, char_name=self.char_name,
+            on_damage=lambda note: self._say(f"「{name}」的会话文件有损坏的行：{note}"),
         )
         if evidence is None:
             # Nothing to recap (e.g. a greeting only): remember the fingerprint so the

@@ -194,3 +194,26 @@ def test_a_flipped_byte_that_still_parses_is_caught_by_the_checksum(tmp_path: Pa
     model = ScriptedModel()
     memory(tmp_path, model).sync()
     assert model.calls == [] and not (tmp_path / "记忆" / "局" / "jB.md").exists()
+
+
+def test_a_cut_branch_is_reported_by_the_sync_and_the_summary_still_reaches_the_recap(tmp_path: Path) -> None:
+    tree = write_chat(tmp_path, "jA", [("user", "甲的第1拍。"), ("assistant", "好。")] * 3)
+    tree.append_custom("rp-summary", {"summary": "前情：甲在东门。", "coversThroughId": tree.leaf_id,
+                                      "turns": 3, "chars": 30})
+    for n in range(4):
+        tree.append_message("user", f"甲的第{n + 4}拍。")
+        tree.append_message("assistant", "好。")
+    path = tmp_path / "对话" / "jA" / "会话" / "s1.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    lines[10] = b'{"xd":"??","parentI' + lines[10][20:]  # the id and the link are unreadable
+    path.write_bytes(b"\n".join(lines))
+    prompts: list[str] = []
+    notes: list[str] = []
+
+    def fn(request: ModelRequest) -> str:
+        prompts.append(user_text(request))
+        return recap("甲局", "- 一") if request.purpose == "recap" else merge_reply()
+
+    memory(tmp_path, FunctionModel(fn), on_activity=notes.append).sync()
+    assert "前情：甲在东门。" in prompts[0]  # the summary before the damaged line is still used
+    assert any("损坏" in n and "按文件顺序" in n for n in notes)
