@@ -295,6 +295,22 @@ class MemoryFiles:
         """See :func:`atomic_write_text` (after :meth:`safe`)."""
         atomic_write_text(self.safe(path), text)
 
+    def check_paths(self) -> None:
+        """Check every fixed memory path and every entry of ``局/`` (no symlink, inside the card).
+
+        Raises:
+            UnsafePathError: One of them is a symlink or leads outside the card.
+        """
+        layout = self.layout
+        for path in (layout.handbook, layout.resident, layout.manifest, layout.history_dir):
+            self.safe(path)
+        try:
+            names = [entry.name for entry in os.scandir(self.safe(layout.recaps_dir))]
+        except OSError:
+            return  # missing or unlistable: the readers raise their own errors
+        for name in names:
+            self.safe(layout.recaps_dir / name)
+
     def remove_orphan_temps(self) -> int:
         """Remove temp files a crashed atomic write left in the memory folders (hold the write lock)."""
         layout = self.layout

@@ -55,7 +55,7 @@ from liyuan.card.prompts import build_merge_prompt, build_recap_prompt, parse_me
 from liyuan.card.repair import ManifestRepair, repair_manifest
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.context.budget import RESIDENT_MAX_CHARS
-from liyuan.errors import ManifestError, MemoryFileError, ModelError, ModelOutputError
+from liyuan.errors import ManifestError, MemoryFileError, ModelError, ModelOutputError, UnsafePathError
 from liyuan.model import ChatModel
 from liyuan.text import utf16_len
 
@@ -172,7 +172,12 @@ class CardMemory:
                 the next sync repeats the interrupted step).
         """
         run = self._locks.run
-        if not run.acquire(blocking=False):
+        try:
+            free = run.acquire(blocking=False)
+        except UnsafePathError as exc:  # the lock file itself, or 记忆/, is a symlink
+            self._say(f"记忆同步已停止：{exc}")
+            raise
+        if not free:
             self._say("这张卡的记忆正在别处同步，等它做完再接着同步…")
             run.acquire()
         try:
@@ -187,14 +192,18 @@ class CardMemory:
         return SyncOutcome(recapped, failed, merged, forgotten)
 
     def _prepare(self) -> None:
-        """Stop on a damaged manifest; remove temp files a crashed write left behind."""
-        with self._locks.write:
-            try:
+        """Stop on a symlink or a damaged manifest; remove temp files a crashed write left behind."""
+        try:
+            with self._locks.write:
+                self.files.check_paths()
                 load_manifest(self.files)
-            except ManifestError as exc:
-                self._say(f"记忆清单已损坏，同步已停止：{exc}")
-                raise
-            removed = self.files.remove_orphan_temps()
+                removed = self.files.remove_orphan_temps()
+        except UnsafePathError as exc:
+            self._say(f"记忆同步已停止：{exc}")
+            raise
+        except ManifestError as exc:
+            self._say(f"记忆清单已损坏，同步已停止：{exc}")
+            raise
         if removed:
             self._say(f"清理了 {removed} 个写入中断时留下的临时文件")
 
@@ -228,7 +237,7 @@ class CardMemory:
                 previous = files.read_text(layout.recap_path(chat_id))
                 if _off_limits(load_manifest(files), chat_id):
                     return None  # forgotten or edited by a writer that took no lock
-            except ManifestError:
+            except (ManifestError, UnsafePathError):
                 raise
             except MemoryFileError as exc:
                 self._say(f"复盘「{name}」失败：{exc}")
@@ -296,7 +305,7 @@ class CardMemory:
                 diff = diff_recaps(files, manifest)
                 handbook = files.read_text(layout.handbook)
                 resident = files.read_text(layout.resident)
-            except ManifestError:
+            except (ManifestError, UnsafePathError):
                 raise
             except MemoryFileError as exc:
                 self._say(f"合并记忆失败：{exc}")
