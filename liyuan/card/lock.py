@@ -20,13 +20,15 @@ import os
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from liyuan.card.housekeeping import check_inside
+from liyuan.card.layout import CardLayout
 from liyuan.errors import MemoryFileError
 
-__all__ = ["SYNC_LOCK_FILE", "WRITE_LOCK_FILE", "CardLock"]
+__all__ = ["SYNC_LOCK_FILE", "WRITE_LOCK_FILE", "CardLock", "CardLocks", "card_locks"]
 
 SYNC_LOCK_FILE = ".sync.lock"
 """Held for a whole sync (model calls included): one sync of a card at a time."""
@@ -130,3 +132,34 @@ class CardLock:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.release()
+
+
+@dataclass
+class CardLocks:
+    """The two locks of one card (see :func:`card_locks`)."""
+
+    run: CardLock
+    """Held for a whole sync: one at a time per card, in any process."""
+    write: CardLock
+    """Held briefly around compare-and-write; never across a model call. Re-entrant."""
+
+
+_LOCKS: dict[Path, CardLocks] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def card_locks(card_dir: Path) -> CardLocks:
+    """The locks of one card (the same objects for every path spelling, in this process).
+
+    Both are OS file locks in ``记忆/`` as well (see :mod:`liyuan.card.lock`), so
+    they exclude other processes too.
+    """
+    key = card_dir.resolve()
+    with _LOCKS_GUARD:
+        if key not in _LOCKS:
+            memory_dir = CardLayout(key).memory_dir
+            _LOCKS[key] = CardLocks(
+                run=CardLock(key, memory_dir / SYNC_LOCK_FILE, reentrant=False),
+                write=CardLock(key, memory_dir / WRITE_LOCK_FILE, reentrant=True),
+            )
+        return _LOCKS[key]

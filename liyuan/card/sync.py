@@ -39,8 +39,6 @@ Invariants:
 from __future__ import annotations
 
 import logging
-import shutil
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,11 +46,11 @@ from typing import Literal
 
 from liyuan.card import manual as card_manual
 from liyuan.card.files import CardLayout, MemoryFiles, sha256_text, source_mark_of
+from liyuan.card.handpath import HandPath
 from liyuan.card.inputs import RecapDiff, collect_chat_evidence, diff_recaps
-from liyuan.card.lock import SYNC_LOCK_FILE, WRITE_LOCK_FILE, CardLock
+from liyuan.card.lock import card_locks
 from liyuan.card.manifest import Manifest, finish_pending, load_manifest, save_manifest
 from liyuan.card.prompts import build_merge_prompt, build_recap_prompt, parse_merge_result, validate_recap
-from liyuan.card.repair import ManifestRepair, repair_manifest
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.context.budget import RESIDENT_MAX_CHARS
 from liyuan.errors import ManifestError, MemoryFileError, ModelError, ModelOutputError, UnsafePathError
@@ -79,41 +77,12 @@ class SyncOutcome:
     """Deleted chats the merge was told to forget."""
 
 
-@dataclass
-class _CardLocks:
-    run: CardLock
-    """Held for a whole sync: one at a time per card, in any process."""
-    write: CardLock
-    """Held briefly around compare-and-write; never across a model call. Re-entrant."""
-
-
-_LOCKS: dict[Path, _CardLocks] = {}
-_LOCKS_GUARD = threading.Lock()
-
-
-def card_locks(card_dir: Path) -> _CardLocks:
-    """The locks of one card (the same objects for every path spelling, in this process).
-
-    Both are OS file locks in ``记忆/`` as well (see :mod:`liyuan.card.lock`), so
-    they exclude other processes too.
-    """
-    key = card_dir.resolve()
-    with _LOCKS_GUARD:
-        if key not in _LOCKS:
-            memory_dir = CardLayout(key).memory_dir
-            _LOCKS[key] = _CardLocks(
-                run=CardLock(key, memory_dir / SYNC_LOCK_FILE, reentrant=False),
-                write=CardLock(key, memory_dir / WRITE_LOCK_FILE, reentrant=True),
-            )
-        return _LOCKS[key]
-
-
 def _off_limits(manifest: Manifest, chat_id: str) -> bool:
     """True when sync must not (re)write this chat's recap: forgotten, or edited by hand."""
     return chat_id in manifest.forgotten() or manifest.is_protected(card_manual.recap_ref(chat_id))
 
 
-class CardMemory:
+class CardMemory(HandPath):
     """One card's cross-session memory.
 
     Args:
@@ -390,100 +359,3 @@ class CardMemory:
         save_manifest(files, manifest)
         self._say(f"记忆已更新：手册 {utf16_len(handbook)} 字 · 常驻摘要 {resident_chars} 字")
         return True
-
-    # -- reading ----------------------------------------------------------------------
-
-    def load_resident_summary(self) -> str | None:
-        """The resident summary, trimmed; ``None`` when there is none (fit it before sending).
-
-        Raises:
-            MemoryFileError: The file exists but cannot be read.
-        """
-        text = self.files.read_text(self.layout.resident)
-        if text is None or not text.strip():
-            return None
-        return text.strip()
-
-    def read_memory(self, ref: str) -> tuple[str, str] | None:
-        """See :func:`liyuan.card.manual.read_memory`."""
-        return card_manual.read_memory(self.files, ref)
-
-    def list_memory(self) -> list[card_manual.MemoryDoc]:
-        """See :func:`liyuan.card.manual.list_memory`."""
-        with self._locks.write:
-            return card_manual.list_memory(self.files)
-
-    def search_memory(self, query: str, limit: int = 6) -> list[card_manual.MemoryHit]:
-        """See :func:`liyuan.card.manual.search_memory`."""
-        with self._locks.write:
-            return card_manual.search_memory(self.files, query, limit)
-
-    # -- changing ---------------------------------------------------------------------
-
-    def change_memory(self, ref: str, version: str, content: str | None) -> None:
-        """Hard path: replace or delete a document by hand. See :func:`liyuan.card.manual.change_memory`."""
-        with self._locks.write:
-            card_manual.change_memory(self.files, ref, version, content)
-
-    def forget_chat_recap(self, chat_id: str) -> bool:
-        """Hard path: forget a chat for good. See :func:`liyuan.card.manual.forget_chat_recap`."""
-        with self._locks.write:
-            return card_manual.forget_chat_recap(self.files, chat_id)
-
-    def resume_merging(self) -> bool:
-        """Undo the pin of a hand-edited aggregate: the next sync merges again.
-
-        That merge takes the hand-edited handbook and resident as its input (the merge
-        prompt treats hand edits as memory to keep) and rewrites both, folding in what
-        changed while merging was paused. See :func:`liyuan.card.manual.resume_merging`.
-
-        Returns:
-            False when merging was not paused.
-        """
-        with self._locks.write:
-            resumed = card_manual.resume_merging(self.files)
-        if resumed:
-            self._say("已恢复自动合并：下次同步以手改过的记忆为底重新合并")
-        return resumed
-
-    def repair_manifest(self) -> ManifestRepair:
-        """Rebuild a damaged manifest; the damaged file is kept in ``.history/``.
-
-        See :func:`liyuan.card.repair.repair_manifest` for what is read back and which
-        fail-closed defaults fill what cannot be. A healthy or missing manifest is left alone.
-        """
-        with self._locks.write:
-            repair = repair_manifest(self.files)
-        if repair.kept_at is not None:
-            unknown = f"；读不回的部分按最保守的方式处理：{'、'.join(repair.unknown)}" if repair.unknown else ""
-            self._say(f"记忆清单已重建，损坏的文件保存在 {repair.kept_at.name}{unknown}")
-        return repair
-
-    def delete_chat(self, chat_id: str) -> bool:
-        """Delete a chat: its recap first, then its folder (sessions, meta, vectors).
-
-        The next sync sees a merged recap gone and sends the chat to ``<deleted-chats>``
-        (the soft forget). The recap goes first so that a crash in between still
-        forgets the chat rather than keeping memory of a chat that no longer exists.
-
-        Returns:
-            False when neither the chat folder nor its recap existed.
-
-        Raises:
-            ConfigError: Invalid chat id.
-            MemoryFileError: Something could not be removed.
-        """
-        recap = self.layout.recap_path(chat_id)  # validates the id before any path is used
-        folder = self.layout.chat_dir(chat_id)
-        with self._locks.write:
-            existed = recap.exists() or folder.exists()
-            self.files.delete(recap)
-            try:
-                shutil.rmtree(folder)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                raise MemoryFileError(f"无法删除这一局的文件夹 {folder}：{exc}") from exc
-        if existed:
-            self._say(f"已删除一局：{chat_id}")
-        return existed

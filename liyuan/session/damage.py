@@ -29,7 +29,7 @@ import json
 import re
 from dataclasses import dataclass
 
-__all__ = ["PROBLEM_KINDS", "Bridge", "SessionProblem", "Skipped", "bridge", "salvage_link"]
+__all__ = ["PROBLEM_KINDS", "Bridge", "SessionProblem", "Skipped", "bridge", "describe", "encodable", "salvage_link"]
 
 PROBLEM_KINDS = (
     "bad-line",
@@ -81,13 +81,21 @@ _ID_RE = re.compile(r'"id"\s*:\s*' + _STRING)
 _PARENT_RE = re.compile(r'"parentId"\s*:\s*(?:null|' + _STRING + ")")
 
 
+def encodable(text: str) -> bool:
+    """True when ``text`` can be written as UTF-8 (no lone surrogate such as ``\\ud800``)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _json_string(body: str) -> str | None:
     try:
         value = json.loads(f'"{body}"')
-        value.encode("utf-8")
-    except (ValueError, UnicodeEncodeError):
+    except ValueError:
         return None
-    return value if isinstance(value, str) and value else None
+    return value if isinstance(value, str) and value and encodable(value) else None
 
 
 @dataclass
@@ -190,3 +198,15 @@ def _guess(parents: dict[str, str | None], lines: list[tuple[int, str]], skipped
     position = bisect.bisect_left(lines, (line, ""))
     parent = lines[position - 1][1] if position > 0 else None
     return Bridge(target, parent, line, "branch-cut")
+
+
+def describe(link: Bridge, name: str) -> SessionProblem:
+    """The Chinese note of one placeholder, as a :class:`SessionProblem` of its kind."""
+    where = f"{name}:{link.line}"
+    if link.kind == "link-recovered":
+        text = (f"{where}: 这一行损坏，但还认得出它的 id {link.entry_id!r} 和它接在 {link.parent!r} 之后："
+                "分支已接上，这一条的内容丢失")
+    else:
+        text = (f"{where}: 分支在这里断了：读不出 {link.entry_id!r} 接在哪一条后面，已按文件顺序接到 "
+                f"{link.parent!r} 之后，前文（包括前情提要）因此保留；如果这里曾经回退或重写过，这个接法可能不对")
+    return SessionProblem(text, link.kind, link.line, link.entry_id)

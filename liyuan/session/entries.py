@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, NamedTuple, overload
 
-from liyuan.session.damage import SessionProblem, Skipped, bridge, salvage_link
+from liyuan.session.damage import SessionProblem, Skipped, bridge, describe, encodable, salvage_link
 
 __all__ = [
     "DAMAGED_ENTRY_TYPE",
@@ -219,18 +219,10 @@ def parse_entry(obj: Any) -> Entry | None:
         return None
     if parent is not None and not isinstance(parent, str):
         return None
-    if not _encodable(entry_id) or (parent is not None and not _encodable(parent)):
+    if not encodable(entry_id) or (parent is not None and not encodable(parent)):
         return None
     body = {k: v for k, v in obj.items() if k not in ("id", "parentId", "type")}
     return Entry(entry_id, parent, entry_type, body)
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 class SessionContent(NamedTuple):
@@ -309,7 +301,7 @@ def _header(obj: dict[str, Any], where: str, number: int, problems: list[str]) -
             f"{where}: 会话文件的版本 {version!r} 不是这个 liyuan 认识的版本 {SESSION_VERSION}："
             "只读取能读懂的条目，不会再往里追加", "newer-version", number))
     sid = obj.get("id")
-    return sid if isinstance(sid, str) and _encodable(sid) else None
+    return sid if isinstance(sid, str) and encodable(sid) else None
 
 
 def _place_bridges(
@@ -326,15 +318,7 @@ def _place_bridges(
     ordered = sorted([*entries.values(), *placed.values()], key=lambda entry: line_of[entry.id])
     entries.clear()
     entries.update((entry.id, entry) for entry in ordered)
-    for link in links:
-        where = f"{name}:{link.line}"
-        if link.kind == "link-recovered":
-            text = (f"{where}: 这一行损坏，但还认得出它的 id {link.entry_id!r} 和它接在 {link.parent!r} 之后："
-                    "分支已接上，这一条的内容丢失")
-        else:
-            text = (f"{where}: 分支在这里断了：读不出 {link.entry_id!r} 接在哪一条后面，已按文件顺序接到 "
-                    f"{link.parent!r} 之后，前文（包括前情提要）因此保留；如果这里曾经回退或重写过，这个接法可能不对")
-        problems.append(SessionProblem(text, link.kind, link.line, link.entry_id))
+    problems.extend(describe(link, name) for link in links)
 
 
 def _count(value: object) -> int | None:
