@@ -337,9 +337,9 @@ class CardMemory(HandPath):
         # Aggregates first, manifest last: a crash in between repeats this merge. Each is
         # checked again right before its own write, and its previous text kept in .history.
         for path, text, old in targets:
+            files.backup_copy(path)
             if not self._still(path, old):
                 return False
-            files.backup_copy(path)
             files.write_text(path, text + "\n")
         resident_chars = utf16_len(resident)
         if resident_chars > RESIDENT_MAX_CHARS:

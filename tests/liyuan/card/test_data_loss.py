@@ -16,7 +16,7 @@ from liyuan.card import manual as card_manual
 from liyuan.card.files import HISTORY_KEEP, CardLayout, MemoryFiles, sha256_text
 from liyuan.card.manifest import Manifest, ManualState, RecapRecord, load_manifest
 from liyuan.card.repair import repair_manifest
-from liyuan.errors import ManifestError
+from liyuan.errors import ManifestError, VersionConflict
 from liyuan.model import FunctionModel, ModelRequest, ScriptedModel
 
 from .test_fixtures import RECAP_B, memory, merge_reply, recap, user_text, write_chat
@@ -217,3 +217,44 @@ def test_a_cut_branch_is_reported_by_the_sync_and_the_summary_still_reaches_the_
     memory(tmp_path, FunctionModel(fn), on_activity=notes.append).sync()
     assert "前情：甲在东门。" in prompts[0]  # the summary before the damaged line is still used
     assert any("损坏" in n and "按文件顺序" in n for n in notes)
+
+
+# -- a hand edit made in an editor (no lock) right before a write ------------------------
+
+
+class EditorAtBackup(MemoryFiles):
+    """An editor saves ``target`` just as the code backs it up, right before overwriting it."""
+
+    def __init__(self, layout: CardLayout, target: Path, text: str) -> None:
+        super().__init__(layout)
+        self.target, self.text, self.armed = target, text, True
+
+    def backup_copy(self, path: Path) -> Path | None:
+        copied = super().backup_copy(path)
+        if self.armed and path == self.target:
+            self.armed = False
+            path.write_text(self.text, encoding="utf-8")
+        return copied
+
+
+def test_an_editor_save_right_before_the_merge_write_wins(tmp_path: Path) -> None:
+    write_chat(tmp_path, "jA", [("user", "甲的第1拍。"), ("assistant", "好。")])
+    memory(tmp_path, FunctionModel(_recap_or_merge())).sync()
+    write_chat(tmp_path, "jA", [("user", "甲的第2拍。"), ("assistant", "好。")])
+    layout = CardLayout(tmp_path)
+    notes: list[str] = []
+    mem = memory(tmp_path, FunctionModel(_recap_or_merge("# 手册\n- 新", plot="- 二")), on_activity=notes.append)
+    mem.files = EditorAtBackup(layout, layout.handbook, "编辑器里手改的手册\n")
+    assert mem.sync().merged == "skipped"
+    assert layout.handbook.read_text(encoding="utf-8") == "编辑器里手改的手册\n"
+    assert any("写入前被改动" in n for n in notes)
+
+
+def test_an_editor_save_right_before_a_hand_path_write_wins(tmp_path: Path) -> None:
+    layout = CardLayout(tmp_path)
+    MemoryFiles(layout).write_text(layout.handbook, "原来的手册\n")
+    mem = memory(tmp_path, ScriptedModel())
+    mem.files = EditorAtBackup(layout, layout.handbook, "编辑器里手改的手册\n")
+    with pytest.raises(VersionConflict):
+        mem.change_memory(card_manual.HANDBOOK_REF, sha256_text("原来的手册\n"), "通过工具改的手册")
+    assert layout.handbook.read_text(encoding="utf-8") == "编辑器里手改的手册\n"
