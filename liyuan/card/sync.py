@@ -11,13 +11,14 @@ Invariants:
 
 - One sync at a time per card, across threads and processes (the card's run lock, an
   OS file lock: :mod:`liyuan.card.lock`); a second sync waits for the first and says so.
-  The input stamp (a hash of manifest, handbook, resident and recaps) is taken before
-  every model call and all the call is built from is read after it, under the card's
-  write lock (an OS file lock too, which every hard-path change and
-  :meth:`CardMemory.delete_chat` take); after the call it is compared, under that lock,
-  together with the writes that follow. Any difference (a hand edit, a deletion, another
-  sync, another process) discards the result: a recap counts as failed, a merge as
-  ``skipped``. Right before each memory file is written its current text is compared
+  Everything a model call is built from is read under the card's write lock (an OS
+  file lock too, which every hard-path change and :meth:`CardMemory.delete_chat` take)
+  and checked again under it after the call, together with the writes that follow. A
+  merge compares the input stamp (a hash of manifest, handbook, resident and recaps): any
+  difference (a hand edit, a deletion, another sync) discards it as ``skipped``. A recap
+  compares only what it was built from, its chat's previous recap, sessions and
+  forgotten/protected state, so a change elsewhere in the card does not pay for the same
+  recap twice; a difference counts it as failed. Right before each memory file is written its current text is compared
   with the text the call was built from (a hand edit made in an editor, which takes no
   lock, is never overwritten), and before an aggregate is overwritten its previous text
   goes to ``.history/``.
