@@ -6,7 +6,9 @@ The tree separates the caller's mistakes from runtime failures::
     ├── ConfigError          a caller's mistake: bad argument, bad chat id, bad config file
     ├── TreeError            a session file that cannot be used at all (not a bad line: those are skipped)
     ├── MemoryFileError      a card-memory file that cannot be read or written safely
-    │   └── VersionConflict  a hand edit raced another change (stale version)
+    │   ├── VersionConflict  a hand edit raced another change (stale version)
+    │   ├── ManifestError    the manifest is damaged: the card's sync stops until it is repaired
+    │   └── UnsafePathError  a memory path goes through a symlink or leaves the card folder
     └── ModelError           the side model failed: transport, HTTP status, empty or malformed reply
         └── ModelOutputError the model answered, but the answer does not have the required shape
 """
@@ -16,10 +18,12 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "LiyuanError",
+    "ManifestError",
     "MemoryFileError",
     "ModelError",
     "ModelOutputError",
     "TreeError",
+    "UnsafePathError",
     "VersionConflict",
 ]
 
@@ -42,6 +46,22 @@ class MemoryFileError(LiyuanError):
 
 class VersionConflict(MemoryFileError):
     """A change was based on a stale version of a memory document."""
+
+
+class ManifestError(MemoryFileError):
+    """The manifest ``记忆/.清单.json`` exists but is damaged (bad bytes, bad JSON, unknown version).
+
+    Raised instead of reading it as empty: an empty manifest would drop the forgotten
+    chats, the hand-protected documents and the pin. Nothing syncs until
+    :func:`liyuan.card.repair.repair_manifest` rebuilds it (the damaged file is kept).
+    """
+
+
+class UnsafePathError(MemoryFileError):
+    """A memory path is a symlink, goes through one, or resolves outside the card folder.
+
+    Nothing is read or written there: a card folder may come from someone else.
+    """
 
 
 class ModelError(LiyuanError):

@@ -58,3 +58,19 @@ def test_the_endpoint_example_is_valid_python_that_needs_a_model_name() -> None:
     tree = ast.parse((EXAMPLES / "with_endpoint.py").read_text(encoding="utf-8"))
     modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert "liyuan" in modules and not any(m and m.startswith("liyuan.") for m in modules)
+
+
+def test_sync_reports_what_background_syncs_did_since_it_last_reported(examples: None, tmp_path: Path) -> None:
+    from liyuan import Card
+
+    side = load("side_model").demo_side_model()
+    with Card.open(tmp_path / "cards" / "雾港", side_model=side, user_name="阿简", char_name="林溯") as card:
+        chat = card.chat("jA", title="大雾夜")
+        chat.prepare("我敲门。")
+        chat.record("（脚本回复，不是模型输出）门开了。")
+        card.chat("jA")  # entering again: a background sync recaps the new beat
+        assert card.flush(10)
+        reported = card.sync()  # finds nothing new itself, but reports what the background syncs did
+        assert reported is not None and reported.recapped == ["jA"] and reported.merged == "ok"
+        again = card.sync()
+        assert again is not None and again.recapped == [] and again.merged == "no-change"

@@ -80,7 +80,8 @@ class Card:
         self._ids = ids
         self._layout = CardLayout(self.path)
         self._chats: dict[str, Chat] = {}
-        self._outcomes: list[SyncOutcome] = []
+        self._unreported: SyncOutcome | None = None
+        """Every sync finished since :meth:`sync` last reported, combined (bounded by the chats)."""
         self._outcomes_guard = threading.Lock()
         self._worker = SyncWorker(self._sync_memory, on_outcome=self._synced, on_error=self._sync_failed) \
             if background else None
@@ -151,17 +152,16 @@ class Card:
         return self.memory.load_resident_summary()
 
     def sync(self, *, wait: bool = True, timeout: float | None = None) -> SyncOutcome | None:
-        """Recap changed chats, merge, forget.
+        """Recap changed chats, merge, forget; with ``wait``, say what the card's syncs did.
 
-        With ``wait`` (the default) it returns once the card is idle, with what every sync
-        that finished meanwhile did, combined (a sync already running when you call, and
-        the one your call queued). Without a side model it does nothing and returns ``None``;
-        it also returns ``None`` when ``wait`` is False or the timeout ran out.
+        With ``wait`` (the default) it returns once the card is idle, with every sync that
+        finished since the last call that returned an outcome, combined: background syncs
+        (after entering or deleting a chat) included, so nothing they did goes unreported.
+        Without a side model it does nothing and returns ``None``; it also returns ``None``
+        when ``wait`` is False or the timeout ran out.
         """
         if self.side_model is None:
             return None
-        with self._outcomes_guard:
-            start = len(self._outcomes)
         if self._worker is None:
             memory = self._sync_memory(self.path)
             assert memory is not None
@@ -171,7 +171,8 @@ class Card:
             if not wait or not self._worker.wait_idle(timeout):
                 return None
         with self._outcomes_guard:
-            return _combine(self._outcomes[start:])
+            unreported, self._unreported = self._unreported, None
+        return unreported or SyncOutcome()
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait for every chat's background work and the card's sync; False on timeout."""
@@ -215,8 +216,7 @@ class Card:
 
     def _synced(self, _key: Path, outcome: SyncOutcome) -> None:
         with self._outcomes_guard:
-            self._outcomes.append(outcome)
-            del self._outcomes[:-ACTIVITY_KEPT]
+            self._unreported = outcome if self._unreported is None else _combine([self._unreported, outcome])
 
     def _sync_failed(self, _key: Path, exc: BaseException) -> None:
         self._emit(Activity("error", f"跨局记忆同步出错：{type(exc).__name__}: {exc}"))

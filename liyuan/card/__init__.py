@@ -7,12 +7,17 @@ recap is rewritten only when its fingerprint changed; a deleted chat takes away 
 what it alone supported; a hand edit is never overwritten silently (stale versions
 raise :class:`~liyuan.errors.VersionConflict`).
 
-- :mod:`liyuan.card.files`: layout, chat ids, atomic writes, fingerprints, input stamp.
+- :mod:`liyuan.card.layout`: folder names, chat ids, :class:`CardLayout`.
+- :mod:`liyuan.card.files`: atomic writes, backups, fingerprints, input stamp.
+- :mod:`liyuan.card.housekeeping`: the symlink guard, history pruning, orphan temp files.
+- :mod:`liyuan.card.lock`: the card's locks across threads and processes (OS file locks).
 - :mod:`liyuan.card.manifest`: the manifest ``.清单.json`` and its removal journal.
+- :mod:`liyuan.card.repair`: rebuilding a damaged manifest (the damaged file is kept).
 - :mod:`liyuan.card.inputs`: evidence from a chat's sessions; the recap diff.
 - :mod:`liyuan.card.prompts`: the recap and merge prompts; the merge-reply parser.
 - :mod:`liyuan.card.sync`: :class:`CardMemory` (sync, reading, the hard path).
 - :mod:`liyuan.card.manual`: the hard path by reference (read, list, search, change).
+- :mod:`liyuan.card.handpath`: the hard path as :class:`CardMemory` offers it (locked).
 - :mod:`liyuan.card.worker`: :class:`SyncWorker`, syncs in background threads.
 """
 
@@ -23,6 +28,7 @@ from liyuan.card.files import (
     CHATS_DIR,
     HANDBOOK_FILE,
     HISTORY_DIR,
+    HISTORY_KEEP,
     MANIFEST_FILE,
     MEMORY_DIR,
     RECAPS_DIR,
@@ -62,6 +68,7 @@ from liyuan.card.prompts import (
     parse_merge_result,
     strip_fence,
 )
+from liyuan.card.repair import ManifestRepair, repair_manifest
 from liyuan.card.sync import CardMemory, MergeStatus, SyncOutcome
 from liyuan.card.worker import SyncWorker
 
@@ -72,6 +79,7 @@ __all__ = [
     "HANDBOOK_MARK",
     "HANDBOOK_REF",
     "HISTORY_DIR",
+    "HISTORY_KEEP",
     "MANIFEST_FILE",
     "MEMORY_DIR",
     "RECAPS_DIR",
@@ -87,6 +95,7 @@ __all__ = [
     "ChangedRecap",
     "ChatEvidence",
     "Manifest",
+    "ManifestRepair",
     "ManualState",
     "MemoryDoc",
     "MemoryFiles",
@@ -106,6 +115,7 @@ __all__ = [
     "neutralize",
     "parse_merge_result",
     "recap_ref",
+    "repair_manifest",
     "source_mark_of",
     "strip_fence",
     "validate_chat_id",

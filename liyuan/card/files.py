@@ -8,7 +8,8 @@ Layout of one card (every memory file is plain Markdown, readable and editable b
     cards/<卡>/记忆/记忆.md                   the handbook (merged, with sources)
     cards/<卡>/记忆/常驻摘要.md               the resident summary (sent every beat)
     cards/<卡>/记忆/.清单.json                the manifest (bookkeeping, not memory)
-    cards/<卡>/记忆/.history/                 backups of replaced or invalidated files
+    cards/<卡>/记忆/.history/                 backups of replaced or invalidated files (last 20 of each)
+    cards/<卡>/记忆/.sync.lock, .write.lock   the card's cross-process locks (empty files)
 
 Invariants:
 
@@ -19,28 +20,47 @@ Invariants:
 - Reading never guesses: a missing file is ``None``; a file that exists but cannot be
   read (a folder in its place, bad UTF-8, no permission) raises :class:`MemoryFileError`.
   Memory that cannot be read must not look like memory that was deleted.
+- Every path :class:`MemoryFiles` touches is checked first: a symlink anywhere below the
+  card folder, or a path that leaves it, raises :class:`~liyuan.errors.UnsafePathError`
+  and nothing is read or written (see :mod:`liyuan.card.housekeeping`).
+- Before a document is overwritten or retired, a copy goes to ``.history/``; the newest
+  :data:`~liyuan.card.housekeeping.HISTORY_KEEP` copies of each document are kept.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
 from collections.abc import Collection
-from dataclasses import dataclass
 from pathlib import Path
 
 from liyuan import fileio
+from liyuan.card.housekeeping import HISTORY_KEEP, check_inside, prune_history, remove_orphan_temps
+from liyuan.card.layout import (
+    CHAT_META_FILE,
+    CHATS_DIR,
+    HANDBOOK_FILE,
+    HISTORY_DIR,
+    MANIFEST_FILE,
+    MEMORY_DIR,
+    RECAPS_DIR,
+    RESIDENT_FILE,
+    SESSIONS_DIR,
+    CardLayout,
+    is_valid_chat_id,
+    validate_chat_id,
+)
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
-from liyuan.errors import ConfigError, MemoryFileError
+from liyuan.errors import MemoryFileError
 
 __all__ = [
     "CHATS_DIR",
     "CHAT_META_FILE",
     "HANDBOOK_FILE",
     "HISTORY_DIR",
+    "HISTORY_KEEP",
     "MANIFEST_FILE",
     "MEMORY_DIR",
     "RECAPS_DIR",
@@ -56,40 +76,6 @@ __all__ = [
     "source_mark_of",
     "validate_chat_id",
 ]
-
-CHATS_DIR = "对话"
-SESSIONS_DIR = "会话"
-CHAT_META_FILE = "meta.json"
-MEMORY_DIR = "记忆"
-RECAPS_DIR = "局"
-HANDBOOK_FILE = "记忆.md"
-RESIDENT_FILE = "常驻摘要.md"
-MANIFEST_FILE = ".清单.json"
-HISTORY_DIR = ".history"
-CHAT_ID_MAX_LEN = 128
-
-_CHAT_ID_RE = re.compile(r"[A-Za-z0-9_-]+", re.ASCII)
-
-
-def validate_chat_id(chat_id: str) -> str:
-    """Return ``chat_id`` if it is safe to use as one path component.
-
-    Args:
-        chat_id: A chat (局) id, e.g. ``20260907`` or ``jA``.
-
-    Returns:
-        The same id.
-
-    Raises:
-        ConfigError: The id is empty, too long, or has any character outside
-            ``A-Z a-z 0-9 _ -`` (so ``..``, ``/``, absolute paths and non-ASCII are out).
-    """
-    if not isinstance(chat_id, str) or not _CHAT_ID_RE.fullmatch(chat_id):
-        raise ConfigError(f"局 id 不合法：{chat_id!r}（只允许英文字母、数字、下划线和连字符）")
-    if len(chat_id) > CHAT_ID_MAX_LEN:
-        raise ConfigError(f"局 id 太长：{len(chat_id)} 个字符（最多 {CHAT_ID_MAX_LEN}）")
-    return chat_id
-
 
 def sha1_text(text: str) -> str:
     """sha1 hex of the UTF-8 bytes (the manifest's ``mergedHash``)."""
@@ -148,89 +134,6 @@ def source_mark_of(sessions_dir: Path) -> str:
     return "|".join(parts)
 
 
-@dataclass(frozen=True)
-class CardLayout:
-    """Where everything of one card lives. All paths derive from ``card_dir``."""
-
-    card_dir: Path
-
-    @property
-    def chats_dir(self) -> Path:
-        """``对话/``: one folder per chat."""
-        return self.card_dir / CHATS_DIR
-
-    @property
-    def memory_dir(self) -> Path:
-        """``记忆/``: everything the memory code writes."""
-        return self.card_dir / MEMORY_DIR
-
-    @property
-    def recaps_dir(self) -> Path:
-        """``记忆/局/``: one recap per chat."""
-        return self.memory_dir / RECAPS_DIR
-
-    @property
-    def handbook(self) -> Path:
-        """``记忆/记忆.md``."""
-        return self.memory_dir / HANDBOOK_FILE
-
-    @property
-    def resident(self) -> Path:
-        """``记忆/常驻摘要.md``."""
-        return self.memory_dir / RESIDENT_FILE
-
-    @property
-    def manifest(self) -> Path:
-        """``记忆/.清单.json``."""
-        return self.memory_dir / MANIFEST_FILE
-
-    @property
-    def history_dir(self) -> Path:
-        """``记忆/.history/``: backups, never read back by the code."""
-        return self.memory_dir / HISTORY_DIR
-
-    def chat_dir(self, chat_id: str) -> Path:
-        """``对话/<chatId>``; the id is validated first."""
-        return self.chats_dir / validate_chat_id(chat_id)
-
-    def sessions_dir(self, chat_id: str) -> Path:
-        """``对话/<chatId>/会话``."""
-        return self.chat_dir(chat_id) / SESSIONS_DIR
-
-    def recap_path(self, chat_id: str) -> Path:
-        """``记忆/局/<chatId>.md``; the id is validated first."""
-        return self.recaps_dir / f"{validate_chat_id(chat_id)}.md"
-
-    def chat_ids(self) -> list[str]:
-        """Ids of the chat folders under ``对话/`` that are valid ids, sorted.
-
-        A folder whose name is not a valid id is not a chat of this system and is left alone.
-        """
-        try:
-            entries = list(self.chats_dir.iterdir())
-        except OSError:
-            return []
-        return sorted(p.name for p in entries if p.is_dir() and is_valid_chat_id(p.name))
-
-    def chat_name(self, chat_id: str) -> str:
-        """The chat's display name from ``meta.json`` (``name``), else its id."""
-        try:
-            raw = json.loads((self.chat_dir(chat_id) / CHAT_META_FILE).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            return chat_id
-        name = raw.get("name") if isinstance(raw, dict) else None
-        return name.strip() if isinstance(name, str) and name.strip() else chat_id
-
-    def relative(self, path: Path) -> str:
-        """``path`` relative to the memory folder, with ``/`` separators (for the journal)."""
-        return path.relative_to(self.memory_dir).as_posix()
-
-
-def is_valid_chat_id(name: str) -> bool:
-    """True when ``name`` passes :func:`validate_chat_id` (no exception)."""
-    return bool(_CHAT_ID_RE.fullmatch(name)) and len(name) <= CHAT_ID_MAX_LEN
-
-
 # -- the file adapter ------------------------------------------------------------------
 
 
@@ -251,13 +154,52 @@ class MemoryFiles:
         self._clock = clock
         self._ids = ids
 
+    def safe(self, path: Path) -> Path:
+        """``path`` if it stays inside the card without a symlink, else :class:`UnsafePathError`."""
+        return check_inside(self.layout.card_dir, path)
+
     def read_text(self, path: Path) -> str | None:
-        """See :func:`read_text_optional`."""
-        return read_text_optional(path)
+        """See :func:`read_text_optional` (after :meth:`safe`)."""
+        return read_text_optional(self.safe(path))
+
+    def read_bytes(self, path: Path) -> bytes | None:
+        """The file's bytes, or ``None`` when it does not exist (after :meth:`safe`).
+
+        Raises:
+            MemoryFileError: The path exists but cannot be read.
+        """
+        try:
+            return self.safe(path).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise MemoryFileError(f"无法读取记忆文件 {path}：{exc}") from exc
 
     def write_text(self, path: Path, text: str) -> None:
-        """See :func:`atomic_write_text`."""
-        atomic_write_text(path, text)
+        """See :func:`atomic_write_text` (after :meth:`safe`)."""
+        atomic_write_text(self.safe(path), text)
+
+    def check_paths(self) -> None:
+        """Check every fixed memory path and every entry of ``局/`` (no symlink, inside the card).
+
+        Raises:
+            UnsafePathError: One of them is a symlink or leads outside the card.
+        """
+        layout = self.layout
+        for path in (layout.handbook, layout.resident, layout.manifest, layout.history_dir):
+            self.safe(path)
+        try:
+            names = [entry.name for entry in os.scandir(self.safe(layout.recaps_dir))]
+        except OSError:
+            return  # missing or unlistable: the readers raise their own errors
+        for name in names:
+            self.safe(layout.recaps_dir / name)
+
+    def remove_orphan_temps(self) -> int:
+        """Remove temp files a crashed atomic write left in the memory folders (hold the write lock)."""
+        layout = self.layout
+        folders = [layout.memory_dir, layout.recaps_dir, layout.history_dir]
+        return remove_orphan_temps([self.safe(folder) for folder in folders])
 
     def recap_texts(self, forgotten: Collection[str] = ()) -> dict[str, str]:
         """Every recap on disk: ``{chatId: text}``, sorted by chat id.
@@ -276,7 +218,7 @@ class MemoryFiles:
             MemoryFileError: ``局/`` exists but cannot be listed, or a recap cannot be
                 read: unreadable memory must never look like deleted memory.
         """
-        recaps_dir = self.layout.recaps_dir
+        recaps_dir = self.safe(self.layout.recaps_dir)
         try:
             names = [p.name for p in recaps_dir.iterdir() if p.name.endswith(".md")]
         except FileNotFoundError:
@@ -295,20 +237,25 @@ class MemoryFiles:
     def delete(self, path: Path) -> None:
         """Remove a file; a missing file is fine."""
         try:
-            path.unlink()
+            self.safe(path).unlink()
         except FileNotFoundError:
             return
         except OSError as exc:
             raise MemoryFileError(f"无法删除记忆文件 {path}：{exc}") from exc
 
+    def _history_name(self, path: Path) -> str:
+        return "-" + self.layout.relative(path).replace("/", "-")
+
     def _history_path(self, path: Path) -> Path:
         stamp = re.sub(r"[^0-9A-Za-z]", "", self._clock())[:18]
-        name = self.layout.relative(path).replace("/", "-")
-        return self.layout.history_dir / f"{stamp}-{self._ids()}-{name}"
+        return self.safe(self.layout.history_dir / f"{stamp}-{self._ids()}{self._history_name(path)}")
 
     def backup_copy(self, path: Path) -> Path | None:
-        """Copy ``path`` into ``.history/``; ``None`` when there is nothing to copy."""
-        if not path.is_file():
+        """Copy ``path`` into ``.history/``; ``None`` when there is nothing to copy.
+
+        Older copies of the same document beyond :data:`HISTORY_KEEP` are pruned.
+        """
+        if not self.safe(path).is_file():
             return None
         target = self._history_path(path)
         try:
@@ -316,6 +263,7 @@ class MemoryFiles:
             shutil.copy2(path, target)
         except OSError as exc:
             raise MemoryFileError(f"无法备份记忆文件 {path}：{exc}") from exc
+        prune_history(self.layout.history_dir, self._history_name(path), HISTORY_KEEP)
         return target
 
     def backup_once(self, path: Path) -> Path | None:
@@ -325,15 +273,11 @@ class MemoryFiles:
         there is nothing to copy. For files that are backed up on read (a corrupt
         manifest), where a timestamped copy per call would pile up.
         """
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
+        data = self.read_bytes(path)
+        if data is None:
             return None
-        except OSError as exc:
-            raise MemoryFileError(f"无法备份记忆文件 {path}：{exc}") from exc
         digest = hashlib.sha256(data).hexdigest()[:16]
-        name = self.layout.relative(path).replace("/", "-")
-        target = self.layout.history_dir / f"sha256-{digest}-{name}"
+        target = self.safe(self.layout.history_dir / f"sha256-{digest}{self._history_name(path)}")
         if target.is_file():
             return target
         try:
@@ -343,8 +287,8 @@ class MemoryFiles:
         return target
 
     def move_to_history(self, path: Path) -> Path | None:
-        """Move ``path`` into ``.history/``; ``None`` when it does not exist."""
-        if not path.exists():
+        """Move ``path`` into ``.history/``; ``None`` when it does not exist (older copies pruned)."""
+        if not self.safe(path).exists():
             return None
         target = self._history_path(path)
         try:
@@ -353,6 +297,7 @@ class MemoryFiles:
         except OSError as exc:
             raise MemoryFileError(f"无法移走记忆文件 {path}：{exc}") from exc
         fileio.fsync_dir(path.parent)
+        prune_history(self.layout.history_dir, self._history_name(path), HISTORY_KEEP)
         return target
 
     def input_stamp(self) -> str:
@@ -364,7 +309,7 @@ class MemoryFiles:
         layout = self.layout
         paths = [layout.manifest, layout.handbook, layout.resident]
         try:
-            paths += sorted(p for p in layout.recaps_dir.iterdir() if p.name.endswith(".md"))
+            paths += sorted(p for p in self.safe(layout.recaps_dir).iterdir() if p.name.endswith(".md"))
         except FileNotFoundError:
             pass
         except OSError as exc:
@@ -374,10 +319,6 @@ class MemoryFiles:
             if index:
                 digest.update(b"\0")
             digest.update(layout.relative(path).encode("utf-8") + b"\0")
-            try:
-                digest.update(path.read_bytes())
-            except FileNotFoundError:
-                digest.update(b"<missing>")
-            except OSError as exc:
-                raise MemoryFileError(f"无法读取记忆文件 {path}：{exc}") from exc
+            data = self.read_bytes(path)
+            digest.update(b"<missing>" if data is None else data)
         return digest.hexdigest()

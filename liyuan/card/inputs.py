@@ -16,13 +16,13 @@ Invariant: all of this only reads; nothing here writes a file.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from liyuan.card.files import SESSIONS_DIR, MemoryFiles, sha1_text
 from liyuan.card.manifest import Manifest
-from liyuan.session.entries import Entry, branch_to, is_message, read_entries
+from liyuan.session.entries import Entry, SessionProblem, branch_to, is_message, read_entries
 from liyuan.session.state import format_state, state_from_branch
 from liyuan.story.history import active_summary, serialize_for_summary
 from liyuan.story.view import story_view
@@ -87,19 +87,30 @@ class RecapDiff:
         return not self.changed and not self.deleted
 
 
-def branch_of_session_file(path: Path) -> list[Entry]:
+def branch_of_session_file(path: Path, damage: list[str] | None = None) -> list[Entry]:
     """The current branch of a session file, root first, read-only.
 
     Blank lines, bad JSON, the ``session`` header, entries without a string id and
-    duplicate ids are skipped. The leaf is the last entry in file order, so a
+    duplicate ids are skipped; a skipped line's place is kept (see
+    :mod:`liyuan.session.damage`). The leaf is the last entry in file order, so a
     swiped-away sibling never appears. An unreadable file gives an empty branch.
+
+    Args:
+        path: The session file.
+        damage: When given, receives the notes of links recovered or guessed on the branch.
     """
     try:
         raw = path.read_bytes()
     except OSError:
         return []
-    entries = read_entries(raw, path.name).entries
-    return branch_to(entries, next(reversed(entries), None))
+    content = read_entries(raw, path.name)
+    entries = content.entries
+    branch = branch_to(entries, next(reversed(entries), None))
+    if damage is not None:
+        on_branch = {entry.id for entry in branch}
+        damage.extend(p for p in content.problems if isinstance(p, SessionProblem)
+                      and p.kind in ("branch-cut", "link-recovered") and p.entry_id in on_branch)
+    return branch
 
 
 def _session_section(branch: Sequence[Entry], user_name: str, char_name: str) -> tuple[str, int] | None:
@@ -122,7 +133,8 @@ def _session_section(branch: Sequence[Entry], user_name: str, char_name: str) ->
 
 
 def collect_chat_evidence(
-    chat_dir: Path, *, user_name: str, char_name: str, max_chars: int = RECAP_INPUT_MAX_CHARS
+    chat_dir: Path, *, user_name: str, char_name: str, max_chars: int = RECAP_INPUT_MAX_CHARS,
+    on_damage: Callable[[str], None] | None = None,
 ) -> ChatEvidence | None:
     """Gather one chat's evidence for its recap.
 
@@ -132,6 +144,8 @@ def collect_chat_evidence(
         char_name: Name written before the character's lines.
         max_chars: Transcript budget; beyond it the earliest text is cut, starting
             after the first paragraph break at or after the excess.
+        on_damage: Receives a note for every damaged line whose place on a branch was
+            recovered or guessed (the recap still uses the whole branch).
 
     Returns:
         The evidence, or ``None`` when no session has a user turn or a summary.
@@ -145,7 +159,11 @@ def collect_chat_evidence(
     beats = 0
     last_branch: list[Entry] | None = None
     for path in files:
-        branch = branch_of_session_file(path)
+        damage: list[str] = []
+        branch = branch_of_session_file(path, damage)
+        if on_damage is not None:
+            for note in damage:
+                on_damage(note)
         found = _session_section(branch, user_name, char_name)
         if found is None:
             continue

@@ -1,27 +1,34 @@
 """The manifest ``记忆/.清单.json``: the card memory's bookkeeping (not memory itself).
 
-Shape (JSON, 2-space indent, non-ASCII kept, trailing newline)::
+Shape (JSON, 2-space indent, non-ASCII kept, trailing newline; ``checksum`` is the
+sha256 of the rest, keys sorted and compact, so a flipped byte that still parses is
+caught too; a manifest without one, from an older liyuan, is read as before)::
 
     {"version": 1,
      "recaps": {"<chatId>": {"sourceMark": "...", "recapAt": "...", "mergedHash": "..."}},
      "mergedAt": "...",
      "manual": {"protectedRefs": [], "forgottenChats": [], "supersededRecaps": {},
-                "aggregatePinned": false, "mergeRequested": false, "epoch": 0, "pending": []}}
+                "aggregatePinned": false, "mergeRequested": false, "epoch": 0, "pending": []},
+     "checksum": "sha256:..."}
 
-Invariants: parsing never fails (anything that is not a version-1 manifest reads as
-``None`` and the caller starts from an empty one), and no entry under an invalid chat id
-or a journal path outside the three kinds of memory file survives parsing, so a
-hand-edited manifest cannot point the code outside the card. A corrupt manifest is
-backed up once per distinct content, however often it is read.
+Invariants: parsing never crashes (deep nesting and endless numbers included); no entry
+under an invalid chat id or a journal path outside the three kinds of memory file
+survives parsing, so a hand-edited manifest cannot point the code outside the card. A
+manifest that exists but is not a readable version-1 manifest is **never** read as empty
+(that would drop the forgotten chats, the hand-protected documents and the pin):
+:func:`load_manifest` raises :class:`~liyuan.errors.ManifestError`, which stops the
+card's sync and the hard path until :func:`liyuan.card.repair.repair_manifest` rebuilds it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from liyuan.card.files import HANDBOOK_FILE, RECAPS_DIR, RESIDENT_FILE, MemoryFiles, is_valid_chat_id
+from liyuan.errors import ManifestError
 
 __all__ = [
     "MANIFEST_VERSION",
@@ -30,6 +37,8 @@ __all__ = [
     "RecapRecord",
     "finish_pending",
     "load_manifest",
+    "manifest_checksum_ok",
+    "manifest_problem",
     "save_manifest",
 ]
 
@@ -119,6 +128,7 @@ class Manifest:
                 "epoch": m.epoch,
                 "pending": list(m.pending),
             }
+        obj["checksum"] = _checksum(obj)
         return json.dumps(obj, ensure_ascii=False, indent=2) + "\n"
 
     @classmethod
@@ -130,10 +140,19 @@ class Manifest:
         """
         try:
             raw = json.loads(text)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # bad JSON, an endless number, too deep
             return None
         if not isinstance(raw, dict) or raw.get("version") != MANIFEST_VERSION:
             return None
+        return cls.from_raw(raw)
+
+    @classmethod
+    def from_raw(cls, raw: dict[str, Any]) -> Manifest | None:
+        """The manifest a decoded JSON object describes, whatever its ``version`` says.
+
+        ``None`` without a ``recaps`` object. For :meth:`from_json` and for the repair,
+        which reads what it can from a manifest with an unknown version.
+        """
         recaps_raw = raw.get("recaps")
         if not isinstance(recaps_raw, dict):
             return None
@@ -167,6 +186,18 @@ class Manifest:
         return cls(recaps, merged_at if isinstance(merged_at, str) else None, manual)
 
 
+def _checksum(obj: dict[str, Any]) -> str:
+    """sha256 of the content without ``checksum`` (keys sorted, compact): formatting does not count."""
+    body = {k: v for k, v in obj.items() if k != "checksum"}
+    canonical = json.dumps(body, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def manifest_checksum_ok(raw: dict[str, Any]) -> bool:
+    """True when a decoded manifest has no ``checksum`` (an older liyuan) or a matching one."""
+    return "checksum" not in raw or raw["checksum"] == _checksum(raw)
+
+
 def _str(value: object) -> str:
     return value if isinstance(value, str) else ""
 
@@ -183,22 +214,47 @@ def _is_journal_path(rel: str) -> bool:
     return prefix == RECAPS_DIR and name.endswith(".md") and is_valid_chat_id(name[:-3])
 
 
-def load_manifest(files: MemoryFiles) -> Manifest:
-    """The card's manifest; empty when missing.
+def manifest_problem(data: bytes) -> str | None:
+    """Why these bytes are not a usable manifest (Chinese), or ``None`` when they are one."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "不是合法的 UTF-8，有字节损坏"
+    try:
+        raw = json.loads(text)
+    except (ValueError, RecursionError):
+        return "不是完整合法的 JSON，可能被截断或有字节损坏"
+    if not isinstance(raw, dict):
+        return "不是 JSON 对象"
+    if raw.get("version") != MANIFEST_VERSION:
+        return f"版本 {raw.get('version')!r} 不认识（这个版本的 liyuan 只读版本 {MANIFEST_VERSION}）"
+    if not manifest_checksum_ok(raw):
+        return "校验和不符，内容有字节损坏或被手工改过"
+    if Manifest.from_raw(raw) is None:
+        return "缺少 recaps 记录"
+    return None
 
-    A corrupt manifest is copied to ``.history/`` (the next save overwrites it) and
-    read as empty: every recap then counts as unmerged, which costs one full merge and
-    loses no memory. The copy is named by the content's hash, so read-only callers
-    (list, search) that load it again and again leave one copy, not one per call.
+
+def load_manifest(files: MemoryFiles) -> Manifest:
+    """The card's manifest; empty only when the file does not exist.
+
+    Raises:
+        ManifestError: The file exists but is damaged (bad UTF-8, bad or truncated JSON,
+            an unknown version, no ``recaps``). Nothing is changed, not even a backup:
+            the caller stops, and :func:`liyuan.card.repair.repair_manifest` repairs.
+        MemoryFileError: The file cannot be read at all (or is a symlink).
     """
     path = files.layout.manifest
-    text = files.read_text(path)
-    if text is None:
+    data = files.read_bytes(path)
+    if data is None:
         return Manifest()
-    manifest = Manifest.from_json(text)
+    problem = manifest_problem(data)
+    manifest = Manifest.from_json(data.decode("utf-8")) if problem is None else None
     if manifest is None:
-        files.backup_once(path)
-        return Manifest()
+        raise ManifestError(
+            f"记忆清单 {path} 已损坏（{problem}）。这张卡的记忆同步和手工修改已停止，没有改动任何文件；"
+            "请调用 repair_manifest() 重建清单（损坏的文件会原样保存在 .history/ 里）。"
+        )
     return manifest
 
 

@@ -198,6 +198,12 @@ def change_memory(files: MemoryFiles, ref: str, version: str, content: str | Non
     _journal(manifest, retire)
     save_manifest(files, manifest)  # decided and recorded before any memory file changes
     if content is not None:
+        # Checked again right before the write: an editor (which takes no lock) may have
+        # saved the file meanwhile. Its text wins; the protection recorded above only
+        # keeps sync away from it, which is what a hand edit wants anyway.
+        latest = files.read_text(path)
+        if latest is None or sha256_text(latest) != version:
+            raise VersionConflict(STALE_VERSION_MESSAGE)
         files.write_text(path, content.rstrip() + "\n")
     finish_pending(files, manifest)
 

@@ -9,13 +9,22 @@ Codex's memories use, which the original quotes).
 
 Invariants:
 
-- One sync at a time per card within the process (a per-card lock). The input stamp (a
-  hash of manifest, handbook, resident and recaps) is taken before every model call and
-  all the call is built from is read after it, under the card's write lock (which every
-  hard-path change and :meth:`CardMemory.delete_chat` take too); after the call it is
-  compared, under that lock, together with the writes that follow. Any difference (a
-  hand edit, a deletion, another sync, another process) discards the result: a recap
-  counts as failed, a merge as ``skipped``.
+- One sync at a time per card, across threads and processes (the card's run lock, an
+  OS file lock: :mod:`liyuan.card.lock`); a second sync waits for the first and says so.
+  Everything a model call is built from is read under the card's write lock (an OS
+  file lock too, which every hard-path change and :meth:`CardMemory.delete_chat` take)
+  and checked again under it after the call, together with the writes that follow. A
+  merge compares the input stamp (a hash of manifest, handbook, resident and recaps): any
+  difference (a hand edit, a deletion, another sync) discards it as ``skipped``. A recap
+  compares only what it was built from, its chat's previous recap, sessions and
+  forgotten/protected state, so a change elsewhere in the card does not pay for the same
+  recap twice; a difference counts it as failed. Right before each memory file is written its current text is compared
+  with the text the call was built from (a hand edit made in an editor, which takes no
+  lock, is never overwritten), and before an aggregate is overwritten its previous text
+  goes to ``.history/``.
+- A damaged manifest stops the sync (:class:`~liyuan.errors.ManifestError`, and an
+  activity line) before anything is read or written; :meth:`CardMemory.repair_manifest`
+  repairs it. Temp files a crashed write left behind are removed when a sync starts.
 - A hand-edited aggregate pins merging: sync recaps as usual but skips the merge (and
   says so) until :meth:`CardMemory.resume_merging`.
 - Write order makes every crash heal at the next sync without losing memory: the recap
@@ -31,21 +40,21 @@ Invariants:
 from __future__ import annotations
 
 import logging
-import shutil
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from liyuan.card import manual as card_manual
-from liyuan.card.files import CardLayout, MemoryFiles, source_mark_of
+from liyuan.card.files import CardLayout, MemoryFiles, sha256_text, source_mark_of
+from liyuan.card.handpath import HandPath
 from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS, RecapDiff, collect_chat_evidence, diff_recaps
+from liyuan.card.lock import card_locks
 from liyuan.card.manifest import Manifest, finish_pending, load_manifest, save_manifest
 from liyuan.card.prompts import build_merge_prompt, build_recap_prompt, parse_merge_result, validate_recap
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.context.budget import RESIDENT_MAX_CHARS
-from liyuan.errors import MemoryFileError, ModelError, ModelOutputError
+from liyuan.errors import ManifestError, MemoryFileError, ModelError, ModelOutputError, UnsafePathError
 from liyuan.model import ChatModel
 from liyuan.text import utf16_len
 
@@ -69,31 +78,12 @@ class SyncOutcome:
     """Deleted chats the merge was told to forget."""
 
 
-@dataclass
-class _CardLocks:
-    run: threading.Lock = field(default_factory=threading.Lock)
-    """Held for a whole sync: one at a time per card."""
-    write: threading.RLock = field(default_factory=threading.RLock)
-    """Held briefly around compare-and-write; never across a model call."""
-
-
-_LOCKS: dict[Path, _CardLocks] = {}
-_LOCKS_GUARD = threading.Lock()
-
-
-def card_locks(card_dir: Path) -> _CardLocks:
-    """The process-wide locks of one card (the same object for every path spelling)."""
-    key = card_dir.resolve()
-    with _LOCKS_GUARD:
-        return _LOCKS.setdefault(key, _CardLocks())
-
-
 def _off_limits(manifest: Manifest, chat_id: str) -> bool:
     """True when sync must not (re)write this chat's recap: forgotten, or edited by hand."""
     return chat_id in manifest.forgotten() or manifest.is_protected(card_manual.recap_ref(chat_id))
 
 
-class CardMemory:
+class CardMemory(HandPath):
     """One card's cross-session memory.
 
     Args:
@@ -149,16 +139,47 @@ class CardMemory:
             What was recapped, what failed, how the merge went, what was forgotten.
 
         Raises:
+            ManifestError: The manifest is damaged; nothing was read or written (see
+                :meth:`repair_manifest`).
+            UnsafePathError: A memory path is a symlink or leads outside the card.
             MemoryFileError: A memory file could not be written (nothing half-done stays:
                 the next sync repeats the interrupted step).
         """
-        with self._locks.run:
+        run = self._locks.run
+        try:
+            free = run.acquire(blocking=False)
+        except UnsafePathError as exc:  # the lock file itself, or 记忆/, is a symlink
+            self._say(f"记忆同步已停止：{exc}")
+            raise
+        if not free:
+            self._say("这张卡的记忆正在别处同步，等它做完再接着同步…")
+            run.acquire()
+        try:
+            self._prepare()
             recapped, failed = self._recap_all()
             merged, forgotten = self._merge()
+        finally:
+            run.release()
         if recapped or forgotten:
             tail = f"、遗忘 {len(forgotten)} 局" if forgotten else ""
             self._say(f"记忆已更新：复盘 {len(recapped)} 局{tail}")
         return SyncOutcome(recapped, failed, merged, forgotten)
+
+    def _prepare(self) -> None:
+        """Stop on a symlink or a damaged manifest; remove temp files a crashed write left behind."""
+        try:
+            with self._locks.write:
+                self.files.check_paths()
+                load_manifest(self.files)
+                removed = self.files.remove_orphan_temps()
+        except UnsafePathError as exc:
+            self._say(f"记忆同步已停止：{exc}")
+            raise
+        except ManifestError as exc:
+            self._say(f"记忆清单已损坏，同步已停止：{exc}")
+            raise
+        if removed:
+            self._say(f"清理了 {removed} 个写入中断时留下的临时文件")
 
     def _recap_all(self) -> tuple[list[str], list[str]]:
         recapped: list[str] = []
@@ -187,16 +208,18 @@ class CardMemory:
                 return None
             name = layout.chat_name(chat_id)  # read only for chats with work: most syncs stop above
             try:
-                before = files.input_stamp()
-                if _off_limits(load_manifest(files), chat_id):
-                    return None  # forgotten or edited just before the stamp (another process)
                 previous = files.read_text(layout.recap_path(chat_id))
+                if _off_limits(load_manifest(files), chat_id):
+                    return None  # forgotten or edited by a writer that took no lock
+            except (ManifestError, UnsafePathError):
+                raise
             except MemoryFileError as exc:
                 self._say(f"复盘「{name}」失败：{exc}")
                 return False
         evidence = collect_chat_evidence(
             layout.chat_dir(chat_id), user_name=self.user_name, char_name=self.char_name,
             max_chars=self.recap_input_max_chars,
+            on_damage=lambda note: self._say(f"「{name}」的会话文件有损坏的行：{note}"),
         )
         if evidence is None:
             # Nothing to recap (e.g. a greeting only): remember the fingerprint so the
@@ -223,8 +246,11 @@ class CardMemory:
             if _off_limits(manifest, chat_id):
                 self._say(f"复盘「{name}」已丢弃：期间这一局被遗忘或复盘被手工改过")
                 return False
-            if files.input_stamp() != before or not source_mark_of(sessions):
-                self._say(f"复盘「{name}」已丢弃：期间记忆或这一局被改动")
+            # A recap is built from this chat's sessions and its previous recap only: a
+            # change elsewhere in the card (a hand edit of the handbook, another chat's
+            # recap) leaves it valid, and discarding it would pay for the same recap twice.
+            if not self._still(layout.recap_path(chat_id), previous) or not source_mark_of(sessions):
+                self._say(f"复盘「{name}」已丢弃：期间这一局或它的复盘被改动")
                 return False
             try:
                 text = validate_recap(reply)
@@ -254,6 +280,8 @@ class CardMemory:
                 diff = diff_recaps(files, manifest)
                 handbook = files.read_text(layout.handbook)
                 resident = files.read_text(layout.resident)
+            except (ManifestError, UnsafePathError):
+                raise
             except MemoryFileError as exc:
                 self._say(f"合并记忆失败：{exc}")
                 return "failed", []
@@ -288,17 +316,37 @@ class CardMemory:
             if parsed is None:
                 self._say("合并记忆失败：回复格式不对（缺少或重复标记行、顺序颠倒或有一份为空）")
                 return "failed", []
-            self._write_merge(diff, *parsed)
+            if not self._write_merge(diff, *parsed, before=(handbook, resident)):
+                self._say("合并结果已丢弃：手册或常驻摘要在写入前被改动，下次同步重来")
+                return "skipped", []
         return "ok", list(diff.deleted)
 
-    def _write_merge(self, diff: RecapDiff, handbook: str, resident: str) -> None:
+    def _still(self, path: Path, expected: str | None) -> bool:
+        """True when ``path`` still holds ``expected`` (``None``: still missing), by hash."""
+        current = self.files.read_text(path)
+        if current is None or expected is None:
+            return current is expected
+        return sha256_text(current) == sha256_text(expected)
+
+    def _write_merge(
+        self, diff: RecapDiff, handbook: str, resident: str, *, before: tuple[str | None, str | None]
+    ) -> bool:
+        """Write a merge (hold the write lock). False when a target changed since it was read."""
         layout, files = self.layout, self.files
         manifest = load_manifest(files)
-        # Aggregates first, manifest last: a crash in between repeats this merge.
-        if not manifest.is_protected(card_manual.HANDBOOK_REF):
-            files.write_text(layout.handbook, handbook + "\n")
-        if not manifest.is_protected(card_manual.RESIDENT_REF):
-            files.write_text(layout.resident, resident + "\n")
+        targets = [(path, text, old) for ref, path, text, old in (
+            (card_manual.HANDBOOK_REF, layout.handbook, handbook, before[0]),
+            (card_manual.RESIDENT_REF, layout.resident, resident, before[1]),
+        ) if not manifest.is_protected(ref)]
+        if not all(self._still(path, old) for path, _, old in targets):
+            return False
+        # Aggregates first, manifest last: a crash in between repeats this merge. Each is
+        # checked again right before its own write, and its previous text kept in .history.
+        for path, text, old in targets:
+            files.backup_copy(path)
+            if not self._still(path, old):
+                return False
+            files.write_text(path, text + "\n")
         resident_chars = utf16_len(resident)
         if resident_chars > RESIDENT_MAX_CHARS:
             # Kept as written: the per-beat budget cuts it when it is sent.
@@ -316,87 +364,4 @@ class CardMemory:
             manifest.manual.merge_requested = False  # resume_merging() asked for this merge
         save_manifest(files, manifest)
         self._say(f"记忆已更新：手册 {utf16_len(handbook)} 字 · 常驻摘要 {resident_chars} 字")
-
-    # -- reading ----------------------------------------------------------------------
-
-    def load_resident_summary(self) -> str | None:
-        """The resident summary, trimmed; ``None`` when there is none (fit it before sending).
-
-        Raises:
-            MemoryFileError: The file exists but cannot be read.
-        """
-        text = self.files.read_text(self.layout.resident)
-        if text is None or not text.strip():
-            return None
-        return text.strip()
-
-    def read_memory(self, ref: str) -> tuple[str, str] | None:
-        """See :func:`liyuan.card.manual.read_memory`."""
-        return card_manual.read_memory(self.files, ref)
-
-    def list_memory(self) -> list[card_manual.MemoryDoc]:
-        """See :func:`liyuan.card.manual.list_memory`."""
-        with self._locks.write:
-            return card_manual.list_memory(self.files)
-
-    def search_memory(self, query: str, limit: int = 6) -> list[card_manual.MemoryHit]:
-        """See :func:`liyuan.card.manual.search_memory`."""
-        with self._locks.write:
-            return card_manual.search_memory(self.files, query, limit)
-
-    # -- changing ---------------------------------------------------------------------
-
-    def change_memory(self, ref: str, version: str, content: str | None) -> None:
-        """Hard path: replace or delete a document by hand. See :func:`liyuan.card.manual.change_memory`."""
-        with self._locks.write:
-            card_manual.change_memory(self.files, ref, version, content)
-
-    def forget_chat_recap(self, chat_id: str) -> bool:
-        """Hard path: forget a chat for good. See :func:`liyuan.card.manual.forget_chat_recap`."""
-        with self._locks.write:
-            return card_manual.forget_chat_recap(self.files, chat_id)
-
-    def resume_merging(self) -> bool:
-        """Undo the pin of a hand-edited aggregate: the next sync merges again.
-
-        That merge takes the hand-edited handbook and resident as its input (the merge
-        prompt treats hand edits as memory to keep) and rewrites both, folding in what
-        changed while merging was paused. See :func:`liyuan.card.manual.resume_merging`.
-
-        Returns:
-            False when merging was not paused.
-        """
-        with self._locks.write:
-            resumed = card_manual.resume_merging(self.files)
-        if resumed:
-            self._say("已恢复自动合并：下次同步以手改过的记忆为底重新合并")
-        return resumed
-
-    def delete_chat(self, chat_id: str) -> bool:
-        """Delete a chat: its recap first, then its folder (sessions, meta, vectors).
-
-        The next sync sees a merged recap gone and sends the chat to ``<deleted-chats>``
-        (the soft forget). The recap goes first so that a crash in between still
-        forgets the chat rather than keeping memory of a chat that no longer exists.
-
-        Returns:
-            False when neither the chat folder nor its recap existed.
-
-        Raises:
-            ConfigError: Invalid chat id.
-            MemoryFileError: Something could not be removed.
-        """
-        recap = self.layout.recap_path(chat_id)  # validates the id before any path is used
-        folder = self.layout.chat_dir(chat_id)
-        with self._locks.write:
-            existed = recap.exists() or folder.exists()
-            self.files.delete(recap)
-            try:
-                shutil.rmtree(folder)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                raise MemoryFileError(f"无法删除这一局的文件夹 {folder}：{exc}") from exc
-        if existed:
-            self._say(f"已删除一局：{chat_id}")
-        return existed
+        return True

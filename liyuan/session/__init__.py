@@ -8,11 +8,14 @@ keeps beside the story are read from the same tree (:mod:`liyuan.session.state`)
 
 from __future__ import annotations
 
+from liyuan.session.damage import PROBLEM_KINDS
 from liyuan.session.entries import (
+    DAMAGED_ENTRY_TYPE,
     SESSION_VERSION,
     BranchView,
     Entry,
     SessionContent,
+    SessionProblem,
     args_json,
     branch_to,
     custom,
@@ -39,7 +42,9 @@ from liyuan.session.tree import (
 )
 
 __all__ = [
+    "DAMAGED_ENTRY_TYPE",
     "EMPTY_STATE_TEXT",
+    "PROBLEM_KINDS",
     "SESSION_VERSION",
     "STATE_ENTRY_TYPE",
     "BranchView",
@@ -47,6 +52,7 @@ __all__ = [
     "Entry",
     "Ledger",
     "SessionContent",
+    "SessionProblem",
     "SessionTree",
     "args_json",
     "branch_to",

@@ -40,11 +40,15 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, NamedTuple, overload
 
+from liyuan.session.damage import SessionProblem, Skipped, bridge, describe, encodable, salvage_link
+
 __all__ = [
+    "DAMAGED_ENTRY_TYPE",
     "SESSION_VERSION",
     "BranchView",
     "Entry",
     "SessionContent",
+    "SessionProblem",
     "args_json",
     "branch_to",
     "custom",
@@ -59,6 +63,11 @@ __all__ = [
 ]
 
 SESSION_VERSION = 1
+
+DAMAGED_ENTRY_TYPE = "liyuan-damaged"
+"""Type of the placeholder :func:`read_entries` puts where a damaged line's entry was
+(see :mod:`liyuan.session.damage`); in memory only, never written. Not a message and not a
+custom entry, so the story ignores it; its body is ``{"line": n}``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,8 +205,10 @@ def parse_entry(obj: Any) -> Entry | None:
     """The entry a decoded JSONL line describes, or ``None`` when it is not one.
 
     ``None`` for anything but an object with a non-empty string ``id``, a string
-    ``type`` and a ``parentId`` that is a string or absent/null. The ``session`` header
-    is left to the caller.
+    ``type`` and a ``parentId`` that is a string or absent/null, where the ids can be
+    written back as UTF-8 (a lone surrogate such as ``"\\ud800"`` cannot: as a parent of
+    the next append it would make every append fail). The ``session`` header is left to
+    the caller.
     """
     if not isinstance(obj, dict):
         return None
@@ -207,6 +218,8 @@ def parse_entry(obj: Any) -> Entry | None:
     if not isinstance(entry_id, str) or not entry_id or not isinstance(entry_type, str):
         return None
     if parent is not None and not isinstance(parent, str):
+        return None
+    if not encodable(entry_id) or (parent is not None and not encodable(parent)):
         return None
     body = {k: v for k, v in obj.items() if k not in ("id", "parentId", "type")}
     return Entry(entry_id, parent, entry_type, body)
@@ -218,7 +231,8 @@ class SessionContent(NamedTuple):
     entries: dict[str, Entry]
     """Every entry kept, by id, in file order (of duplicate ids the first wins)."""
     problems: list[str]
-    """A Chinese note per skipped line, ``name:line: ...``."""
+    """A Chinese note per skipped line, ``name:line: ...``; each is a :class:`SessionProblem`
+    whose ``kind`` says what happened (see :data:`~liyuan.session.damage.PROBLEM_KINDS`)."""
     torn_tail: bool
     """True when the bytes do not end with a newline: the last write was cut off."""
     session_id: str | None
@@ -229,9 +243,12 @@ def read_entries(raw: bytes, name: str = "") -> SessionContent:
     """Parse a session file's bytes: the one loader, shared by every reader of such files.
 
     Pure (the caller reads the file, so a read-only reader can refuse to create one).
-    Never fails on content: blank lines are ignored; torn or malformed lines, lines that
-    are no entry (:func:`parse_entry`) and duplicate ids are skipped with a note; the
-    ``session`` header gives only its id.
+    Never fails on content: blank lines are ignored; torn or malformed lines (nesting too
+    deep and numbers too long included), lines that are no entry (:func:`parse_entry`)
+    and duplicate ids are skipped with a note; the ``session`` header gives its id, and
+    a version newer than :data:`SESSION_VERSION` is noted (``newer-version``). When kept
+    entries name a parent that was skipped, a :data:`DAMAGED_ENTRY_TYPE` placeholder
+    takes its place, so the branch stays whole (see :mod:`liyuan.session.damage`).
 
     Args:
         raw: The whole file.
@@ -243,6 +260,8 @@ def read_entries(raw: bytes, name: str = "") -> SessionContent:
     entries: dict[str, Entry] = {}
     problems: list[str] = []
     session_id: str | None = None
+    line_of: dict[str, int] = {}
+    skipped: list[Skipped] = []
     lines = raw.split(b"\n")
     torn_tail = bool(lines) and lines[-1] != b""
     for number, line in enumerate(lines, start=1):
@@ -251,23 +270,55 @@ def read_entries(raw: bytes, name: str = "") -> SessionContent:
         where = f"{name}:{number}"
         try:
             obj = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            last = number == len(lines) and torn_tail
-            problems.append(f"{where}: 末行不完整（写入中断），已跳过" if last else f"{where}: 不是合法 JSON，已跳过")
+        except (ValueError, RecursionError):  # bad UTF-8 or JSON, a number too long, too deep
+            if number == len(lines) and torn_tail:
+                problems.append(SessionProblem(f"{where}: 末行不完整（写入中断），已跳过", "torn-tail", number))
+            else:
+                problems.append(SessionProblem(f"{where}: 不是合法 JSON，已跳过", "bad-line", number))
+            skipped.append(salvage_link(line, number))
             continue
         if isinstance(obj, dict) and obj.get("type") == "session":
-            sid = obj.get("id")
-            if isinstance(sid, str):
-                session_id = sid
+            session_id = _header(obj, where, number, problems) or session_id
             continue
         entry = parse_entry(obj)
         if entry is None:
-            problems.append(f"{where}: 缺少 id/type 或字段类型不对，已跳过")
+            problems.append(SessionProblem(f"{where}: 缺少 id/type 或字段类型不对，已跳过", "not-entry", number))
+            skipped.append(salvage_link(line, number))
         elif entry.id in entries:
-            problems.append(f"{where}: id {entry.id!r} 重复，已跳过")
+            problems.append(SessionProblem(f"{where}: id {entry.id!r} 重复，已跳过", "duplicate-id", number))
         else:
             entries[entry.id] = entry
+            line_of[entry.id] = number
+    _place_bridges(entries, line_of, skipped, name, problems)
     return SessionContent(entries, problems, torn_tail, session_id)
+
+
+def _header(obj: dict[str, Any], where: str, number: int, problems: list[str]) -> str | None:
+    """The header's id (when usable); notes a version this liyuan does not know."""
+    version = obj.get("version", SESSION_VERSION)
+    if version != SESSION_VERSION:
+        problems.append(SessionProblem(
+            f"{where}: 会话文件的版本 {version!r} 不是这个 liyuan 认识的版本 {SESSION_VERSION}："
+            "只读取能读懂的条目，不会再往里追加", "newer-version", number))
+    sid = obj.get("id")
+    return sid if isinstance(sid, str) and encodable(sid) else None
+
+
+def _place_bridges(
+    entries: dict[str, Entry], line_of: dict[str, int], skipped: list[Skipped], name: str, problems: list[str]
+) -> None:
+    parents = {entry_id: entry.parent_id for entry_id, entry in entries.items()}
+    links = bridge(parents, line_of, skipped)
+    if not links:
+        return
+    # Placeholders go where their line was, so file order (and so the leaf: the last
+    # entry) is what it would have been without the damage.
+    placed = {link.entry_id: Entry(link.entry_id, link.parent, DAMAGED_ENTRY_TYPE, {"line": link.line})
+              for link in links}
+    ordered = sorted([*entries.values(), *placed.values()], key=lambda entry: line_of[entry.id])
+    entries.clear()
+    entries.update((entry.id, entry) for entry in ordered)
+    problems.extend(describe(link, name) for link in links)
 
 
 def _count(value: object) -> int | None:

@@ -9,6 +9,11 @@ Guarantees:
 - Loading never crashes on bad content: blank lines, torn or malformed lines, entries
   without an id, duplicate ids and unknown shapes are skipped and reported in
   :attr:`SessionTree.problems`. The file itself is never rewritten.
+- A skipped line never detaches the entries before it: its place on the branch is
+  recovered from what the line still holds, or guessed from file order and reported as
+  a cut (:meth:`SessionTree.branch_breaks`); see :mod:`liyuan.session.damage`.
+- A file whose header names a version newer than this liyuan's is read as far as it can
+  be, and never appended to (:class:`~liyuan.errors.TreeError`).
 - The leaf is the last appended entry unless the caller navigates to an earlier one
   (reroll, rewind); the next append then forks a new branch from there.
 - :meth:`SessionTree.branch` returns root-to-leaf and is safe against ``parentId`` cycles.
@@ -30,7 +35,7 @@ from typing import Any
 
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.errors import TreeError
-from liyuan.session.entries import SESSION_VERSION, BranchView, Entry, branch_to, read_entries
+from liyuan.session.entries import SESSION_VERSION, BranchView, Entry, SessionProblem, branch_to, read_entries
 
 __all__ = ["SessionTree"]
 
@@ -70,6 +75,8 @@ class SessionTree:
         """Held by every append and navigation. Hold it to make a check of :attr:`leaf_id`
         and an append one step when another thread may move the leaf (the leaf guard of a
         background compaction)."""
+        self._read_only_reason: str | None = None
+        """Why appending is refused (a newer file version), or ``None``."""
         if self.path is not None:
             if self.path.exists():
                 self._load(self.path)
@@ -96,6 +103,9 @@ class SessionTree:
         # torn fragment and both would be lost. The newline goes out with that append,
         # so merely loading (say, a read-only copy) never writes.
         self._mid_line = content.torn_tail
+        newer = [p for p in content.problems if isinstance(p, SessionProblem) and p.kind == "newer-version"]
+        if newer:
+            self._read_only_reason = newer[0]
 
     # -- reading -------------------------------------------------------------
 
@@ -134,6 +144,16 @@ class SessionTree:
                 self._branch = branch_to(self._entries, self._leaf)
             return BranchView(self._branch)
 
+    def branch_breaks(self, leaf_id: str | None = None) -> list[SessionProblem]:
+        """The guessed links (``branch-cut`` problems) on the branch ending at ``leaf_id``.
+
+        Empty when the branch is whole as written (or was re-linked with certainty). The
+        app should tell the user: the story before such a point is attached by file order.
+        """
+        on_branch = {entry.id for entry in self.branch(leaf_id)}
+        return [p for p in self.problems
+                if isinstance(p, SessionProblem) and p.kind == "branch-cut" and p.entry_id in on_branch]
+
     # -- writing -------------------------------------------------------------
 
     # --8<-- [start:navigate]
@@ -148,8 +168,15 @@ class SessionTree:
             self._leaf = entry_id
 
     def append(self, entry_type: str, **fields: Any) -> Entry:
-        """Append an entry as a child of the current leaf and make it the leaf."""
+        """Append an entry as a child of the current leaf and make it the leaf.
+
+        Raises:
+            TreeError: The file has a newer version, the entry cannot be encoded as
+                UTF-8 (a lone surrogate), or the file cannot be written.
+        """
         with self.lock:
+            if self._read_only_reason is not None:
+                raise TreeError(f"不能往这个会话文件追加：{self._read_only_reason}")
             entry_id = self._ids()
             if entry_id in self._entries:
                 raise TreeError(f"id 工厂给出了重复的 id：{entry_id!r}")
@@ -176,7 +203,11 @@ class SessionTree:
 
     def _write_line(self, obj: Mapping[str, Any]) -> None:
         line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
-        self._append_bytes(line.encode("utf-8"))
+        try:
+            data = line.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise TreeError(f"条目含无法编码成 UTF-8 的字符（孤立的代理项），没有写入：{exc}") from exc
+        self._append_bytes(data)
 
     def _append_bytes(self, data: bytes) -> None:
         assert self.path is not None

@@ -248,15 +248,18 @@ def load_config(path: str | os.PathLike[str]) -> VectorConfig:
     """Read the configuration file; defaults when it does not exist.
 
     Raises:
-        ConfigError: The file exists but is not valid JSON or has a wrong field type.
+        ConfigError: The file exists but is not valid JSON (nesting too deep and numbers
+            too long included) or has a wrong field type.
     """
     file = Path(path)
     if not file.exists():
         return VectorConfig()
     try:
         raw = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: bad UTF-8, bad JSON, a number too long
         raise ConfigError(f"向量记忆配置文件无法读取（{file}）：{exc}") from exc
+    except RecursionError:
+        raise ConfigError(f"向量记忆配置文件无法读取（{file}）：JSON 嵌套太深") from None
     return config_from_dict(raw)
 
 

@@ -18,7 +18,7 @@ from liyuan.card.files import (
 )
 from liyuan.card.manifest import Manifest, ManualState, RecapRecord, finish_pending, load_manifest, save_manifest
 from liyuan.card.manual import list_memory, search_memory
-from liyuan.errors import ConfigError, MemoryFileError
+from liyuan.errors import ConfigError, ManifestError, MemoryFileError
 
 BAD_IDS = ["", "../x", "..", ".", "/etc/passwd", "a/b", "a\\b", "局一", "ａ", "a b", "abc\n", "a.md", "x" * 129]
 
@@ -134,6 +134,10 @@ def test_listing_and_searching_read_the_manifest_once(tmp_path: Path) -> None:
             reads.append(path)
             return super().read_text(path)
 
+        def read_bytes(self, path: Path) -> bytes | None:
+            reads.append(path)
+            return super().read_bytes(path)
+
     files = Counting(layout)
     save_manifest(files, Manifest())
     atomic_write_text(layout.handbook, "手册：东门\n")
@@ -184,30 +188,19 @@ def test_manifest_round_trip_and_format(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text", ["{not json", '{"version": 2, "recaps": {}}', '{"version": 1}', "[]"])
-def test_unusable_manifest_reads_empty_and_is_backed_up(tmp_path: Path, text: str) -> None:
+def test_unusable_manifest_is_refused_not_read_as_empty(tmp_path: Path, text: str) -> None:
     files = MemoryFiles(CardLayout(tmp_path))
     path = tmp_path / "记忆" / ".清单.json"
     path.parent.mkdir(parents=True)
     path.write_text(text, encoding="utf-8")
-    assert load_manifest(files) == Manifest()
-    backups = list((tmp_path / "记忆" / ".history").iterdir())
-    assert [b.read_text(encoding="utf-8") for b in backups] == [text]
-
-
-def test_corrupt_manifest_is_backed_up_once_per_content(tmp_path: Path) -> None:
-    files = MemoryFiles(CardLayout(tmp_path))
-    path = tmp_path / "记忆" / ".清单.json"
-    path.parent.mkdir(parents=True)
-    path.write_bytes(b"{not json\r\n")
-    for _ in range(3):  # read-only callers load the manifest on every call
-        assert list_memory(files) == [] and search_memory(files, "东门") == []
-        assert load_manifest(files) == Manifest()
-    history = tmp_path / "记忆" / ".history"
-    assert [p.read_bytes() for p in history.iterdir()] == [b"{not json\r\n"]  # once, byte for byte
-    path.write_text("[]", encoding="utf-8")  # different corrupt bytes: a second copy
-    load_manifest(files)
-    load_manifest(files)
-    assert sorted(p.read_bytes() for p in history.iterdir()) == [b"[]", b"{not json\r\n"]
+    for _ in range(3):  # read-only callers load the manifest on every call: no copies pile up
+        with pytest.raises(ManifestError, match="已损坏"):
+            load_manifest(files)
+        with pytest.raises(ManifestError):
+            list_memory(files)
+        with pytest.raises(ManifestError):
+            search_memory(files, "东门")
+    assert path.read_text(encoding="utf-8") == text and not (tmp_path / "记忆" / ".history").exists()
 
 
 def test_hand_edited_manifest_cannot_name_paths_outside_the_card(tmp_path: Path) -> None:

@@ -38,12 +38,21 @@ class LandsAtTheStamp(MemoryFiles):
         self.armed = False
         self.thread: threading.Thread | None = None
         self.landed_in_gap: bool | None = None
+        self.at_recap_read = False
 
     def input_stamp(self) -> str:
-        if self.armed:
+        if self.armed and not self.at_recap_read:
             self.armed = False
             self._race()
         return super().input_stamp()
+
+    def read_text(self, path: Path) -> str | None:
+        # A recap call has no stamp of its own: it is decided from the previous recap,
+        # read inside the same critical section. The race lands at that read instead.
+        if self.armed and self.at_recap_read and path.parent.name == "局":
+            self.armed = False
+            self._race()
+        return super().read_text(path)
 
     def _race(self) -> None:
         decided = threading.Event()
@@ -127,7 +136,7 @@ def test_forget_landing_before_the_recap_stamp_keeps_the_recap_gone(tmp_path: Pa
 
     mem = memory(tmp_path, FunctionModel(fn))
     mem.files = files
-    files.armed = True
+    files.armed = files.at_recap_read = True
     out = mem.sync()
     assert out.recapped == [] and not recap_a.exists()  # the forgotten recap did not come back
     assert "jA" in load_manifest(mem.files).forgotten()
@@ -187,12 +196,19 @@ class ElsewhereAtTheStamp(MemoryFiles):
         super().__init__(layout)
         self.chat_id = chat_id
         self.armed = False
+        self.at_recap_read = False
 
     def input_stamp(self) -> str:
-        if self.armed:
+        if self.armed and not self.at_recap_read:
             self.armed = False
             assert card_manual.forget_chat_recap(MemoryFiles(self.layout), self.chat_id)
         return super().input_stamp()
+
+    def read_text(self, path: Path) -> str | None:
+        if self.armed and self.at_recap_read and path.parent.name == "局":
+            self.armed = False
+            assert card_manual.forget_chat_recap(MemoryFiles(self.layout), self.chat_id)
+        return super().read_text(path)
 
 
 def test_forget_from_another_process_at_the_merge_stamp(tmp_path: Path) -> None:
@@ -222,8 +238,8 @@ def test_forget_from_another_process_at_the_recap_stamp(tmp_path: Path) -> None:
     recap_a.write_text(recap("旧的复盘", "- 旧。") + "\n", encoding="utf-8")
     model = ScriptedModel({"recap": [RECAP_A]})
     mem = memory(tmp_path, model)
-    mem.files = ElsewhereAtTheStamp(CardLayout(tmp_path), "jA")
-    mem.files.armed = True
+    mem.files = files = ElsewhereAtTheStamp(CardLayout(tmp_path), "jA")
+    files.armed = files.at_recap_read = True
     out = mem.sync()
     assert out.recapped == [] and not recap_a.exists()
     assert model.calls == []  # seen before the model was asked: no call wasted on a forgotten chat

@@ -1,0 +1,178 @@
+"""Two real processes syncing one card while a third edits it by hand (helper, no tests here).
+
+One trial: a card with two chats (甲, 乙), synced once, then each chat gets a new beat.
+Three forked processes start together: two run :meth:`CardMemory.sync`, the third edits
+the handbook and the resident summary through the hard path and forgets chat 乙, in a
+random order at random moments. Every write sleeps a little first (a slow disk) and
+every model call sleeps too. The model is a scripted stand-in (no model wrote these
+replies); it appends one line per call to a shared file, so paid calls are counted
+across processes.
+
+Run ``python -m tests.liyuan.card.two_procs 100`` to print the figures of 100 trials.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import random
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from liyuan.card import manual as card_manual
+from liyuan.card.files import CardLayout, MemoryFiles
+from liyuan.card.manifest import load_manifest
+from liyuan.card.sync import CardMemory
+from liyuan.clock import fixed_clock
+from liyuan.errors import VersionConflict
+from liyuan.model import FunctionModel, ModelRequest
+
+from .test_fixtures import CHAR, USER, merge_reply, recap, user_text, write_chat
+
+HAND_HANDBOOK = "# 手写的手册\n- 小满怕黑（手工记下）"
+HAND_RESIDENT = "# 往局记忆（同一世界更早的几局）\n\n- 手工写的常驻摘要。"
+
+
+class SlowFiles(MemoryFiles):
+    """Every write waits a few milliseconds first, like a slow disk."""
+
+    def __init__(self, layout: CardLayout, rng: random.Random) -> None:
+        super().__init__(layout)
+        self._rng = rng
+
+    def write_text(self, path: Path, text: str) -> None:
+        time.sleep(self._rng.uniform(0, 0.006))
+        super().write_text(path, text)
+
+
+def _model(calls: Path, rng: random.Random) -> FunctionModel:
+    def reply(request: ModelRequest) -> str:
+        text = user_text(request)
+        chat = "乙" if "乙的第" in text else "甲" if "甲的第" in text else "-"
+        digest = hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
+        fd = os.open(calls, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{request.purpose} {chat if request.purpose == 'recap' else digest}\n".encode())
+        finally:
+            os.close(fd)
+        time.sleep(rng.uniform(0, 0.02))
+        if request.purpose == "recap":
+            return recap(f"{chat}局", f"- {chat}局里的事。")
+        return merge_reply()
+    return FunctionModel(reply)
+
+
+def _memory(card: Path, calls: Path, seed: int) -> CardMemory:
+    rng = random.Random(seed)
+    mem = CardMemory(card, _model(calls, rng), user_name=USER, char_name=CHAR, clock=fixed_clock())
+    mem.files = SlowFiles(mem.layout, rng)
+    return mem
+
+
+def _sync_role(card: Path, calls: Path, seed: int, start: object) -> None:
+    start.wait()  # type: ignore[attr-defined]
+    _memory(card, calls, seed).sync()
+
+
+def _edit(mem: CardMemory, ref: str, text: str) -> None:
+    while True:
+        doc = mem.read_memory(ref)
+        assert doc is not None
+        try:
+            mem.change_memory(ref, doc[1], text)
+            return
+        except VersionConflict:
+            continue  # a sync changed it meanwhile: read again, like an editor would
+
+
+def _hand_role(card: Path, calls: Path, seed: int, start: object) -> None:
+    rng = random.Random(seed)
+    mem = _memory(card, calls, seed + 1)
+    steps = ["handbook", "resident"]
+    rng.shuffle(steps)  # both edits in either order, then the forget (a forget first would
+    steps.append("forget")  # retire the resident, and a missing document cannot be edited)
+    start.wait()  # type: ignore[attr-defined]
+    for step in steps:
+        time.sleep(rng.uniform(0, 0.04))
+        if step == "handbook":
+            _edit(mem, card_manual.HANDBOOK_REF, HAND_HANDBOOK)
+        elif step == "resident":
+            _edit(mem, card_manual.RESIDENT_REF, HAND_RESIDENT)
+        else:
+            mem.forget_chat_recap("jB")
+
+
+@dataclass
+class Counts:
+    """Figures over all trials."""
+
+    trials: int = 0
+    lost_handbook_edits: int = 0
+    lost_resident_edits: int = 0
+    lost_pins: int = 0
+    resurrected_chats: int = 0
+    duplicate_paid_calls: int = 0
+    """Trials where one chat was recapped twice, or one merge prompt was paid twice."""
+    failed_processes: int = 0
+
+
+def _setup(card: Path) -> None:
+    write_chat(card, "jA", [("user", "甲的第1拍。"), ("assistant", "好。")], name="甲")
+    write_chat(card, "jB", [("user", "乙的第1拍。"), ("assistant", "好。")], name="乙")
+    calls = card.parent / "setup-calls.txt"
+    _memory(card, calls, 0).sync()
+    write_chat(card, "jA", [("user", "甲的第2拍。"), ("assistant", "好。")])
+    write_chat(card, "jB", [("user", "乙的第2拍。"), ("assistant", "好。")])
+
+
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+
+
+def one_trial(root: Path, seed: int, counts: Counts) -> None:
+    """Run one trial under ``root`` and add its figures to ``counts``."""
+    card = root / f"card{seed}"
+    _setup(card)
+    calls = root / f"calls{seed}.txt"
+    calls.touch()
+    ctx = multiprocessing.get_context("fork")
+    start = ctx.Event()
+    procs = [ctx.Process(target=_sync_role, args=(card, calls, seed * 3 + 1, start)),
+             ctx.Process(target=_sync_role, args=(card, calls, seed * 3 + 2, start)),
+             ctx.Process(target=_hand_role, args=(card, calls, seed * 3 + 3, start))]
+    for proc in procs:
+        proc.start()
+    start.set()
+    for proc in procs:
+        proc.join(30)
+        counts.failed_processes += proc.exitcode != 0
+    layout = CardLayout(card)
+    manifest = load_manifest(MemoryFiles(layout))
+    counts.trials += 1
+    counts.lost_handbook_edits += _text(layout.handbook) != HAND_HANDBOOK
+    counts.lost_resident_edits += _text(layout.resident) != HAND_RESIDENT
+    counts.lost_pins += not (manifest.manual and manifest.manual.aggregate_pinned)
+    counts.resurrected_chats += layout.recap_path("jB").exists() or "jB" not in manifest.forgotten()
+    lines = calls.read_text(encoding="utf-8").split()
+    paid = [" ".join(lines[i:i + 2]) for i in range(0, len(lines), 2)]
+    counts.duplicate_paid_calls += len(paid) != len(set(paid))
+
+
+def run_trials(root: Path, trials: int, first_seed: int = 1) -> Counts:
+    """``trials`` trials under ``root``; their figures."""
+    counts = Counts()
+    for seed in range(first_seed, first_seed + trials):
+        one_trial(root, seed, counts)
+    return counts
+
+
+if __name__ == "__main__":
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100
+    began = time.monotonic()
+    with tempfile.TemporaryDirectory() as folder:
+        result = run_trials(Path(folder), n)
+    print(result, f"{time.monotonic() - began:.1f}s")
