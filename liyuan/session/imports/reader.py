@@ -171,10 +171,18 @@ def import_chat(path: str | os.PathLike[str], session_path: str | os.PathLike[st
     try:
         with contextlib.suppress(FileNotFoundError):
             temp.unlink()  # a leftover of an import that died; never a session
-        tree = SessionTree(temp, session_id=session_id, clock=clock, ids=ids)
+        # The temporary file is no session until it is linked into place: one fsync of the
+        # whole file before the link gives the same guarantee as one per entry, at a
+        # fraction of the cost (5,000 messages: about 9 s of fsyncs on a disk otherwise).
+        tree = SessionTree(temp, session_id=session_id, clock=clock, ids=ids, fsync=False)
         write_messages(tree, reader.messages(), source.format, on_progress=on_progress)
         if reader.source is None or reader.source.sha256 != source.sha256:
             raise ChatImportError("文件在导入过程中被改动了，请重新导入")
+        fd = os.open(temp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.link(temp, target)  # fails if the target appeared meanwhile: never overwrites
         temp.unlink()
         fsync_dir(target.parent)
