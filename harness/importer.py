@@ -22,6 +22,7 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 import tempfile
 import time
@@ -30,15 +31,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from liyuan.errors import LiyuanError
 from liyuan.fileio import atomic_write_text
 from liyuan.session.imports import FORMATS, ChatReader, ChatSource, ImportedMessage, safe_chat_id, safe_folder_name
 from liyuan.story.compact import DEFAULT_EVERY_N_TURNS, KEEP_RECENT_BEATS
 
+from .artifacts import FileDiff, unified
 from .replies import dump_yaml
 from .scenario import load_scenario
 
-__all__ = ["ImportResult", "build_scenario", "import_file", "main"]
+__all__ = ["ImportResult", "build_scenario", "import_drift", "import_file", "main"]
 
 CLOSING_USER = "（框架补的一条用户消息：导入的聊天到这里为止，用它看下一拍组装出的上下文）"
 PROGRESS_EVERY = 1000
@@ -229,6 +233,40 @@ def import_file(path: Path, *, root: Path, fmt: str | None = None, card: str | N
     return ImportResult(name, target, source, len(chat.beats), time.perf_counter() - started)
 
 
+def import_drift(root: Path) -> list[FileDiff]:
+    """Imported scenarios that a fresh import of their file in ``sim/imports/`` would change.
+
+    A scenario is matched to its file by the sha256 it records (it records no path);
+    one whose file is not in ``sim/imports/`` (a chat someone brought) is left alone.
+    Paths in the result are relative to ``sim/``, as :func:`harness.review.check` reports.
+    """
+    folder = root / "sim" / "imports"
+    if not folder.is_dir():
+        return []
+    by_sha = {hashlib.sha256(p.read_bytes()).hexdigest(): p for p in sorted(folder.iterdir()) if p.is_file()}
+    diffs: list[FileDiff] = []
+    for path in sorted((root / "sim" / "scenarios").glob("*.yaml")):
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        source = raw.get("source") if isinstance(raw, dict) else None
+        chat_file = by_sha.get(source.get("sha256")) if isinstance(source, dict) else None
+        if chat_file is None or not isinstance(source, dict):
+            continue
+        chat_id, spec = next(iter(raw["chats"].items()))
+        with tempfile.TemporaryDirectory() as folder_name:
+            out = Path(folder_name) / path.name
+            import_file(chat_file, root=root, fmt=source["format"], card=raw.get("card"),
+                        chat_id=None if chat_id == "imported" else spec.get("name"), out=out,
+                        user_name=raw.get("user") if source["format"] == "transcript" else None,
+                        conversation=int(source.get("conversation", 1)))
+            fresh = out.read_text(encoding="utf-8")
+        committed = path.read_text(encoding="utf-8")
+        if fresh != committed:
+            label = f"scenarios/{path.name}"
+            diffs.append(FileDiff(label, "changed", unified(committed, fresh, f"已提交/{label}",
+                                                            f"重新导入 {chat_file.name}/{label}")))
+    return diffs
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m harness import",
                                      description="把已有的聊天记录导入成场景（sim/scenarios/<名字>.yaml）")
@@ -247,10 +285,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str]) -> int:
     """Entry point of ``python -m harness import``; 0 success, 2 bad input."""
-    from .cli import default_root
-
     args = _parser().parse_args(list(argv))
-    root = (args.root or default_root()).resolve()
+    # As harness.cli.default_root finds it (not imported: cli -> review -> importer).
+    cwd = Path.cwd()
+    root = (args.root or (cwd if (cwd / "sim" / "scenarios").is_dir() else Path(__file__).resolve().parent.parent))
+    root = root.resolve()
 
     def say(line: str) -> None:
         if not args.quiet:

@@ -2,7 +2,8 @@
 
 Invariant: neither command writes into the repository. Both regenerate the scripted
 artifacts into a temporary folder and compare: ``check`` against the committed files in
-``sim/`` (any difference fails), ``diff`` against the artifacts as they were at a git ref,
+``sim/`` (any difference fails; an imported scenario is also compared with a fresh import
+of its file in ``sim/imports/``), ``diff`` against the artifacts as they were at a git ref,
 reported per scenario step and per model call so a prompt change reads as a prompt diff.
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 from liyuan.errors import ConfigError
 
 from .artifacts import FileDiff, canonical_json, compare_trees, unified
+from .importer import import_drift
 from .models import open_setup
 from .progress import Progress
 from .run_state import RunReport
@@ -65,7 +67,7 @@ def check(root: Path, progress: Progress | None = None) -> CheckResult:
     """Regenerate into a temp dir and compare with the committed ``sim/out`` and ``sim/txt``."""
     progress = progress or Progress(quiet=True)
     report, fresh = regenerate(root, progress)
-    diffs = compare_trees(root / "sim", fresh, orphan_dirs=("txt",))
+    diffs = compare_trees(root / "sim", fresh, orphan_dirs=("txt",)) + import_drift(root)
     return CheckResult(diffs=diffs, failures=report.failures, files=len(fresh))
 
 
