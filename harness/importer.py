@@ -248,9 +248,9 @@ def import_drift(root: Path) -> list[FileDiff]:
     for path in sorted((root / "sim" / "scenarios").glob("*.yaml")):
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
         source = raw.get("source") if isinstance(raw, dict) else None
-        chat_file = by_sha.get(source.get("sha256")) if isinstance(source, dict) else None
-        if chat_file is None or not isinstance(source, dict):
+        if not isinstance(source, dict) or str(source.get("sha256")) not in by_sha:
             continue
+        chat_file = by_sha[str(source.get("sha256"))]
         chat_id, spec = next(iter(raw["chats"].items()))
         with tempfile.TemporaryDirectory() as folder_name:
             out = Path(folder_name) / path.name
