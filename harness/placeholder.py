@@ -43,7 +43,7 @@ def placeholder_text(purpose: str) -> str | None:
     if purpose == "summary":
         return _sections(SUMMARY_HEADINGS)
     if purpose == "recap":
-        return f"# 占位复盘：这一局没有模型写过复盘\n\n{_sections(RECAP_HEADINGS)}"
+        return f"# 占位复盘：不是模型输出，这一局还没有模型写过复盘\n\n{_sections(RECAP_HEADINGS)}"
     if purpose == "merge":
         return (f"{HANDBOOK_MARK}\n# 记忆（占位）\n\n{_SECTION}\n\n"
                 f"{RESIDENT_MARK}\n{RESIDENT_HEADING}\n\n{_SECTION}")
