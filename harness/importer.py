@@ -36,13 +36,13 @@ import yaml
 from liyuan.errors import LiyuanError
 from liyuan.fileio import atomic_write_text
 from liyuan.session.imports import FORMATS, ChatReader, ChatSource, ImportedMessage, safe_chat_id, safe_folder_name
-from liyuan.story.compact import DEFAULT_EVERY_N_TURNS, KEEP_RECENT_BEATS
+from liyuan.story.compact import DEFAULT_EVERY_N_TURNS, KEEP_RECENT_BEATS, MIN_COMPACT_CHARS
 
 from .artifacts import FileDiff, unified
 from .replies import dump_yaml
 from .scenario import load_scenario
 
-__all__ = ["ImportResult", "build_scenario", "import_drift", "import_file", "main"]
+__all__ = ["ImportResult", "build_scenario", "import_drift", "import_file", "main", "render_scenario"]
 
 CLOSING_USER = "（框架补的一条用户消息：导入的聊天到这里为止，用它看下一拍组装出的上下文）"
 PROGRESS_EVERY = 1000
@@ -177,7 +177,8 @@ def build_scenario(name: str, source: ChatSource, chat: ChatBeats, *, card: str 
         "chats": {cid: spec},
         "steps": [
             {"id": "play", "kind": "play", "chat": cid, "auto_compact": True,
-             "note": "逐拍写进会话树；每拍之后照常检查一次压缩（周期 30 拍、保留 6 拍、2000 字门槛）。",
+             "note": (f"逐拍写进会话树；每拍之后照常检查一次压缩（周期 {DEFAULT_EVERY_N_TURNS} 拍、"
+                      f"保留 {KEEP_RECENT_BEATS} 拍、{MIN_COMPACT_CHARS} 字门槛）。"),
              "files": play_files},
             {"id": "next-turn", "kind": "assemble", "chat": cid, "user": closing,
              "note": ("聊天最后一条用户消息还没有回复：用它组装上下文。" if chat.closing_user else
@@ -189,6 +190,21 @@ def build_scenario(name: str, source: ChatSource, chat: ChatBeats, *, card: str 
                        "resident": f"{stem}-resident.txt"}},
         ],
     }
+
+
+def render_scenario(data: dict[str, Any]) -> str:
+    """The scenario's YAML, its ``source`` and ``steps`` between snippet markers.
+
+    The markers are YAML comments, so the file loads as before; the docs include the
+    marked parts by name (``pymdownx.snippets``) instead of by line numbers that shift.
+    """
+    parts = []
+    for key, value in data.items():
+        chunk = dump_yaml({key: value})
+        if key in ("source", "steps"):
+            chunk = f"# --8<-- [start:{key}]\n{chunk}# --8<-- [end:{key}]\n"
+        parts.append(chunk)
+    return "".join(parts)
 
 
 def _header(source: ChatSource) -> str:
@@ -224,7 +240,7 @@ def import_file(path: Path, *, root: Path, fmt: str | None = None, card: str | N
     name = out.stem if out is not None else f"import-{source.sha256[:8]}"
     target = out if out is not None else root / "sim" / "scenarios" / f"{name}.yaml"
     data = build_scenario(name, source, chat, card=card, chat_id=chat_id)
-    text = _header(source) + dump_yaml(data)
+    text = _header(source) + render_scenario(data)
     with tempfile.TemporaryDirectory() as folder:
         check = Path(folder) / f"{name}.yaml"
         check.write_text(text, encoding="utf-8")
