@@ -291,3 +291,19 @@ def test_a_one_line_json_array_streams_element_by_element(tmp_path: Path) -> Non
     reader._text.chunk_bytes = 4096  # many chunk borders inside values
     texts = [m.text for m in reader.messages()]
     assert texts == [r["content"] for r in rows]
+
+
+def test_the_import_fsyncs_its_file_once_not_per_entry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The temporary file is no session until linked: one fsync before the link, not one per entry."""
+    import os
+
+    calls: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
+    run_import(FIXTURE, tmp_path / "s.jsonl")
+    assert 1 <= len(calls) <= 3  # the file, and the folder after the link
+    calls.clear()
+    tree = SessionTree(tmp_path / "other.jsonl")  # an ordinary tree still fsyncs every append
+    tree.append_message("user", "你好")
+    tree.append_message("assistant", "好")
+    assert len(calls) == 3
