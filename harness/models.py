@@ -27,6 +27,7 @@ from liyuan.errors import ConfigError
 from liyuan.model import ChatModel, OpenAIModel
 
 from .artifacts import ArtifactSet
+from .placeholder import PLACEHOLDER_LINE, PlaceholderBackend
 from .recorder import Backend, LiveBackend, Recorder, ReplayBackend, ScriptedBackend
 from .replies import ReplyBook
 from .scenario import Scenario
@@ -88,6 +89,8 @@ class ModelSetup:
         """The reply source for one scenario."""
         if self.kind == "scripted":
             path = root / "sim" / "replies" / f"{scenario.name}.yaml"
+            if scenario.source is not None and not path.exists():
+                return PlaceholderBackend(scenario.name)  # an imported chat: nobody wrote its replies
             return ScriptedBackend(ReplyBook.load(path, label=f"sim/replies/{scenario.name}.yaml"))
         if self.kind == "replay":
             assert self.replay_dir is not None
@@ -98,8 +101,10 @@ class ModelSetup:
         assert self.live is not None
         return self.live
 
-    def describe(self) -> dict[str, Any]:
-        """The ``model`` field of every ``out/*.json``."""
+    def describe(self, scenario: Scenario | None = None) -> dict[str, Any]:
+        """The ``model`` field of every ``out/*.json`` (of ``scenario``'s, when given)."""
+        if self.kind == "scripted" and scenario is not None and scenario.source is not None:
+            return {"kind": "scripted", "note": PLACEHOLDER_LINE.strip("（）")}
         if self.kind == "scripted":
             return {"kind": "scripted",
                     "note": "回复来自 sim/replies/<场景>.yaml：人工撰写的示范，不是模型输出"}

@@ -52,7 +52,7 @@ class Progress:
 
     def call(self, record: CallRecord) -> None:
         """A model call finished."""
-        who = "脚本回复" if record.provenance == "scripted" else (record.provenance or "失败")
+        who = {"scripted": "脚本回复", "placeholder": "占位回复"}.get(record.provenance, record.provenance or "失败")
         chars_in = sum(len(m["content"]) for m in record.request["messages"])
         chars_out = len(record.text or "")
         if record.usage:

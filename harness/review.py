@@ -2,7 +2,8 @@
 
 Invariant: neither command writes into the repository. Both regenerate the scripted
 artifacts into a temporary folder and compare: ``check`` against the committed files in
-``sim/`` (any difference fails), ``diff`` against the artifacts as they were at a git ref,
+``sim/`` (any difference fails; an imported scenario is also compared with a fresh import
+of its file in ``sim/imports/``), ``diff`` against the artifacts as they were at a git ref,
 reported per scenario step and per model call so a prompt change reads as a prompt diff.
 ``check`` also runs the template coverage gate (:mod:`harness.coverage`): every template
 and every branch of it must be rendered into some artifact, else a change there would
@@ -23,6 +24,7 @@ from liyuan.prompts import observe_renders
 
 from .artifacts import FileDiff, canonical_json, compare_trees, unified
 from .coverage import CoverageReport, CoverageTracker, coverage_report
+from .importer import import_drift
 from .models import open_setup
 from .progress import Progress
 from .run_state import RunReport
@@ -98,8 +100,13 @@ def check_run(root: Path, run: Regenerated) -> CheckResult:
 
 
 def check(root: Path, progress: Progress | None = None) -> CheckResult:
-    """Regenerate in memory and compare with the committed ``sim/out`` and ``sim/txt``."""
-    return check_run(root, regenerate(root, progress))
+    """Regenerate in memory and compare with the committed ``sim/out`` and ``sim/txt``.
+
+    Imported scenarios are also compared with a fresh import of their file in ``sim/imports``.
+    """
+    result = check_run(root, regenerate(root, progress))
+    result.diffs.extend(import_drift(root))
+    return result
 
 
 def _git_show(root: Path, ref: str, rel: str) -> str | None:

@@ -17,6 +17,7 @@ from liyuan.session.tree import SessionTree
 
 from .artifacts import ArtifactSet
 from .models import ModelSetup
+from .placeholder import PLACEHOLDER, PLACEHOLDER_LINE
 from .progress import Progress
 from .recorder import CallRecord, Recorder
 from .scenario import ChatSpec, Scenario, StepSpec
@@ -118,7 +119,9 @@ class ScenarioRun:
             return None
         if provenances == {"scripted"}:
             return SCRIPTED_LINE
-        models = "、".join(sorted(p.removeprefix("model:") for p in provenances if p != "scripted"))
+        if provenances == {PLACEHOLDER}:
+            return PLACEHOLDER_LINE
+        models = "、".join(sorted(p.removeprefix("model:") for p in provenances if p.startswith("model:")))
         line = f"（模型输出：{models}，原样记录"
         if self.setup.plumbing:
             line += "；管线演示，不代表摘要质量"

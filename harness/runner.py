@@ -66,7 +66,8 @@ def _run_one(scenario: Scenario, setup: ModelSetup, artifacts: ArtifactSet, prog
         run = ScenarioRun(scenario=scenario, recorder=recorder, setup=setup, workdir=workdir,
                           artifacts=artifacts, progress=progress,
                           clock=fixed_clock(scenario.config.get("clock_start", DEFAULT_CLOCK_START)))
-        progress.scenario(scenario.name, len(scenario.steps), setup.label)
+        label = "占位回复（导入的聊天，不是模型输出）" if setup.kind == "scripted" and scenario.source else setup.label
+        progress.scenario(scenario.name, len(scenario.steps), label)
         for index, step in enumerate(scenario.steps, start=1):
             progress.step(index, len(scenario.steps), step.id, step.kind)
             recorder.begin_step(step.id)
@@ -163,7 +164,7 @@ def run_scenarios(
             "char": scenario.char,
             "language": scenario.language,
             "config": dict(scenario.config),
-            "model": setup.describe(),
+            "model": setup.describe(scenario),
             "steps": steps,
         })
     report.records = outputs

@@ -10,7 +10,9 @@ recorded: a summary is scored against the beats its own prompt covered (counted 
 the prompt's ``<conversation>`` and the previous summary it merged), a merge against
 the recaps that existed when it ran, a context against the resident summary the card
 had. Replies no model wrote are scored too, and the card says so: a scripted run checks
-the checkers, it says nothing about a model.
+the checkers, it says nothing about a model. The one exception: a scenario whose every
+reply is a placeholder (an imported chat run without a model, :mod:`harness.placeholder`)
+has no card, since there is nothing written by anyone to score.
 """
 
 from __future__ import annotations
@@ -285,6 +287,12 @@ def _read_outs(base: Path) -> tuple[dict[str, list[dict[str, Any]]], dict[str, l
     return outs, names
 
 
+def _placeholders_only(outs: Sequence[Mapping[str, Any]]) -> bool:
+    """True when every reply of these records is a placeholder (harness.placeholder)."""
+    replies = [c.get("reply") or {} for out in outs for s in out.get("steps", []) for c in s.get("calls", [])]
+    return bool(replies) and all(r.get("provenance") == "placeholder" for r in replies)
+
+
 def score_run(base: Path, root: Path, scenarios: Mapping[str, ScenarioFile] | None = None) -> dict[str, Any]:
     """Score every scenario a run folder holds.
 
@@ -306,6 +314,8 @@ def score_run(base: Path, root: Path, scenarios: Mapping[str, ScenarioFile] | No
     cards: dict[str, Any] = {}
     provenance: dict[str, Any] = {}
     for name, files in sorted(outs.items()):
+        if _placeholders_only(files):
+            continue  # an imported chat run without a model: nothing a model wrote to score
         provenance = provenance_of(files[0].get("model", {}))
         scenario = scenarios.get(name) or ScenarioFile({}, Gold())
         scorer = _Scorer(scenario.data, scenario.gold, base / "txt")

@@ -8,6 +8,7 @@ returns what went in) for a new user message.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,6 +35,9 @@ from .common import context_label, prompt_label, prompt_text, resident_text
 from .vector_steps import vector_for
 
 __all__ = ["render_messages"]
+
+BEAT_PROGRESS_EVERY = 250
+"""Beats between two progress lines of a long play step (stderr only, never an artifact)."""
 
 
 def render_messages(messages: list[ChatMessage]) -> str:
@@ -102,6 +106,7 @@ def play(run: ScenarioRun, step: StepSpec) -> StepResult:
     if not start <= stop <= len(beats):
         raise ConfigError(f"{step.id}: upto={stop} 超出了 {chat_id} 的拍数（已演 {start}，共 {len(beats)}）")
     vector = vector_for(run, chat_id) if step.params.get("vector", run.config("vector", False)) else None
+    started = time.perf_counter()
     compactions: list[dict[str, Any]] = []
     summaries_written: list[str] = []
     log: list[str] = []
@@ -120,6 +125,9 @@ def play(run: ScenarioRun, step: StepSpec) -> StepResult:
                 if outcome.summary is not None:
                     summaries_written.append(outcome.summary)
                 log.append(f"第 {number} 拍后：{outcome.message}")
+        if number % BEAT_PROGRESS_EVERY == 0 and number < stop:
+            run.progress.note(f"已演 {number}/{stop} 拍 · 压缩 {len(compactions)} 次 · "
+                              f"模型调用 {len(run.recorder.calls)} 次 · {time.perf_counter() - started:.1f} s")
     calls = run.recorder.step_calls(step.id, "summary")
     for i, call in enumerate(calls, start=1):
         run.write_txt(f"prompt_{i}", prompt_text(call), header=prompt_label(run))

@@ -30,6 +30,11 @@ Entry conventions used across liyuan (other fields are kept and ignored):
 - ``{"type": "custom", "customType": "rp-compact-failed", "data": {"reason", "error",
   "coversThroughId", "provenance"}}``: a story compaction that failed (see
   :mod:`liyuan.story.backoff`); process only, never part of the story.
+- ``{"type": "custom", "customType": "liyuan-import-note", "data": {"kind", "role", "name",
+  "text", "source"}}``: a message of an imported chat that lies outside the story (a
+  system, narrator, comment, hidden or tool message; see :mod:`liyuan.session.imports`);
+  never part of the story. Imported messages also carry ``"imported": {"format",
+  "line"}``, the speaker's ``"name"`` and, for a swipe, its index ``"swipe"``.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from liyuan.session.damage import SessionProblem, Skipped, bridge, describe, enc
 
 __all__ = [
     "DAMAGED_ENTRY_TYPE",
+    "IMPORT_NOTE_TYPE",
     "SESSION_VERSION",
     "BranchView",
     "Entry",
@@ -63,6 +69,8 @@ __all__ = [
 ]
 
 SESSION_VERSION = 1
+IMPORT_NOTE_TYPE = "liyuan-import-note"
+"""Custom entry of an imported message kept outside the story (system, narrator, hidden ...)."""
 
 DAMAGED_ENTRY_TYPE = "liyuan-damaged"
 """Type of the placeholder :func:`read_entries` puts where a damaged line's entry was

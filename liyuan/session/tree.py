@@ -47,6 +47,9 @@ class SessionTree:
         session_id: Id written into a new file's header.
         clock: Timestamp source for new entries.
         ids: Id source for new entries.
+        fsync: Fsync after every append (the crash guarantee above). ``False`` only for
+            a file that is not a session yet, such as an import's temporary file, whose
+            writer fsyncs it once before moving it into place.
     """
 
     def __init__(
@@ -56,8 +59,10 @@ class SessionTree:
         session_id: str = "session",
         clock: Clock = system_clock,
         ids: IdFactory = random_ids,
+        fsync: bool = True,
     ) -> None:
         self.path = Path(path) if path is not None else None
+        self._fsync = fsync
         self.session_id = session_id
         self._clock = clock
         self._ids = ids
@@ -226,7 +231,8 @@ class SessionTree:
                     if count <= 0:
                         raise OSError(f"os.write 没有写入任何字节（已写 {written}/{len(data)}）")
                     written += count
-                os.fsync(fd)
+                if self._fsync:
+                    os.fsync(fd)
             finally:
                 os.close(fd)
         except OSError as exc:

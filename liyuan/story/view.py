@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from liyuan.session.entries import Entry
+from liyuan.session.entries import IMPORT_NOTE_TYPE, Entry
 
 __all__ = [
     "COMPACT_FAILED_TYPE",
@@ -39,8 +39,9 @@ SUMMARY_ENTRY_TYPE = "rp-summary"
 DRAFT_OP_ENTRY_TYPE = "rp-draft-op"
 COMPACT_FAILED_TYPE = "rp-compact-failed"
 """A story compaction that failed (see :func:`failure_streak`)."""
-PROCESS_ENTRY_TYPES = frozenset({"liyuan-mode", "liyuan-process", COMPACT_FAILED_TYPE})
-"""Custom entries that record how the app ran, never what happened in the story."""
+PROCESS_ENTRY_TYPES = frozenset({"liyuan-mode", "liyuan-process", COMPACT_FAILED_TYPE, IMPORT_NOTE_TYPE})
+"""Custom entries that are never what happened in the story: how the app ran, and the
+system, narrator and hidden messages of an imported chat."""
 LEGACY_COMPACTION_TYPE = "compaction"
 """Entry type of pi's own compaction summaries, still read from old sessions."""
 
@@ -67,7 +68,7 @@ def _apply_draft_op(text: str, data: object) -> str:
 def story_view(branch: Sequence[Entry]) -> list[Entry]:
     """The story as the model should remember it.
 
-    Removes process entries (``liyuan-mode``, ``liyuan-process``), every authoring or
+    Removes process entries (``liyuan-mode``, ``liyuan-process``, ``liyuan-import-note``), every authoring or
     agent segment (from a non-roleplay user message up to the next roleplay user
     message) and any other non-roleplay message. Applies ``rp-draft-op`` revisions to
     the earlier replies they target, in branch order, and drops the op entries (an op
