@@ -43,6 +43,7 @@ from liyuan.model import (
     ScriptedModel,
     Usage,
 )
+from liyuan.session.imports import ChatImportError
 from liyuan.session.state import Character, Ledger
 from liyuan.story.compact import CompactionOutcome
 from liyuan.vector.config import VectorConfig
@@ -57,6 +58,7 @@ __all__ = [
     "CardMemory",
     "Character",
     "Chat",
+    "ChatImportError",
     "ChatMessage",
     "ChatModel",
     "CompactionOutcome",

@@ -119,6 +119,38 @@ class Card:
         self.sync(wait=False)
         return chat
 
+    def import_chat(self, path: str | os.PathLike[str], chat_id: str, *, format: str | None = None,
+                    title: str | None = None, speaker: str | None = None, conversation: int = 1) -> Chat:
+        """Bring in a chat the user already has (SillyTavern JSONL, OpenAI messages, a transcript).
+
+        The file becomes the new chat's first session: chosen swipes on the main branch,
+        the others as rerolls beside them, system and narrator lines kept out of the story.
+        The next :meth:`Chat.prepare` continues from its end; the card syncs in the
+        background as on entering any chat.
+
+        Args:
+            path: The chat file.
+            chat_id: The new chat's id (``^[A-Za-z0-9_-]+$``); it must not have sessions yet.
+            format: ``sillytavern``, ``openai`` or ``transcript``; ``None`` guesses.
+            title: The chat's display name (``meta.json``).
+            speaker: Transcripts only: which speaker is the user.
+            conversation: OpenAI files holding several conversations: which one (1-based).
+
+        Raises:
+            ConfigError: An invalid chat id, or the chat exists already.
+            ChatImportError: The file cannot be imported (its line and field named); nothing is written.
+        """
+        from liyuan.session.imports import import_chat
+
+        validate_chat_id(chat_id)
+        sessions = self._layout.sessions_dir(chat_id)
+        if chat_id in self._chats or (sessions.is_dir() and any(sessions.glob("*.jsonl"))):
+            raise ConfigError(f"局 {chat_id} 已经有会话了：导入只建新的一局")
+        target = sessions / FIRST_SESSION_FILE
+        import_chat(path, target, format, user_name=speaker, conversation=conversation,
+                    session_id=f"{chat_id}-{target.stem}", clock=self._clock, ids=self._ids)
+        return self.chat(chat_id, title=title)
+
     def chat_ids(self) -> list[str]:
         """The chats on disk, sorted."""
         return self._layout.chat_ids()

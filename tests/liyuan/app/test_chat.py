@@ -236,3 +236,24 @@ def test_the_async_twin_runs_the_same_beat(tmp_path: Path) -> None:
 
     heads = asyncio.run(scenario())
     assert heads[0] == "【前情提要】"
+
+
+IMPORTS = Path(__file__).resolve().parents[3] / "sim" / "imports"
+
+
+def test_an_imported_chat_continues_from_its_end(tmp_path: Path) -> None:
+    from liyuan import ChatImportError
+
+    with open_card(tmp_path, background=False) as card:
+        chat = card.import_chat(IMPORTS / "bookshop.jsonl", "shop", title="旧书店")
+        last = chat.branch()[-1]
+        turn = chat.prepare("我把那本书放回架上。")
+        assert turn.user_entry.parent_id == last.id
+        assert len(turn.messages) > 10 and turn.messages[-1].content.endswith("我把那本书放回架上。")
+        with pytest.raises(ConfigError, match="已经有会话"):
+            card.import_chat(IMPORTS / "bookshop.jsonl", "shop")
+        broken = tmp_path / "broken.jsonl"
+        broken.write_text('{"user_name": "甲", "character_name": "乙"}\n{"mes": \n', encoding="utf-8")
+        with pytest.raises(ChatImportError):
+            card.import_chat(broken, "other", format="sillytavern")
+        assert "other" not in card.chat_ids() and not (card.path / "对话" / "other").exists()
