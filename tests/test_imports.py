@@ -134,3 +134,13 @@ def test_harness_uses_no_private_name_of_liyuan() -> None:
                 offenders += [f"{path.relative_to(ROOT)}: {node.module}" for part in (node.module or "").split(".")
                               if part.startswith("_")]
     assert offenders == []
+
+
+MAX_MODULE_LINES = 400
+
+
+def test_no_module_is_over_400_lines() -> None:
+    """Small modules that each do one thing; a module past the limit gets split, not waved through."""
+    long = {name: n for name, path in modules().items()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert long == {}

@@ -27,7 +27,8 @@ from liyuan.discussion.compact import run_discussion_compaction
 from liyuan.discussion.messages import agent_history, as_chat_messages
 from liyuan.errors import ConfigError
 from liyuan.model import ChatMessage, ChatModel, Usage
-from liyuan.session.entries import BranchView, Entry
+from liyuan.session.branch import BranchView
+from liyuan.session.entries import Entry
 from liyuan.session.state import STATE_ENTRY_TYPE, Ledger, format_roster, format_state, state_from_branch
 from liyuan.session.tree import SessionTree
 from liyuan.story.compact import CompactionOutcome, compact_now, run_compaction

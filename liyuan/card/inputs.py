@@ -22,7 +22,8 @@ from pathlib import Path
 
 from liyuan.card.files import SESSIONS_DIR, MemoryFiles, sha1_text
 from liyuan.card.manifest import Manifest
-from liyuan.session.entries import Entry, SessionProblem, branch_to, is_message, read_entries
+from liyuan.session.branch import branch_to
+from liyuan.session.entries import Entry, SessionProblem, is_message, read_entries
 from liyuan.session.state import format_state, state_from_branch
 from liyuan.story.history import active_summary, serialize_for_summary
 from liyuan.story.view import story_view

@@ -10,17 +10,16 @@ Chats from elsewhere (SillyTavern, OpenAI-format logs, transcripts) come in thro
 
 from __future__ import annotations
 
+from liyuan.session.branch import BranchView, branch_to
 from liyuan.session.damage import PROBLEM_KINDS
 from liyuan.session.entries import (
     DAMAGED_ENTRY_TYPE,
     IMPORT_NOTE_TYPE,
     SESSION_VERSION,
-    BranchView,
     Entry,
     SessionContent,
     SessionProblem,
     args_json,
-    branch_to,
     custom,
     is_message,
     last_usage,

@@ -40,10 +40,9 @@ Entry conventions used across liyuan (other fields are kept and ignored):
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import islice
-from typing import Any, NamedTuple, overload
+from typing import Any, NamedTuple
 
 from liyuan.session.damage import SessionProblem, Skipped, bridge, describe, encodable, salvage_link
 
@@ -51,12 +50,10 @@ __all__ = [
     "DAMAGED_ENTRY_TYPE",
     "IMPORT_NOTE_TYPE",
     "SESSION_VERSION",
-    "BranchView",
     "Entry",
     "SessionContent",
     "SessionProblem",
     "args_json",
-    "branch_to",
     "custom",
     "is_message",
     "last_usage",
@@ -135,78 +132,6 @@ def message(
 def custom(entry_id: str, parent_id: str | None, custom_type: str, data: Mapping[str, Any]) -> Entry:
     """Build a custom entry in memory."""
     return Entry(entry_id, parent_id, "custom", {"customType": custom_type, "data": dict(data)})
-
-
-def branch_to(entries: Mapping[str, Entry], leaf_id: str | None) -> list[Entry]:
-    """Walk ``parentId`` from ``leaf_id`` to the root; return root-to-leaf.
-
-    A cycle or a dangling parent ends the walk where it is detected.
-    """
-    path: list[Entry] = []
-    seen: set[str] = set()
-    current = leaf_id
-    while current is not None and current not in seen:
-        entry = entries.get(current)
-        if entry is None:
-            break
-        seen.add(current)
-        path.append(entry)
-        current = entry.parent_id
-    path.reverse()
-    return path
-
-
-class BranchView(Sequence[Entry]):
-    """An immutable root-to-leaf snapshot of a branch, sharing storage with the tree.
-
-    Taking one costs O(1) however long the branch is. It stays valid and unchanged
-    whatever the tree does afterwards, because the list it reads is only ever appended
-    to past the snapshot's length. Slicing returns a new ``list``; equality compares
-    entries with any list, tuple or view.
-    """
-
-    __slots__ = ("_items", "_length")
-
-    def __init__(self, items: list[Entry], length: int | None = None) -> None:
-        self._items = items
-        self._length = len(items) if length is None else length
-
-    def __len__(self) -> int:
-        return self._length
-
-    @overload
-    def __getitem__(self, index: int) -> Entry: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Entry]: ...
-
-    def __getitem__(self, index: int | slice) -> Entry | list[Entry]:
-        if isinstance(index, slice):
-            start, stop, step = index.indices(self._length)
-            if step == 1:
-                return self._items[start:max(start, stop)]
-            return [self._items[i] for i in range(start, stop, step)]
-        position = index + self._length if index < 0 else index
-        if not 0 <= position < self._length:
-            raise IndexError("branch index out of range")
-        return self._items[position]
-
-    def __iter__(self) -> Iterator[Entry]:
-        return islice(self._items, self._length)
-
-    def __reversed__(self) -> Iterator[Entry]:
-        # Entries past the snapshot's length (appended later) are skipped, not copied.
-        return islice(reversed(self._items), len(self._items) - self._length, None)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, (BranchView, list, tuple)):
-            return NotImplemented
-        return len(other) == self._length and all(a == b for a, b in zip(self, other, strict=True))
-
-    __hash__ = None  # type: ignore[assignment]  # equal to lists, so unhashable like them
-
-    def __repr__(self) -> str:
-        return f"BranchView({list(self)!r})"
 
 
 def parse_entry(obj: Any) -> Entry | None:

@@ -35,7 +35,8 @@ from typing import Any
 
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.errors import TreeError
-from liyuan.session.entries import SESSION_VERSION, BranchView, Entry, SessionProblem, branch_to, read_entries
+from liyuan.session.branch import BranchView, branch_to
+from liyuan.session.entries import SESSION_VERSION, Entry, SessionProblem, read_entries
 
 __all__ = ["SessionTree"]
 

@@ -12,11 +12,10 @@ from hypothesis import strategies as st
 
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.errors import TreeError
+from liyuan.session.branch import BranchView, branch_to
 from liyuan.session.entries import (
-    BranchView,
     Entry,
     args_json,
-    branch_to,
     is_message,
     message,
     read_entries,

@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from liyuan.context.assemble import build_context
-from liyuan.session.entries import BranchView, Entry, custom, message
+from liyuan.session.branch import BranchView
+from liyuan.session.entries import Entry, custom, message
 from liyuan.session.tree import SessionTree
 from liyuan.story.compact import plan_compaction
 from liyuan.story.history import ActiveSummary, active_summary, rebuild_history
