@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from liyuan.errors import ConfigError, ModelError
+from liyuan.errors import ConfigError, ModelError, ModelOutputError
+from liyuan.text import has_lone_surrogate, replace_lone_surrogates
 
 __all__ = [
     "ALLOW_MODEL_REQUESTS",
@@ -36,6 +37,7 @@ __all__ = [
     "Usage",
     "cut_off_note",
     "request",
+    "side_call",
     "split_reasoning",
     "texts",
 ]
@@ -103,6 +105,52 @@ class ChatModel(Protocol):
     def complete(self, request: ModelRequest) -> Completion:
         """Answer the request or raise :class:`~liyuan.errors.ModelError`."""
         ...
+
+
+def side_call(model: ChatModel, request: ModelRequest) -> Completion:
+    """Ask the side model; every way it can fail comes back as a :class:`ModelError`.
+
+    This is the one place the memory code calls :meth:`ChatModel.complete`, and it decides
+    which exceptions are the model's failure:
+
+    - Caught: every :class:`Exception` raised *inside* ``model.complete()``. The model
+      object is an adapter at the edge (an SDK, a transport, a local runtime, a test
+      double); a ``TimeoutError``, ``ConnectionResetError``, ``RuntimeError`` or
+      ``UnicodeEncodeError`` from it is the model failing, and the caller turns it into
+      a ``failed`` outcome with an activity line. It becomes a :class:`ModelError` naming
+      the original type; the original is not chained (an SDK error may carry a key).
+    - Not caught: :class:`BaseException` that is not an ``Exception``
+      (``KeyboardInterrupt``, ``SystemExit``), and anything raised by our own code
+      before or after the call (building the prompt, validating, writing): a
+      ``TypeError`` of ours must surface in tests, not pass for a flaky model.
+    - Refused: a reply holding a lone surrogate (``'\\ud83c'``) in its text, reasoning,
+      model id or finish reason. No UTF-8 file can store it, so it is malformed:
+      :class:`~liyuan.errors.ModelOutputError`, and nothing is written.
+
+    Error texts never carry a lone surrogate themselves (they end up in activity lines
+    and in the session tree).
+
+    Raises:
+        ModelError: The call failed (``ModelOutputError`` for a malformed reply).
+    """
+    failure: ModelError | None = None
+    try:
+        completion = model.complete(request)
+    except ModelError as exc:
+        text = str(exc)
+        if not has_lone_surrogate(text):
+            raise
+        failure = ModelError(replace_lone_surrogates(text))
+    except Exception as exc:  # see the docstring: the model's failure, by design
+        detail = replace_lone_surrogates(str(exc))
+        failure = ModelError(f"{type(exc).__name__}" + (f"：{detail}" if detail else ""))
+    if failure is not None:
+        raise failure  # outside the except block: no chained original
+    fields = (completion.text, completion.reasoning, completion.model, completion.provenance,
+              completion.finish_reason)
+    if any(has_lone_surrogate(value) for value in fields):
+        raise ModelOutputError("回复里有孤立的代理项字符（无法存成 UTF-8），按格式错误拒收")
+    return completion
 
 
 _THINK_RE = re.compile(r"<think(?:ing)?>(.*?)(?:</think(?:ing)?>|\Z)", re.DOTALL | re.IGNORECASE)

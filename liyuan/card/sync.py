@@ -24,8 +24,11 @@ Invariants:
   (a crash repeats the same merge); the hard path records its decisions in the
   manifest before touching files (see :mod:`liyuan.card.manual`).
 - A model failure or a malformed reply writes nothing; the same work is retried next
-  sync. A chat that fails does not stop the others. A file that cannot be written
-  raises :class:`~liyuan.errors.MemoryFileError` out of :meth:`CardMemory.sync`.
+  sync. A model failure is anything the model object's ``complete()`` raises (an
+  ``Exception``) and a reply holding a lone surrogate (:func:`liyuan.model.side_call`);
+  errors of this package's own code are not caught. A chat that fails does not stop
+  the others. A file that cannot be written raises
+  :class:`~liyuan.errors.MemoryFileError` out of :meth:`CardMemory.sync`.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from liyuan.card.prompts import build_merge_prompt, build_recap_prompt, parse_me
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.context.budget import RESIDENT_MAX_CHARS
 from liyuan.errors import MemoryFileError, ModelError, ModelOutputError
-from liyuan.model import ChatModel
+from liyuan.model import ChatModel, side_call
 from liyuan.text import utf16_len
 
 __all__ = ["CardMemory", "MergeStatus", "SyncOutcome", "card_locks"]
@@ -207,7 +210,7 @@ class CardMemory:
         )
         self._say(f"正在复盘「{name}」（{evidence.beats} 拍 · {utf16_len(evidence.transcript)} 字）…")
         try:
-            reply = self.model.complete(prompt.request()).text
+            reply = side_call(self.model, prompt.request()).text
         except ModelError as exc:
             self._say(f"复盘「{name}」失败：{exc}")
             return False
@@ -271,7 +274,7 @@ class CardMemory:
         tail = f"，遗忘 {len(diff.deleted)} 局" if diff.deleted else ""
         self._say(f"正在合并记忆（{len(diff.changed)} 局有更新{tail}）…")
         try:
-            reply = self.model.complete(prompt.request()).text
+            reply = side_call(self.model, prompt.request()).text
         except ModelError as exc:
             self._say(f"合并记忆失败：{exc}")
             return "failed", []

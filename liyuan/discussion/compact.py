@@ -41,7 +41,7 @@ from liyuan.discussion.messages import (
     serialize_discussion,
 )
 from liyuan.errors import ModelError, ModelOutputError
-from liyuan.model import ChatModel, cut_off_note, split_reasoning
+from liyuan.model import ChatModel, cut_off_note, side_call, split_reasoning
 from liyuan.prompts import Prompt, echoed_tag, neutralize, render
 from liyuan.session.entries import Entry, last_usage
 from liyuan.session.tree import SessionTree
@@ -223,7 +223,9 @@ def run_discussion_compaction(
 
     Appends ``liyuan-discussion-summary`` only when the side call succeeded with a
     non-blank summary and the leaf did not move meanwhile. Never raises for model
-    failures. Arguments are those of :func:`plan_discussion_compaction`.
+    failures: whatever the model object's ``complete()`` raises (an ``Exception``), and a
+    reply with a lone surrogate, is a ``failed`` outcome (:func:`liyuan.model.side_call`).
+    Arguments are those of :func:`plan_discussion_compaction`.
     """
 
     def done(outcome: DiscussionOutcome) -> DiscussionOutcome:
@@ -239,7 +241,7 @@ def run_discussion_compaction(
     if on_activity is not None:
         on_activity(f"正在压缩讨论（{plan.turns} 轮 · 约 {plan.tokens_before} token）…")
     try:
-        completion = model.complete(build_discussion_prompt(plan).request())
+        completion = side_call(model, build_discussion_prompt(plan).request())
     except ModelError as exc:
         _log.warning("讨论压缩失败：%s", exc)
         return done(DiscussionOutcome("failed", f"讨论压缩失败：{exc}", plan, reason="model-error"))

@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from liyuan.errors import ConfigError, ModelError, TreeError
-from liyuan.model import ChatModel, cut_off_note
+from liyuan.errors import ConfigError, ModelError, ModelOutputError, TreeError
+from liyuan.model import ChatModel, cut_off_note, side_call
 from liyuan.session.entries import Entry
 from liyuan.session.state import format_state, state_from_branch
 from liyuan.session.tree import SessionTree
@@ -183,7 +183,10 @@ def run_compaction(
     finishReason}`` instead (unless the leaf moved); the next trigger tries again, and
     after a few failures in a row only once the wait of
     :func:`liyuan.story.backoff.backoff_wait` has passed (a waiting beat plans nothing: its
-    outcome has ``plan=None``). Never raises for model failures.
+    outcome has ``plan=None``). Never raises for model failures: whatever the model
+    object's ``complete()`` raises (an ``Exception``), and a reply with a lone surrogate,
+    is a ``failed`` outcome (see :func:`liyuan.model.side_call`); errors in this
+    package's own code are not caught.
 
     Args:
         tree: The session tree; only its current branch is read.
@@ -233,7 +236,11 @@ def run_compaction(
         user_name=user_name,
     )
     try:
-        completion = model.complete(prompt.request())
+        completion = side_call(model, prompt.request())
+    except ModelOutputError as exc:  # a reply no file can hold (a lone surrogate): malformed
+        if tree.leaf_id == leaf_before:
+            _note_failure(tree, failure_data("invalid-summary", str(exc), plan.covers_through_id, None))
+        return done("failed", f"前情摘要拒绝提交：{exc}", "invalid-summary", plan=plan)
     except ModelError as exc:
         if tree.leaf_id == leaf_before:  # a failure is recorded on the branch it happened on
             _note_failure(tree, failure_data("model-error", str(exc), plan.covers_through_id, None))
