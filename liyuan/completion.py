@@ -12,7 +12,7 @@ from typing import Any, Literal
 from liyuan.errors import ModelOutputError
 
 __all__ = ["ChatMessage", "Completion", "ModelRequest", "Role", "Usage", "completion_from_response",
-           "split_reasoning"]
+           "require_finished", "split_reasoning"]
 
 Role = Literal["system", "user", "assistant"]
 
@@ -124,3 +124,21 @@ def completion_from_response(response: Any, fallback_model: str, latency_ms: int
         latency_ms=latency_ms,
         finish_reason=finish if isinstance(finish, str) else "",
     )
+
+
+def require_finished(completion: Completion, what: str) -> None:
+    """Refuse a reply that stopped at its token limit (``finish_reason == "length"``).
+
+    Such a reply is cut off mid-sentence even when every required heading made it in
+    (the last section is then half a sentence): it is malformed, whatever it looks like.
+
+    Args:
+        completion: The reply.
+        what: What the reply is, for the message (``摘要``, ``复盘``, ``合并结果``).
+
+    Raises:
+        ModelOutputError: With a Chinese reason that says how to fix it.
+    """
+    if completion.finish_reason == "length":
+        raise ModelOutputError(f"{what}停在了 token 上限（finish_reason=length），内容不完整；"
+                               "推理模型可能把额度都花在了思考上")

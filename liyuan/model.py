@@ -28,6 +28,7 @@ from liyuan.completion import (
     Role,
     Usage,
     completion_from_response,
+    require_finished,
     split_reasoning,
 )
 from liyuan.endpoint import PLACEHOLDER_KEY, TIMED_OUT, redact, url_secrets, within
@@ -49,6 +50,7 @@ __all__ = [
     "Usage",
     "cut_off_note",
     "request",
+    "require_finished",
     "side_call",
     "split_reasoning",
     "texts",

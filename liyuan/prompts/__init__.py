@@ -20,8 +20,10 @@ import jinja2
 
 from liyuan.model import ModelRequest
 from liyuan.model import request as two_part_request
+from liyuan.text import utf16_len
 
-__all__ = ["Prompt", "echoed_tag", "neutralize", "render"]
+__all__ = ["ECHO_FRAGMENTS", "ECHO_FRAGMENT_CHARS", "Prompt", "echoed_instructions", "echoed_tag", "neutralize",
+           "render"]
 
 _OUR_TAGS = r"conversation|previous-recap|previous-summary|recap|deleted-chats|handbook|resident"
 """Every tag name a template of ours writes around material."""
@@ -40,6 +42,38 @@ def echoed_tag(reply: str) -> str | None:
     """
     match = _TAG_RE.search(reply)
     return f"<{match.group(1).strip()}>" if match else None
+
+
+ECHO_FRAGMENT_CHARS = 12
+"""A sentence of the instructions this long (UTF-16 units) or longer counts for :func:`echoed_instructions`."""
+ECHO_FRAGMENTS = 2
+"""How many such sentences a reply must repeat word for word to be an echo."""
+_SENTENCE_END_RE = re.compile(r"[\n。！？；]")
+
+
+def echoed_instructions(reply: str, instructions: str) -> str | None:
+    """The first instruction sentence a reply repeats, if it repeats enough of them to be an echo.
+
+    A small model sometimes answers with its system prompt. The summary prompt names the
+    five headings, so such an echo passes the heading check; the instructions under the
+    headings give it away. The instructions are split into sentences (at line ends and
+    ``。！？；``); heading lines and sentences shorter than :data:`ECHO_FRAGMENT_CHARS`
+    are ignored. A reply that contains :data:`ECHO_FRAGMENTS` or more of the rest, word
+    for word, is an echo: a genuine summary quotes the story, not the instructions (one
+    shared phrase is tolerated).
+
+    Returns:
+        The first repeated sentence, or ``None`` when the reply is not an echo.
+    """
+    found: list[str] = []
+    for sentence in dict.fromkeys(s.strip() for s in _SENTENCE_END_RE.split(instructions)):
+        if sentence.startswith("#") or utf16_len(sentence) < ECHO_FRAGMENT_CHARS:
+            continue
+        if sentence in reply:
+            found.append(sentence)
+            if len(found) >= ECHO_FRAGMENTS:
+                return found[0]
+    return None
 
 
 def neutralize(text: str, *, source_tags: bool = True) -> str:

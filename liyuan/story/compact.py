@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from liyuan.errors import ConfigError, ModelError, ModelOutputError, TreeError
-from liyuan.model import ChatModel, cut_off_note, side_call
+from liyuan.model import ChatModel, cut_off_note, require_finished, side_call
 from liyuan.session.entries import Entry
 from liyuan.session.state import format_state, state_from_branch
 from liyuan.session.tree import SessionTree
@@ -248,11 +248,19 @@ def run_compaction(
     # Leaf guard: a reroll, rewind or line switch during the call makes the plan stale.
     if tree.leaf_id != leaf_before:
         return done("stale", "压缩已丢弃（本拍期间切换了分支）", "leaf-moved", plan=plan)
+
+    def refuse(reason: str) -> CompactionOutcome:
+        _note_failure(tree, failure_data("invalid-summary", reason, plan.covers_through_id, completion))
+        return done("failed", f"前情摘要拒绝提交：{reason}", "invalid-summary", plan=plan)
+
     try:
-        summary = validate_summary(completion.text)
+        summary = validate_summary(completion.text, instructions=prompt.system)
     except ModelError as exc:
-        _note_failure(tree, failure_data("invalid-summary", str(exc), plan.covers_through_id, completion))
-        return done("failed", f"前情摘要拒绝提交：{exc}{cut_off_note(completion)}", "invalid-summary", plan=plan)
+        return refuse(f"{exc}{cut_off_note(completion)}")
+    try:
+        require_finished(completion, "摘要")  # every heading there, but the last one cut off
+    except ModelError as exc:
+        return refuse(str(exc))
     if archive is not None:
         try:
             archive(plan.conversation_text, plan.covers_through_id)
