@@ -30,6 +30,8 @@ _OUR_TAGS = r"conversation|previous-recap|previous-summary|recap|deleted-chats|h
 _TAG_RE = re.compile(rf"<(\s*/?\s*(?:{_OUR_TAGS}))(?![\w-])", re.IGNORECASE)
 _MARK_RE = re.compile(r"=+(\s*(?:记忆|常驻摘要)\.md\s*)=+")
 _SOURCE_TAG_RE = re.compile(r"\[(\s*)局(\s*)[:：]")
+_SOURCE_LINE_RE = re.compile(r"(来源\s*[:：]\s*局\s*)/")
+"""The handbook's provenance line ``来源：局/<id>.md``, in any spacing: its slash is what makes it one."""
 
 
 def echoed_tag(reply: str) -> str | None:
@@ -81,19 +83,21 @@ def neutralize(text: str, *, source_tags: bool = True) -> str:
 
     Args:
         text: Story text, a summary, a recap, a hand-edited aggregate or a name.
-        source_tags: Also defuse ``[局:id]`` tags. Off for the handbook and the resident
-            summary, whose tags are the memory's real provenance, and for story prompts,
-            where such tags mean nothing.
+        source_tags: Also defuse ``[局:id]`` tags and ``来源：局/<id>.md`` provenance
+            lines. Off for the handbook and the resident summary, whose tags and lines
+            are the memory's real provenance, and for story prompts, where they mean
+            nothing.
 
     Returns:
         The text with our tags (``＜conversation>`` ...), the card-memory mark lines
-        (``＝``) and optionally the source tags (``［局：``) made inert; everything else
-        unchanged.
+        (``＝``) and optionally the source tags (``［局：``) and provenance lines
+        (``来源：局／``) made inert; everything else unchanged.
     """
     text = _TAG_RE.sub(lambda m: "＜" + m.group(1), text)
     text = _MARK_RE.sub(lambda m: "＝" * 5 + m.group(1) + "＝" * 5, text)
     if source_tags:
         text = _SOURCE_TAG_RE.sub("［局：", text)
+        text = _SOURCE_LINE_RE.sub(lambda m: m.group(1) + "／", text)
     return text
 
 
