@@ -7,7 +7,8 @@ after 【设定集索引】. Recall is hybrid (embedding cosine fused with BM25 
 bigrams), branch-aware (chunks of an abandoned branch never show) and bounded (5 s).
 
 Invariant of the package: nothing here runs unless ``VectorConfig.enabled`` is true,
-and nothing here can fail a beat (see :func:`recall_for_beat`).
+and nothing here can fail or hold up a beat (see :func:`recall_for_beat` and
+:func:`ingest_for_beat`).
 
 Typical wiring::
 
@@ -15,6 +16,7 @@ Typical wiring::
     memory = VectorMemory(config, SqliteChunkStore(folder / "向量记忆.sqlite"))
     run_compaction(..., archive=memory.archive_compacted)
     lines = recall_for_beat(memory, user_text, branch_ids_of(tree.branch()))
+    ingest_for_beat(memory, reply_text, node_id=reply.id, branch_ids=branch_ids_of(tree.branch()))
     Injection(state_text, recall_lines=lines, ...)
 """
 
@@ -34,13 +36,21 @@ from liyuan.vector.config import (
 from liyuan.vector.embed import Embedder, HashEmbedder, OpenAIEmbedder, SemanticEmbedder, make_embedder
 from liyuan.vector.lexical import BM25Index, bigram_terms
 from liyuan.vector.memory import Hit, IngestResult, SearchReport, VectorMemory
-from liyuan.vector.recall import RECALL_TIMEOUT_S, branch_ids_of, format_recall_lines, recall_for_beat
+from liyuan.vector.recall import (
+    INGEST_TIMEOUT_S,
+    RECALL_TIMEOUT_S,
+    branch_ids_of,
+    format_recall_lines,
+    ingest_for_beat,
+    recall_for_beat,
+)
 from liyuan.vector.search import on_current_branch
 from liyuan.vector.store import Chunk, SqliteChunkStore
 from liyuan.vector.tools import ToolResult, read_tool, search_tool
 
 __all__ = [
     "EXTERNAL",
+    "INGEST_TIMEOUT_S",
     "NARRATIVE",
     "RECALL_TIMEOUT_S",
     "BM25Index",
@@ -61,6 +71,7 @@ __all__ = [
     "branch_ids_of",
     "condense",
     "format_recall_lines",
+    "ingest_for_beat",
     "load_config",
     "make_embedder",
     "on_current_branch",
