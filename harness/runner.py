@@ -160,8 +160,9 @@ def run_scenarios(
             "steps": steps,
         })
     report.records = outputs
-    if report.calls and len(report.failed_calls) == report.calls:
-        # Nothing was answered: whatever the steps made of it, the run did not test the model.
+    if report.calls and len(report.failed_calls) == report.calls and not report.failures:
+        # Nothing was answered: whatever the steps made of it, the run did not test the model
+        # (a run already failed for another reason, e.g. a stale recording, says so instead).
         report.failures.append(f"模型调用全部失败（{report.calls} 次），见上面列出的调用")
     finish_run(setup, report)
     # A failed scripted run must not overwrite the committed artifacts with half a run;
