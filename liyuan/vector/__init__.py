@@ -14,7 +14,7 @@ Typical wiring::
 
     config = load_config(folder / "vector-memory.json")
     memory = VectorMemory(config, SqliteChunkStore(folder / "向量记忆.sqlite"))
-    run_compaction(..., archive=memory.archive_compacted)
+    run_compaction(..., archive=bounded_archive(memory))
     lines = recall_for_beat(memory, user_text, branch_ids_of(tree.branch()))
     ingest_for_beat(memory, reply_text, node_id=reply.id, branch_ids=branch_ids_of(tree.branch()))
     Injection(state_text, recall_lines=lines, ...)
@@ -39,6 +39,7 @@ from liyuan.vector.memory import Hit, IngestResult, SearchReport, VectorMemory
 from liyuan.vector.recall import (
     INGEST_TIMEOUT_S,
     RECALL_TIMEOUT_S,
+    bounded_archive,
     branch_ids_of,
     format_recall_lines,
     ingest_for_beat,
@@ -68,6 +69,7 @@ __all__ = [
     "VectorConfig",
     "VectorMemory",
     "bigram_terms",
+    "bounded_archive",
     "branch_ids_of",
     "condense",
     "format_recall_lines",

@@ -12,6 +12,7 @@ Invariants:
   ``deferred`` after ``timeout`` and the beat stays queued on the worker: it is ingested
   once the store frees up (at most :data:`MAX_DEFERRED_INGESTS` wait; beyond that a beat
   is dropped, with a warning). A recall whose caller gave up is never run late.
+- :func:`bounded_archive` does the same for the compaction's archive.
 - One worker thread per store at most (it ends after :data:`WORKER_IDLE_S` idle
   seconds): hung beats queue behind the stuck call instead of each leaking a thread.
 - The branch ids are frozen before the worker starts (a reroll would move the leaf).
@@ -33,8 +34,10 @@ __all__ = [
     "MAX_DEFERRED_INGESTS",
     "RECALL_TIMEOUT_S",
     "WORKER_IDLE_S",
+    "Archiver",
     "Ingester",
     "Recaller",
+    "bounded_archive",
     "branch_ids_of",
     "format_recall_lines",
     "ingest_for_beat",
@@ -61,6 +64,14 @@ class Ingester(Protocol):
 
     def ingest_beat(self, text: str, *, node_id: str | None, branch_ids: Collection[str] | None) -> IngestResult:
         """Queue the finished beat's text; ingest the queue when due."""
+        ...
+
+
+class Archiver(Protocol):
+    """What a compaction's archive needs (:class:`~liyuan.vector.VectorMemory`)."""
+
+    def archive_compacted(self, text: str, anchor_id: str | None = None) -> int:
+        """Store the text a compaction is about to cover."""
         ...
 
 
@@ -166,3 +177,26 @@ def ingest_for_beat(
     detail = f"{type(result).__name__}: {result}" if isinstance(result, BaseException) else "返回值不对"
     report(f"向量记忆写入出错（{detail}），这一拍没有写入")
     return IngestResult(False, reason="error")
+
+
+def bounded_archive(memory: Archiver, *, timeout: float = INGEST_TIMEOUT_S,
+                    warn: Callable[[str], None] | None = None) -> Callable[[str, str], None]:
+    """The ``archive`` argument of :func:`liyuan.story.compact.run_compaction`, bounded like the ingest.
+
+    ``memory.archive_compacted`` runs on the store's worker; when the store is stuck, the
+    compaction goes on after ``timeout`` (the covered text stays in the session file
+    anyway) and the archive is written once the store frees up. Never raises.
+    """
+    report = warn if warn is not None else _log.warning
+
+    def archive(text: str, anchor_id: str) -> None:
+        result = worker_for(_worker_of(memory)).run(lambda: memory.archive_compacted(text, anchor_id), timeout,
+                                                    keep=True)
+        if result is TIMED_OUT:
+            report(f"压缩前归档超过 {timeout:g} 秒（库被占用），等库空出来再写")
+        elif result is REFUSED:
+            report(f"向量记忆已有 {MAX_DEFERRED_INGESTS} 项排队等写入，这次归档不再写入")
+        elif isinstance(result, BaseException):
+            report(f"压缩前归档出错（{type(result).__name__}: {result}）")
+
+    return archive

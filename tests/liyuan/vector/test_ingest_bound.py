@@ -89,3 +89,28 @@ def test_a_healthy_ingest_is_stored_at_once(tmp_path: Path) -> None:
     memory = VectorMemory(VectorConfig(enabled=True, stores=stores), SqliteChunkStore(tmp_path / "ok.sqlite"))
     result = ingest_for_beat(memory, BEAT, node_id="a1", branch_ids={"a1"})
     assert result.stored and memory.store.count() == 1
+
+
+def test_a_compaction_archive_is_bounded_too(stuck: VectorMemory) -> None:
+    from liyuan.model import FunctionModel
+    from liyuan.story.compact import run_compaction
+    from liyuan.vector.recall import bounded_archive
+    from tests.liyuan.beats import SUMMARY_REPLY, beats, tree_of
+
+    recall_for_beat(stuck, "玉佩在哪里", None, timeout=0.1, warn=lambda _w: None)  # the store is now stuck
+    warnings: list[str] = []
+    tree = tree_of(beats(1, 40))
+    started = time.monotonic()
+    outcome = run_compaction(tree, FunctionModel(lambda _r: SUMMARY_REPLY), user_name="旅人", char_name="阿箬",
+                             archive=bounded_archive(stuck, timeout=0.3, warn=warnings.append))
+    assert time.monotonic() - started < 2.0
+    assert outcome.kind == "compacted"  # the summary lands; the archive is written once the store frees up
+    assert any("归档" in w for w in warnings)
+    store = stuck.store
+    assert isinstance(store, StuckStore)
+    store.stuck.clear()
+    store.release.set()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not store.count():
+        time.sleep(0.02)
+    assert store.count() > 0
