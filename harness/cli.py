@@ -2,7 +2,8 @@
 
 Invariant: the CLI only parses arguments and reports; the work happens in
 :mod:`harness.runner` and :mod:`harness.review`. Exit codes: 0 success, 1 drift or a
-failed step, 2 bad input (unknown scenario, malformed file, bad option).
+failed step or a run in which every model call failed (each failed call is
+listed), 2 bad input (unknown scenario, malformed file, bad option).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from .review import check, diff_against
 from .runner import run_scenarios
 
 __all__ = ["default_root", "main"]
+
+_FAILED_CALLS_SHOWN = 20
 
 
 def default_root() -> Path:
@@ -83,6 +86,11 @@ def _run(args: argparse.Namespace, root: Path, progress: Progress) -> int:
     if report.artifacts.scrubbed:
         print(f"警告：这些文件里出现了密钥，已隐去：{'、'.join(sorted(set(report.artifacts.scrubbed)))}",
               file=sys.stderr)
+    shown_calls = report.failed_calls[:_FAILED_CALLS_SHOWN]
+    for call in shown_calls:
+        print(f"模型调用失败：{call}", file=sys.stderr)
+    if len(report.failed_calls) > len(shown_calls):
+        print(f"……另有 {len(report.failed_calls) - len(shown_calls)} 次模型调用失败", file=sys.stderr)
     for failure in report.failures:
         print(f"失败：{failure}", file=sys.stderr)
     return 1 if report.failures else 0

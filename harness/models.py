@@ -183,10 +183,11 @@ def open_setup(spec: str, root: Path, *, model: ChatModel | None = None,
                                      "timeout_s": LOCAL_TIMEOUT_S}
             # A CPU-bound 270M model needs about 330 s for an 8192-token merge reply; the
             # app's 300 s side-call timeout would turn every merge into a timeout instead of
-            # showing what the code does with the model's actual output.
+            # showing what the code does with the model's actual output; the total deadline
+            # (600 s by default) is raised to match for the same reason.
             chat_model = model or OpenAIModel(model=LOCAL_MODEL_ID, base_url=server.base_url,
                                               api_key="not-needed", temperature=0.0, max_retries=0,
-                                              timeout=LOCAL_TIMEOUT_S)
+                                              timeout=LOCAL_TIMEOUT_S, deadline=LOCAL_TIMEOUT_S)
             yield ModelSetup(spec, "live", f"local:{LOCAL_MODEL_ID}", f"sim/runs/{LOCAL_SLUG}",
                              model_id=LOCAL_MODEL_ID, plumbing=True,
                              live=LiveBackend(chat_model, LOCAL_MODEL_ID, local),

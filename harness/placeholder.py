@@ -15,6 +15,7 @@ scripted reply files.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,14 +39,25 @@ def _sections(headings: tuple[str, ...]) -> str:
     return "\n\n".join(f"{heading}\n{_SECTION}" for heading in headings)
 
 
-def placeholder_text(purpose: str) -> str | None:
-    """The placeholder for one call purpose, or ``None`` when there is none."""
+def _merge_blocks(prompt: str) -> str:
+    """One placeholder block per chat the merge must keep: the changed recaps' and the
+    handbook's chats, less the deleted ones (the merge check refuses a lost chat block)."""
+    deleted = set(re.findall(r"^- 局/([A-Za-z0-9_-]+)\.md$", prompt, re.M))
+    chats = dict(re.findall(r'<recap chat-id="([^"]+)" chat-name="([^"]*)">', prompt))
+    for chat_id in re.findall(r"^来源：局/([A-Za-z0-9_-]+)\.md$", prompt, re.M):
+        chats.setdefault(chat_id, chat_id)
+    return "\n\n".join(f"# 局：{name}（{chat_id}）\n{_SECTION}\n来源：局/{chat_id}.md"
+                         for chat_id, name in sorted(chats.items()) if chat_id not in deleted)
+
+
+def placeholder_text(purpose: str, prompt: str = "") -> str | None:
+    """The placeholder for one call purpose (``prompt``: the request's user text), or ``None``."""
     if purpose == "summary":
         return _sections(SUMMARY_HEADINGS)
     if purpose == "recap":
         return f"# 占位复盘：不是模型输出，这一局还没有模型写过复盘\n\n{_sections(RECAP_HEADINGS)}"
     if purpose == "merge":
-        return (f"{HANDBOOK_MARK}\n# 记忆（占位）\n\n{_SECTION}\n\n"
+        return (f"{HANDBOOK_MARK}\n# 记忆（占位）\n\n{_SECTION}\n\n{_merge_blocks(prompt)}\n\n"
                 f"{RESIDENT_MARK}\n{RESIDENT_HEADING}\n\n{_SECTION}")
     return None
 
@@ -58,7 +70,7 @@ class PlaceholderBackend:
     kind: str = "scripted"
 
     def answer(self, key: str, request: ModelRequest) -> Completion:
-        text = placeholder_text(request.purpose)
+        text = placeholder_text(request.purpose, request.messages[-1].content if request.messages else "")
         if text is None:
             raise MissingReply(f"{self.scenario}: 导入的聊天没有 {request.purpose} 用途的占位回复（{key}）")
         return Completion(text=text, provenance=PLACEHOLDER)

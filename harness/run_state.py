@@ -154,6 +154,8 @@ class RunReport:
     out_base: Path
     failures: list[str] = field(default_factory=list)
     calls: int = 0
+    failed_calls: list[str] = field(default_factory=list)
+    """``<scenario> · <call key>: <error>`` for every model call that failed."""
     written: bool = False
     """Whether the files were written (a failed scripted run into ``sim/`` writes nothing)."""
     records: dict[str, list[dict[str, Any]]] = field(default_factory=dict)

@@ -145,6 +145,8 @@ def run_scenarios(
         records, failures, recorder = _run_one(scenario, setup, artifacts, progress, root, on_step)
         report.failures.extend(failures)
         report.calls += len(recorder.calls)
+        report.failed_calls.extend(f"{scenario.name} · {c.key}: {c.error}" for c in recorder.calls
+                                   if c.error is not None)
         for out_name, steps in records.items():
             if out_name in owners and owners[out_name] != scenario.name:
                 raise ScenarioError(f"sim/out/{out_name}.json 同时由 {owners[out_name]} 和 {scenario.name} 写")
@@ -168,6 +170,10 @@ def run_scenarios(
             "steps": steps,
         })
     report.records = outputs
+    if report.calls and len(report.failed_calls) == report.calls and not report.failures:
+        # Nothing was answered: whatever the steps made of it, the run did not test the model
+        # (a run already failed for another reason, e.g. a stale recording, says so instead).
+        report.failures.append(f"模型调用全部失败（{report.calls} 次），见上面列出的调用")
     finish_run(setup, report)
     # A failed scripted run must not overwrite the committed artifacts with half a run;
     # an explicit --out (check, diff, a look at the failure) and model runs still write.

@@ -14,17 +14,30 @@ suite sets it so, and a live test opts back in.
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal, Protocol
 
-from liyuan.errors import ConfigError, ModelError
+from liyuan.completion import (
+    ChatMessage,
+    Completion,
+    ModelRequest,
+    Role,
+    Usage,
+    completion_from_response,
+    require_finished,
+    split_reasoning,
+)
+from liyuan.endpoint import PLACEHOLDER_KEY, TIMED_OUT, redact, url_secrets, within
+from liyuan.errors import ConfigError, ModelError, ModelOutputError
+from liyuan.text import has_lone_surrogate, replace_lone_surrogates
 
 __all__ = [
     "ALLOW_MODEL_REQUESTS",
+    "DEFAULT_DEADLINE_S",
     "ChatMessage",
     "ChatModel",
     "Completion",
@@ -32,69 +45,19 @@ __all__ = [
     "MaxTokensParam",
     "ModelRequest",
     "OpenAIModel",
+    "Role",
     "ScriptedModel",
     "Usage",
     "cut_off_note",
     "request",
+    "require_finished",
+    "side_call",
     "split_reasoning",
     "texts",
 ]
 
 ALLOW_MODEL_REQUESTS = True
 """When False, :class:`OpenAIModel` refuses to send anything (set by the test suite)."""
-
-Role = Literal["system", "user", "assistant"]
-
-
-@dataclass(frozen=True, slots=True)
-class ChatMessage:
-    """One chat message sent to a model."""
-
-    role: Role
-    content: str
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """Token counts reported by the endpoint for one request."""
-
-    prompt_tokens: int
-    completion_tokens: int
-
-
-@dataclass(frozen=True, slots=True)
-class ModelRequest:
-    """What the memory code asks of the side model."""
-
-    messages: tuple[ChatMessage, ...]
-    """System prompt first, then the user text."""
-    purpose: str
-    """What the call is for: ``summary``, ``recap``, ``merge``, ``discussion`` ..."""
-    max_tokens: int = 4096
-    """Upper bound on the reply, as the original sets per purpose."""
-    temperature: float | None = None
-    """Sampling temperature; ``None`` leaves the endpoint's default."""
-
-
-@dataclass(frozen=True, slots=True)
-class Completion:
-    """A model's answer (or a scripted stand-in for one)."""
-
-    text: str
-    """The reply text, with reasoning already split off."""
-    usage: Usage | None = None
-    """Token usage when the endpoint reported it."""
-    model: str = ""
-    """Model id that produced the text; empty for scripted replies."""
-    provenance: str = "scripted"
-    """``scripted`` for replies no model wrote; ``model:<id>`` for real output."""
-    reasoning: str = ""
-    """Reasoning text the model emitted (``<think>`` blocks, ``reasoning_content``)."""
-    latency_ms: int = 0
-    """Wall time of the request; 0 for scripted replies."""
-    finish_reason: str = ""
-    """Why the endpoint stopped (``stop``, ``length`` ...); empty when unknown. ``length``
-    means the reply hit ``max_tokens``: a reasoning model may have spent it all thinking."""
 
 
 class ChatModel(Protocol):
@@ -105,18 +68,50 @@ class ChatModel(Protocol):
         ...
 
 
-_THINK_RE = re.compile(r"<think(?:ing)?>(.*?)(?:</think(?:ing)?>|\Z)", re.DOTALL | re.IGNORECASE)
+def side_call(model: ChatModel, request: ModelRequest) -> Completion:
+    """Ask the side model; every way it can fail comes back as a :class:`ModelError`.
 
+    This is the one place the memory code calls :meth:`ChatModel.complete`, and it decides
+    which exceptions are the model's failure:
 
-def split_reasoning(text: str) -> tuple[str, str]:
-    """Split ``<think>...</think>`` blocks off a reply: ``(answer, reasoning)``.
+    - Caught: every :class:`Exception` raised *inside* ``model.complete()``. The model
+      object is an adapter at the edge (an SDK, a transport, a local runtime, a test
+      double); a ``TimeoutError``, ``ConnectionResetError``, ``RuntimeError`` or
+      ``UnicodeEncodeError`` from it is the model failing, and the caller turns it into
+      a ``failed`` outcome with an activity line. It becomes a :class:`ModelError` naming
+      the original type; the original is not chained (an SDK error may carry a key).
+    - Not caught: :class:`BaseException` that is not an ``Exception``
+      (``KeyboardInterrupt``, ``SystemExit``), and anything raised by our own code
+      before or after the call (building the prompt, validating, writing): a
+      ``TypeError`` of ours must surface in tests, not pass for a flaky model.
+    - Refused: a reply holding a lone surrogate (``'\\ud83c'``) in its text, reasoning,
+      model id or finish reason. No UTF-8 file can store it, so it is malformed:
+      :class:`~liyuan.errors.ModelOutputError`, and nothing is written.
 
-    An unclosed ``<think>`` swallows the rest of the text: a reply cut off mid-thought
-    has no answer.
+    Error texts never carry a lone surrogate themselves (they end up in activity lines
+    and in the session tree).
+
+    Raises:
+        ModelError: The call failed (``ModelOutputError`` for a malformed reply).
     """
-    reasoning = [m.group(1).strip() for m in _THINK_RE.finditer(text)]
-    answer = _THINK_RE.sub("", text)
-    return answer.strip(), "\n\n".join(r for r in reasoning if r)
+    failure: ModelError | None = None
+    try:
+        completion = model.complete(request)
+    except ModelError as exc:
+        text = str(exc)
+        if not has_lone_surrogate(text):
+            raise
+        failure = ModelError(replace_lone_surrogates(text))
+    except Exception as exc:  # see the docstring: the model's failure, by design
+        detail = replace_lone_surrogates(str(exc))
+        failure = ModelError(f"{type(exc).__name__}" + (f"：{detail}" if detail else ""))
+    if failure is not None:
+        raise failure  # outside the except block: no chained original
+    fields = (completion.text, completion.reasoning, completion.model, completion.provenance,
+              completion.finish_reason)
+    if any(has_lone_surrogate(value) for value in fields):
+        raise ModelOutputError("回复里有孤立的代理项字符（无法存成 UTF-8），按格式错误拒收")
+    return completion
 
 
 class ScriptedModel:
@@ -201,6 +196,15 @@ def _max_tokens_param_from_env() -> MaxTokensParam:
     return _max_tokens_param(os.environ.get("LIYUAN_MAX_TOKENS_PARAM", "").strip() or "max_tokens")
 
 
+DEFAULT_DEADLINE_S = 600.0
+"""Total wall time of one side call, retries and backoff included (:attr:`OpenAIModel.deadline`).
+
+Ten minutes: the longest legitimate side call is a merge of up to 8,192 tokens, which a
+CPU-bound local model was measured to need about 330 s for; 600 s leaves room for that
+and one retry of a short call, while a hung or trickling server no longer costs up to
+1,207 s (300 s x 4 attempts + 7 s of backoff) or, trickling, forever."""
+
+
 @dataclass
 class OpenAIModel:
     """Any OpenAI-compatible Chat Completions endpoint, through the ``openai`` SDK.
@@ -209,6 +213,18 @@ class OpenAIModel:
     ``LIYUAN_MAX_TOKENS_PARAM``. Retries 429, 5xx, timeouts and connection errors with
     exponential backoff. A refused request (4xx) fails at once, with the server's own
     message (key redacted) in the error, so a misconfigured endpoint says what is wrong.
+
+    Every failure is a :class:`~liyuan.errors.ModelError` (a reply the endpoint sent but
+    that is not a usable completion: a :class:`~liyuan.errors.ModelOutputError`), whose
+    text has the key and the ``base_url``'s user and password redacted and which chains
+    no SDK error (see :mod:`liyuan.endpoint`).
+
+    ``timeout`` bounds each wait for the server (connect, each read); ``deadline`` bounds
+    the whole call, retries and backoff included, and holds even when the server sends
+    one byte at a time: at the deadline the call fails with ``超过总时限`` and, when this
+    object made its own HTTP client, the connection is closed. A caller-provided
+    ``http_client`` is not closed (it may be shared); its worker thread is left to its
+    own ``timeout``.
     """
 
     model: str = ""
@@ -224,12 +240,14 @@ class OpenAIModel:
     max_tokens_param: MaxTokensParam = field(default_factory=_max_tokens_param_from_env)
     """Name the reply budget is sent under. Newer OpenAI models refuse ``max_tokens`` and
     want ``max_completion_tokens``; most compatible servers only know ``max_tokens``."""
+    deadline: float = DEFAULT_DEADLINE_S
+    """Seconds one :meth:`complete` may take in all (:data:`DEFAULT_DEADLINE_S`)."""
     _client: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.model = self.model or os.environ.get("LIYUAN_MODEL", "")
         self.base_url = self.base_url or os.environ.get("OPENAI_BASE_URL") or None
-        self.api_key = self.api_key or os.environ.get("OPENAI_API_KEY") or "not-needed"
+        self.api_key = self.api_key or os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_KEY
         if not self.model:
             raise ConfigError("没有指定模型：传 model= 或设置 LIYUAN_MODEL")
         self.max_tokens_param = _max_tokens_param(self.max_tokens_param)
@@ -250,9 +268,9 @@ class OpenAIModel:
         return self._client
 
     def _redact(self, error: object) -> str:
-        # Endpoints and proxies may echo the key back in an error body; never pass it on.
-        text = str(error)
-        return text.replace(self.api_key, "***") if self.api_key and len(self.api_key) >= 8 else text
+        # Endpoints and proxies may echo the key (or the URL's password) back in an
+        # error; never pass either on.
+        return redact(error, [self.api_key, *url_secrets(self.base_url)])
 
     def _status_error(self, exc: Any, retried: int) -> ModelError:
         # The server's own words are what a user needs to fix their endpoint ("model not
@@ -268,12 +286,32 @@ class OpenAIModel:
         tried = f"（已重试 {retried} 次）" if retried else ""
         return ModelError(f"模型请求失败{tried}：HTTP {exc.status_code}" + (f"：{text}" if text else ""))
 
+    def _classify(self, outcome: BaseException, attempt: int) -> tuple[ModelError, bool]:
+        """The error for a failed attempt, and whether another attempt may help."""
+        import openai
+
+        tried = f"（已重试 {attempt} 次）" if attempt else ""
+        if isinstance(outcome, openai.RateLimitError | openai.InternalServerError):
+            return self._status_error(outcome, attempt), True
+        if isinstance(outcome, openai.APITimeoutError | openai.APIConnectionError):
+            return ModelError(f"模型请求失败{tried}：{self._redact(outcome)}"), True
+        if isinstance(outcome, openai.APIStatusError):
+            return self._status_error(outcome, attempt), outcome.status_code >= 500
+        if isinstance(outcome, openai.OpenAIError):
+            return ModelError(f"模型请求失败：{self._redact(outcome)}"), False
+        # The SDK could not read the response (not JSON, wrong shapes): the endpoint
+        # answered, but with nothing usable.
+        return ModelOutputError(f"模型接口的回复无法解读（{type(outcome).__name__}：{self._redact(outcome)}）"), False
+
+    def _abandon(self) -> None:
+        client, self._client = self._client, None
+        if client is not None and self.http_client is None:
+            client.close()  # our own connection: closing it ends the worker's read at once
+
     def complete(self, request: ModelRequest) -> Completion:
         """Send the request to the endpoint, retrying rate limits, 5xx, timeouts and dropped connections."""
         if not ALLOW_MODEL_REQUESTS:
             raise ModelError("真实模型请求已被禁止（liyuan.model.ALLOW_MODEL_REQUESTS = False）")
-        import openai
-
         params: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": m.role, "content": m.content} for m in request.messages],
@@ -284,56 +322,31 @@ class OpenAIModel:
             params["temperature"] = temperature
         if self.extra_body:
             params["extra_body"] = self.extra_body
+        ends = time.monotonic() + self.deadline
         attempt = 0
         while True:
+            remaining = ends - time.monotonic()
             started = time.perf_counter()
-            try:
-                response = self._sdk().chat.completions.create(**params)
+            create = partial(self._sdk().chat.completions.create, **params,
+                             timeout=min(self.timeout, max(remaining, 0.001)))
+            outcome = within(remaining, create, self._abandon, name="liyuan-model-call")
+            if outcome is TIMED_OUT:
+                raise ModelError(f"模型请求超过总时限 {self.deadline:g} 秒（已重试 {attempt} 次）")
+            if not isinstance(outcome, BaseException):
                 break
-            except (openai.RateLimitError, openai.InternalServerError) as exc:
-                if attempt >= self.max_retries:
-                    raise self._status_error(exc, attempt) from exc
-            except (openai.APITimeoutError, openai.APIConnectionError) as exc:
-                if attempt >= self.max_retries:
-                    raise ModelError(f"模型请求失败（已重试 {attempt} 次）：{self._redact(exc)}") from exc
-            except openai.APIStatusError as exc:
-                if exc.status_code < 500 or attempt >= self.max_retries:
-                    raise self._status_error(exc, attempt) from exc
-            except openai.OpenAIError as exc:
-                raise ModelError(f"模型请求失败：{self._redact(exc)}") from exc
-            self.sleep(self.backoff * (2**attempt))
+            if not isinstance(outcome, Exception):
+                raise outcome  # KeyboardInterrupt, SystemExit: not the model's failure
+            failure, retry = self._classify(outcome, attempt)
+            del outcome  # the SDK error (and its traceback) must not outlive this attempt
+            if not retry or attempt >= self.max_retries:
+                raise failure
+            wait = self.backoff * (2**attempt)
+            if time.monotonic() + wait >= ends:
+                raise ModelError(f"{failure}；再等 {wait:g} 秒重试会超过总时限 {self.deadline:g} 秒")
+            self.sleep(wait)
             attempt += 1
         latency_ms = int((time.perf_counter() - started) * 1000)
-        return _completion_from_response(response, self.model, latency_ms)
-
-
-def _completion_from_response(response: Any, fallback_model: str, latency_ms: int) -> Completion:
-    choices = getattr(response, "choices", None) or []
-    if not choices:
-        raise ModelError("模型回复里没有 choices")
-    msg = choices[0].message
-    content = msg.content or ""
-    answer, reasoning = split_reasoning(content)
-    extra_reasoning = getattr(msg, "reasoning_content", None) or getattr(msg, "reasoning", None)
-    if isinstance(extra_reasoning, str) and extra_reasoning.strip():
-        reasoning = "\n\n".join(r for r in (extra_reasoning.strip(), reasoning) if r)
-    usage = None
-    if getattr(response, "usage", None) is not None:
-        usage = Usage(
-            prompt_tokens=int(response.usage.prompt_tokens or 0),
-            completion_tokens=int(response.usage.completion_tokens or 0),
-        )
-    model_id = getattr(response, "model", None) or fallback_model
-    finish = getattr(choices[0], "finish_reason", None)
-    return Completion(
-        text=answer,
-        usage=usage,
-        model=model_id,
-        provenance=f"model:{model_id}",
-        reasoning=reasoning,
-        latency_ms=latency_ms,
-        finish_reason=finish if isinstance(finish, str) else "",
-    )
+        return completion_from_response(outcome, self.model, latency_ms)
 
 
 def cut_off_note(completion: Completion) -> str:

@@ -11,12 +11,28 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["strip_fence", "utf16_len", "utf16_prefix"]
+__all__ = ["has_lone_surrogate", "replace_lone_surrogates", "strip_fence", "utf16_len", "utf16_prefix"]
 
 
 def utf16_len(text: str) -> int:
     """Length in UTF-16 code units (JavaScript ``String.length``): astral chars count 2."""
     return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """True when ``text`` holds a surrogate code point (``'\\ud83c'``) that no UTF-8 file can store."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def replace_lone_surrogates(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (a proper pair becomes its character)."""
+    if not has_lone_surrogate(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def utf16_prefix(text: str, units: int) -> str:

@@ -33,7 +33,7 @@ from liyuan.session.state import STATE_ENTRY_TYPE, Ledger, format_roster, format
 from liyuan.session.tree import SessionTree
 from liyuan.story.compact import CompactionOutcome, compact_now, run_compaction
 from liyuan.story.history import active_summary
-from liyuan.vector.recall import branch_ids_of, recall_for_beat
+from liyuan.vector.recall import bounded_archive, branch_ids_of, ingest_for_beat, recall_for_beat
 
 if TYPE_CHECKING:
     from liyuan.vector.memory import VectorMemory
@@ -253,10 +253,11 @@ class Chat:
         return lambda text: self._emit(Activity(kind, text, self.id))
 
     def _archive(self) -> Callable[[str, str], object] | None:
-        return self.vector.archive_compacted if self.vector is not None else None
+        # Bounded like the recall: a stuck store never holds the compaction up.
+        return bounded_archive(self.vector, warn=self._line("vector")) if self.vector is not None else None
 
     def _ingest(self, vector: VectorMemory, entry: Entry, branch_ids: frozenset[str]) -> None:
-        vector.ingest_beat(entry.text, node_id=entry.id, branch_ids=branch_ids)
+        ingest_for_beat(vector, entry.text, node_id=entry.id, branch_ids=branch_ids, warn=self._line("vector"))
 
     def _compact(self) -> None:
         assert self._model is not None

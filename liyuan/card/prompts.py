@@ -175,12 +175,14 @@ def parse_merge_result(text: str) -> tuple[str, str] | None:
     return handbook, resident
 
 
-def validate_recap(text: str) -> str:
+def validate_recap(text: str, *, instructions: str = "") -> str:
     """Check a recap reply: a ``# `` title line, then the five :data:`RECAP_HEADINGS`.
 
     The original accepted any non-blank reply; a real small model showed why that is
     not enough (its echo of the prompt landed in ``局/<id>.md``). A reply of the wrong
     shape now fails the recap, writes nothing, and the chat is retried next sync.
+    ``instructions`` (the system prompt) makes an echo of the prompt fail too; a reply
+    wrapped in two fences fails (:func:`liyuan.story.scribe.parse_sections`).
 
     Returns:
         The title line, a blank line, then the sections as :func:`liyuan.story.scribe.parse_sections`
@@ -189,7 +191,7 @@ def validate_recap(text: str) -> str:
     Raises:
         ModelOutputError: With a Chinese reason.
     """
-    sections = parse_sections(text, RECAP_HEADINGS, what="复盘")
+    sections = parse_sections(text, RECAP_HEADINGS, what="复盘", instructions=instructions)
     titles = [line.strip() for line in sections.preamble if line.startswith("# ") and line[2:].strip()]
     if not titles:
         raise ModelOutputError("复盘缺少标题行「# <一句话概括这一局>」")

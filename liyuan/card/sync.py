@@ -32,9 +32,14 @@ Invariants:
   repeated recap); both aggregates are written before the manifest records the merge
   (a crash repeats the same merge); the hard path records its decisions in the
   manifest before touching files (see :mod:`liyuan.card.manual`).
-- A model failure or a malformed reply writes nothing; the same work is retried next
-  sync. A chat that fails does not stop the others. A file that cannot be written
-  raises :class:`~liyuan.errors.MemoryFileError` out of :meth:`CardMemory.sync`.
+- A model failure or a malformed reply writes nothing (a merge reply must pass
+  :func:`liyuan.card.merge_check.check_merge`: no lost chat block, no unknown chat,
+  no cut-off reply ...; an over-long resident summary is cut at a paragraph); the same work is retried next
+  sync. A model failure is anything the model object's ``complete()`` raises (an
+  ``Exception``) and a reply holding a lone surrogate (:func:`liyuan.model.side_call`);
+  errors of this package's own code are not caught. A chat that fails does not stop
+  the others. A file that cannot be written raises
+  :class:`~liyuan.errors.MemoryFileError` out of :meth:`CardMemory.sync`.
 """
 
 from __future__ import annotations
@@ -51,11 +56,12 @@ from liyuan.card.handpath import HandPath
 from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS, RecapDiff, collect_chat_evidence, diff_recaps
 from liyuan.card.lock import card_locks
 from liyuan.card.manifest import Manifest, finish_pending, load_manifest, save_manifest
-from liyuan.card.prompts import build_merge_prompt, build_recap_prompt, parse_merge_result, validate_recap
+from liyuan.card.merge_check import check_merge
+from liyuan.card.prompts import build_merge_prompt, build_recap_prompt, validate_recap
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.context.budget import RESIDENT_MAX_CHARS
 from liyuan.errors import ManifestError, MemoryFileError, ModelError, ModelOutputError, UnsafePathError
-from liyuan.model import ChatModel
+from liyuan.model import ChatModel, require_finished, side_call
 from liyuan.text import utf16_len
 
 __all__ = ["CardMemory", "MergeStatus", "SyncOutcome", "card_locks"]
@@ -235,7 +241,7 @@ class CardMemory(HandPath):
         )
         self._say(f"正在复盘「{name}」（{evidence.beats} 拍 · {utf16_len(evidence.transcript)} 字）…")
         try:
-            reply = self.model.complete(prompt.request()).text
+            completion = side_call(self.model, prompt.request())
         except ModelError as exc:
             self._say(f"复盘「{name}」失败：{exc}")
             return False
@@ -253,7 +259,8 @@ class CardMemory(HandPath):
                 self._say(f"复盘「{name}」已丢弃：期间这一局或它的复盘被改动")
                 return False
             try:
-                text = validate_recap(reply)
+                text = validate_recap(completion.text, instructions=prompt.system)
+                require_finished(completion, "复盘")
             except ModelOutputError as exc:
                 self._say(f"复盘「{name}」失败：{exc}")
                 return False
@@ -304,7 +311,7 @@ class CardMemory(HandPath):
         tail = f"，遗忘 {len(diff.deleted)} 局" if diff.deleted else ""
         self._say(f"正在合并记忆（{len(diff.changed)} 局有更新{tail}）…")
         try:
-            reply = self.model.complete(prompt.request()).text
+            completion = side_call(self.model, prompt.request())
         except ModelError as exc:
             self._say(f"合并记忆失败：{exc}")
             return "failed", []
@@ -312,13 +319,19 @@ class CardMemory(HandPath):
             if files.input_stamp() != before:
                 self._say("合并结果已丢弃：期间记忆被改动，下次同步重来")
                 return "skipped", []
-            parsed = parse_merge_result(reply)
-            if parsed is None:
-                self._say("合并记忆失败：回复格式不对（缺少或重复标记行、顺序颠倒或有一份为空）")
+            try:
+                checked = check_merge(completion, previous_handbook=handbook, previous_resident=resident,
+                                      chats={*diff.hashes, *layout.chat_ids()}, deleted=diff.deleted,
+                                      forgotten=manifest.forgotten(), instructions=prompt.system)
+            except ModelOutputError as exc:
+                self._say(f"合并记忆失败：{exc}")
                 return "failed", []
-            if not self._write_merge(diff, *parsed, before=(handbook, resident)):
+            if not self._write_merge(diff, checked.handbook, checked.resident, before=(handbook, resident)):
                 self._say("合并结果已丢弃：手册或常驻摘要在写入前被改动，下次同步重来")
                 return "skipped", []
+            if checked.resident_cut:
+                self._say(f"常驻摘要超出 {RESIDENT_MAX_CHARS} 字（写了 {checked.resident_chars_written} 字），"
+                          f"已在段落处截到 {utf16_len(checked.resident)} 字")
         return "ok", list(diff.deleted)
 
     def _still(self, path: Path, expected: str | None) -> bool:
@@ -347,10 +360,7 @@ class CardMemory(HandPath):
             if not self._still(path, old):
                 return False
             files.write_text(path, text + "\n")
-        resident_chars = utf16_len(resident)
-        if resident_chars > RESIDENT_MAX_CHARS:
-            # Kept as written: the per-beat budget cuts it when it is sent.
-            log.warning("resident summary is %d chars (cap %d)", resident_chars, RESIDENT_MAX_CHARS)
+        resident_chars = utf16_len(resident)  # within RESIDENT_MAX_CHARS: check_merge cut it
         now = self._clock()
         for chat_id, digest in diff.hashes.items():
             if chat_id not in manifest.recaps:

@@ -11,6 +11,9 @@ Invariants of :func:`build_context`:
   merged with a blank line, so the kept history and the tail alternate roles.
 - The last message is the user's: the tail holds the injection block and, last of all,
   the user's own words. The list never ends with an assistant message (no prefill).
+- Each block heading appears once at most: the same heading inside story text, a
+  summary or a recalled chunk is made inert (:func:`inert_block_headings`), so the app's
+  model sees one 【前情提要】 opening and one 【世界状态】 block.
 
 :func:`assemble_turn` is what a caller normally wants: it also fits the resident summary
 to the budget it shares with the in-session summary, ledger and roster, reading the
@@ -19,6 +22,7 @@ branch's history once.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,10 +31,28 @@ from liyuan.model import ChatMessage
 from liyuan.session.entries import Entry
 from liyuan.story.history import History, HistoryItem, rebuild_history
 
-__all__ = ["SUMMARY_OPENING", "Injection", "PreparedTurn", "assemble_turn", "build_context", "prepare_turn"]
+__all__ = ["BLOCK_NAMES", "SUMMARY_OPENING", "Injection", "PreparedTurn", "assemble_turn", "build_context",
+           "inert_block_headings", "prepare_turn"]
 
 SUMMARY_OPENING = "【前情提要】以下是更早剧情的接力摘要，是既定事实："
 """Fixed first sentence of the summary message; the system prompt defines the tag."""
+
+BLOCK_NAMES = ("前情提要", "世界状态", "登场名录", "设定集索引", "剧情记忆")
+"""The names of the blocks this module writes as ``【name】``."""
+_BLOCK_HEADING_RE = re.compile(r"【(\s*(?:" + "|".join(BLOCK_NAMES) + r")\s*)】")
+
+
+def inert_block_headings(text: str) -> str:
+    """``text`` with every ``【世界状态】``-style heading of ours written ``［世界状态］``.
+
+    Story text, summaries and recalled chunks are material: a message or a chunk that
+    holds ``【世界状态】`` on a line of its own, or starts with the 【前情提要】 opening,
+    must not read as a second block. Other 【…】 (a chunk's title, an aside) and text
+    without such a heading come back unchanged.
+    """
+    if "【" not in text:
+        return text
+    return _BLOCK_HEADING_RE.sub(lambda m: f"［{m.group(1)}］", text)
 
 
 @dataclass(frozen=True)
@@ -39,7 +61,9 @@ class Injection:
 
     Blocks appear in the original's order: 【世界状态】, 【登场名录】, 【设定集索引】,
     【剧情记忆】, then any ``extra`` blocks (author's end note, language line ...), each
-    separated by a blank line. Empty blocks are left out.
+    separated by a blank line. Empty blocks are left out. The texts of the first four
+    are material: a block heading inside them is made inert (:func:`inert_block_headings`);
+    ``extra`` blocks are the caller's own and sent as given.
     """
 
     state_text: str
@@ -57,13 +81,13 @@ class Injection:
         """The injection text; empty when every block is empty."""
         blocks: list[str] = []
         if self.state_text.strip():
-            blocks.append(f"【世界状态】\n{self.state_text.strip()}")
+            blocks.append(f"【世界状态】\n{inert_block_headings(self.state_text.strip())}")
         if self.roster.strip():
-            blocks.append(f"【登场名录】\n{self.roster.strip()}")
+            blocks.append(f"【登场名录】\n{inert_block_headings(self.roster.strip())}")
         if self.lore_index.strip():
-            blocks.append(f"【设定集索引】\n{self.lore_index.strip()}")
+            blocks.append(f"【设定集索引】\n{inert_block_headings(self.lore_index.strip())}")
         # --8<-- [start:recall_block]
-        recall = [line.strip() for line in self.recall_lines if line.strip()]
+        recall = [inert_block_headings(line.strip()) for line in self.recall_lines if line.strip()]
         if recall:  # no hits, no block: an empty 【剧情记忆】 would only invite invention
             blocks.append("【剧情记忆】\n" + "\n".join(recall))
         # --8<-- [end:recall_block]
@@ -84,12 +108,13 @@ def _merge(messages: list[ChatMessage]) -> list[ChatMessage]:
 # --8<-- [start:build_context]
 def _assemble(history: History, user_text: str, resident_summary: str | None,
               injection: Injection | str) -> list[ChatMessage]:
-    items = list(history.items)
+    # Story text and summaries are material: no block heading of ours survives in them.
+    items = [HistoryItem(item.role, inert_block_headings(item.text)) for item in history.items]
     if user_text.strip():
-        items.append(HistoryItem("user", user_text.strip()))
+        items.append(HistoryItem("user", inert_block_headings(user_text.strip())))
     # The last user item becomes the tail so the user's words come after the data block.
     tail_user = items.pop().text if items and items[-1].role == "user" else ""
-    summaries = [s.strip() for s in (history.summary, resident_summary) if s and s.strip()]
+    summaries = [inert_block_headings(s.strip()) for s in (history.summary, resident_summary) if s and s.strip()]
     body = [ChatMessage(item.role, item.text) for item in items]
     block = injection.render() if isinstance(injection, Injection) else injection.strip()
     tail = "\n\n".join(part for part in (block, tail_user) if part)

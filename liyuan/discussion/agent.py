@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from liyuan.errors import ModelError
-from liyuan.model import ChatModel, split_reasoning
+from liyuan.model import ChatModel, side_call, split_reasoning
 from liyuan.prompts import Prompt, neutralize, render
 from liyuan.session.entries import Entry, args_json, last_usage, thinking, tool_calls
 from liyuan.session.tree import SessionTree
@@ -357,7 +357,7 @@ def run_generic_compaction(
     provenance: list[str] = []
 
     def ask(prompt: Prompt) -> str:
-        completion = model.complete(prompt.request())
+        completion = side_call(model, prompt.request())
         provenance.append(completion.provenance)
         return split_reasoning(completion.text)[0]
 

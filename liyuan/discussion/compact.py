@@ -41,8 +41,8 @@ from liyuan.discussion.messages import (
     serialize_discussion,
 )
 from liyuan.errors import ModelError, ModelOutputError
-from liyuan.model import ChatModel, cut_off_note, split_reasoning
-from liyuan.prompts import Prompt, echoed_tag, neutralize, render
+from liyuan.model import ChatModel, cut_off_note, require_finished, side_call, split_reasoning
+from liyuan.prompts import Prompt, echoed_instructions, echoed_tag, neutralize, render
 from liyuan.session.entries import Entry, last_usage
 from liyuan.session.tree import SessionTree
 from liyuan.text import utf16_len
@@ -177,13 +177,13 @@ class DiscussionOutcome:
     plan: DiscussionPlan | None = None
     entry: Entry | None = None
     reason: str = ""
-    """``not-due``, ``model-error``, ``empty-summary`` or ``leaf-moved``."""
+    """``not-due``, ``model-error``, ``empty-summary``, ``invalid-summary`` or ``leaf-moved``."""
 
 
 _ITEM_RE = re.compile(r"\s*(?:[-*]\s|\d+(?:[.．)）]\s|、))")
 """A list item: ``- ``, ``* ``, ``1. ``, ``1) `` or ``1、`` (models number items as often as they bullet them)."""
 
-def validate_discussion_summary(text: str, plan: DiscussionPlan) -> str:
+def validate_discussion_summary(text: str, plan: DiscussionPlan, *, instructions: str = "") -> str:
     """Check a discussion-summary reply and return it trimmed.
 
     The original only refused a blank reply. A real small model showed that is not
@@ -191,7 +191,10 @@ def validate_discussion_summary(text: str, plan: DiscussionPlan) -> str:
     empty (after reasoning is split off), carries the prompt's own ``<conversation>`` or
     ``<previous-summary>`` tags (an echo), has no list item (``- ``, ``* ``, ``1. ``,
     ``1、``) although the prompt asks for one item per line, or is not shorter than what
-    it summarises (no compression).
+    it summarises (no compression). Given the system prompt as ``instructions``, it also
+    refuses a reply that repeats it (:func:`liyuan.prompts.echoed_instructions`): the
+    prompt's own numbered list and ``-`` lines pass the list-item check, so an echo of
+    the prompt landed as the summary before this check.
 
     Raises:
         ModelOutputError: With a Chinese reason.
@@ -202,6 +205,9 @@ def validate_discussion_summary(text: str, plan: DiscussionPlan) -> str:
     tag = echoed_tag(answer)
     if tag is not None:
         raise ModelOutputError(f"摘要里出现了 prompt 自己的标签 {tag}：像是照抄了输入")
+    echo = echoed_instructions(answer, instructions) if instructions else None
+    if echo is not None:
+        raise ModelOutputError(f"摘要照抄了 prompt 里的要求（如「{echo}」）：不是摘要")
     if not any(_ITEM_RE.match(line) for line in answer.splitlines()):
         raise ModelOutputError("摘要里没有一条要点（「- 」「* 」「1. 」或「1、」开头）")
     source = utf16_len(plan.conversation_text) + utf16_len(plan.previous_summary or "")
@@ -223,7 +229,9 @@ def run_discussion_compaction(
 
     Appends ``liyuan-discussion-summary`` only when the side call succeeded with a
     non-blank summary and the leaf did not move meanwhile. Never raises for model
-    failures. Arguments are those of :func:`plan_discussion_compaction`.
+    failures: whatever the model object's ``complete()`` raises (an ``Exception``), and a
+    reply with a lone surrogate, is a ``failed`` outcome (:func:`liyuan.model.side_call`).
+    Arguments are those of :func:`plan_discussion_compaction`.
     """
 
     def done(outcome: DiscussionOutcome) -> DiscussionOutcome:
@@ -238,17 +246,22 @@ def run_discussion_compaction(
     leaf_before = tree.leaf_id
     if on_activity is not None:
         on_activity(f"正在压缩讨论（{plan.turns} 轮 · 约 {plan.tokens_before} token）…")
+    prompt = build_discussion_prompt(plan)
     try:
-        completion = model.complete(build_discussion_prompt(plan).request())
+        completion = side_call(model, prompt.request())
     except ModelError as exc:
         _log.warning("讨论压缩失败：%s", exc)
         return done(DiscussionOutcome("failed", f"讨论压缩失败：{exc}", plan, reason="model-error"))
     try:
-        summary = validate_discussion_summary(completion.text, plan)
+        summary = validate_discussion_summary(completion.text, plan, instructions=prompt.system)
     except ModelOutputError as exc:
         reason = "empty-summary" if not completion.text.strip() else "invalid-summary"
         return done(DiscussionOutcome("failed", f"讨论压缩失败：{exc}{cut_off_note(completion)}", plan,
                                       reason=reason))
+    try:
+        require_finished(completion, "摘要")  # a list that passes every check, but cut off mid-item
+    except ModelOutputError as exc:
+        return done(DiscussionOutcome("failed", f"讨论压缩失败：{exc}", plan, reason="invalid-summary"))
     with tree.lock:  # the guard and the append are one step against another thread's navigation
         if tree.leaf_id != leaf_before:
             return done(DiscussionOutcome("stale", "讨论压缩已丢弃（期间切换了分支）", plan, reason="leaf-moved"))

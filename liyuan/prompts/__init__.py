@@ -27,15 +27,18 @@ import jinja2
 
 from liyuan.model import ModelRequest
 from liyuan.model import request as two_part_request
+from liyuan.text import utf16_len
 
-__all__ = ["Prompt", "RenderObserver", "echoed_tag", "environment", "neutralize", "observe_renders", "render",
-           "template_names"]
+__all__ = ["ECHO_FRAGMENTS", "ECHO_FRAGMENT_CHARS", "Prompt", "RenderObserver", "echoed_instructions", "echoed_tag",
+           "environment", "neutralize", "observe_renders", "render", "template_names"]
 
 _OUR_TAGS = r"conversation|previous-recap|previous-summary|recap|deleted-chats|handbook|resident"
 """Every tag name a template of ours writes around material."""
 _TAG_RE = re.compile(rf"<(\s*/?\s*(?:{_OUR_TAGS}))(?![\w-])", re.IGNORECASE)
 _MARK_RE = re.compile(r"=+(\s*(?:记忆|常驻摘要)\.md\s*)=+")
 _SOURCE_TAG_RE = re.compile(r"\[(\s*)局(\s*)[:：]")
+_SOURCE_LINE_RE = re.compile(r"(来源\s*[:：]\s*局\s*)/")
+"""The handbook's provenance line ``来源：局/<id>.md``, in any spacing: its slash is what makes it one."""
 
 
 def echoed_tag(reply: str) -> str | None:
@@ -50,24 +53,58 @@ def echoed_tag(reply: str) -> str | None:
     return f"<{match.group(1).strip()}>" if match else None
 
 
+ECHO_FRAGMENT_CHARS = 12
+"""A sentence of the instructions this long (UTF-16 units) or longer counts for :func:`echoed_instructions`."""
+ECHO_FRAGMENTS = 2
+"""How many such sentences a reply must repeat word for word to be an echo."""
+_SENTENCE_END_RE = re.compile(r"[\n。！？；]")
+
+
+def echoed_instructions(reply: str, instructions: str) -> str | None:
+    """The first instruction sentence a reply repeats, if it repeats enough of them to be an echo.
+
+    A small model sometimes answers with its system prompt. The summary prompt names the
+    five headings, so such an echo passes the heading check; the instructions under the
+    headings give it away. The instructions are split into sentences (at line ends and
+    ``。！？；``); heading lines and sentences shorter than :data:`ECHO_FRAGMENT_CHARS`
+    are ignored. A reply that contains :data:`ECHO_FRAGMENTS` or more of the rest, word
+    for word, is an echo: a genuine summary quotes the story, not the instructions (one
+    shared phrase is tolerated).
+
+    Returns:
+        The first repeated sentence, or ``None`` when the reply is not an echo.
+    """
+    found: list[str] = []
+    for sentence in dict.fromkeys(s.strip() for s in _SENTENCE_END_RE.split(instructions)):
+        if sentence.startswith("#") or utf16_len(sentence) < ECHO_FRAGMENT_CHARS:
+            continue
+        if sentence in reply:
+            found.append(sentence)
+            if len(found) >= ECHO_FRAGMENTS:
+                return found[0]
+    return None
+
+
 def neutralize(text: str, *, source_tags: bool = True) -> str:
     """Make material unable to open or close our structure.
 
     Args:
         text: Story text, a summary, a recap, a hand-edited aggregate or a name.
-        source_tags: Also defuse ``[局:id]`` tags. Off for the handbook and the resident
-            summary, whose tags are the memory's real provenance, and for story prompts,
-            where such tags mean nothing.
+        source_tags: Also defuse ``[局:id]`` tags and ``来源：局/<id>.md`` provenance
+            lines. Off for the handbook and the resident summary, whose tags and lines
+            are the memory's real provenance, and for story prompts, where they mean
+            nothing.
 
     Returns:
         The text with our tags (``＜conversation>`` ...), the card-memory mark lines
-        (``＝``) and optionally the source tags (``［局：``) made inert; everything else
-        unchanged.
+        (``＝``) and optionally the source tags (``［局：``) and provenance lines
+        (``来源：局／``) made inert; everything else unchanged.
     """
     text = _TAG_RE.sub(lambda m: "＜" + m.group(1), text)
     text = _MARK_RE.sub(lambda m: "＝" * 5 + m.group(1) + "＝" * 5, text)
     if source_tags:
         text = _SOURCE_TAG_RE.sub("［局：", text)
+        text = _SOURCE_LINE_RE.sub(lambda m: m.group(1) + "／", text)
     return text
 
 

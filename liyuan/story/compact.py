@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from liyuan.errors import ConfigError, ModelError, TreeError
-from liyuan.model import ChatModel, cut_off_note
+from liyuan.errors import ConfigError, ModelError, ModelOutputError, TreeError
+from liyuan.model import ChatModel, cut_off_note, require_finished, side_call
 from liyuan.session.entries import Entry
 from liyuan.session.state import format_state, state_from_branch
 from liyuan.session.tree import SessionTree
@@ -183,7 +183,10 @@ def run_compaction(
     finishReason}`` instead (unless the leaf moved); the next trigger tries again, and
     after a few failures in a row only once the wait of
     :func:`liyuan.story.backoff.backoff_wait` has passed (a waiting beat plans nothing: its
-    outcome has ``plan=None``). Never raises for model failures.
+    outcome has ``plan=None``). Never raises for model failures: whatever the model
+    object's ``complete()`` raises (an ``Exception``), and a reply with a lone surrogate,
+    is a ``failed`` outcome (see :func:`liyuan.model.side_call`); errors in this
+    package's own code are not caught.
 
     Args:
         tree: The session tree; only its current branch is read.
@@ -233,7 +236,11 @@ def run_compaction(
         user_name=user_name,
     )
     try:
-        completion = model.complete(prompt.request())
+        completion = side_call(model, prompt.request())
+    except ModelOutputError as exc:  # a reply no file can hold (a lone surrogate): malformed
+        if tree.leaf_id == leaf_before:
+            _note_failure(tree, failure_data("invalid-summary", str(exc), plan.covers_through_id, None))
+        return done("failed", f"前情摘要拒绝提交：{exc}", "invalid-summary", plan=plan)
     except ModelError as exc:
         if tree.leaf_id == leaf_before:  # a failure is recorded on the branch it happened on
             _note_failure(tree, failure_data("model-error", str(exc), plan.covers_through_id, None))
@@ -241,11 +248,19 @@ def run_compaction(
     # Leaf guard: a reroll, rewind or line switch during the call makes the plan stale.
     if tree.leaf_id != leaf_before:
         return done("stale", "压缩已丢弃（本拍期间切换了分支）", "leaf-moved", plan=plan)
+
+    def refuse(reason: str) -> CompactionOutcome:
+        _note_failure(tree, failure_data("invalid-summary", reason, plan.covers_through_id, completion))
+        return done("failed", f"前情摘要拒绝提交：{reason}", "invalid-summary", plan=plan)
+
     try:
-        summary = validate_summary(completion.text)
+        summary = validate_summary(completion.text, instructions=prompt.system)
     except ModelError as exc:
-        _note_failure(tree, failure_data("invalid-summary", str(exc), plan.covers_through_id, completion))
-        return done("failed", f"前情摘要拒绝提交：{exc}{cut_off_note(completion)}", "invalid-summary", plan=plan)
+        return refuse(f"{exc}{cut_off_note(completion)}")
+    try:
+        require_finished(completion, "摘要")  # every heading there, but the last one cut off
+    except ModelError as exc:
+        return refuse(str(exc))
     if archive is not None:
         try:
             archive(plan.conversation_text, plan.covers_through_id)

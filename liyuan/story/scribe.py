@@ -9,7 +9,10 @@ Invariants:
   ``</conversation>`` cannot end the conversation block.
 - :func:`validate_summary` accepts a reply only if it has the five headings of
   :data:`SUMMARY_HEADINGS` (in any of the heading styles :func:`canonical_heading`
-  recognises), each exactly once, in order, each with content. What it returns is the
+  recognises), each exactly once, in order, each with content; it refuses a reply that
+  repeats the system prompt's instructions (:func:`liyuan.prompts.echoed_instructions`:
+  the prompt names the five headings, so an echo has them) and one wrapped in more than
+  one fence. What it returns is the
   reply without reasoning, without a Markdown fence around it, without any preamble
   before the first heading or chatter after a closing fence, and with its headings
   written canonically; nothing else is changed.
@@ -22,7 +25,7 @@ from dataclasses import dataclass
 
 from liyuan.errors import ModelOutputError
 from liyuan.model import split_reasoning
-from liyuan.prompts import Prompt, echoed_tag, neutralize, render
+from liyuan.prompts import Prompt, echoed_instructions, echoed_tag, neutralize, render
 from liyuan.text import strip_fence
 
 __all__ = [
@@ -141,7 +144,7 @@ class Sections:
     """From the first heading on: canonical headings, trimmed, no wrapper fence."""
 
 
-def parse_sections(text: str, headings: tuple[str, ...], *, what: str = "摘要") -> Sections:
+def parse_sections(text: str, headings: tuple[str, ...], *, what: str = "摘要", instructions: str = "") -> Sections:
     """Check that a reply has ``headings``, each once, in order, each with content.
 
     Shared by the relay summary and the recap: both are documents whose shape the
@@ -156,20 +159,27 @@ def parse_sections(text: str, headings: tuple[str, ...], *, what: str = "摘要"
         text: The model's reply.
         headings: The required section headings, in order (``## name``).
         what: What the document is called in error messages (``摘要``, ``复盘``).
+        instructions: The system prompt the reply answers; a reply repeating it is
+            refused (:func:`liyuan.prompts.echoed_instructions`). Empty: not checked.
 
     Returns:
         The preamble lines and the document from its first heading on.
 
     Raises:
-        ModelOutputError: With a Chinese reason when the reply is empty, a heading is
-            missing, repeated or out of order, or a section has no content.
+        ModelOutputError: With a Chinese reason when the reply is empty, echoes the
+            prompt, is wrapped in more than one fence, a heading is missing, repeated or
+            out of order, or a section has no content.
     """
-    answer = strip_fence(split_reasoning(text)[0])
+    raw = split_reasoning(text)[0].replace("\r\n", "\n").strip()
+    answer = strip_fence(raw)
     if not answer:
         raise ModelOutputError(f"{what}为空")
     tag = echoed_tag(answer)
     if tag is not None:
         raise ModelOutputError(f"{what}里出现了 prompt 自己的标签 {tag}：像是照抄了输入")
+    echo = echoed_instructions(answer, instructions) if instructions else None
+    if echo is not None:
+        raise ModelOutputError(f"{what}照抄了 prompt 里的要求（如「{echo}」）：不是{what}")
     lines = answer.split("\n")
     found: dict[str, list[int]] = {h: [] for h in headings}
     for number, line in enumerate(lines):
@@ -188,6 +198,11 @@ def parse_sections(text: str, headings: tuple[str, ...], *, what: str = "摘要"
         raise ModelOutputError(f"小节顺序不对：{order}")
     # Anything before the first heading is chatter ("好的，以下是摘要："), not the document.
     preamble, body = lines[: starts[0]], lines[starts[0] :]
+    wrappers = sum(map(_is_fence, preamble)) + (answer != raw)
+    if wrappers > 1:
+        # A fence inside a fence: what is left after one unwrapping still carries fence
+        # lines, which would land in the document.
+        raise ModelOutputError(f"{what}外面包了不止一层代码块")
     body = _drop_outer_fence(preamble, body, starts[-1] - starts[0])
     offsets = [start - starts[0] for start in starts]
     ends = [*offsets[1:], len(body)]
@@ -197,11 +212,13 @@ def parse_sections(text: str, headings: tuple[str, ...], *, what: str = "摘要"
     return Sections(tuple(preamble), "\n".join(body).strip())
 
 
-def validate_summary(text: str) -> str:
+def validate_summary(text: str, *, instructions: str = "") -> str:
     """Check a relay-summary reply and return it cleaned.
 
     Args:
         text: The model's reply, possibly with ``<think>`` blocks or a Markdown fence.
+        instructions: The system prompt it answers: an echo of it is refused (the echo
+            has the five headings, since the prompt names them).
 
     Returns:
         The summary starting at ``## 前情提要``, trimmed.
@@ -210,4 +227,4 @@ def validate_summary(text: str) -> str:
         ModelOutputError: When :func:`parse_sections` rejects it for the five
             :data:`SUMMARY_HEADINGS`.
     """
-    return parse_sections(text, SUMMARY_HEADINGS).document
+    return parse_sections(text, SUMMARY_HEADINGS, instructions=instructions).document

@@ -7,16 +7,18 @@ after 【设定集索引】. Recall is hybrid (embedding cosine fused with BM25 
 bigrams), branch-aware (chunks of an abandoned branch never show) and bounded (5 s).
 
 Invariant of the package: nothing here runs unless ``VectorConfig.enabled`` is true,
-and nothing here can fail a beat (see :func:`recall_for_beat`). The names below are
-imported on first use, so the configuration (:mod:`liyuan.vector.config`) and the
-``liyuan`` facade work without the ``vector`` extra (numpy, jieba) installed.
+and nothing here can fail or hold up a beat (see :func:`recall_for_beat` and
+:func:`ingest_for_beat`). The names below are imported on first use, so the
+configuration (:mod:`liyuan.vector.config`) and the ``liyuan`` facade work without the
+``vector`` extra (numpy, jieba) installed.
 
 Typical wiring::
 
     config = load_config(folder / "vector-memory.json")
     memory = VectorMemory(config, SqliteChunkStore(folder / "向量记忆.sqlite"))
-    run_compaction(..., archive=memory.archive_compacted)
+    run_compaction(..., archive=bounded_archive(memory))
     lines = recall_for_beat(memory, user_text, branch_ids_of(tree.branch()))
+    ingest_for_beat(memory, reply_text, node_id=reply.id, branch_ids=branch_ids_of(tree.branch()))
     Injection(state_text, recall_lines=lines, ...)
 """
 
@@ -40,7 +42,15 @@ if TYPE_CHECKING:
     from liyuan.vector.embed import Embedder, HashEmbedder, OpenAIEmbedder, SemanticEmbedder, make_embedder
     from liyuan.vector.lexical import BM25Index, bigram_terms
     from liyuan.vector.memory import Hit, IngestResult, SearchReport, VectorMemory
-    from liyuan.vector.recall import RECALL_TIMEOUT_S, branch_ids_of, format_recall_lines, recall_for_beat
+    from liyuan.vector.recall import (
+        INGEST_TIMEOUT_S,
+        RECALL_TIMEOUT_S,
+        bounded_archive,
+        branch_ids_of,
+        format_recall_lines,
+        ingest_for_beat,
+        recall_for_beat,
+    )
     from liyuan.vector.search import on_current_branch
     from liyuan.vector.store import Chunk, SqliteChunkStore
     from liyuan.vector.tools import ToolResult, read_tool, search_tool
@@ -52,6 +62,7 @@ _HOMES = {
     "Embedder": "embed",
     "HashEmbedder": "embed",
     "Hit": "memory",
+    "INGEST_TIMEOUT_S": "recall",
     "IngestResult": "memory",
     "NARRATIVE": "config",
     "OpenAIEmbedder": "embed",
@@ -64,9 +75,11 @@ _HOMES = {
     "VectorConfig": "config",
     "VectorMemory": "memory",
     "bigram_terms": "lexical",
+    "bounded_archive": "recall",
     "branch_ids_of": "recall",
     "condense": "chunking",
     "format_recall_lines": "recall",
+    "ingest_for_beat": "recall",
     "load_config": "config",
     "make_embedder": "embed",
     "on_current_branch": "search",
@@ -82,6 +95,7 @@ _HOMES = {
 
 __all__ = [
     "EXTERNAL",
+    "INGEST_TIMEOUT_S",
     "NARRATIVE",
     "RECALL_TIMEOUT_S",
     "BM25Index",
@@ -99,9 +113,11 @@ __all__ = [
     "VectorConfig",
     "VectorMemory",
     "bigram_terms",
+    "bounded_archive",
     "branch_ids_of",
     "condense",
     "format_recall_lines",
+    "ingest_for_beat",
     "load_config",
     "make_embedder",
     "on_current_branch",

@@ -19,7 +19,9 @@ Three ship here:
   endpoint through the ``openai`` SDK, key and endpoint from the environment
   (``OPENAI_API_KEY`` or a named variable, ``OPENAI_BASE_URL``); refused while
   :data:`liyuan.model.ALLOW_MODEL_REQUESTS` is false. A failed request is a
-  :class:`~liyuan.errors.ModelError` naming the endpoint and where the key came from.
+  :class:`~liyuan.errors.ModelError` naming the endpoint (without user, password or
+  query) and where the key came from; its text never holds the key or the URL's
+  credentials, and it chains no SDK error (:mod:`liyuan.endpoint`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from liyuan import model as _model
+from liyuan.endpoint import redact, safe_url, url_secrets
 from liyuan.errors import ConfigError, ModelError
 from liyuan.vector.config import DEFAULT_KEY_ENV, VectorConfig
 
@@ -283,9 +286,11 @@ class OpenAIEmbedder:
             self._client = OpenAI(**kwargs)
         return self._client
 
-    def _scrub(self, text: str) -> str:
+    def _scrub(self, text: object) -> str:
+        # The key of any length, and the user and password a base_url may carry.
         key = getattr(self._client, "api_key", "") or ""
-        return text.replace(key, "***") if len(key) >= 8 else text
+        return redact(text, [key, self._api_key, *url_secrets(self.base_url),
+                             *url_secrets(getattr(self._client, "base_url", ""))])
 
     def embed(self, texts: Sequence[str]) -> Matrix:
         if not _model.ALLOW_MODEL_REQUESTS:
@@ -306,16 +311,28 @@ class OpenAIEmbedder:
         client = self._sdk()
         # Where the request went and where the key came from (never the key): a refused
         # request must say enough to fix the configuration.
-        where = f"{str(client.base_url).rstrip('/')}/embeddings；密钥来自{self._key_origin}"
+        # The error is built inside the except block but raised after it, so it chains no
+        # SDK error (whose text and request may hold the key or the URL's password).
+        where = f"{safe_url(str(client.base_url).rstrip('/'))}/embeddings；密钥来自{self._key_origin}"
+        failure: ModelError | None = None
         try:
             response = client.embeddings.create(
                 model=self.model, input=batch[0] if len(batch) == 1 else batch, encoding_format="float"
             )
         except openai.APIStatusError as exc:
-            raise ModelError(f"嵌入请求失败：HTTP {exc.status_code}（{where}）") from exc
+            failure = ModelError(f"嵌入请求失败：HTTP {exc.status_code}（{where}）")
         except openai.OpenAIError as exc:
-            raise ModelError(f"嵌入请求失败：{self._scrub(str(exc))}（{where}）") from exc
-        data = sorted(getattr(response, "data", None) or [], key=lambda d: d.index)
+            failure = ModelError(f"嵌入请求失败：{self._scrub(exc)}（{where}）")
+        except (ValueError, TypeError, AttributeError, KeyError) as exc:  # a reply the SDK cannot read
+            failure = ModelError(f"嵌入接口的回复无法解读（{type(exc).__name__}：{self._scrub(exc)}；{where}）")
+        if failure is not None:
+            raise failure
+        try:
+            data = sorted(getattr(response, "data", None) or [], key=lambda d: d.index)
+        except (TypeError, AttributeError) as exc:
+            failure = ModelError(f"嵌入接口的回复格式不对（{type(exc).__name__}）")
+        if failure is not None:
+            raise failure
         if len(data) != len(batch):
             raise ModelError(f"嵌入接口返回了 {len(data)} 个向量，应为 {len(batch)} 个")
         return [list(d.embedding) for d in data]

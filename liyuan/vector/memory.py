@@ -94,7 +94,8 @@ class IngestResult:
     merged: bool = False
     chunk_id: str | None = None
     reason: str = ""
-    """``disabled``, ``too-short``, ``not-due``, ``duplicate``, ``off-branch`` or empty."""
+    """``disabled``, ``too-short``, ``not-due``, ``duplicate``, ``off-branch`` or empty; from
+    :func:`liyuan.vector.recall.ingest_for_beat` also ``deferred``, ``dropped`` or ``error``."""
 
 
 @dataclass(frozen=True, slots=True)

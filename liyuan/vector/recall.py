@@ -1,12 +1,20 @@
-"""The per-beat recall: the 【剧情记忆】 lines, or nothing within 5 seconds.
+"""The per-beat recall and ingest: bounded, so a stuck store never holds up a beat.
 
 Invariants:
 
 - :func:`recall_for_beat` never raises and never takes much longer than ``timeout``:
-  the search runs in a daemon worker thread; on timeout or error the beat gets no
+  the search runs on the store's worker thread; on timeout or error the beat gets no
   lines and a Chinese warning goes to ``warn`` (to the ``logging`` module when no
-  ``warn`` is given: a failing embeddings endpoint is never silent). A hung search is abandoned, not joined,
-  so it cannot hold up the beat or the process exit.
+  ``warn`` is given: a failing embeddings endpoint is never silent). A hung search is
+  abandoned, not joined, so it cannot hold up the beat or the process exit.
+- :func:`ingest_for_beat` is bounded the same way. A search stuck inside the store keeps
+  the store's lock, so an ingest would wait on it forever; instead, the caller gets
+  ``deferred`` after ``timeout`` and the beat stays queued on the worker: it is ingested
+  once the store frees up (at most :data:`MAX_DEFERRED_INGESTS` wait; beyond that a beat
+  is dropped, with a warning). A recall whose caller gave up is never run late.
+- :func:`bounded_archive` does the same for the compaction's archive.
+- One worker thread per store at most (it ends after :data:`WORKER_IDLE_S` idle
+  seconds): hung beats queue behind the stuck call instead of each leaking a thread.
 - The branch ids are frozen before the worker starts (a reroll would move the leaf).
 - One line per hit: ``- 【title】text`` with the text trimmed; zero hits, no lines.
 """
@@ -14,24 +22,33 @@ Invariants:
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from liyuan.session.entries import Entry
+from liyuan.vector.worker import MAX_DEFERRED_INGESTS, REFUSED, TIMED_OUT, WORKER_IDLE_S, worker_for
 
-if TYPE_CHECKING:
-    from liyuan.vector.memory import Hit
+if TYPE_CHECKING:  # memory needs numpy; the facade imports this module without it
+    from liyuan.vector.memory import Hit, IngestResult
 
 __all__ = [
+    "INGEST_TIMEOUT_S",
+    "MAX_DEFERRED_INGESTS",
     "RECALL_TIMEOUT_S",
+    "WORKER_IDLE_S",
+    "Archiver",
+    "Ingester",
     "Recaller",
+    "bounded_archive",
     "branch_ids_of",
     "format_recall_lines",
+    "ingest_for_beat",
     "recall_for_beat",
 ]
 
 RECALL_TIMEOUT_S = 5.0
+INGEST_TIMEOUT_S = 5.0
+"""The per-beat ingest waits as long as the recall may: the same 5-second bound."""
 
 _log = logging.getLogger(__name__)
 
@@ -42,6 +59,27 @@ class Recaller(Protocol):
     def recall_for_turn(self, query: str, branch_ids: Collection[str] | None) -> Sequence[Hit]:
         """Hits for the user's raw words on the given branch."""
         ...
+
+
+class Ingester(Protocol):
+    """What the beat's ingest needs (:class:`~liyuan.vector.VectorMemory`)."""
+
+    def ingest_beat(self, text: str, *, node_id: str | None, branch_ids: Collection[str] | None) -> IngestResult:
+        """Queue the finished beat's text; ingest the queue when due."""
+        ...
+
+
+class Archiver(Protocol):
+    """What a compaction's archive needs (:class:`~liyuan.vector.VectorMemory`)."""
+
+    def archive_compacted(self, text: str, anchor_id: str | None = None) -> int:
+        """Store the text a compaction is about to cover."""
+        ...
+
+
+def _worker_of(memory: object) -> object:
+    # One worker per store: two memory objects on one store share it (and its lock).
+    return getattr(memory, "store", None) or memory
 
 
 def branch_ids_of(branch: Iterable[Entry]) -> frozenset[str]:
@@ -86,23 +124,83 @@ def recall_for_beat(
         return []
     report = warn if warn is not None else _log.warning
     frozen = frozenset(branch_ids) if branch_ids is not None else None
-    outcome: list[Sequence[Hit] | BaseException] = []
-    done = threading.Event()
-
-    def work() -> None:
-        try:
-            outcome.append(memory.recall_for_turn(query, frozen))
-        except BaseException as exc:  # handed to the caller's thread, which decides
-            outcome.append(exc)
-        finally:
-            done.set()
-
-    threading.Thread(target=work, name="liyuan-recall", daemon=True).start()
-    if not done.wait(timeout):
+    result = worker_for(_worker_of(memory)).run(lambda: memory.recall_for_turn(query, frozen), timeout)
+    if result is TIMED_OUT:
         report(f"向量记忆检索超过 {timeout:g} 秒，本拍不注入【剧情记忆】")
         return []
-    result = outcome[0]
     if isinstance(result, BaseException):
         report(f"向量记忆检索出错（{type(result).__name__}: {result}），本拍不注入【剧情记忆】")
         return []
     return format_recall_lines(result)
+
+
+def ingest_for_beat(
+    memory: Ingester | None,
+    text: str,
+    *,
+    node_id: str | None,
+    branch_ids: Collection[str] | None,
+    timeout: float = INGEST_TIMEOUT_S,
+    warn: Callable[[str], None] | None = None,
+) -> IngestResult:
+    """The per-beat ingest (:meth:`~liyuan.vector.VectorMemory.ingest_beat`), bounded like the recall.
+
+    Never raises and never takes much longer than ``timeout``. When the store is stuck
+    (a search holding its lock), the beat is left queued on the store's worker and
+    ingested once the store frees up; the result says ``deferred``. When
+    :data:`MAX_DEFERRED_INGESTS` beats already wait, this one is ``dropped``.
+
+    Args:
+        memory: The chat's vector memory, or ``None``.
+        text: The finished beat's reply text.
+        node_id: Id of the beat's assistant entry.
+        branch_ids: Ids on the current branch; copied before the worker starts.
+        timeout: Seconds to wait (default 5).
+        warn: Receives a Chinese warning on delay, drop or error (default: logged).
+
+    Returns:
+        The ingest's result; ``reason`` is ``deferred``, ``dropped`` or ``error`` when it
+        did not finish in time or failed.
+    """
+    from liyuan.vector.memory import IngestResult
+
+    if memory is None:
+        return IngestResult(False, reason="disabled")
+    report = warn if warn is not None else _log.warning
+    frozen = frozenset(branch_ids) if branch_ids is not None else None
+    result = worker_for(_worker_of(memory)).run(
+        lambda: memory.ingest_beat(text, node_id=node_id, branch_ids=frozen), timeout, keep=True)
+    if result is TIMED_OUT:
+        report(f"向量记忆写入超过 {timeout:g} 秒（库被占用），这一拍排队，等库空出来再写")
+        return IngestResult(False, reason="deferred")
+    if result is REFUSED:
+        report(f"向量记忆已有 {MAX_DEFERRED_INGESTS} 拍排队等写入，这一拍不再写入")
+        return IngestResult(False, reason="dropped")
+    if isinstance(result, IngestResult):
+        return result
+    detail = f"{type(result).__name__}: {result}" if isinstance(result, BaseException) else "返回值不对"
+    report(f"向量记忆写入出错（{detail}），这一拍没有写入")
+    return IngestResult(False, reason="error")
+
+
+def bounded_archive(memory: Archiver, *, timeout: float = INGEST_TIMEOUT_S,
+                    warn: Callable[[str], None] | None = None) -> Callable[[str, str], None]:
+    """The ``archive`` argument of :func:`liyuan.story.compact.run_compaction`, bounded like the ingest.
+
+    ``memory.archive_compacted`` runs on the store's worker; when the store is stuck, the
+    compaction goes on after ``timeout`` (the covered text stays in the session file
+    anyway) and the archive is written once the store frees up. Never raises.
+    """
+    report = warn if warn is not None else _log.warning
+
+    def archive(text: str, anchor_id: str) -> None:
+        result = worker_for(_worker_of(memory)).run(lambda: memory.archive_compacted(text, anchor_id), timeout,
+                                                    keep=True)
+        if result is TIMED_OUT:
+            report(f"压缩前归档超过 {timeout:g} 秒（库被占用），等库空出来再写")
+        elif result is REFUSED:
+            report(f"向量记忆已有 {MAX_DEFERRED_INGESTS} 项排队等写入，这次归档不再写入")
+        elif isinstance(result, BaseException):
+            report(f"压缩前归档出错（{type(result).__name__}: {result}）")
+
+    return archive

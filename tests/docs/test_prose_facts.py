@@ -156,7 +156,11 @@ def test_local_run_sentences() -> None:
     minutes = round(sum(s["latency_ms"] for s in info["scenarios"].values()) / 60_000)
     assert f"{calls} 次调用，约 {minutes} 分钟" in page
     readme = (folder / "README.md").read_text(encoding="utf-8")
-    assert "小节「## 前情提要」出现了 16 次" in readme and "出现了 16 次" in page
+    compact = json.loads((folder / "out" / "compact.json").read_text(encoding="utf-8"))
+    [summary_reply] = [c["reply"]["text"] for s in compact["steps"] for c in s["calls"]]
+    assert summary_reply.count("## 前情提要") == 16 and "出现了 16 次" in page
+    assert "摘要照抄了 prompt 里的要求（如「你是一场长篇角色扮演的场记」）" in readme
+    assert "如「你是一场长篇角色扮演的场记」" in page and "照抄检查" in page
     assert "被接受" not in readme.split("## 目录里有什么")[0] and "这一次没有「被接受」" in page
     assert readme.count("局 jA 的复盘失败") == 2 and "两次同步各一次" in page
     assert "<conversation>" in readme and "合并回复格式不对" in readme

@@ -77,3 +77,14 @@ def test_bench_or_eval_without_an_entry_point(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setitem(sys.modules, "harness.bench", _fake_module("harness.bench", None))
     assert main(["bench"]) == 2
     assert "没有 main(argv) 入口" in capsys.readouterr().err
+
+
+def test_a_run_where_every_model_call_failed_exits_non_zero(root: Path, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    # Real requests are blocked in the suite, so every call of this live run fails.
+    code = main(["run", "walkthrough", "--model", "openai:side-model-1", "-q", "--out", str(tmp_path),
+                 "--root", str(root)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "模型调用全部失败" in err
+    assert "walkthrough · " in err and "真实模型请求已被禁止" in err  # names the calls and why

@@ -21,6 +21,7 @@ from liyuan import (
     ModelRequest,
     TreeError,
 )
+from liyuan.app import Lane
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.story.scribe import SUMMARY_HEADINGS
 
@@ -138,16 +139,29 @@ def test_a_failing_side_model_never_raises_into_the_beat(tmp_path: Path) -> None
     assert any(a.kind == "compact" and "前情压缩失败" in a.text for a in seen)
 
 
-def test_an_unexpected_error_in_background_work_becomes_an_error_activity(tmp_path: Path) -> None:
+def test_whatever_the_side_model_raises_the_beat_goes_on(tmp_path: Path) -> None:
     def crash(request: ModelRequest) -> Completion:
         raise RuntimeError("boom")
 
     with open_card(tmp_path, side_model=FunctionModel(crash)) as card:
         play(card, 36)
         chat = card.chat("jA")
-        chat.flush(10)
+        assert chat.flush(10)
         chat.prepare("还能接着演吗？")  # the beat goes on
-    assert any(a.kind == "error" and a.chat_id == "jA" for a in card.activity)
+    assert any(a.kind == "compact" and "前情压缩失败" in a.text for a in card.activity)
+    assert not [a for a in card.activity if a.kind == "error"]
+
+
+def test_a_crash_in_background_work_becomes_an_error_activity_and_the_lane_goes_on() -> None:
+    seen: list[Activity] = []
+    lane = Lane("test", seen.append, chat_id="jA")
+    done = threading.Event()
+    lane.submit(lambda: 1 / 0)  # type: ignore[func-returns-value]
+    lane.submit(done.set)
+    assert lane.wait(10) and done.is_set()
+    assert [(a.kind, a.chat_id) for a in seen] == [("error", "jA")] and "ZeroDivisionError" in seen[0].text
+    assert isinstance(lane.errors[0], ZeroDivisionError)
+    lane.close()
 
 
 def test_a_listener_that_raises_does_not_break_the_memory(tmp_path: Path) -> None:

@@ -23,7 +23,8 @@ from .test_fixtures import RECAP_B, memory, merge_reply, recap, user_text, write
 
 
 def _recap_or_merge(
-    handbook: str = "# 手册\n- 一", resident: str = "# 往局记忆（同一世界更早的几局）\n- 一", plot: str = "- 一"
+    handbook: str = "# 局：甲（jA）\n- 一\n来源：局/jA.md", resident: str = "# 往局记忆（同一世界更早的几局）\n- 一",
+    plot: str = "- 一",
 ) -> Callable[[ModelRequest], str]:
     def fn(request: ModelRequest) -> str:
         if request.purpose == "recap":
@@ -39,14 +40,15 @@ def _history(card: Path, suffix: str) -> list[str]:
 
 def test_merge_keeps_the_previous_aggregates_in_history(tmp_path: Path) -> None:
     write_chat(tmp_path, "jA", [("user", "甲的第1拍。"), ("assistant", "好。")])
-    first = _recap_or_merge("# 手册\n- 第一版", "# 往局记忆（同一世界更早的几局）\n- 第一版")
+    first = _recap_or_merge("# 局：甲（jA）\n- 第一版\n来源：局/jA.md", "# 往局记忆（同一世界更早的几局）\n- 第一版")
     memory(tmp_path, FunctionModel(first)).sync()
     assert _history(tmp_path, "-记忆.md") == []  # nothing was overwritten yet
     write_chat(tmp_path, "jA", [("user", "甲的第2拍。"), ("assistant", "好。")])
-    second = _recap_or_merge("# 手册\n- 第二版", "# 往局记忆（同一世界更早的几局）\n- 第二版", "- 二")
+    second = _recap_or_merge("# 局：甲（jA）\n- 第二版\n来源：局/jA.md",
+                             "# 往局记忆（同一世界更早的几局）\n- 第二版", "- 二")
     memory(tmp_path, FunctionModel(second)).sync()
     assert "第二版" in (tmp_path / "记忆" / "记忆.md").read_text(encoding="utf-8")
-    assert _history(tmp_path, "-记忆.md") == ["# 手册\n- 第一版\n"]
+    assert _history(tmp_path, "-记忆.md") == ["# 局：甲（jA）\n- 第一版\n来源：局/jA.md\n"]
     assert _history(tmp_path, "-常驻摘要.md") == ["# 往局记忆（同一世界更早的几局）\n- 第一版\n"]
 
 
@@ -243,7 +245,8 @@ def test_an_editor_save_right_before_the_merge_write_wins(tmp_path: Path) -> Non
     write_chat(tmp_path, "jA", [("user", "甲的第2拍。"), ("assistant", "好。")])
     layout = CardLayout(tmp_path)
     notes: list[str] = []
-    mem = memory(tmp_path, FunctionModel(_recap_or_merge("# 手册\n- 新", plot="- 二")), on_activity=notes.append)
+    new = _recap_or_merge("# 局：甲（jA）\n- 新\n来源：局/jA.md", plot="- 二")
+    mem = memory(tmp_path, FunctionModel(new), on_activity=notes.append)
     mem.files = EditorAtBackup(layout, layout.handbook, "编辑器里手改的手册\n")
     assert mem.sync().merged == "skipped"
     assert layout.handbook.read_text(encoding="utf-8") == "编辑器里手改的手册\n"

@@ -40,6 +40,13 @@ def merge_reply(handbook: str = HANDBOOK_1, resident: str = RESIDENT_1) -> str:
     return f"{HANDBOOK_MARK}\n{handbook}\n{RESIDENT_MARK}\n{resident}\n"
 
 
+def merge_for(*chat_ids: str, note: str = "一") -> str:
+    """A hand-written merge reply with one block per chat (the merge check wants them)."""
+    blocks = "\n\n".join(f"# 局：{c}（{c}）\n- {note}\n来源：局/{c}.md" for c in chat_ids)
+    lines = "\n".join(f"- {c}：{note} [局:{c}]" for c in chat_ids)
+    return merge_reply(blocks, f"# 往局记忆（同一世界更早的几局）\n\n{lines}")
+
+
 def write_chat(
     card: Path,
     chat_id: str,

@@ -17,7 +17,7 @@ from liyuan.errors import ConfigError
 from liyuan.model import FunctionModel, ModelRequest
 from liyuan.vector.config import load_config
 
-from .test_fixtures import memory, merge_reply, recap, write_chat
+from .test_fixtures import memory, merge_for, recap, write_chat
 
 DEEP = '{"name": ' + "[" * 1000 + "]" * 1000 + "}"
 HUGE = '{"name": ' + "9" * 5000 + "}"
@@ -48,7 +48,7 @@ def test_one_hostile_chat_does_not_block_the_card(tmp_path: Path, text: str) -> 
     session.write_text(session.read_text(encoding="utf-8") + text.replace('"name"', '"x"') + "\n", encoding="utf-8")
 
     def fn(request: ModelRequest) -> str:
-        return recap("一局", "- 一") if request.purpose == "recap" else merge_reply()
+        return recap("一局", "- 一") if request.purpose == "recap" else merge_for("jA", "jB")
 
     out = memory(tmp_path, FunctionModel(fn)).sync()
     assert (out.recapped, out.merged) == (["jA", "jB"], "ok")

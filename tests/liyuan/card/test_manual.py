@@ -9,6 +9,7 @@ import pytest
 from liyuan.card.files import MemoryFiles, sha256_text
 from liyuan.card.manifest import load_manifest
 from liyuan.card.manual import PROTECTED_NOTE, STALE_VERSION_MESSAGE
+from liyuan.card.prompts import RESIDENT_HEADING
 from liyuan.errors import ConfigError, MemoryFileError, VersionConflict
 from liyuan.model import FunctionModel, ModelRequest, ScriptedModel
 
@@ -208,7 +209,9 @@ def test_crash_inside_forget_fails_closed_and_heals(tmp_path: Path) -> None:
         mem.forget_chat_recap("A")
     assert (tmp_path / "记忆" / "局" / "A.md").exists() and (tmp_path / "记忆" / "记忆.md").exists()
     assert load_manifest(mem.files).manual.pending  # type: ignore[union-attr]
-    healed = memory(tmp_path, ScriptedModel({"merge": [merge_reply()]}))
+    # Chat A is forgotten for good: a merge reply naming it would be refused (check_merge).
+    b_only = merge_reply("# 局：雪夜（B）\n- 雪夜借宿\n来源：局/B.md", RESIDENT_HEADING + "\n\n- 雪夜：借宿。")
+    healed = memory(tmp_path, ScriptedModel({"merge": [b_only]}))
     out = healed.sync()
     assert out.merged == "ok"
     merge_input = user_text(healed.model.calls[0])  # type: ignore[attr-defined]

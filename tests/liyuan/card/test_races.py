@@ -19,7 +19,7 @@ from liyuan.card.manifest import load_manifest, save_manifest
 from liyuan.card.sync import card_locks
 from liyuan.model import FunctionModel, ModelRequest, ScriptedModel
 
-from .test_fixtures import RECAP_A, RECAP_A2, RECAP_B, memory, merge_reply, recap, user_text, write_chat
+from .test_fixtures import RECAP_A, RECAP_A2, RECAP_B, RESIDENT_2, memory, merge_reply, recap, user_text, write_chat
 
 
 class LandsAtTheStamp(MemoryFiles):
@@ -81,6 +81,11 @@ class LandsAtTheStamp(MemoryFiles):
             assert not self.thread.is_alive()
 
 
+J_REPLY = merge_reply("# 局：jA（jA）\n- 小满入城\n来源：局/jA.md", RESIDENT_2)
+"""A merge reply naming only chat jA: it stays valid when jB is forgotten (check_merge refuses names
+of chats that do not exist or are forgotten)."""
+
+
 def _two_hand_recaps(card: Path) -> None:
     recaps = card / "记忆" / "局"
     recaps.mkdir(parents=True)
@@ -97,7 +102,7 @@ def test_forget_landing_before_the_merge_stamp_is_not_a_soft_forget(tmp_path: Pa
     def fn(request: ModelRequest) -> str:
         files.wait_landed()  # a forget waiting for the lock lands while the model works
         prompts.append(user_text(request))
-        return merge_reply()
+        return J_REPLY
 
     mem = memory(tmp_path, FunctionModel(fn))
     mem.files = files
@@ -217,7 +222,7 @@ def test_forget_from_another_process_at_the_merge_stamp(tmp_path: Path) -> None:
 
     def fn(request: ModelRequest) -> str:
         prompts.append(user_text(request))
-        return merge_reply()
+        return J_REPLY
 
     files = ElsewhereAtTheStamp(CardLayout(tmp_path), "jB")
     mem = memory(tmp_path, FunctionModel(fn))
@@ -247,7 +252,7 @@ def test_forget_from_another_process_at_the_recap_stamp(tmp_path: Path) -> None:
 
 def test_merge_waits_while_another_hard_path_still_owes_removals(tmp_path: Path) -> None:
     _two_hand_recaps(tmp_path)
-    mem = memory(tmp_path, ScriptedModel({"merge": [merge_reply(), merge_reply()]}))
+    mem = memory(tmp_path, ScriptedModel({"merge": [J_REPLY, J_REPLY]}))
     assert mem.sync().merged == "ok"
 
     class HalfDoneElsewhere(MemoryFiles):

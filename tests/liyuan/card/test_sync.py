@@ -180,7 +180,9 @@ def test_hand_written_recap_without_a_chat_is_merged(tmp_path: Path) -> None:
     write_chat(tmp_path, "A", [("user", "进城。"), ("assistant", "好。")], name="初来乍到")
     (_mem(tmp_path) / "局").mkdir(parents=True)
     (_mem(tmp_path) / "局" / "jB.md").write_text(RECAP_B + "\n", encoding="utf-8")
-    model = ScriptedModel({"recap": [RECAP_A], "merge": [merge_reply()]})
+    # The reply names only chats that exist (A and the hand-written jB): check_merge refuses others.
+    reply = merge_reply(HANDBOOK_2 + "\n\n# 局：jB（jB）\n- 雪夜借宿\n来源：局/jB.md", RESIDENT_2)
+    model = ScriptedModel({"recap": [RECAP_A], "merge": [reply]})
     mem = memory(tmp_path, model)
     out = mem.sync()
     assert (out.recapped, out.merged) == (["A"], "ok")
@@ -215,7 +217,7 @@ def test_recap_deleted_while_its_recap_call_runs(tmp_path: Path) -> None:
         if request.purpose == "recap":
             recap_a.unlink()  # the user deletes the recap by hand during the call
             return RECAP_A2
-        return merge_reply(HANDBOOK_2, RESIDENT_2)
+        return merge_reply("# 局：雪夜（B）\n- 雪夜借宿\n来源：局/B.md", RESIDENT_2)  # A forgotten
 
     out = memory(tmp_path, FunctionModel(fn)).sync()
     assert out.failed == ["A"] and out.recapped == []
@@ -289,7 +291,7 @@ def test_crash_between_recap_and_manifest_heals(tmp_path: Path) -> None:
         mem.sync()
     assert _read(_mem(tmp_path) / "局" / "A.md") == RECAP_A + "\n"  # nothing lost
     assert not (_mem(tmp_path) / ".清单.json").exists()
-    healed = memory(tmp_path, ScriptedModel({"recap": [RECAP_A2], "merge": [merge_reply()]}))
+    healed = memory(tmp_path, ScriptedModel({"recap": [RECAP_A2], "merge": [merge_reply(HANDBOOK_2, RESIDENT_2)]}))
     out = healed.sync()
     assert (out.recapped, out.merged) == (["A"], "ok")  # recapped again, with the first recap merged in
     assert RECAP_A in user_text(healed.model.calls[0])  # type: ignore[attr-defined]

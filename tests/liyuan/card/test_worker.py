@@ -8,7 +8,7 @@ from pathlib import Path
 from liyuan.card import CardMemory, SyncOutcome, SyncWorker
 from liyuan.model import FunctionModel, ModelRequest, ScriptedModel
 
-from .test_fixtures import RECAP_A, RECAP_B, memory, merge_reply, two_chats, user_text
+from .test_fixtures import HANDBOOK_2, RECAP_A, RECAP_B, RESIDENT_2, memory, merge_reply, two_chats, user_text
 
 
 def test_one_trigger_one_run(tmp_path: Path) -> None:
@@ -102,7 +102,8 @@ def test_a_failing_run_is_reported_and_the_worker_goes_on(tmp_path: Path) -> Non
 
 def test_delete_chat_triggers_the_forgetting_sync(tmp_path: Path) -> None:
     two_chats(tmp_path)
-    replies = {"recap": [RECAP_A, RECAP_B], "merge": [merge_reply(), merge_reply()]}
+    # The forgetting merge's reply drops chat B (check_merge refuses one that keeps it).
+    replies = {"recap": [RECAP_A, RECAP_B], "merge": [merge_reply(), merge_reply(HANDBOOK_2, RESIDENT_2)]}
     model = ScriptedModel(replies)
     outcomes: list[SyncOutcome] = []
     worker = SyncWorker(lambda card: memory(card, model), on_outcome=lambda c, o: outcomes.append(o))

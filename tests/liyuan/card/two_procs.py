@@ -31,7 +31,7 @@ from liyuan.clock import fixed_clock
 from liyuan.errors import VersionConflict
 from liyuan.model import FunctionModel, ModelRequest
 
-from .test_fixtures import CHAR, USER, merge_reply, recap, user_text, write_chat
+from .test_fixtures import CHAR, USER, merge_for, recap, user_text, write_chat
 
 HAND_HANDBOOK = "# 手写的手册\n- 小满怕黑（手工记下）"
 HAND_RESIDENT = "# 往局记忆（同一世界更早的几局）\n\n- 手工写的常驻摘要。"
@@ -62,7 +62,7 @@ def _model(calls: Path, rng: random.Random) -> FunctionModel:
         time.sleep(rng.uniform(0, 0.02))
         if request.purpose == "recap":
             return recap(f"{chat}局", f"- {chat}局里的事。")
-        return merge_reply()
+        return merge_for("jA", "jB")
     return FunctionModel(reply)
 
 
