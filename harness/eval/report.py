@@ -207,7 +207,8 @@ def strategies_markdown(report: Mapping[str, Any]) -> str:
               f"{r['final_tokens']:,} | {r['beats_over_window']} |" for r in runs]
     sizes += ["", f"最大：{chat['beats']} 拍里送出最多的那一拍；最后一拍：第 {chat['beats']} 拍送出的上下文；"
               f"超出窗口：送出的上下文（估算 token）超过 {window:,} 的拍数。", ""]
-    calls = ["**压了几次、切在哪**", "", "| 策略 | 旁路调用 | 压缩 | 切在两轮之间 | 切在一轮中间 |", "|---|--:|--:|--:|--:|"]
+    calls = ["**压了几次、切在哪**", "",
+             "| 策略 | 旁路调用 | 压缩 | 切在两轮之间 | 切在一轮中间 |", "|---|--:|--:|--:|--:|"]
     for r in runs:
         between = "每拍滑动" if r["name"] == "truncate" else str(r["cuts_between_turns"])
         calls.append(f"| {r['label']} | {r['side_calls']} | {r['compactions']} | {between} | {r['cuts_inside_turn']} |")
