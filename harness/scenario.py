@@ -124,7 +124,7 @@ STEP_KINDS: dict[str, StepKind] = {
         StepKind("rewind", "回档：把会话叶子移回第 N 拍的回复之后",
                  required={"chat": _is_str, "beat": _is_int}, files=("branch",)),
         StepKind("recall", "按用户原话召回向量记忆（只取当前分支）",
-                 required={"chat": _is_str, "query": _is_str}, files=("recall",)),
+                 required={"chat": _is_str, "query": _is_str}, files=("recall", "hidden")),
         StepKind("discussion", "agent 讨论：按真实用量压缩讨论区",
                  required={"chat": _is_str},
                  optional={"context_window": _is_int, "reserve": _is_int, "keep_recent": _is_int},

@@ -173,6 +173,27 @@ def _user_positions(branch: Sequence[Entry]) -> list[int]:
     return [i for i, e in enumerate(branch) if is_message(e, "user")]
 
 
+def _reroll_text(tree: SessionTree, fork: str, old_leaf: str | None, new_reply: str) -> str:
+    """The two branches after a reroll, and the old and new reply side by side."""
+    current = [e.id for e in tree.branch()]
+    abandoned: list[str] = []
+    node = tree.get(old_leaf) if old_leaf else None
+    while node is not None and node.id != fork:
+        abandoned.insert(0, node.id)
+        node = tree.get(node.parent_id) if node.parent_id else None
+    entries = [e for e in map(tree.get, abandoned) if e is not None]
+    old_reply = next((e for e in entries if is_message(e, "assistant")), None)
+    lines = [f"当前分支：{len(current)} 条，{current[0]} → … → {fork}（重来的那条用户消息）→ "
+             + " → ".join(current[current.index(fork) + 1:]) + "（叶子）",
+             f"旁支：{fork} → " + " → ".join(abandoned) + "（重来放弃的，还在树上）"]
+    if old_reply is not None:
+        lines += ["", f"===== {old_reply.id} · 旧回复（旁支）=====", old_reply.text.strip()]
+    new = tree.get(new_reply)
+    if new is not None:
+        lines += ["", f"===== {new.id} · 新回复（当前分支）=====", new.text.strip()]
+    return "\n".join(lines)
+
+
 @handler("reroll")
 def reroll(run: ScenarioRun, step: StepSpec) -> StepResult:
     """Swipe the last reply: the new reply forks from the same user message."""
@@ -191,7 +212,7 @@ def reroll(run: ScenarioRun, step: StepSpec) -> StepResult:
     if vector is not None:
         vector.ingest_turn(tree, reply)
     branch_ids = [e.id for e in tree.branch()]
-    run.write_txt("branch", "\n".join(branch_ids))
+    run.write_txt("branch", _reroll_text(tree, users[-1], old_leaf, reply.id))
     return StepResult({"chat": chat_id, "forked_from": users[-1], "abandoned_leaf": old_leaf,
                        "new_reply_id": reply.id, "branch": branch_ids},
                       f"从 {users[-1]} 分出新回复 {reply.id}；旧叶子 {old_leaf} 成了旁支")

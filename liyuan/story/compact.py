@@ -97,6 +97,7 @@ def plan_compaction(
     """
     if keep < 1:
         raise ConfigError(f"保留轮数至少为 1，收到 {keep}")
+    # --8<-- [start:plan_rule]
     if every_n_turns <= 0:
         return None
     view, active = story_tail(branch)
@@ -112,6 +113,7 @@ def plan_compaction(
     text = serialize_for_summary(covered, user_name, char_name)
     if utf16_len(text) < min_chars:
         return None
+    # --8<-- [end:plan_rule]
     return CompactionPlan(
         covers_through_id=covered[-1].id,
         covered=covered,
@@ -222,6 +224,7 @@ def run_compaction(
         # Not due is the normal state of almost every beat: the message is on the outcome
         # (a manual /compact shows it), but it is not an activity line.
         return CompactionOutcome("skipped", "早期剧情还不够长，暂不需要压缩", None, None, None, "not-due")
+    # --8<-- [start:leaf_guard]
     leaf_before = tree.leaf_id
     chars = utf16_len(plan.conversation_text)
     emit(f"正在压缩前情（{plan.turns} 拍 · {chars} 字）…")
@@ -253,6 +256,7 @@ def run_compaction(
             _log.warning("压缩前归档失败（已忽略）：%s", exc)
         if tree.leaf_id != leaf_before:
             return done("stale", "压缩已丢弃（本拍期间切换了分支）", "leaf-moved", plan=plan)
+    # --8<-- [end:leaf_guard]
     entry = tree.append_custom(SUMMARY_ENTRY_TYPE, {
         "summary": summary,
         "coversThroughId": plan.covers_through_id,
