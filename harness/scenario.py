@@ -94,7 +94,7 @@ class StepKind:
 STEP_KINDS: dict[str, StepKind] = {
     k.name: k
     for k in (
-        StepKind("play", "把聊天定义里的拍子逐拍写进会话树（可在每拍后自动压缩、写入向量记忆）",
+        StepKind("play", "把聊天定义里的轮次逐轮写进会话树（可在每轮后自动压缩、写入向量记忆）",
                  required={"chat": _is_str},
                  optional={"upto": _is_int, "auto_compact": _is_bool, "vector": _is_bool},
                  files=("log", "prompt_1", "prompt_2", "prompt_3", "summary_1", "summary_2", "summary_3")),
@@ -121,7 +121,7 @@ STEP_KINDS: dict[str, StepKind] = {
         StepKind("reroll", "重来：同一条用户消息换一个回复（旧回复留在树上，成了旁支）",
                  required={"chat": _is_str, "reply": _is_str},
                  optional={"ledger": _is_mapping}, files=("branch",)),
-        StepKind("rewind", "回档：把会话叶子移回第 N 拍的回复之后",
+        StepKind("rewind", "回档：把会话叶子移回第 N 轮的回复之后",
                  required={"chat": _is_str, "beat": _is_int}, files=("branch",)),
         StepKind("recall", "按用户原话召回向量记忆（只取当前分支）",
                  required={"chat": _is_str, "query": _is_str}, files=("recall", "hidden")),

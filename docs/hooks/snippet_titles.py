@@ -166,9 +166,13 @@ def resolve(spec: str, root: Path) -> Include:
             raise IncludeError(f"片段 {spec!r}：{rel} 里没有 [start:{section}] 标记")
         if end_at is None:
             raise IncludeError(f"片段 {spec!r}：{rel} 里 [start:{section}] 没有对应的 [end:{section}]")
-        body = [line for line in all_lines[start_at + 1 : end_at] if not _is_marker(line)]
-        first, last = start_at + 2, end_at
-        lines = _dedent(body)
+        kept = [i for i in range(start_at + 1, end_at) if not _is_marker(all_lines[i])]
+        if not kept:
+            raise IncludeError(f"片段 {spec!r} 的内容为空")
+        # A nested section's marker on the first or last line never renders: the span
+        # runs from the first to the last line that does.
+        first, last = kept[0] + 1, kept[-1] + 1
+        lines = _dedent([all_lines[i] for i in kept])
     elif span is not None:
         first, last = span
         if first < 1 or last < first:

@@ -26,7 +26,7 @@ SCORECARD_LEGEND = (
 FACT_LEGEND = (
     "每行一条金标事实；「摘要」「复盘」「手册」「常驻摘要」四列各是这类产物，一格里每个符号是一份产物，按写出的先后排："
     "✓ 记住了，✗ 该记住却没有，拒 是这份回复被拒收（按没记住算），"
-    "— 是这份产物不考这条（没覆盖到那几拍，或不在那一局）。"
+    "— 是这份产物不考这条（没覆盖到那几轮，或不在那一局）。"
 )
 
 _CUTS = {"none": "整段送出", "paragraph": "截在段落边界", "line": "截在行尾", "hard": "硬截",
@@ -201,20 +201,20 @@ def strategies_markdown(report: Mapping[str, Any]) -> str:
     window = settings["window_tokens"]
     runs = report["strategies"]
     sizes = ["**上下文多大**", "",
-             f"| 策略 | 最大（字 / token） | 最后一拍（字 / token） | 超出 {window // 1024}k 窗口的拍数 |",
+             f"| 策略 | 最大（字 / token） | 最后一轮（字 / token） | 超出 {window // 1024}k 窗口的轮数 |",
              "|---|--:|--:|--:|"]
     sizes += [f"| {r['label']} | {r['max_chars']:,} / {r['max_tokens']:,} | {r['final_chars']:,} / "
               f"{r['final_tokens']:,} | {r['beats_over_window']} |" for r in runs]
-    sizes += ["", f"最大：{chat['beats']} 拍里送出最多的那一拍；最后一拍：第 {chat['beats']} 拍送出的上下文；"
-              f"超出窗口：送出的上下文（估算 token）超过 {window:,} 的拍数。", ""]
+    sizes += ["", f"最大：{chat['beats']} 轮里送出最多的那一轮；最后一轮：第 {chat['beats']} 轮送出的上下文；"
+              f"超出窗口：送出的上下文（估算 token）超过 {window:,} 的轮数。", ""]
     calls = ["**压了几次、切在哪**", "",
              "| 策略 | 旁路调用 | 压缩 | 切在两轮之间 | 切在一轮中间 |", "|---|--:|--:|--:|--:|"]
     for r in runs:
-        between = "每拍滑动" if r["name"] == "truncate" else str(r["cuts_between_turns"])
+        between = "每轮滑动" if r["name"] == "truncate" else str(r["cuts_between_turns"])
         calls.append(f"| {r['label']} | {r['side_calls']} | {r['compactions']} | {between} | {r['cuts_inside_turn']} |")
     calls += ["", "旁路调用：为压缩请旁路模型的次数；压缩：压缩的次数；"
               "切在两轮之间 / 一轮中间：每次压缩的切点落在哪（一轮 = 一条用户消息和它的回复）。", ""]
-    facts = [f"**{chat['facts']} 条埋下的事实，最后一拍在哪**", "",
+    facts = [f"**{chat['facts']} 条埋下的事实，最后一轮在哪**", "",
              "| 策略 | 原文 | 账本 | 交给过摘要 | 丢了 |", "|---|--:|--:|--:|--:|"]
     for r in runs:
         f = r["facts"]
@@ -232,14 +232,14 @@ def bench_markdown(bench: Mapping[str, Any]) -> str:
     overhead = bench.get("overhead")
     if overhead:
         names = {"library": "本库（分支有缓存，只读活跃区间）"}
-        lines += [f"每拍开销（毫秒；每种长度取最后 {overhead['sample_beats']} 拍）", "",
-                  "| 实现 | 对话长度（拍） | 中位数 | p95 |", "|---|---|---|---|"]
+        lines += [f"每轮开销（毫秒；每种长度取最后 {overhead['sample_beats']} 轮）", "",
+                  "| 实现 | 对话长度（轮） | 中位数 | p95 |", "|---|---|---|---|"]
         lines += [f"| {names.get(r['variant'], r['variant'])} | {r['beats']:,} | {r['median_ms']:.3f} | "
                   f"{r['p95_ms']:.3f} |" for r in overhead["rows"]]
         lines.append("")
         for variant, verdict in overhead.get("verdicts", {}).items():
-            lines.append(f"- {names.get(variant, variant)}：10,000 拍中位数 {verdict['median_10000_ms']:.3f} ms，"
-                         f"是 100 拍的 {verdict['ratio_to_100']:.2f} 倍，"
+            lines.append(f"- {names.get(variant, variant)}：10,000 轮中位数 {verdict['median_10000_ms']:.3f} ms，"
+                         f"是 100 轮的 {verdict['ratio_to_100']:.2f} 倍，"
                          f"{'达到' if verdict['meets_target'] else '没达到'}目标（{overhead['target']}）。")
         lines.append("")
     walls = bench.get("wall_times")

@@ -100,7 +100,7 @@ def play(run: ScenarioRun, step: StepSpec) -> StepResult:
     start = run.played[chat_id]
     stop = step.params.get("upto", len(beats))
     if not start <= stop <= len(beats):
-        raise ConfigError(f"{step.id}: upto={stop} 超出了 {chat_id} 的拍数（已演 {start}，共 {len(beats)}）")
+        raise ConfigError(f"{step.id}: upto={stop} 超出了 {chat_id} 的轮数（已演 {start}，共 {len(beats)}）")
     vector = vector_for(run, chat_id) if step.params.get("vector", run.config("vector", False)) else None
     compactions: list[dict[str, Any]] = []
     summaries_written: list[str] = []
@@ -119,15 +119,15 @@ def play(run: ScenarioRun, step: StepSpec) -> StepResult:
                 compactions.append({"after_beat": number, **_outcome(outcome)})
                 if outcome.summary is not None:
                     summaries_written.append(outcome.summary)
-                log.append(f"第 {number} 拍后：{outcome.message}")
+                log.append(f"第 {number} 轮后：{outcome.message}")
     calls = run.recorder.step_calls(step.id, "summary")
     for i, call in enumerate(calls, start=1):
         run.write_txt(f"prompt_{i}", prompt_text(call), header=prompt_label(run))
     for i, text in enumerate(summaries_written, start=1):
         run.write_txt(f"summary_{i}", text, header=run.header_for(calls))
-    run.write_txt("log", "\n".join(log) if log else "（这几拍没有触发压缩）")
+    run.write_txt("log", "\n".join(log) if log else "（这几轮没有触发压缩）")
     failed = any(c["kind"] in ("failed", "stale") for c in compactions)
-    summary = f"{chat_id} 演到第 {stop} 拍；压缩 {len(compactions)} 次"
+    summary = f"{chat_id} 演到第 {stop} 轮；压缩 {len(compactions)} 次"
     return StepResult({"chat": chat_id, "beats_played": stop, "compactions": compactions,
                        "leaf_id": tree.leaf_id}, summary, failed=failed)
 
@@ -227,7 +227,7 @@ def rewind(run: ScenarioRun, step: StepSpec) -> StepResult:
     branch = tree.branch()
     users = _user_positions(branch)
     if not 1 <= number <= len(users):
-        raise ConfigError(f"{step.id}: 没有第 {number} 拍（当前分支共 {len(users)} 拍）")
+        raise ConfigError(f"{step.id}: 没有第 {number} 轮（当前分支共 {len(users)} 轮）")
     end = users[number] - 1 if number < len(users) else len(branch) - 1
     target = branch[end].id
     old_leaf = tree.leaf_id
@@ -235,4 +235,4 @@ def rewind(run: ScenarioRun, step: StepSpec) -> StepResult:
     branch_ids = [e.id for e in tree.branch()]
     run.write_txt("branch", "\n".join(branch_ids))
     return StepResult({"chat": chat_id, "leaf_id": target, "previous_leaf": old_leaf, "branch": branch_ids},
-                      f"回档到第 {number} 拍末尾（{target}）")
+                      f"回档到第 {number} 轮末尾（{target}）")

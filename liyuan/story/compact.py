@@ -227,7 +227,7 @@ def run_compaction(
     # --8<-- [start:leaf_guard]
     leaf_before = tree.leaf_id
     chars = utf16_len(plan.conversation_text)
-    emit(f"正在压缩前情（{plan.turns} 拍 · {chars} 字）…")
+    emit(f"正在压缩前情（{plan.turns} 轮 · {chars} 字）…")
     prompt = build_summary_prompt(
         plan.conversation_text,
         state_text=state_text if state_text is not None else format_state(state_from_branch(branch)),
@@ -243,7 +243,7 @@ def run_compaction(
         return done("failed", f"前情压缩失败：{exc}", "model-error", plan=plan)
     # Leaf guard: a reroll, rewind or line switch during the call makes the plan stale.
     if tree.leaf_id != leaf_before:
-        return done("stale", "压缩已丢弃（本拍期间切换了分支）", "leaf-moved", plan=plan)
+        return done("stale", "压缩已丢弃（本轮期间切换了分支）", "leaf-moved", plan=plan)
     try:
         summary = validate_summary(completion.text)
     except ModelError as exc:
@@ -255,7 +255,7 @@ def run_compaction(
         except Exception as exc:  # best effort by design: the summary keeps continuity
             _log.warning("压缩前归档失败（已忽略）：%s", exc)
         if tree.leaf_id != leaf_before:
-            return done("stale", "压缩已丢弃（本拍期间切换了分支）", "leaf-moved", plan=plan)
+            return done("stale", "压缩已丢弃（本轮期间切换了分支）", "leaf-moved", plan=plan)
     # --8<-- [end:leaf_guard]
     entry = tree.append_custom(SUMMARY_ENTRY_TYPE, {
         "summary": summary,
@@ -265,7 +265,7 @@ def run_compaction(
         # Scripted summaries must never pass for model output downstream.
         "provenance": completion.provenance,
     })
-    return done("compacted", f"前情已压缩：{plan.turns} 拍 {chars} 字 → 摘要 {utf16_len(summary)} 字",
+    return done("compacted", f"前情已压缩：{plan.turns} 轮 {chars} 字 → 摘要 {utf16_len(summary)} 字",
                 plan=plan, summary=summary, entry=entry)
 # --8<-- [end:run_compaction]
 

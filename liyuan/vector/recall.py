@@ -97,10 +97,10 @@ def recall_for_beat(
 
     threading.Thread(target=work, name="liyuan-recall", daemon=True).start()
     if not done.wait(timeout):
-        report(f"向量记忆检索超过 {timeout:g} 秒，本拍不注入【剧情记忆】")
+        report(f"向量记忆检索超过 {timeout:g} 秒，本轮不注入【剧情记忆】")
         return []
     result = outcome[0]
     if isinstance(result, BaseException):
-        report(f"向量记忆检索出错（{type(result).__name__}: {result}），本拍不注入【剧情记忆】")
+        report(f"向量记忆检索出错（{type(result).__name__}: {result}），本轮不注入【剧情记忆】")
         return []
     return format_recall_lines(result)

@@ -135,7 +135,7 @@ def test_gold_blocks_are_validated_with_chinese_messages() -> None:
                     "never_said": [{"id": "a", "text": "t", "match": ["y"]}]}, ["jA"])
     with pytest.raises(GoldError, match="五节之一"):
         parse_gold({"facts": [{"id": "a", "chat": "jA", "text": "t", "match": ["x"], "section": "杂项"}]}, ["jA"])
-    with pytest.raises(GoldError, match="从第几拍开始"):
+    with pytest.raises(GoldError, match="从第几轮开始"):
         parse_gold({"scenes": [{"id": "s", "chat": "jA", "text": "t", "match": ["x"]}]}, ["jA"])
     assert not parse_gold(None, ["jA"])
 
