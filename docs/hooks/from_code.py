@@ -10,7 +10,7 @@ page still reads as Markdown)::
 - ``doc``: the module's docstring, its reST inline markup turned into Markdown (````x````
   and ``:func:`x``` become ```x```, a ``::`` paragraph's indented block becomes a code
   block), in a ``quote`` admonition titled with the module's file.
-- ``consts``: a table of the named module constants and their values.
+- ``consts``: a list of the named module constants and their values.
 - ``fields``: a table of a dataclass's fields: name, type, and the attribute docstring.
 
 Invariant: every name a directive gives must exist; a missing module, constant or field,
@@ -87,15 +87,15 @@ def doc_block(module_name: str, root: Path) -> str:
 
 
 def consts_table(module_name: str, names: list[str]) -> str:
-    """A table of module constants and their values."""
+    """A list of module constants and their values (a list wraps on a phone; a table would not)."""
     module = _module(module_name)
-    rows = ["| 常量 | 值 |", "|---|---|"]
+    rows = [f"`{module_name}` 里的常量：", ""]
     for name in names:
         if not hasattr(module, name):
             raise ValueError(f"{module_name} 里没有常量 {name}")
         value = getattr(module, name)
         shown = " · ".join(f"`{v}`" for v in value) if isinstance(value, tuple) else f"`{value}`"
-        rows.append(f"| `{module_name}.{name}` | {shown} |")
+        rows.append(f"- `{name}` = {shown}")
     return "\n".join(rows) + "\n"
 
 
