@@ -164,3 +164,13 @@ def test_local_run_sentences() -> None:
     assert "被接受" not in readme.split("## 目录里有什么")[0] and "这一次没有「被接受」" in page
     assert readme.count("局 jA 的复盘失败") == 2 and "两次同步各一次" in page
     assert "<conversation>" in readme and "合并回复格式不对" in readme
+
+
+def test_no_artifact_is_shown_twice_on_the_site() -> None:
+    """Each sim/ artifact is included once across all pages; a second mention links back."""
+    seen: dict[str, str] = {}
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        for spec in re.findall(r'--8<-- "(sim/[^"]+)"', page.read_text(encoding="utf-8")):
+            assert spec not in seen, f"{spec} is included on {seen[spec]} and again on {page.name}"
+            seen[spec] = page.name
+    assert "sim/txt/resident-1.txt" in seen  # the check saw the pages

@@ -272,7 +272,7 @@ def test_before_after_pairs_keep_two_columns_on_a_phone(server: str, browser: An
 
 
 def test_diagrams_in_dark_palette(server: str, browser: Any) -> None:
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme="light")
+    context = browser.new_context(viewport={"width": 1366, "height": 900}, color_scheme="light")
     page = context.new_page()
     for name in ("index", "memory"):
         page.goto(server + ("" if name == "index" else f"{name}/"), wait_until="networkidle")
@@ -283,7 +283,7 @@ def test_diagrams_in_dark_palette(server: str, browser: Any) -> None:
         assert diagrams.count() >= 1
         for index in range(diagrams.count()):
             assert diagrams.nth(index).evaluate("e => e.naturalWidth") > 0
-        page.screenshot(path=str(SCREENSHOTS / f"{name}-1280-dark.png"), full_page=True)
+        page.screenshot(path=str(SCREENSHOTS / f"{name}-1366-dark.png"), full_page=True)
     context.close()
 
 
