@@ -30,7 +30,7 @@ def main(root: Path) -> list[str]:
                    user_name="阿简", char_name="林溯") as card:
         chat = card.chat("jA")
         for beat in range(40):
-            chat.prepare(f"第 {beat + 1} 拍，我接着往下问。")
+            chat.prepare(f"第 {beat + 1} 轮，我接着往下问。")
             chat.record(f"（脚本回复，不是模型输出）{DETAILS[beat % len(DETAILS)]}雾还没散，她没再说话。")
         chat.flush()                                    # ingest and compaction are done
         turn = chat.prepare("那把铜钥匙后来放哪了？")

@@ -261,7 +261,7 @@ def _print_recall(table: dict[str, Any]) -> None:
     kinds = ["name", "object", "paraphrase"]
     for set_name, count in table["queries"].items():
         label = "标注查询" if set_name == "labelled" else "留出查询（换融合方式前写好，未参与选择）"
-        print(f"\n召回率 recall@{table['top_k']}（{table['beats']} 拍；{label} {count} 条）")
+        print(f"\n召回率 recall@{table['top_k']}（{table['beats']} 轮；{label} {count} 条）")
         print(f"{'方法':<15}{'总体':>8}" + "".join(f"{k:>12}" for k in kinds))
         for name, sets in table["methods"].items():
             row = sets[set_name]
@@ -275,7 +275,7 @@ def _print_recall(table: dict[str, Any]) -> None:
         verdict = "达标" if hybrid >= 0.9 and hybrid > single else "未达标"
         print(f"目标：hybrid ≥ 0.9 且高于每种单一方法 → {verdict}（hybrid {hybrid:.3f}，最好的单一方法 {single:.3f}）")
         for miss in table["methods"]["hybrid"][set_name]["misses"]:
-            print(f"  hybrid 未召回：{miss['q']}（应为第 {miss['want']} 拍，得到 {miss['got']}）")
+            print(f"  hybrid 未召回：{miss['q']}（应为第 {miss['want']} 轮，得到 {miss['got']}）")
 
 
 def _print_latency(table: dict[str, Any]) -> None:
@@ -289,7 +289,7 @@ def _print_latency(table: dict[str, Any]) -> None:
     if at5k:
         print(f"目标：5,000 段时 p95 ≤ 50 ms → {'达标' if at5k[0] <= 50 else '未达标'}（{at5k[0]:.2f} ms）")
     if any(r["cold_timed_out"] for r in table["rows"]):
-        print("注意：冷启动超过 5 秒的那一拍不注入【剧情记忆】；打开会话时先调用 VectorMemory.warm() 可避免。")
+        print("注意：冷启动超过 5 秒的那一轮不注入【剧情记忆】；打开会话时先调用 VectorMemory.warm() 可避免。")
 
 
 def _print_tokens(table: dict[str, Any]) -> None:
@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "sim" / "bench", help="JSON 输出目录")
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 5000, 50000], help="延迟测试的段数")
     parser.add_argument("--only", choices=["recall", "latency", "tokens", "overhead", "import"], action="append",
-                        help="只跑某几项（可重复）；overhead 是每拍开销和整体用时（harness.eval），"
+                        help="只跑某几项（可重复）；overhead 是每轮开销和整体用时（harness.eval），"
                              "import 是导入 5,000 条消息的聊天并跑一遍（harness.import_bench）")
     args = parser.parse_args(argv)
     only = set(args.only or ["recall", "latency", "tokens", "overhead", "import"])

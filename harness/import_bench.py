@@ -101,7 +101,7 @@ def import_table(folder: Path, messages: int = 5000, progress: Callable[[str], N
 
 def print_import(table: dict[str, Any]) -> None:
     """The table, and whether the targets were met."""
-    print(f"\n导入（{table['messages']} 条消息 → {table['beats']} 拍，"
+    print(f"\n导入（{table['messages']} 条消息 → {table['beats']} 轮，"
           f"{table['swipes']} 个备选，{table['notes']} 条戏外消息）")
     print(f"  导入成场景（harness import）：{table['import_s']:.2f} s")
     print(f"  导入成会话树（import_chat，落盘，整份文件 fsync 一次）：{table['tree_import_s']:.2f} s")

@@ -44,7 +44,7 @@ from .scenario import load_scenario
 
 __all__ = ["ImportResult", "build_scenario", "import_drift", "import_file", "main", "render_scenario"]
 
-CLOSING_USER = "（框架补的一条用户消息：导入的聊天到这里为止，用它看下一拍组装出的上下文）"
+CLOSING_USER = "（框架补的一条用户消息：导入的聊天到这里为止，用它看下一轮组装出的上下文）"
 PROGRESS_EVERY = 1000
 
 
@@ -150,7 +150,7 @@ def build_scenario(name: str, source: ChatSource, chat: ChatBeats, *, card: str 
     display = chat_id or (f"和{source.char_name}的聊天" if source.char_name else "导入的聊天")
     counts = f"{source.messages} 条消息、{source.swipes} 个备选、{source.notes} 条戏外消息"
     spec: dict[str, Any] = {"name": display,
-                            "note": f"从 {source.format} 聊天记录导入：{counts}；{len(chat.beats)} 拍"}
+                            "note": f"从 {source.format} 聊天记录导入：{counts}；{len(chat.beats)} 轮"}
     if chat.greeting:
         spec["greeting"] = "\n\n".join(chat.greeting)
         if chat.greeting_swipes:
@@ -166,8 +166,8 @@ def build_scenario(name: str, source: ChatSource, chat: ChatBeats, *, card: str 
     return {
         "name": name,
         "title": f"导入的聊天：{display}",
-        "description": (f"一份 {source.format} 聊天记录（{counts}），逐拍写进会话树，按应用的规则自动压缩；"
-                        "再组装下一拍的上下文，最后给整张卡同步一次跨局记忆。"),
+        "description": (f"一份 {source.format} 聊天记录（{counts}），逐轮写进会话树，按应用的规则自动压缩；"
+                        "再组装下一轮的上下文，最后给整张卡同步一次跨局记忆。"),
         "card": safe_folder_name(card or source.char_name, "导入的卡"),
         "user": user,
         "char": char,
@@ -177,12 +177,12 @@ def build_scenario(name: str, source: ChatSource, chat: ChatBeats, *, card: str 
         "chats": {cid: spec},
         "steps": [
             {"id": "play", "kind": "play", "chat": cid, "auto_compact": True,
-             "note": (f"逐拍写进会话树；每拍之后照常检查一次压缩（周期 {DEFAULT_EVERY_N_TURNS} 拍、"
-                      f"保留 {KEEP_RECENT_BEATS} 拍、{MIN_COMPACT_CHARS} 字门槛）。"),
+             "note": (f"逐轮写进会话树；每轮之后照常检查一次压缩（周期 {DEFAULT_EVERY_N_TURNS} 轮、"
+                      f"保留 {KEEP_RECENT_BEATS} 轮、{MIN_COMPACT_CHARS} 字门槛）。"),
              "files": play_files},
             {"id": "next-turn", "kind": "assemble", "chat": cid, "user": closing,
              "note": ("聊天最后一条用户消息还没有回复：用它组装上下文。" if chat.closing_user else
-                      "框架补一条用户消息，组装下一拍发给主模型的上下文：摘要以【前情提要】出现在最前面。"),
+                      "框架补一条用户消息，组装下一轮发给主模型的上下文：摘要以【前情提要】出现在最前面。"),
              "files": {"history": f"{stem}-history.txt", "injection": f"{stem}-injection.txt"}},
             {"id": "sync", "kind": "sync",
              "note": "给整张卡同步一次跨局记忆：写这一局的复盘，合并出记忆手册和常驻摘要。",
@@ -236,7 +236,7 @@ def import_file(path: Path, *, root: Path, fmt: str | None = None, card: str | N
     source = reader.source
     assert source is not None
     if not chat.beats:
-        raise LiyuanError("聊天里没有一问一答的拍子（至少要有一条用户消息和它后面的回复），没有可以演的内容")
+        raise LiyuanError("聊天里没有一问一答的轮次（至少要有一条用户消息和它后面的回复），没有可以演的内容")
     name = out.stem if out is not None else f"import-{source.sha256[:8]}"
     target = out if out is not None else root / "sim" / "scenarios" / f"{name}.yaml"
     data = build_scenario(name, source, chat, card=card, chat_id=chat_id)
@@ -318,7 +318,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"错误：{exc}（什么都没有写）", file=sys.stderr)
         return 2
     source = result.source
-    say(f"读完：{source.messages} 条消息、{source.swipes} 个备选、{source.notes} 条戏外消息 → {result.beats} 拍"
+    say(f"读完：{source.messages} 条消息、{source.swipes} 个备选、{source.notes} 条戏外消息 → {result.beats} 轮"
         f" · {result.seconds:.2f} s")
     if source.conversations > 1:
         say(f"文件里有 {source.conversations} 段对话，导入的是第 {source.conversation} 段（--conversation 可选别的）")

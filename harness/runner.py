@@ -79,6 +79,11 @@ def _run_one(scenario: Scenario, setup: ModelSetup, artifacts: ArtifactSet, prog
                 result = HANDLERS[step.kind](run, step)
             except LiyuanError as exc:
                 result = StepResult({"error": str(exc)}, f"出错：{exc}", failed=True)
+            missing = [name for name in step.files.values() if f"txt/{name}" not in run.written.get(step.id, [])]
+            if missing and recorder.fatal is None:
+                # A step that declares files it did not write did not do what the scenario says.
+                note = f"声明要写却没有写出：{'、'.join(missing)}"
+                result = StepResult(result.outcome, f"{result.summary}；{note}", failed=True)
             if recorder.fatal is not None:
                 failures.append(f"{scenario.name} · {step.id}: {recorder.fatal}")
                 progress.step_done("中止：回复缺失或过期")

@@ -75,7 +75,7 @@ class StepKind:
 STEP_KINDS: dict[str, StepKind] = {
     k.name: k
     for k in (
-        StepKind("play", "把聊天定义里的拍子逐拍写进会话树（可在每拍后自动压缩、写入向量记忆）",
+        StepKind("play", "把聊天定义里的轮次逐轮写进会话树（可在每轮后自动压缩、写入向量记忆）",
                  required={"chat": is_str},
                  optional={"upto": is_int, "auto_compact": is_bool, "vector": is_bool},
                  files=("log", "prompt_1", "prompt_2", "prompt_3", "summary_1", "summary_2", "summary_3")),
@@ -102,10 +102,10 @@ STEP_KINDS: dict[str, StepKind] = {
         StepKind("reroll", "重来：同一条用户消息换一个回复（旧回复留在树上，成了旁支）",
                  required={"chat": is_str, "reply": is_str},
                  optional={"ledger": is_mapping}, files=("branch",)),
-        StepKind("rewind", "回档：把会话叶子移回第 N 拍的回复之后",
+        StepKind("rewind", "回档：把会话叶子移回第 N 轮的回复之后",
                  required={"chat": is_str, "beat": is_int}, files=("branch",)),
         StepKind("recall", "按用户原话召回向量记忆（只取当前分支）",
-                 required={"chat": is_str, "query": is_str}, files=("recall",)),
+                 required={"chat": is_str, "query": is_str}, files=("recall", "hidden")),
         StepKind("discussion", "agent 讨论：按真实用量压缩讨论区",
                  required={"chat": is_str},
                  optional={"context_window": is_int, "reserve": is_int, "keep_recent": is_int},

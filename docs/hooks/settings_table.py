@@ -1,7 +1,7 @@
-"""MkDocs hook: settings tables generated from the dataclasses that hold the settings.
+"""MkDocs hook: settings lists generated from the dataclasses that hold the settings.
 
 A line ``<!-- 设置表: path/to/module.py:ClassName -->`` on a page becomes a Markdown
-table with one row per field of that dataclass: name, type, default and the attribute
+list with one item per field of that dataclass: name, type, default and the attribute
 docstring, all read from the source with :mod:`ast`. Nobody copies a default by hand, so
 the page cannot drift from the code. A marker naming a missing file or class fails the build.
 """
@@ -69,13 +69,10 @@ def settings_rows(path: Path, class_name: str) -> list[tuple[str, str, str, str]
 
 
 def settings_table(path: Path, class_name: str) -> str:
-    """The Markdown table for one settings dataclass."""
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|")
-
-    lines = ["| 设置项 | 类型 | 默认值 | 说明（代码里的原文） |", "|---|---|---|---|"]
+    """The Markdown list for one settings dataclass: a table would not fit a phone's column."""
+    lines = []
     for name, kind, default, doc in settings_rows(path, class_name):
-        lines.append(f"| `{name}` | `{cell(kind)}` | `{cell(default)}` | {cell(doc) or '—'} |")
+        lines.append(f"- **`{name}`**：`{kind}`，默认 `{default}`  \n  {doc or '（代码里没有说明）'}")
     return "\n".join(lines)
 
 

@@ -11,6 +11,13 @@ nothing or silently clamp: a missing file, a missing or unterminated named secti
 section, or a line range that reaches past the end of the file. ``check_paths`` in
 pymdownx.snippets catches the first two only; the rest render as an empty block with exit 0.
 
+Highlighted lines are generated the same way. A 模版 fence may carry ``hl="<text>|<text>"``:
+each ``|``-separated text names the lines that carry the point, and the hook replaces the
+attribute with ``hl_lines="..."`` (pymdownx.highlight), numbering every included line that
+contains one of the texts. A text that matches no included line is a build error, so a
+highlight cannot silently drift off the code it points at. A hand-typed ``hl_lines`` on a
+模版 fence is refused for the same reason.
+
 Supported snippet specs (the subset our pages use): ``path``, ``path:name`` and
 ``path:start:end``. A hand-typed ``模版 · ...`` title is an error: titles come from here.
 """
@@ -31,6 +38,7 @@ __all__ = [
     "Include",
     "IncludeError",
     "format_title",
+    "highlight_lines",
     "iter_snippet_lines",
     "on_page_markdown",
     "resolve",
@@ -46,6 +54,7 @@ _SNIPPET_LINE = re.compile(r"""^(?P<indent>[ \t]*)-{1,}8<-{1,}[ \t]+(?P<q>["'])(
 _SECTION_MARKER = re.compile(r"(?i)(?<!;)-{1,}8<-{1,}[ \t]+\[[ \t]*(start|end)[ \t]*:[ \t]*([a-z][-_0-9a-z]*)[ \t]*\]")
 _FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 _TITLE_ATTR = re.compile(r"""title=(?P<q>["'])(?P<title>.*?)(?P=q)""")
+_HL_ATTR = re.compile(r"""(?<![-_\w])hl=(?P<q>["'])(?P<texts>.*?)(?P=q)""")
 _SECTION_NAME = re.compile(r"(?i)^[a-z][-_0-9a-z]*$")
 
 
@@ -79,6 +88,24 @@ class Include:
 def format_title(include: Include) -> str:
     """The generated title of a 模版 block: ``模版 · path:start-end``."""
     return f"{TEMPLATE_TITLE} · {include.span}"
+
+
+def highlight_lines(include: Include, texts: str) -> list[int]:
+    """1-based numbers of the included lines that contain any of the ``|``-separated ``texts``.
+
+    Raises:
+        IncludeError: a text is empty or matches no included line.
+    """
+    wanted = texts.split("|")
+    numbers: set[int] = set()
+    for text in wanted:
+        if not text.strip():
+            raise IncludeError(f"片段 {include.spec!r}：hl 里有空的一项")
+        hits = [n for n, line in enumerate(include.lines, start=1) if text in line]
+        if not hits:
+            raise IncludeError(f"片段 {include.spec!r}：hl 要高亮的 {text!r} 不在引入的行里")
+        numbers.update(hits)
+    return sorted(numbers)
 
 
 def _is_marker(line: str) -> bool:
@@ -139,9 +166,13 @@ def resolve(spec: str, root: Path) -> Include:
             raise IncludeError(f"片段 {spec!r}：{rel} 里没有 [start:{section}] 标记")
         if end_at is None:
             raise IncludeError(f"片段 {spec!r}：{rel} 里 [start:{section}] 没有对应的 [end:{section}]")
-        body = [line for line in all_lines[start_at + 1 : end_at] if not _is_marker(line)]
-        first, last = start_at + 2, end_at
-        lines = _dedent(body)
+        kept = [i for i in range(start_at + 1, end_at) if not _is_marker(all_lines[i])]
+        if not kept:
+            raise IncludeError(f"片段 {spec!r} 的内容为空")
+        # A nested section's marker on the first or last line never renders: the span
+        # runs from the first to the last line that does.
+        first, last = kept[0] + 1, kept[-1] + 1
+        lines = _dedent([all_lines[i] for i in kept])
     elif span is not None:
         first, last = span
         if first < 1 or last < first:
@@ -213,9 +244,15 @@ def rewrite_titles(markdown: str, root: Path) -> str:
             specs = [m.group("spec") for m in map(_SNIPPET_LINE.match, body) if m is not None]
             if len(body) != 1 or len(specs) != 1:
                 raise IncludeError(f"第 {index + 1} 行：模版代码块里只能有一行 --8<-- 片段")
-            generated = format_title(resolved[specs[0]])  # a fence body line is a page line
+            include = resolved[specs[0]]  # a fence body line is a page line
             info = opened.group("info")
-            info = info[: title.start()] + f'title="{generated}"' + info[title.end() :]
+            if "hl_lines=" in info:
+                raise IncludeError(f"第 {index + 1} 行：模版的高亮行不能手写 hl_lines，用 hl=\"要高亮的文字\"")
+            info = info[: title.start()] + f'title="{format_title(include)}"' + info[title.end() :]
+            marked = _HL_ATTR.search(info)
+            if marked is not None:
+                numbers = " ".join(str(n) for n in highlight_lines(include, marked.group("texts")))
+                info = info[: marked.start()] + f'hl_lines="{numbers}"' + info[marked.end() :]
             lines[index] = f"{opened.group('indent')}{opened.group('fence')}{info}"
         index = close + 1
     return "\n".join(lines)

@@ -148,13 +148,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m harness eval``; returns the exit code."""
     from ..cli import default_root
 
-    parser = argparse.ArgumentParser(prog="python -m harness eval", description="评分卡、策略对比和每拍开销基准")
+    parser = argparse.ArgumentParser(prog="python -m harness eval", description="评分卡、策略对比和每轮开销基准")
     parser.add_argument("what", nargs="?", default="default", choices=["default", "scorecards", "strategies",
                                                                          "bench", "all"])
     parser.add_argument("--root", type=Path, default=None, help="仓库根目录（默认自动找）")
     parser.add_argument("--check", action="store_true", help="只重新计算并比较，不写文件；过期则退出码 1")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000], help="bench：对话拍数")
-    parser.add_argument("--sample", type=int, default=100, help="bench：每种长度计时的拍数")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000], help="bench：对话轮数")
+    parser.add_argument("--sample", type=int, default=100, help="bench：每种长度计时的轮数")
     parser.add_argument("--repeat", type=int, default=3, help="bench：整体用时重复次数")
     parser.add_argument("--no-wall", action="store_true", help="bench：不测 harness run 和 mkdocs build")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))

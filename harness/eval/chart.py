@@ -105,8 +105,8 @@ def render_chart(report: Mapping[str, Any]) -> str:
     low = [r for r in runs if r["name"] in ("truncate", "ours")]
     zoom_max = _nice_ceiling(max(max(r["series"]["tokens"]) for r in low) * 1.15)
     labels = {r["name"]: r["label"] for r in runs}
-    title = "每拍送进模型的上下文有多大（估算 token）"
-    desc = (f"{beats} 拍的合成长对话上，四种策略每拍上下文的估算 token 数。"
+    title = "每轮送进模型的上下文有多大（估算 token）"
+    desc = (f"{beats} 轮的合成长对话上，四种策略每轮上下文的估算 token 数。"
             "全量回放一路涨到窗口的数倍；通用 agent 压缩按字符数÷4 估算，每次都在超出窗口之后才压；"
             "截断保持很小但早期的事全丢；梨园的剧情压缩在几千到一万多 token 之间呈锯齿。摘要来自脚本，不是模型输出。")
     out = [
@@ -118,7 +118,7 @@ def render_chart(report: Mapping[str, Any]) -> str:
         'stroke-width="2"/>',
         f'<g font-family="{_FONT}" fill="{_INK}">',
         f'<text x="40" y="48" font-size="24" font-weight="700">{escape(title)}</text>',
-        f'<text x="40" y="76" font-size="14" fill="{_MUTED}">横轴：第几拍；纵轴：liyuan.tokens.estimate_tokens '
+        f'<text x="40" y="76" font-size="14" fill="{_MUTED}">横轴：第几轮；纵轴：liyuan.tokens.estimate_tokens '
         f'的估算。摘要由脚本摘要器生成（不是模型输出），只看大小，不看质量。</text>',
     ]
     for slot, name in enumerate(n for n in ("full", "agent", "truncate", "ours") if n in labels):
@@ -131,7 +131,7 @@ def render_chart(report: Mapping[str, Any]) -> str:
     _panel(out, runs, 150, 260, top_max, beats, "clip-all", window, "全程（虚线横线是模型窗口）")
     _panel(out, runs, 480, 160, zoom_max, beats, "clip-zoom", window, f"放大最下面 0 – {_thousands(zoom_max)} token")
     out.append(f'<text x="{_LEFT + (_WIDTH - _LEFT - _RIGHT) / 2:.0f}" y="{_HEIGHT - 14}" font-size="14" '
-               f'text-anchor="middle" fill="{_MUTED}">第几拍</text>')
+               f'text-anchor="middle" fill="{_MUTED}">第几轮</text>')
     out.append("</g>")
     out.append("</svg>")
     return "\n".join(out) + "\n"

@@ -111,7 +111,7 @@ def parse_gold(raw: Any, chats: Sequence[str], where: str = "gold") -> Gold:
                            for i, item in enumerate(items))
     for fact in parts["scenes"]:
         if fact.beat is None:
-            raise GoldError(f"{where}.scenes（{fact.id}）.beat: 场景要写从第几拍开始")
+            raise GoldError(f"{where}.scenes（{fact.id}）.beat: 场景要写从第几轮开始")
     seen: set[str] = set()
     for fact in (*parts["facts"], *parts["never_said"], *parts["scenes"]):
         if fact.id in seen:

@@ -115,7 +115,8 @@ class BudgetResult:
     """Resident (as sent) + in-session summary + ledger + roster, UTF-16 units."""
     allowance: int
     cut: str
-    """``none`` (sent whole), ``dropped``, ``paragraph``, ``line``, ``hard`` or ``mid-paragraph``."""
+    """``none`` (sent whole), ``dropped``, ``paragraph``, ``line``, ``hard``, ``mid-paragraph``, or
+    ``absent`` (the card has no resident summary: nothing to cut, the cut is not judged)."""
     problems: tuple[str, ...]
 
     def to_json(self) -> dict[str, Any]:
@@ -176,6 +177,7 @@ def check_budget(summary: str | None, state_text: str, roster: str,
     cut = "none"
     original = resident_original if resident_original and resident_original.strip() else None
     if original is None:
+        cut = "absent"
         if resident_sent:
             problems.append("卡上没有常驻摘要，上下文里却有一份")
     elif utf16_len(original) <= allowance:

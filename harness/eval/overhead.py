@@ -83,7 +83,7 @@ def play(beats: int, progress: Progress | None = None) -> Iterator[tuple[Session
         # Every beat, as the app does; the library decides whether it is due. Not timed.
         run_compaction(tree, model, user_name=names[0], char_name=names[1])
         if progress is not None and beat.number % 2000 == 0:
-            progress(f"  第 {beat.number}/{beats} 拍")
+            progress(f"  第 {beat.number}/{beats} 轮")
 
 
 def _timings(beats: int, sample: int, progress: Progress) -> list[float]:
@@ -104,7 +104,7 @@ def overhead_table(sizes: Sequence[int] = (100, 1000, 10000), sample: int = 100,
     rows: list[dict[str, Any]] = []
     medians: dict[int, float] = {}
     for size in sizes:
-        say(f"每拍开销：{size} 拍")
+        say(f"每轮开销：{size} 轮")
         timings = _timings(size, min(sample, size), say)
         medians[size] = round(statistics.median(timings), 3)
         rows.append({"variant": VARIANT, "beats": size, "samples": len(timings),
@@ -114,7 +114,7 @@ def overhead_table(sizes: Sequence[int] = (100, 1000, 10000), sample: int = 100,
         big, small = medians[10000], medians[100]
         verdicts[VARIANT] = {"median_10000_ms": big, "ratio_to_100": round(big / small, 2),
                              "meets_target": big <= 2.0 and big <= 1.5 * small}
-    return {"sample_beats": sample, "rows": rows, "target": "10,000 拍时中位数 ≤ 2 ms，且不超过 100 拍时的 1.5 倍",
+    return {"sample_beats": sample, "rows": rows, "target": "10,000 轮时中位数 ≤ 2 ms，且不超过 100 轮时的 1.5 倍",
             "verdicts": verdicts}
 
 

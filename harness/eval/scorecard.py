@@ -9,10 +9,14 @@ Invariant: the scorecard is a pure function of those files. It judges only what 
 recorded: a summary is scored against the beats its own prompt covered (counted from
 the prompt's ``<conversation>`` and the previous summary it merged), a merge against
 the recaps that existed when it ran, a context against the resident summary the card
-had. Replies no model wrote are scored too, and the card says so: a scripted run checks
-the checkers, it says nothing about a model. The one exception: a scenario whose every
-reply is a placeholder (an imported chat run without a model, :mod:`harness.placeholder`)
-has no card, since there is nothing written by anyone to score.
+had. Fact recall counts only what landed: a reply the memory code refused (a summary that
+failed validation, a recap or merge that wrote nothing) is recorded with ``landed: false``
+and its reason, and the report scores it 0. A reply that mostly copies its own prompt is
+scored without the copied lines (:mod:`harness.eval.echo`). Replies no model wrote are
+scored too, and the card says so: a scripted run checks the checkers, it says nothing
+about a model. The one exception: a scenario whose every reply is a placeholder (an
+imported chat run without a model, :mod:`harness.placeholder`) has no card, since there
+is nothing written by anyone to score.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from .checks import (
     normalize,
     sections,
 )
+from .echo import measure_echo
 from .gold import Gold, ScenarioFile, load_scenarios
 from .memory_checks import check_budget, check_forgetting, check_growth
 
@@ -78,6 +83,23 @@ def _messages(text: str) -> list[tuple[str, str]]:
 def _no_reply(call: Mapping[str, Any]) -> dict[str, Any]:
     """A structure verdict for a call that got no reply (a model error, a timeout)."""
     return {"ok": False, "problems": [f"没有回复：{call.get('error') or '未知错误'}"], "chars": 0}
+
+
+def _recall(facts: list[Any], call: Mapping[str, Any], body: str, *, by_section: bool = False) -> dict[str, Any]:
+    """Fact recall of a reply, scored without what it copied when it mostly copied its prompt.
+
+    What counts as copying: the system prompt and the ``<conversation>`` blocks. A summary
+    may keep lines of the previous summary, and a merge lines of the recaps it merges:
+    that is their job, not an echo.
+    """
+    request = call.get("request", {})
+    conversations = "\n".join(m.group(1) for m in _CONVERSATION_RE.finditer(str(request.get("user", ""))))
+    echo = measure_echo(body, f"{request.get('system', '')}\n{conversations}")
+    return {**fact_recall(facts, echo.scored_text, by_section=by_section).to_json(), "echo": echo.to_json()}
+
+
+def _refusal(problems: Sequence[str], fallback: str) -> str:
+    return problems[0] if problems else fallback
 
 
 def _block(tail: str, label: str) -> str:
@@ -160,7 +182,7 @@ class _Scorer:
         self.state.outputs[f"{step_id}:summary"] = body
         structure = check_summary_structure(body)
         record["structure"] = structure.to_json()
-        record["recall"] = fact_recall(self.expected(chat, covered), body, by_section=True).to_json()
+        record["recall"] = _recall(self.expected(chat, covered), call, body, by_section=True)
         scenes = self.gold.scenes_of(chat)
         if scenes:
             record["latest_scene"] = check_latest_scene(sections(body).get("当前场景", ""), scenes, covered).to_json()
@@ -169,9 +191,10 @@ class _Scorer:
                                      and f.beat > covered and fact_in_normalized(f, normalized)]
         try:
             accepted = validate_summary(body)
-        except ModelOutputError:
+        except ModelOutputError as error:
             accepted = None
-        record["accepted"] = accepted is not None
+            record["refused"] = str(error)
+        record["accepted"] = record["landed"] = accepted is not None
         if accepted is not None:
             self.state.covered_by_summary[normalize(accepted)] = covered
             self.state.active_summary[chat] = accepted
@@ -190,11 +213,15 @@ class _Scorer:
             body = call["reply"]["text"]
             self.state.outputs[f"{step['id']}:recap:{chat}"] = body
             through = self.state.played.get(chat, 0)
-            self.card["recaps"].append({
-                "step": step["id"], "chat": chat, "covered_through_beat": through,
-                "structure": check_recap_structure(body).to_json(),
-                "recall": fact_recall(self.expected(chat, through), body).to_json()})
-            if chat in outcome.get("recapped", []):
+            structure = check_recap_structure(body).to_json()
+            landed = chat in outcome.get("recapped", [])
+            recap: dict[str, Any] = {
+                "step": step["id"], "chat": chat, "covered_through_beat": through, "structure": structure,
+                "recall": _recall(self.expected(chat, through), call, body), "landed": landed}
+            if not landed:
+                recap["refused"] = _refusal(structure["problems"], "记忆代码没有写下这份复盘")
+            self.card["recaps"].append(recap)
+            if landed:
                 self.state.recaps[chat] = through
         merges = [c for c in calls if c["purpose"] == "merge"]
         if not merges:
@@ -205,8 +232,11 @@ class _Scorer:
             return
         body = merges[-1]["reply"]["text"]
         present = sorted(self.state.recaps)
-        record: dict[str, Any] = {"step": step["id"], "recaps": present,
-                                  "structure": check_merge_reply(body, present).to_json()}
+        structure = check_merge_reply(body, present).to_json()
+        landed = outcome.get("merged") == "ok"
+        record: dict[str, Any] = {"step": step["id"], "recaps": present, "structure": structure, "landed": landed}
+        if not landed:
+            record["refused"] = _refusal(structure["problems"], f"合并结果：{outcome.get('merged')}")
         parsed = parse_merge_result(body)
         if parsed is not None:
             handbook, resident = parsed
@@ -214,8 +244,8 @@ class _Scorer:
             self.state.outputs[f"{step['id']}:resident"] = resident
             expected = [f for chat, through in self.state.recaps.items() for f in self.expected(chat, through)]
             record["resident"] = check_resident(resident, self.user).to_json()
-            record["recall_handbook"] = fact_recall(expected, handbook).to_json()
-            record["recall_resident"] = fact_recall(expected, resident).to_json()
+            record["recall_handbook"] = _recall(expected, merges[-1], handbook)
+            record["recall_resident"] = _recall(expected, merges[-1], resident)
             forgotten = set(outcome.get("forgotten", []))
             if forgotten and self.state.handbook is not None and self.state.resident is not None:
                 for name, before, after in (("handbook", self.state.handbook, handbook),

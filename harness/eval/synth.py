@@ -241,9 +241,9 @@ def generate_chat(beats: int = 600, seed: int = 7, reroll_beat: int = 246) -> Sy
         ValueError: ``beats`` below 60 or ``reroll_beat`` outside the chat.
     """
     if beats < 60:
-        raise ValueError("合成对话至少要 60 拍")
+        raise ValueError("合成对话至少要 60 轮")
     if not 0 <= reroll_beat <= beats:
-        raise ValueError(f"重来的拍子 {reroll_beat} 不在 1..{beats} 之内")
+        raise ValueError(f"重来的轮次 {reroll_beat} 不在 1..{beats} 之内")
     starts = _scene_starts(beats, seed)
     planted = {p.beat: p for p in PLANTED if p.beat <= beats}
     facts = tuple(Fact(p.id, p.sentence, parse_match(p.match), chat="synth", beat=p.beat, kind=p.kind,

@@ -54,7 +54,7 @@ def _is_ours(entry: Entry) -> bool:
 
 
 def _beat_name(beat: int) -> str:
-    return "开场白" if beat == 0 else f"第 {beat} 拍"
+    return "开场白" if beat == 0 else f"第 {beat} 轮"
 
 
 def _span(beats: Sequence[int]) -> str:
@@ -98,11 +98,11 @@ def _generic_text(index: int, record: dict[str, Any], kept: list[Entry], prefix:
     lines = [f"通用 agent 压缩 · 第 {index} 次（和我们的第 {index} 次同一时刻、同一分支）",
              f"压缩前：约 {record['tokens_before']} token（字数÷4）"]
     if record["split_turn"] is not None:
-        lines.append(f"切点：第 {record['split_turn']} 拍中间。这一拍的"
+        lines.append(f"切点：第 {record['split_turn']} 轮中间。这一轮的"
                      f"{'、'.join(_role(e) for e in prefix)}交给「前半轮」摘要，"
                      f"{_role(kept[0])}原样保留")
     else:
-        lines.append(f"切点：第 {record['first_kept_beat']} 拍的用户消息之前（整拍）")
+        lines.append(f"切点：第 {record['first_kept_beat']} 轮的用户消息之前（整轮）")
     lines.append(f"交给摘要：{_span(record['summarized_beats'])}（{record['summarized_messages']} 条消息）"
                  + ("，并入上一份摘要" if record["merged_previous_summary"] else ""))
     kept_beats = sorted({beats[e.id] for e in kept if is_message(e)})
@@ -112,9 +112,9 @@ def _generic_text(index: int, record: dict[str, Any], kept: list[Entry], prefix:
     lines.append("")
     lines.append("切点两边：")
     for entry in prefix[-2:]:
-        lines.append(f"  第 {beats[entry.id]} 拍 · {_role(entry)}（交给前半轮摘要）：{_excerpt(entry.text)}")
+        lines.append(f"  第 {beats[entry.id]} 轮 · {_role(entry)}（交给前半轮摘要）：{_excerpt(entry.text)}")
     for entry in [e for e in kept if is_message(e)][:2]:
-        lines.append(f"  第 {beats[entry.id]} 拍 · {_role(entry)}（原样保留）：{_excerpt(entry.text)}")
+        lines.append(f"  第 {beats[entry.id]} 轮 · {_role(entry)}（原样保留）：{_excerpt(entry.text)}")
     return "\n".join(lines)
 
 
@@ -142,9 +142,9 @@ def _ours(branch: Sequence[Entry], index: int, beats: dict[str, int]) -> dict[st
 
 def _ours_text(index: int, record: dict[str, Any]) -> str:
     return "\n".join([
-        f"梨园的剧情压缩 · 第 {index} 次（第 {max(record['kept_beats'], default=0)} 拍后）",
+        f"梨园的剧情压缩 · 第 {index} 次（第 {max(record['kept_beats'], default=0)} 轮后）",
         f"压缩前：约 {record['tokens_before']} token（同一把尺子：字数÷4）",
-        f"切点：第 {record['covers_through_beat'] + 1} 拍的用户消息之前（整拍）",
+        f"切点：第 {record['covers_through_beat'] + 1} 轮的用户消息之前（整轮）",
         f"交给摘要：{_span(record['summarized_beats'])}（{record['summarized_messages']} 条消息）"
         + ("，并入上一份摘要" if record["merged_previous_summary"] else ""),
         f"原样保留：{_span(record['kept_beats'])}，{record['kept_messages']} 条消息，{record['kept_chars']} 字",
@@ -197,7 +197,7 @@ def generic_compact(run: ScenarioRun, step: StepSpec) -> StepResult:
         failed = failed or outcome.kind != "compacted"
         results.append({"generic": record, "ours": ours})
     splits = [r["generic"].get("split_turn") for r in results if r["generic"].get("split_turn") is not None]
-    summary = (f"通用压缩在 {len(points)} 个时刻各压一次；切在一拍中间 {len(splits)} 次"
-               + (f"（第 {'、'.join(str(s) for s in splits)} 拍）" if splits else ""))
+    summary = (f"通用压缩在 {len(points)} 个时刻各压一次；切在一轮中间 {len(splits)} 次"
+               + (f"（第 {'、'.join(str(s) for s in splits)} 轮）" if splits else ""))
     return StepResult({"chat": chat_id, "keep_recent_tokens": keep, "reserve": reserve, "points": results},
                       summary, failed=failed or not points)

@@ -104,7 +104,7 @@ def play(run: ScenarioRun, step: StepSpec) -> StepResult:
     start = run.played[chat_id]
     stop = step.params.get("upto", len(beats))
     if not start <= stop <= len(beats):
-        raise ConfigError(f"{step.id}: upto={stop} 超出了 {chat_id} 的拍数（已演 {start}，共 {len(beats)}）")
+        raise ConfigError(f"{step.id}: upto={stop} 超出了 {chat_id} 的轮数（已演 {start}，共 {len(beats)}）")
     vector = vector_for(run, chat_id) if step.params.get("vector", run.config("vector", False)) else None
     started = time.perf_counter()
     compactions: list[dict[str, Any]] = []
@@ -124,18 +124,18 @@ def play(run: ScenarioRun, step: StepSpec) -> StepResult:
                 compactions.append({"after_beat": number, **_outcome(outcome)})
                 if outcome.summary is not None:
                     summaries_written.append(outcome.summary)
-                log.append(f"第 {number} 拍后：{outcome.message}")
+                log.append(f"第 {number} 轮后：{outcome.message}")
         if number % BEAT_PROGRESS_EVERY == 0 and number < stop:
-            run.progress.note(f"已演 {number}/{stop} 拍 · 压缩 {len(compactions)} 次 · "
+            run.progress.note(f"已演 {number}/{stop} 轮 · 压缩 {len(compactions)} 次 · "
                               f"模型调用 {len(run.recorder.calls)} 次 · {time.perf_counter() - started:.1f} s")
     calls = run.recorder.step_calls(step.id, "summary")
     for i, call in enumerate(calls, start=1):
         run.write_txt(f"prompt_{i}", prompt_text(call), header=prompt_label(run))
     for i, text in enumerate(summaries_written, start=1):
         run.write_txt(f"summary_{i}", text, header=run.header_for(calls))
-    run.write_txt("log", "\n".join(log) if log else "（这几拍没有触发压缩）")
+    run.write_txt("log", "\n".join(log) if log else "（这几轮没有触发压缩）")
     failed = any(c["kind"] in ("failed", "stale") for c in compactions)
-    summary = f"{chat_id} 演到第 {stop} 拍；压缩 {len(compactions)} 次"
+    summary = f"{chat_id} 演到第 {stop} 轮；压缩 {len(compactions)} 次"
     return StepResult({"chat": chat_id, "beats_played": stop, "compactions": compactions,
                        "leaf_id": tree.leaf_id}, summary, failed=failed)
 
@@ -181,6 +181,27 @@ def _user_positions(branch: Sequence[Entry]) -> list[int]:
     return [i for i, e in enumerate(branch) if is_message(e, "user")]
 
 
+def _reroll_text(tree: SessionTree, fork: str, old_leaf: str | None, new_reply: str) -> str:
+    """The two branches after a reroll, and the old and new reply side by side."""
+    current = [e.id for e in tree.branch()]
+    abandoned: list[str] = []
+    node = tree.get(old_leaf) if old_leaf else None
+    while node is not None and node.id != fork:
+        abandoned.insert(0, node.id)
+        node = tree.get(node.parent_id) if node.parent_id else None
+    entries = [e for e in map(tree.get, abandoned) if e is not None]
+    old_reply = next((e for e in entries if is_message(e, "assistant")), None)
+    lines = [f"当前分支：{len(current)} 条，{current[0]} → … → {fork}（重来的那条用户消息）→ "
+             + " → ".join(current[current.index(fork) + 1:]) + "（叶子）",
+             f"旁支：{fork} → " + " → ".join(abandoned) + "（重来放弃的，还在树上）"]
+    if old_reply is not None:
+        lines += ["", f"===== {old_reply.id} · 旧回复（旁支）=====", old_reply.text.strip()]
+    new = tree.get(new_reply)
+    if new is not None:
+        lines += ["", f"===== {new.id} · 新回复（当前分支）=====", new.text.strip()]
+    return "\n".join(lines)
+
+
 @handler("reroll")
 def reroll(run: ScenarioRun, step: StepSpec) -> StepResult:
     """Swipe the last reply: the new reply forks from the same user message."""
@@ -199,7 +220,7 @@ def reroll(run: ScenarioRun, step: StepSpec) -> StepResult:
     if vector is not None:
         vector.ingest_turn(tree, reply)
     branch_ids = [e.id for e in tree.branch()]
-    run.write_txt("branch", "\n".join(branch_ids))
+    run.write_txt("branch", _reroll_text(tree, users[-1], old_leaf, reply.id))
     return StepResult({"chat": chat_id, "forked_from": users[-1], "abandoned_leaf": old_leaf,
                        "new_reply_id": reply.id, "branch": branch_ids},
                       f"从 {users[-1]} 分出新回复 {reply.id}；旧叶子 {old_leaf} 成了旁支")
@@ -214,7 +235,7 @@ def rewind(run: ScenarioRun, step: StepSpec) -> StepResult:
     branch = tree.branch()
     users = _user_positions(branch)
     if not 1 <= number <= len(users):
-        raise ConfigError(f"{step.id}: 没有第 {number} 拍（当前分支共 {len(users)} 拍）")
+        raise ConfigError(f"{step.id}: 没有第 {number} 轮（当前分支共 {len(users)} 轮）")
     end = users[number] - 1 if number < len(users) else len(branch) - 1
     target = branch[end].id
     old_leaf = tree.leaf_id
@@ -222,4 +243,4 @@ def rewind(run: ScenarioRun, step: StepSpec) -> StepResult:
     branch_ids = [e.id for e in tree.branch()]
     run.write_txt("branch", "\n".join(branch_ids))
     return StepResult({"chat": chat_id, "leaf_id": target, "previous_leaf": old_leaf, "branch": branch_ids},
-                      f"回档到第 {number} 拍末尾（{target}）")
+                      f"回档到第 {number} 轮末尾（{target}）")

@@ -73,6 +73,9 @@ def recall(run: ScenarioRun, step: StepSpec) -> StepResult:
     chunks = adapter.memory.list_chunks()
     hidden = [c for c in chunks if not on_current_branch(c, branch)]
     run.write_txt("recall", "\n".join(lines) if lines else "（没有召回任何内容：不出【剧情记忆】这一块）")
+    run.write_txt("hidden", "\n\n".join(
+        f"===== 块 · 写于 {c.node_id}（不在当前分支上，召回时隐藏）=====\n{c.text.strip()}" for c in hidden)
+        if hidden else "（库里没有不在当前分支上的块）")
     return StepResult({"query": step.params["query"], "lines": lines, "warnings": warnings,
                        "chunks_total": len(chunks),
                        "chunks_off_branch": [{"node_id": c.node_id, "text_head": c.text[:40]} for c in hidden]},

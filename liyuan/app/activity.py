@@ -35,7 +35,7 @@ class Activity:
     """What produced it: ``compact`` (story compaction), ``sync`` (card memory),
     ``vector`` (recall and ingest), ``discussion`` (agent discussion), ``error``."""
     text: str
-    """The Chinese line, e.g. ``前情已压缩：30 拍 2466 字 → 摘要 412 字``."""
+    """The Chinese line, e.g. ``前情已压缩：30 轮 2466 字 → 摘要 412 字``."""
     chat_id: str | None = None
     """The chat it concerns; ``None`` for card-wide work (sync)."""
 

@@ -149,7 +149,7 @@ class Chat:
         with self.tree.lock:
             leaf = self.tree.get(self.tree.leaf_id) if self.tree.leaf_id else None
             if leaf is None or leaf.type != "message" or leaf.role not in ("user", "toolResult"):
-                raise ConfigError("没有等待回复的用户消息：先调用 prepare()，或 reroll() 重来这一拍")
+                raise ConfigError("没有等待回复的用户消息：先调用 prepare()，或 reroll() 重来这一轮")
             agent = leaf.body.get("mode") == "agent"
             fields: dict[str, Any] = {"mode": "agent"} if agent else {}
             if (counts := _usage_dict(usage)) is not None:
@@ -190,7 +190,7 @@ class Chat:
             branch = self.tree.branch()
             user = next((e for e in reversed(branch) if e.type == "message" and e.role == "user"), None)
             if user is None:
-                raise ConfigError("这一局还没有可以重来的一拍")
+                raise ConfigError("这一局还没有可以重来的一轮")
             self.tree.navigate(user.id)
         return self._assemble(user, ledger=ledger, roster=roster, lore_index=lore_index, extra=extra)
 

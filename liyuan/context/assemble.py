@@ -126,6 +126,7 @@ def _assemble(history: History, user_text: str, resident_summary: str | None,
     if not summaries or not body:
         return body
     return [ChatMessage("user", "\n\n".join([SUMMARY_OPENING, *summaries])), *body]
+# --8<-- [end:build_context]
 
 
 def build_context(
@@ -151,7 +152,6 @@ def build_context(
         Summary message (if any summary exists), kept history, then the tail.
     """
     return _assemble(rebuild_history(branch), user_text, resident_summary, injection)
-# --8<-- [end:build_context]
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,7 @@ def fit_resident_summary(text: str | None, other_chars: int, envelope: int = RES
         space removed, followed by :data:`OMITTED_MARKER`. Never longer than the
         allowance.
     """
+    # --8<-- [start:fit_rule]
     if text is None or not text.strip():
         return None
     allowance = resident_allowance(other_chars, envelope)
@@ -106,4 +107,5 @@ def fit_resident_summary(text: str | None, other_chars: int, envelope: int = RES
     if cut < 0 or utf16_len(head[:cut]) < RESIDENT_MIN_USEFUL_CHARS:
         cut = len(head)  # no usable break: keep the whole head
     return head[:cut].rstrip() + OMITTED_MARKER
+    # --8<-- [end:fit_rule]
 # --8<-- [end:fit_resident_summary]

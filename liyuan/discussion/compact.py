@@ -116,6 +116,7 @@ def plan_discussion_compaction(
     Returns:
         The plan, or ``None`` when nothing needs to or can be compacted.
     """
+    # --8<-- [start:discussion_rule]
     if context_window <= 0:
         return None
     live = live_discussion(branch)
@@ -134,6 +135,7 @@ def plan_discussion_compaction(
             break
         cut -= 1
     cut = max(cut, 1)
+    # --8<-- [end:discussion_rule]
     covered = entries[: starts[cut]]
     if not agent_messages(covered):
         return None

@@ -74,7 +74,7 @@ def compaction_backoff(branch: Sequence[Entry], every_n_turns: int) -> tuple[Fai
 
 def backoff_message(streak: FailureStreak, remaining: int) -> str:
     """The Chinese activity line shown while automatic compaction waits."""
-    return (f"前情压缩已连续失败 {streak.failures} 次，自动压缩暂停：再过 {remaining} 拍重试"
+    return (f"前情压缩已连续失败 {streak.failures} 次，自动压缩暂停：再过 {remaining} 轮重试"
             "（可随时用 /compact 手动压缩）")
 
 

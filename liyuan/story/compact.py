@@ -97,6 +97,7 @@ def plan_compaction(
     """
     if keep < 1:
         raise ConfigError(f"保留轮数至少为 1，收到 {keep}")
+    # --8<-- [start:plan_rule]
     if every_n_turns <= 0:
         return None
     view, active = story_tail(branch)
@@ -112,6 +113,7 @@ def plan_compaction(
     text = serialize_for_summary(covered, user_name, char_name)
     if utf16_len(text) < min_chars:
         return None
+    # --8<-- [end:plan_rule]
     return CompactionPlan(
         covers_through_id=covered[-1].id,
         covered=covered,
@@ -225,9 +227,10 @@ def run_compaction(
         # Not due is the normal state of almost every beat: the message is on the outcome
         # (a manual /compact shows it), but it is not an activity line.
         return CompactionOutcome("skipped", "早期剧情还不够长，暂不需要压缩", None, None, None, "not-due")
+    # --8<-- [start:leaf_guard]
     leaf_before = tree.leaf_id
     chars = utf16_len(plan.conversation_text)
-    emit(f"正在压缩前情（{plan.turns} 拍 · {chars} 字）…")
+    emit(f"正在压缩前情（{plan.turns} 轮 · {chars} 字）…")
     prompt = build_summary_prompt(
         plan.conversation_text,
         state_text=state_text if state_text is not None else format_state(state_from_branch(branch)),
@@ -247,7 +250,7 @@ def run_compaction(
         return done("failed", f"前情压缩失败：{exc}", "model-error", plan=plan)
     # Leaf guard: a reroll, rewind or line switch during the call makes the plan stale.
     if tree.leaf_id != leaf_before:
-        return done("stale", "压缩已丢弃（本拍期间切换了分支）", "leaf-moved", plan=plan)
+        return done("stale", "压缩已丢弃（本轮期间切换了分支）", "leaf-moved", plan=plan)
 
     def refuse(reason: str) -> CompactionOutcome:
         _note_failure(tree, failure_data("invalid-summary", reason, plan.covers_through_id, completion))
@@ -268,7 +271,7 @@ def run_compaction(
             _log.warning("压缩前归档失败（已忽略）：%s", exc)
     with tree.lock:  # the guard and the append are one step against another thread's navigation
         if tree.leaf_id != leaf_before:
-            return done("stale", "压缩已丢弃（本拍期间切换了分支）", "leaf-moved", plan=plan)
+            return done("stale", "压缩已丢弃（本轮期间切换了分支）", "leaf-moved", plan=plan)
         entry = tree.append_custom(SUMMARY_ENTRY_TYPE, {
             "summary": summary,
             "coversThroughId": plan.covers_through_id,
@@ -277,7 +280,8 @@ def run_compaction(
             # Scripted summaries must never pass for model output downstream.
             "provenance": completion.provenance,
         })
-    return done("compacted", f"前情已压缩：{plan.turns} 拍 {chars} 字 → 摘要 {utf16_len(summary)} 字",
+    # --8<-- [end:leaf_guard]
+    return done("compacted", f"前情已压缩：{plan.turns} 轮 {chars} 字 → 摘要 {utf16_len(summary)} 字",
                 plan=plan, summary=summary, entry=entry)
 # --8<-- [end:run_compaction]
 

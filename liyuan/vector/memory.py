@@ -268,7 +268,7 @@ class VectorMemory:
     def _writable(self, store_id: str) -> None:
         self._require_enabled()
         if store_id == NARRATIVE:
-            raise ConfigError("剧情数据库只接受自动写入（归档和每拍写入），不能导入或手动添加")
+            raise ConfigError("剧情数据库只接受自动写入（归档和每轮写入），不能导入或手动添加")
         if not self._store_on(store_id):
             raise ConfigError(f"向量库 {store_id!r} 不存在或已停用")
 

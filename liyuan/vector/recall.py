@@ -126,10 +126,10 @@ def recall_for_beat(
     frozen = frozenset(branch_ids) if branch_ids is not None else None
     result = worker_for(_worker_of(memory)).run(lambda: memory.recall_for_turn(query, frozen), timeout)
     if result is TIMED_OUT:
-        report(f"向量记忆检索超过 {timeout:g} 秒，本拍不注入【剧情记忆】")
+        report(f"向量记忆检索超过 {timeout:g} 秒，本轮不注入【剧情记忆】")
         return []
     if isinstance(result, BaseException):
-        report(f"向量记忆检索出错（{type(result).__name__}: {result}），本拍不注入【剧情记忆】")
+        report(f"向量记忆检索出错（{type(result).__name__}: {result}），本轮不注入【剧情记忆】")
         return []
     return format_recall_lines(result)
 
@@ -171,15 +171,15 @@ def ingest_for_beat(
     result = worker_for(_worker_of(memory)).run(
         lambda: memory.ingest_beat(text, node_id=node_id, branch_ids=frozen), timeout, keep=True)
     if result is TIMED_OUT:
-        report(f"向量记忆写入超过 {timeout:g} 秒（库被占用），这一拍排队，等库空出来再写")
+        report(f"向量记忆写入超过 {timeout:g} 秒（库被占用），这一轮排队，等库空出来再写")
         return IngestResult(False, reason="deferred")
     if result is REFUSED:
-        report(f"向量记忆已有 {MAX_DEFERRED_INGESTS} 拍排队等写入，这一拍不再写入")
+        report(f"向量记忆已有 {MAX_DEFERRED_INGESTS} 轮排队等写入，这一轮不再写入")
         return IngestResult(False, reason="dropped")
     if isinstance(result, IngestResult):
         return result
     detail = f"{type(result).__name__}: {result}" if isinstance(result, BaseException) else "返回值不对"
-    report(f"向量记忆写入出错（{detail}），这一拍没有写入")
+    report(f"向量记忆写入出错（{detail}），这一轮没有写入")
     return IngestResult(False, reason="error")
 
 

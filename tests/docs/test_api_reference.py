@@ -41,5 +41,5 @@ def test_the_settings_page_has_a_row_for_every_field_with_its_real_default(built
             assert f"<code>{f.name}</code>" in html, (cls.__name__, f.name)
     for f in fields(MemoryConfig):
         if f.default is not MISSING and isinstance(f.default, int | float):
-            assert re.search(rf"<code>{f.name}</code></td>\s*<td><code>[^<]*</code></td>\s*<td><code>{f.default}\b",
+            assert re.search(rf"<code>{f.name}</code></strong>：<code>[^<]*</code>，默认 <code>{f.default}\b",
                              html), f.name

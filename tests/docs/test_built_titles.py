@@ -114,7 +114,12 @@ def budget_block() -> tuple[str, int, int]:
     lines = (ROOT / "liyuan" / "context" / "budget.py").read_text(encoding="utf-8").splitlines()
     start = next(i for i, line in enumerate(lines) if "[start:fit_resident_summary]" in line) + 2
     end = next(i for i, line in enumerate(lines) if "[end:fit_resident_summary]" in line)
-    return "\n".join(html.escape(line) for line in lines[start - 1 : end]), start, end
+    # Nested section markers (fit_rule) are not rendered, as pymdownx.snippets drops them;
+    # the span ends on the last line that renders.
+    while "# --8<-- [" in lines[end - 1]:
+        end -= 1
+    shown = [line for line in lines[start - 1 : end] if "# --8<-- [" not in line]
+    return "\n".join(html.escape(line) for line in shown), start, end
 
 
 def test_checker_accepts_a_correct_title(budget_block: tuple[str, int, int]) -> None:

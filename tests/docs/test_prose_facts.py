@@ -50,13 +50,14 @@ def test_every_scripted_artifact_says_so_in_its_first_line() -> None:
 
 
 def test_compact_section_sentences() -> None:
-    assert "「承诺与伏笔」列了八条" in MEMORY
+    # "这三轮一共 694 字 …… 这份摘要（1250 字）…… 压缩比 1.80 …… 长局 0.61 和 0.45"
+    scores = json.loads((ROOT / "sim" / "out" / "eval.json").read_text(encoding="utf-8"))["scenarios"]
+    walk, long = scores["walkthrough"]["growth"]["jA"], scores["longchat"]["growth"]["jL"]
+    assert walk["covered_chars"] == [694] and "这三轮一共 694 字" in MEMORY
+    assert walk["summary_chars"] == [1250] and "这份摘要（1250 字）" in MEMORY
+    assert f"{walk['compression'][0]:.2f}" == "1.80" and "压缩比 1.80" in MEMORY
+    assert [f"{c:.2f}" for c in long["compression"]] == ["0.61", "0.45"] and "0.61 和 0.45" in MEMORY
     assert len(section(txt("summary.txt"), "## 承诺与伏笔")) == 8
-    assert "林溯握着汤勺的手停了一下" in txt("summary.txt")
-    assert "「当前场景」停在十点的厨房" in MEMORY
-    scene = " ".join(section(txt("summary.txt"), "## 当前场景"))
-    assert "十点" in scene and "厨房" in scene
-    assert "深夜" in txt("summary-prompt.txt") and "灯室" in txt("summary-prompt.txt")  # the ledger ran ahead
 
 
 def test_replay_section_sentences() -> None:
@@ -69,7 +70,7 @@ def test_replay_section_sentences() -> None:
 
 
 def test_vector_section_sentences() -> None:
-    assert "第 21 拍" in txt("long-play-1.txt") and "第 36 拍" in txt("long-play-2.txt")
+    assert "第 21 轮" in txt("long-play-1.txt") and "第 36 轮" in txt("long-play-2.txt")
     injection = txt("long-injection.txt")
     assert injection.index("【登场名录】") < injection.index("【剧情记忆】")
     first_hit = injection.split("【剧情记忆】\n", 1)[1].split("\n- ", 1)[0]
@@ -103,11 +104,14 @@ def test_discussion_sentences() -> None:
     assert (check6["estimate_tokens_chars4"], check6["estimate_tokens_cjk"]) == (311, 1030)
     for number in ("7750", "9220", "311", "1030", "12000", "4000", "500"):
         assert number in MEMORY, number
+    strategies = json.loads((ROOT / "sim" / "eval" / "strategies.json").read_text(encoding="utf-8"))
+    agent = next(r for r in strategies["strategies"] if r["name"] == "agent")
+    assert agent["beats_over_window"] == 472 and "472 轮超窗" in MEMORY
 
 
 def test_branch_page_sentences() -> None:
     reroll = step("longchat", "reroll-24")
-    assert "第 24 拍" in BRANCH and reroll["params"]["chat"] == "jL"
+    assert "第 24 轮" in BRANCH and reroll["params"]["chat"] == "jL"
     assert "怀表" in reroll["note"] and "怀表" in BRANCH
     # The first summary hangs after beat 21, before the rerolled beat 24.
     assert step("longchat", "play-1")["outcome"]["compactions"][0]["after_beat"] == 21
@@ -134,16 +138,16 @@ def test_long_chat_sentences() -> None:
     first = step("longchat", "play-1")["outcome"]["compactions"]
     second = step("longchat", "play-2")["outcome"]["compactions"]
     assert [c["after_beat"] for c in first + second] == [21, 36]
-    assert "第 21 拍后第一次自动压缩，第 36 拍后第二次" in harness_page
-    assert first[0]["turns"] == 15 and "第一次压缩的锚点在第 15 拍" in BRANCH
+    assert "第 21 轮后第一次自动压缩，第 36 轮后第二次" in harness_page
+    assert first[0]["turns"] == 15 and "第一次压缩的锚点在第 15 轮" in BRANCH
     assert second[0]["merged_previous_summary"] is True and "第二次把第一份摘要整份并进来" in harness_page
-    assert "第 24 拍重来一次" in harness_page and step("longchat", "reroll-24")["kind"] == "reroll"
+    assert "第 24 轮重来一次" in harness_page and step("longchat", "reroll-24")["kind"] == "reroll"
     end = step("longchat", "assemble-end")["outcome"]
     first_kept = end["messages"][1]
     assert first_kept["role"] == "user" and first_kept["opening"].startswith("（第三十一天")
-    assert "第 31-40 拍原文" in MEMORY
+    assert "第 31-40 轮原文" in MEMORY
     recalled = end["recall_lines"][0]
-    assert recalled.startswith("- 【早期剧情归档】") and "第 1-3 拍原文" in MEMORY
+    assert recalled.startswith("- 【早期剧情归档】") and "第 1-3 轮原文" in MEMORY
     assert all(day in recalled for day in ("第一天", "第二天", "第三天", "铜纽扣")) and "第四天" not in recalled
 
 
@@ -164,3 +168,13 @@ def test_local_run_sentences() -> None:
     assert "被接受" not in readme.split("## 目录里有什么")[0] and "这一次没有「被接受」" in page
     assert readme.count("局 jA 的复盘失败") == 2 and "两次同步各一次" in page
     assert "<conversation>" in readme and "合并回复格式不对" in readme
+
+
+def test_no_artifact_is_shown_twice_on_the_site() -> None:
+    """Each sim/ artifact is included once across all pages; a second mention links back."""
+    seen: dict[str, str] = {}
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        for spec in re.findall(r'--8<-- "(sim/[^"]+)"', page.read_text(encoding="utf-8")):
+            assert spec not in seen, f"{spec} is included on {seen[spec]} and again on {page.name}"
+            seen[spec] = page.name
+    assert "sim/txt/resident-1.txt" in seen  # the check saw the pages

@@ -210,3 +210,21 @@ def test_every_include_on_every_page_resolves_to_what_snippets_renders(page: Pat
 def test_no_page_types_a_template_title_by_hand() -> None:
     for page in PAGES:
         assert 'title="模版 ·' not in page.read_text(encoding="utf-8"), page.name
+
+
+def test_hl_names_lines_by_their_text_and_becomes_hl_lines(repo: Path) -> None:
+    page = '```python title="模版" hl="value = 1|return"\n--8<-- "pkg/mod.py:outer"\n```\n'
+    out = hook.rewrite_titles(page, repo)
+    # outer renders: def outer, value = 1, return value (markers dropped) -> lines 2 and 3.
+    assert out.splitlines()[0] == '```python title="模版 · pkg/mod.py:5-9" hl_lines="2 3"'
+
+
+@pytest.mark.parametrize(("info", "message"), [
+    ('hl="no such text"', "不在引入的行里"),
+    ('hl="value|"', "空的一项"),
+    ('hl_lines="1"', "不能手写 hl_lines"),
+])
+def test_hl_that_points_nowhere_or_is_typed_is_refused(repo: Path, info: str, message: str) -> None:
+    page = f'```python title="模版" {info}\n--8<-- "pkg/mod.py:outer"\n```\n'
+    with pytest.raises(hook.IncludeError, match=message):
+        hook.rewrite_titles(page, repo)

@@ -97,6 +97,13 @@ def test_budget_whole_resident_when_it_fits() -> None:
     assert result.ok and result.cut == "none"
 
 
+def test_budget_with_no_resident_summary_judges_no_cut() -> None:
+    # Nothing to cut: the cut is "absent", never "sent whole", though the envelope still counts.
+    result = check_budget("摘要" * 100, "时间：夜里", "人物：林溯", None, None)
+    assert result.ok and result.cut == "absent"
+    assert check_budget(None, "时间", "", "   ", None).cut == "absent"
+
+
 def test_budget_accepts_what_fit_resident_summary_does_and_the_seed_numbers() -> None:
     for ledger in (3900, 4200, 3000):
         state = "账" * ledger

@@ -84,6 +84,6 @@ def test_bench_markdown_states_machine_verdict_and_failures() -> None:
     text = bench_markdown(bench)
     assert "CPU（2 核）" in text and "2026-12-02 10:00 UTC" in text
     assert "| 本库（分支有缓存，只读活跃区间） | 100 | 0.500 | 0.900 |" in text
-    assert ("本库（分支有缓存，只读活跃区间）：10,000 拍中位数 100.000 ms，"
-            "是 100 拍的 200.00 倍，没达到目标（目标）") in text
+    assert ("本库（分支有缓存，只读活跃区间）：10,000 轮中位数 100.000 ms，"
+            "是 100 轮的 200.00 倍，没达到目标（目标）") in text
     assert "| `python -m harness run` | 失败 | 1.00 |" in text and "出错了" in text

@@ -73,12 +73,12 @@ def test_fact_fates_the_page_reports(report: dict[str, Any]) -> None:
     assert r["truncate"]["facts"]["lost"] == 20
     assert r["full"]["facts"]["verbatim"] == 20
     assert all(not run["swiped_fact_in_final_context"] for run in r.values())
-    assert r["ours"]["budget_failures"] == 0  # 600 拍里没有一次违规
+    assert r["ours"]["budget_failures"] == 0  # 600 轮里没有一次违规
 
 
 def test_bench_snapshot_matches_what_the_page_concludes() -> None:
     bench = json.loads((ROOT / "sim" / "eval" / "bench.json").read_text(encoding="utf-8"))
     verdicts = bench["overhead"]["verdicts"]
-    assert list(verdicts) == ["library"]  # 表里量的就是应用每拍实际走的那条路
+    assert list(verdicts) == ["library"]  # 表里量的就是应用每轮实际走的那条路
     assert verdicts["library"]["meets_target"] is True  # 库达到了目标
     assert bench["machine"]["measured_at"] and bench["machine"]["cpu"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 from harness.eval import main, results
 from harness.eval.gold import GoldError, load_gold, parse_gold
+from harness.eval.report import FACT_LEGEND, NOT_APPLICABLE, SCORECARD_LEGEND, _fact_table, scorecard_rows
 from harness.eval.scorecard import provenance_of, score_run
 from liyuan.card.prompts import RESIDENT_MARK
 
@@ -57,7 +59,8 @@ def test_the_scripted_walkthrough_scores_clean_and_is_labelled(run_copy: Path) -
     assert [r["chat"] for r in card["recaps"]] == ["jA"]
     assert [m["recaps"] for m in card["merges"]] == [["jA", "jB"], ["jA"]]
     assert all(f["ok"] and f["recall"] == 1.0 for f in card["forgetting"])
-    assert [b["cut"] for b in card["budget"]] == ["none", "none", "paragraph", "dropped"]
+    # The first context is assembled before any merge: no resident summary, nothing to cut.
+    assert [b["cut"] for b in card["budget"]] == ["absent", "none", "paragraph", "dropped"]
     assert all(b["ok"] for b in card["budget"])
     assert card["abstention"]["ok"]
 
@@ -132,7 +135,7 @@ def test_gold_blocks_are_validated_with_chinese_messages() -> None:
                     "never_said": [{"id": "a", "text": "t", "match": ["y"]}]}, ["jA"])
     with pytest.raises(GoldError, match="五节之一"):
         parse_gold({"facts": [{"id": "a", "chat": "jA", "text": "t", "match": ["x"], "section": "杂项"}]}, ["jA"])
-    with pytest.raises(GoldError, match="从第几拍开始"):
+    with pytest.raises(GoldError, match="从第几轮开始"):
         parse_gold({"scenes": [{"id": "s", "chat": "jA", "text": "t", "match": ["x"]}]}, ["jA"])
     assert not parse_gold(None, ["jA"])
 
@@ -192,3 +195,47 @@ def test_a_call_without_a_reply_fails_its_structure_instead_of_vanishing(run_cop
     card = walkthrough(run_copy)
     assert card["recaps"][0]["structure"] == {"ok": False, "problems": ["没有回复：HTTP 500"], "chars": 0}
     assert card["merges"][0]["structure"]["ok"] is False
+
+
+def test_a_refused_summary_scores_zero_with_its_reason(run_copy: Path) -> None:
+    # A reply that holds every fact but fails validation did not land: recall counts it 0.
+    edit_reply(run_copy, "compact.json", "compact-jA", "summary", lambda text: text + "\n\n" + text)
+    card = walkthrough(run_copy)
+    summary = card["summaries"][0]
+    assert summary["landed"] is False and "出现了 2 次" in summary["refused"]
+    assert summary["recall"]["recall"] == 1.0  # the facts are there ...
+    rows = dict(scorecard_rows(card))
+    assert rows["事实召回"].startswith("摘要 0/12（拒收）")  # ... and still score 0
+    assert "摘要（compact-jA）被拒收" in rows["拒收"]
+    facts = [{"id": "ja-buoy", "text": "七号浮标"}]
+    assert _fact_table(card, facts)[-1].startswith("| 七号浮标 | 拒 |")
+
+
+def test_a_reply_that_copies_its_conversation_is_scored_without_the_copy(run_copy: Path) -> None:
+    path = run_copy / "sim" / "out" / "compact.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    call = next(c for s in data["steps"] if s["id"] == "compact-jA" for c in s["calls"] if c["purpose"] == "summary")
+    conversation = call["request"]["user"].split("<conversation", 1)[1].split("\n", 1)[1].split("</conversation>")[0]
+    # The five headings with the transcript pasted under the first: valid, and every fact "found".
+    headings = ["## 前情提要", "## 当前场景", "## 人物与关系", "## 承诺与伏笔", "## 用户偏好"]
+    call["reply"]["text"] = "\n\n".join([headings[0], conversation, *[f"{h}\n- 略" for h in headings[1:]]])
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    summary = walkthrough(run_copy)["summaries"][0]
+    assert summary["recall"]["echo"]["mostly_echo"] is True
+    assert summary["recall"]["recall"] < 0.5
+
+
+def test_the_scorecard_page_explains_every_mark_and_never_passes_an_empty_check() -> None:
+    table = (ROOT / "sim" / "eval" / "scorecards.md").read_text(encoding="utf-8")
+    assert SCORECARD_LEGEND in table and table.count(FACT_LEGEND) == table.count("??? note")
+    for mark in ("✓", "✗", "拒", "—"):
+        assert mark in FACT_LEGEND
+    # longchat has no resident summary: its budget row must not say the resident went out whole.
+    longchat = table.split("场景 `longchat`")[1].split("场景 `")[0]
+    budget = next(line for line in longchat.splitlines() if line.startswith("| 预算"))
+    assert "整段送出" not in budget and NOT_APPLICABLE in budget
+    # The plumbing run's replies were all refused: no recall above 0.
+    plumbing = table.split("管线演示")[1]
+    recall = next(line for line in plumbing.splitlines() if line.startswith("| 事实召回") and "摘要" in line)
+    found = re.findall(r"(\d+)/\d+", recall)
+    assert found and set(found) == {"0"}, recall

@@ -160,7 +160,7 @@ def test_import_prints_progress_on_stderr(repo: Path, capsys: pytest.CaptureFixt
     out = repo / "sim" / "scenarios" / "p.yaml"
     assert main(["import", str(FIXTURE), "--root", str(repo), "--out", str(out)]) == 0
     captured = capsys.readouterr()
-    assert "80 条消息" in captured.err and "38 拍" in captured.err
+    assert "80 条消息" in captured.err and "38 轮" in captured.err
     assert "python -m harness run p" in captured.out
 
 

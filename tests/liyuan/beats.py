@@ -21,8 +21,8 @@ BODY = "云" * 800
 def beat(i: int, parent: str | None, body: str = BODY) -> list[Entry]:
     """``u-i`` (user) and ``a-i`` (assistant) chained after ``parent``."""
     return [
-        message(f"u-{i}", parent, "user", f"第{i}拍用户"),
-        message(f"a-{i}", f"u-{i}", "assistant", f"第{i}拍回复{body}"),
+        message(f"u-{i}", parent, "user", f"第{i}轮用户"),
+        message(f"a-{i}", f"u-{i}", "assistant", f"第{i}轮回复{body}"),
     ]
 
 

@@ -63,7 +63,7 @@ def test_full_chain(tmp_path: Path) -> None:
     assert manifest["recaps"]["A"]["sourceMark"].startswith("s1.jsonl:")
     assert manifest["recaps"]["A"]["mergedHash"] == sha1_text(RECAP_A + "\n")
     assert "mergedAt" in manifest
-    assert any(n.startswith("正在复盘「初来乍到」（1 拍 · ") for n in notes)
+    assert any(n.startswith("正在复盘「初来乍到」（1 轮 · ") for n in notes)
     assert "正在合并记忆（2 局有更新）…" in notes and "记忆已更新：复盘 2 局" in notes
     assert mem.load_resident_summary() == RESIDENT_1
 
@@ -106,7 +106,7 @@ def test_activity_counts_are_utf16_units(tmp_path: Path) -> None:
     model = ScriptedModel({"recap": [RECAP_A], "merge": [merge_reply(handbook, resident)]})
     assert memory(tmp_path, model, on_activity=notes.append).sync().merged == "ok"
     # "阿明：看花🌸🌸\n\n小满：好🌸。" is 15 code points and 18 UTF-16 units (an emoji counts 2).
-    assert "正在复盘「花」（1 拍 · 18 字）…" in notes
+    assert "正在复盘「花」（1 轮 · 18 字）…" in notes
     assert f"记忆已更新：手册 {len(handbook) + 1} 字 · 常驻摘要 {len(resident) + 2} 字" in notes
 
 

@@ -19,10 +19,10 @@ def roles(messages: list[ChatMessage]) -> list[str]:
 
 
 def test_no_summary_plain_history_then_tail() -> None:
-    msgs = build_context(beats(1, 2, body="。"), "第3拍用户", injection="【世界状态】\n（尚无记录）")
+    msgs = build_context(beats(1, 2, body="。"), "第3轮用户", injection="【世界状态】\n（尚无记录）")
     assert roles(msgs) == [U, A, U, A, U]
-    assert msgs[0].content == "第1拍用户"
-    assert msgs[-1].content == "【世界状态】\n（尚无记录）\n\n第3拍用户"
+    assert msgs[0].content == "第1轮用户"
+    assert msgs[-1].content == "【世界状态】\n（尚无记录）\n\n第3轮用户"
     assert not any(m.content.startswith("【前情提要】") for m in msgs)
 
 
@@ -31,11 +31,11 @@ def test_summary_message_replaces_covered_history() -> None:
     msgs = build_context(branch, "新的一句", injection="【世界状态】\n时间：黄昏")
     assert roles(msgs) == [U, U, A, U]
     assert msgs[0].content == f"{SUMMARY_OPENING}\n\n五节摘要"
-    assert msgs[1].content == "第3拍用户"
-    assert msgs[2].content == "第3拍回复。"
+    assert msgs[1].content == "第3轮用户"
+    assert msgs[2].content == "第3轮回复。"
     assert msgs[3].content == "【世界状态】\n时间：黄昏\n\n新的一句"
     joined = "\n".join(m.content for m in msgs)
-    assert "第1拍" not in joined and "第2拍" not in joined
+    assert "第1轮" not in joined and "第2轮" not in joined
     assert sum(m.content.count(SUMMARY_OPENING) for m in msgs) == 1
 
 
@@ -114,8 +114,10 @@ def test_doc_snippet_sections_exist_and_are_not_empty() -> None:
     root = Path(__file__).resolve().parents[3] / "liyuan"
     wanted = {
         "story/history.py": ["active_summary"],
-        "story/compact.py": ["plan_compaction", "run_compaction"],
+        "story/compact.py": ["plan_compaction", "plan_rule", "run_compaction", "leaf_guard"],
         "context/assemble.py": ["build_context", "recall_block"],
+        "context/budget.py": ["fit_resident_summary", "fit_rule"],
+        "discussion/compact.py": ["plan_discussion_compaction", "discussion_rule"],
         "discussion/agent.py": ["before_compact_hook"],
     }
     for name, sections in wanted.items():

@@ -49,9 +49,9 @@ def test_rebuild_history_slices_covered_prefix() -> None:
     branch = chain(beats(1, 3), [summary("s1", "a-3", "摘要一", "a-2")])
     history = rebuild_history(branch)
     assert history.summary == "摘要一"
-    assert user_texts(history.items) == ["第3拍用户"]
+    assert user_texts(history.items) == ["第3轮用户"]
     assert len(history.items) == 2
-    assert not any("第1拍" in i.text or "第2拍" in i.text for i in history.items)
+    assert not any("第1轮" in i.text or "第2轮" in i.text for i in history.items)
 
 
 def test_last_summary_wins() -> None:
@@ -64,14 +64,14 @@ def test_last_summary_wins() -> None:
     )
     history = rebuild_history(branch)
     assert history.summary == "新摘要"
-    assert user_texts(history.items) == ["第5拍用户", "第6拍用户"]
+    assert user_texts(history.items) == ["第5轮用户", "第6轮用户"]
 
 
 def test_legacy_compaction_entry_keeps_from_first_kept() -> None:
     legacy = Entry("c1", "a-3", "compaction", {"summary": "pi 的摘要", "firstKeptEntryId": "u-3"})
     history = rebuild_history(chain(beats(1, 3), [legacy]))
     assert history.summary == "pi 的摘要"
-    assert user_texts(history.items) == ["第3拍用户"]
+    assert user_texts(history.items) == ["第3轮用户"]
 
 
 def test_later_of_legacy_and_rp_summary_wins() -> None:
@@ -170,7 +170,7 @@ def test_serialize_ignores_old_summary_with_missing_anchor() -> None:
     region = chain([summary("s0", None, "旧摘要正文", "gone")], beats(1, 2, "s0", body="身"))
     text = serialize_for_summary(region, "我", "她")
     assert "旧摘要正文" not in text
-    assert text == "我：第1拍用户\n\n她：第1拍回复身\n\n我：第2拍用户\n\n她：第2拍回复身"
+    assert text == "我：第1轮用户\n\n她：第1轮回复身\n\n我：第2轮用户\n\n她：第2轮回复身"
 
 
 def test_serialize_applies_draft_patch() -> None:
@@ -205,10 +205,10 @@ def test_plan_covers_all_but_last_six_turns() -> None:
     assert plan.turns == 4
     assert plan.covers_through_id == "a-4"
     assert [e.id for e in plan.covered][-2:] == ["u-4", "a-4"]
-    assert "第4拍用户" in plan.conversation_text
-    assert "第5拍" not in plan.conversation_text
+    assert "第4轮用户" in plan.conversation_text
+    assert "第5轮" not in plan.conversation_text
     assert plan.previous_summary is None
-    assert plan.conversation_text.startswith("旅人：第1拍用户\n\n阿箬：第1拍回复")
+    assert plan.conversation_text.startswith("旅人：第1轮用户\n\n阿箬：第1轮回复")
 
 
 def test_plan_char_floor_is_measured_on_serialized_text() -> None:
@@ -231,16 +231,16 @@ def test_plan_rejects_keep_below_one() -> None:
 
 
 def test_plan_counts_only_turns_after_active_summary() -> None:
-    branch = chain(beats(1, 12), [summary("s1", "a-12", "旧摘要：1-6 拍。", "a-6")])
+    branch = chain(beats(1, 12), [summary("s1", "a-12", "旧摘要：1-6 轮。", "a-6")])
     assert plan_compaction(branch, every_n_turns=3, **NAMES) is None
     branch = chain(branch, beats(13, 15, "s1"))
     plan = plan_compaction(branch, every_n_turns=3, **NAMES)
     assert plan is not None
-    assert plan.previous_summary == "旧摘要：1-6 拍。"
+    assert plan.previous_summary == "旧摘要：1-6 轮。"
     assert plan.turns == 3
     assert plan.covers_through_id == "a-9"
-    assert "第7拍用户" in plan.conversation_text
-    assert "第6拍" not in plan.conversation_text
+    assert "第7轮用户" in plan.conversation_text
+    assert "第6轮" not in plan.conversation_text
     assert "旧摘要" not in plan.conversation_text
 
 
@@ -290,22 +290,22 @@ def test_run_compacts_archives_and_appends_once() -> None:
     assert entry.data["summary"] == SUMMARY_REPLY
     assert entry.data["chars"] == utf16_len(outcome.plan.conversation_text) if outcome.plan else False
     assert entry.data["provenance"] == "scripted"
-    assert len(archived) == 1 and "第1拍用户" in archived[0] and "第5拍" not in archived[0]
+    assert len(archived) == 1 and "第1轮用户" in archived[0] and "第5轮" not in archived[0]
     assert anchors == ["a-4"]  # the archive learns where the covered text ends (its branch)
     chars = entry.data["chars"]
-    assert lines == [f"正在压缩前情（4 拍 · {chars} 字）…",
-                     f"前情已压缩：4 拍 {chars} 字 → 摘要 {utf16_len(SUMMARY_REPLY)} 字"]
+    assert lines == [f"正在压缩前情（4 轮 · {chars} 字）…",
+                     f"前情已压缩：4 轮 {chars} 字 → 摘要 {utf16_len(SUMMARY_REPLY)} 字"]
     assert outcome.message == lines[-1]
     # The prompt carries the covered text and the ledger fallback.
     [call] = model.calls
     assert call.purpose == "summary" and call.max_tokens == 4096
     user = call.messages[1].content
-    assert "第4拍用户" in user and "第5拍" not in user and "（尚无记录）" in user
+    assert "第4轮用户" in user and "第5轮" not in user and "（尚无记录）" in user
     assert "<previous-summary>" not in user
     # Afterwards the history starts at turn 5 and the summary travels separately.
     history = rebuild_history(tree.branch())
     assert history.summary == SUMMARY_REPLY
-    assert history.items[0] == HistoryItem("user", "第5拍用户")
+    assert history.items[0] == HistoryItem("user", "第5轮用户")
 
 
 def test_run_skips_when_not_due() -> None:
@@ -331,7 +331,7 @@ def test_run_stale_when_leaf_moves_during_call() -> None:
 
     outcome = run_compaction(tree, FunctionModel(reroll), every_n_turns=3, archive=keep(archived), **NAMES)
     assert (outcome.kind, outcome.reason) == ("stale", "leaf-moved")
-    assert outcome.message == "压缩已丢弃（本拍期间切换了分支）"
+    assert outcome.message == "压缩已丢弃（本轮期间切换了分支）"
     assert summaries(tree) == [] and archived == [] and len(tree) == 20
 
 
@@ -395,20 +395,20 @@ def test_second_compaction_merges_previous_summary() -> None:
     model = ScriptedModel([SUMMARY_REPLY, SUMMARY_REPLY.replace("旧伞", "新伞")])
     assert run_compaction(tree, model, every_n_turns=3, **NAMES).kind == "compacted"
     for i in range(11, 13):
-        tree.append_message("user", f"第{i}拍用户")
-        tree.append_message("assistant", f"第{i}拍回复{BODY}")
+        tree.append_message("user", f"第{i}轮用户")
+        tree.append_message("assistant", f"第{i}轮回复{BODY}")
     assert run_compaction(tree, model, every_n_turns=3, **NAMES).kind == "skipped"
-    tree.append_message("user", "第13拍用户")
-    tree.append_message("assistant", f"第13拍回复{BODY}")
+    tree.append_message("user", "第13轮用户")
+    tree.append_message("assistant", f"第13轮回复{BODY}")
     outcome = run_compaction(tree, model, every_n_turns=3, **NAMES)
     assert outcome.kind == "compacted" and outcome.plan is not None
     assert outcome.plan.previous_summary == SUMMARY_REPLY
     user = model.calls[-1].messages[1].content
     assert f"<previous-summary>\n{SUMMARY_REPLY}\n</previous-summary>" in user
-    assert "第5拍用户" in user and "第4拍" not in user and "第8拍" not in user
+    assert "第5轮用户" in user and "第4轮" not in user and "第8轮" not in user
     history = rebuild_history(tree.branch())
     assert history.summary is not None and "新伞" in history.summary
-    assert history.items[0] == HistoryItem("user", "第8拍用户")
+    assert history.items[0] == HistoryItem("user", "第8轮用户")
 
 
 def test_state_text_reaches_prompt() -> None:
@@ -474,13 +474,13 @@ def test_compaction_keeps_exactly_the_last_turns(n: int, period: int, keep: int,
     assert outcome.kind == "compacted" and outcome.plan is not None
     assert outcome.plan.turns == n - keep
     history = rebuild_history(tree.branch())
-    assert user_texts(history.items) == [f"第{i}拍用户" for i in range(n - keep + 1, n + 1)]
+    assert user_texts(history.items) == [f"第{i}轮用户" for i in range(n - keep + 1, n + 1)]
     assert history.summary == SUMMARY_REPLY
     # The next compaction is due exactly `period` turns later.
     for i in range(n + 1, n + period + 1):
         assert plan_compaction(tree.branch(), every_n_turns=period, keep=keep, min_chars=0, **NAMES) is None
-        tree.append_message("user", f"第{i}拍用户")
-        tree.append_message("assistant", f"第{i}拍回复")
+        tree.append_message("user", f"第{i}轮用户")
+        tree.append_message("assistant", f"第{i}轮回复")
     plan = plan_compaction(tree.branch(), every_n_turns=period, keep=keep, min_chars=0, **NAMES)
     assert plan is not None and plan.turns == period and plan.previous_summary == SUMMARY_REPLY
     assert SUMMARY_REPLY not in plan.conversation_text
@@ -494,8 +494,8 @@ BAD = SUMMARY_REPLY.replace("## 事实账", "## 账目")
 
 def play(tree: SessionTree, first: int, last: int) -> None:
     for i in range(first, last + 1):
-        tree.append_message("user", f"第{i}拍用户")
-        tree.append_message("assistant", f"第{i}拍回复{BODY}")
+        tree.append_message("user", f"第{i}轮用户")
+        tree.append_message("assistant", f"第{i}轮回复{BODY}")
 
 
 def failures(tree: SessionTree) -> list[Entry]:
@@ -525,7 +525,7 @@ def test_three_failures_back_off_then_retry_after_the_wait(tmp_path: Path) -> No
     outcome = run_compaction(tree, model, every_n_turns=3, on_activity=lines.append, **NAMES)
     assert (outcome.kind, outcome.reason) == ("skipped", "backoff") and len(model.calls) == 3
     assert outcome.plan is None  # a waiting beat plans nothing
-    assert lines == ["前情压缩已连续失败 3 次，自动压缩暂停：再过 2 拍重试（可随时用 /compact 手动压缩）"]
+    assert lines == ["前情压缩已连续失败 3 次，自动压缩暂停：再过 2 轮重试（可随时用 /compact 手动压缩）"]
     play(tree, 14, 14)
     assert run_compaction(tree, model, every_n_turns=3, **NAMES).reason == "backoff"
     play(tree, 15, 15)

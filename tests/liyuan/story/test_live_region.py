@@ -212,7 +212,7 @@ def test_a_summary_hidden_in_an_authoring_segment_falls_back_to_the_one_before()
     with whole_branch():
         assert history == rebuild_history(branch)
     assert history.summary == "剧情里的摘要"
-    assert [i.text[:4] for i in history.items if i.role == "user"] == ["第3拍用", "第4拍用", "第5拍用"]
+    assert [i.text[:4] for i in history.items if i.role == "user"] == ["第3轮用", "第4轮用", "第5轮用"]
 
 
 def test_a_draft_op_revises_only_replies_written_before_it() -> None:

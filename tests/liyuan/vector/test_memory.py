@@ -236,7 +236,7 @@ def test_merge_stops_at_1800_chars(tmp_path: Path) -> None:
     memory = memory_at(tmp_path, stores=one_per_beat())
     ids = {f"a{i}" for i in range(10)}
     for i in range(4):
-        memory.ingest_beat(f"第{i}拍。" + "墨" * 596, node_id=f"a{i}", branch_ids=ids)
+        memory.ingest_beat(f"第{i}轮。" + "墨" * 596, node_id=f"a{i}", branch_ids=ids)
     chunks = memory.list_chunks(NARRATIVE)
     assert [c.merge_count for c in chunks] == [2, 2]
     assert all(len(c.text) <= 1800 for c in chunks)

@@ -217,7 +217,7 @@ def test_hung_store_costs_the_beat_only_the_timeout(hanging: VectorMemory) -> No
     elapsed = time.monotonic() - started
     assert 0.45 <= elapsed < 2.0
     assert "【剧情记忆】" not in tail and tail.endswith("玉佩在哪里")
-    assert warnings and "本拍不注入【剧情记忆】" in warnings[0]
+    assert warnings and "本轮不注入【剧情记忆】" in warnings[0]
 
 
 @pytest.mark.slow
@@ -291,25 +291,25 @@ def test_compaction_archives_the_covered_text_into_memory(memory: VectorMemory) 
     assert chunks and all(c.source == "archive" and c.title == "早期剧情归档" for c in chunks)
     assert {c.node_id for c in chunks} == {"a-4"}
     archived = "\n".join(c.text for c in chunks)
-    assert "第1拍用户" in archived and "第5拍用户" not in archived
-    lines = recall_for_beat(memory, "第1拍用户说了什么", branch_ids_of(tree.branch()))
+    assert "第1轮用户" in archived and "第5轮用户" not in archived
+    lines = recall_for_beat(memory, "第1轮用户说了什么", branch_ids_of(tree.branch()))
     assert lines and lines[0].startswith("- 【早期剧情归档】")
     # On a branch without the anchor the archive stays hidden.
-    assert not any("早期剧情归档" in line for line in recall_for_beat(memory, "第1拍用户说了什么", {"elsewhere"}))
+    assert not any("早期剧情归档" in line for line in recall_for_beat(memory, "第1轮用户说了什么", {"elsewhere"}))
 
 
 def test_a_rewind_past_a_compaction_hides_its_archive_until_it_is_replayed(memory: VectorMemory) -> None:
     tree = tree_of(beats(1, 10, body=STORY_BODY))
     compact(tree, memory)
     old_leaf = tree.leaf_id
-    query = "第3拍用户说了什么"
+    query = "第3轮用户说了什么"
     assert any("早期剧情归档" in line for line in recall_for_beat(memory, query, branch_ids_of(tree.branch())))
 
     # Rewind to beat 2 and play on differently: beats 3 and 4 as archived never happened here.
     tree.navigate("a-2")
     for i in range(3, 11):
-        tree.append_message("user", f"第{i}拍用户（另一条线）")
-        tree.append_message("assistant", f"第{i}拍回复（另一条线）{STORY_BODY}")
+        tree.append_message("user", f"第{i}轮用户（另一条线）")
+        tree.append_message("assistant", f"第{i}轮回复（另一条线）{STORY_BODY}")
     branch = branch_ids_of(tree.branch())
     assert "a-4" not in branch
     assert all(c.node_id not in branch for c in memory.list_chunks(NARRATIVE, branch_ids=None))
@@ -324,8 +324,8 @@ def test_a_rewind_past_a_compaction_hides_its_archive_until_it_is_replayed(memor
     branch = branch_ids_of(tree.branch())
     visible = memory.list_chunks(NARRATIVE, branch_ids=branch)
     assert visible and {c.node_id for c in visible} == {outcome.plan.covers_through_id}
-    assert any("第1拍用户" in c.text for c in visible)
-    assert not any(f"旅人：第{i}拍用户\n" in c.text for c in visible for i in (3, 4))  # the old line's
+    assert any("第1轮用户" in c.text for c in visible)
+    assert not any(f"旅人：第{i}轮用户\n" in c.text for c in visible for i in (3, 4))  # the old line's
     # Back on the old line, its own archive shows again and the new one does not.
     old_branch = branch_ids_of(tree.branch(old_leaf))
     assert {c.node_id for c in memory.list_chunks(NARRATIVE, branch_ids=old_branch)} == {"a-4"}

@@ -100,8 +100,8 @@ def test_beat_counter_and_queue_keep_the_snapshot(tmp_path: Path) -> None:
               max_chunks=10)
     first = store.snapshot()
     lexical = first.lexical("bigram")
-    assert store.next_turn(("a1", "第一拍排进队列的文字。")) == 1
-    beat = "第二拍：小满撑着那把补过两回的青伞，从浓雾里慢慢走了过来。"
+    assert store.next_turn(("a1", "第一轮排进队列的文字。")) == 1
+    beat = "第二轮：小满撑着那把补过两回的青伞，从浓雾里慢慢走了过来。"
     assert memory.ingest_beat(beat, node_id="a2", branch_ids={"a1", "a2"}).reason == "not-due"
     (seq, _, _), _ = store.pending()
     store.clear_pending(seq)
@@ -129,13 +129,13 @@ def test_eviction_drops_superseded_versions_first(tmp_path: Path) -> None:
     memory = VectorMemory(config, SqliteChunkStore(tmp_path / "c.sqlite"))
     branch = {f"a{i}" for i in range(40)}
     for i in range(30):
-        memory.ingest_beat(f"第{i:02d}拍：" + "雨" * 100 + f"（{i}）", node_id=f"a{i}", branch_ids=branch)
+        memory.ingest_beat(f"第{i:02d}轮：" + "雨" * 100 + f"（{i}）", node_id=f"a{i}", branch_ids=branch)
     rows = memory.store.chunks(NARRATIVE)
     assert len(rows) == 20
     current = memory.list_chunks(NARRATIVE, branch_ids=branch)
     # Every beat's text is still reachable through the current versions.
     joined = "\n".join(c.text for c in current)
-    assert all(f"第{i:02d}拍" in joined for i in range(30))
+    assert all(f"第{i:02d}轮" in joined for i in range(30))
 
 
 def test_delete_removes_a_version_and_what_it_extends(tmp_path: Path) -> None:

@@ -1,0 +1,40 @@
+"""The search hook: code and raw JSON stay out of the index, and the worker patch holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .hook import load_hook
+
+hook = load_hook("search_index")
+
+
+def test_code_blocks_and_tab_labels_are_excluded_but_prompts_are_not() -> None:
+    html = ('<div class="language-json highlight"><pre>{}</pre></div>'
+            '<div class="language-jinja highlight"><pre>prompt</pre></div>'
+            '<div class="tabbed-labels"><label>system</label></div>')
+    out = hook.exclude_code(html)
+    assert '<div class="language-json highlight" data-search-exclude>' in out
+    assert '<div class="language-jinja highlight"><pre>' in out
+    assert '<div class="tabbed-labels" data-search-exclude>' in out
+
+
+def test_worker_patch_changes_one_comparison_and_refuses_an_unknown_worker() -> None:
+    source = "a;for(let o=s+1;o<t.length;o++)t.slice(s,o)in e&&(n[s]=o-s);b"
+    assert hook.patch_worker(source) == "a;for(let o=s+1;o<=t.length;o++)t.slice(s,o)in e&&(n[s]=o-s);b"
+    with pytest.raises(ValueError, match="0 处"):
+        hook.patch_worker("for(let o=s+1;o<=t.length;o++)t.slice(s,o)in e")
+
+
+def test_the_built_index_holds_prose_not_dumps(built_site: Path) -> None:
+    index = json.loads((built_site / "search" / "search_index.json").read_text(encoding="utf-8"))
+    text = "".join(doc["text"] for doc in index["docs"])
+    assert '"calls": [' not in text and '"max_tokens": ' not in text  # the sim/out JSON dumps
+    assert "systemuser" not in text.replace("\u200b", "")
+    assert "前情提要" in text
+    worker = next((built_site / "assets" / "javascripts" / "workers").glob("search.*.min.js"))
+    assert "<=t.length;o++)t.slice(s,o)in" in worker.read_text(encoding="utf-8") or \
+        hook._SEGMENT_LOOP.search(worker.read_text(encoding="utf-8")) is None
