@@ -31,6 +31,7 @@ from liyuan.vector.config import (
     save_config,
     scope_id,
 )
+from liyuan.vector.e5 import E5Embedder
 from liyuan.vector.embed import Embedder, HashEmbedder, OpenAIEmbedder, SemanticEmbedder, make_embedder
 from liyuan.vector.lexical import BM25Index, bigram_terms
 from liyuan.vector.memory import Hit, IngestResult, SearchReport, VectorMemory
@@ -45,6 +46,7 @@ __all__ = [
     "RECALL_TIMEOUT_S",
     "BM25Index",
     "Chunk",
+    "E5Embedder",
     "Embedder",
     "HashEmbedder",
     "Hit",
