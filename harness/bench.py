@@ -1,15 +1,23 @@
 """``python -m harness bench``: recall quality, recall latency and the token estimate.
 
-Prints three tables and writes them to ``sim/bench/*.json`` (machine-dependent, not
+Prints its tables and writes them to ``sim/bench/*.json`` (machine-dependent, not
 committed):
 
-- ``recall.json``: recall@5 of every retrieval method on the hand-written story in
+- ``recall.json``: recall@5 of every retrieval method, per language, on three
+  hand-written stories (:data:`STORIES`): the Chinese one in
   ``harness/data/bench_story.yaml`` (64 beats, one chunk each; 36 labelled queries of
-  three kinds: names, objects, paraphrases). A query counts as recalled when one of
-  the beats labelled as its answer is among the five results.
+  three kinds: names, objects, paraphrases, plus 16 held out), an English role-play
+  chat (48 narrator beats and the user's 48 lines, one chunk per turn; 36 queries) and a
+  code-switched Chinese-English chat (24 beats; 20 queries, by the query's language).
+  A query counts as recalled when one of the beats labelled as its answer is among the
+  five results; a user's line answers nothing.
+- ``weights.json``: the same recall of hybrid RRF for a sweep of embedding-list
+  weights, per embedder and per query script (how the defaults in
+  :data:`liyuan.vector.config.DEFAULT_FUSION_WEIGHTS` were chosen).
 - ``latency.json``: per-beat recall latency (the real path: ``recall_for_beat`` with
   its worker thread, SQLite generation check and numpy search) at 200, 5,000 and
-  50,000 synthetic chunks, p50/p95 over 100 queries after one warm-up, plus the cold
+  50,000 synthetic chunks (e5 up to 5,000), p50/p95 over 100 Chinese and English
+  queries in turn after one warm-up, plus the cold
   first query (snapshot and BM25 build). Vectors are computed once and cached in
   ``sim/bench/cache/``.
 - ``tokens.json``: ``chars / 4`` and :func:`liyuan.tokens.estimate_tokens` against

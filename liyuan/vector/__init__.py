@@ -4,7 +4,8 @@ When enabled, the original text a compaction covers is archived into a per-chat 
 before the summary lands, finished beats are ingested every few beats, and every beat
 recalls up to five chunks for the user's raw words, injected as 【剧情记忆】 lines right
 after 【设定集索引】. Recall is hybrid (embedding cosine fused with BM25 over Chinese
-bigrams), branch-aware (chunks of an abandoned branch never show) and bounded (5 s).
+bigrams and stemmed English words, weighted by the query's script),
+branch-aware (chunks of an abandoned branch never show) and bounded (5 s).
 
 Invariant of the package: nothing here runs unless ``VectorConfig.enabled`` is true,
 and nothing here can fail a beat (see :func:`recall_for_beat`).
