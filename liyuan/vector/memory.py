@@ -151,10 +151,8 @@ class VectorMemory:
             self._on_activity(line)
 
     def _evicted(self, store_id: str, count: int) -> None:
-        store = self.config.stores.get(store_id)
-        name = store.name if store else store_id
-        cap = store.max_chunks if store else 0
-        self._emit(f"{name}已满（上限 {cap} 段）：移出了最早的 {count} 段；"
+        store = self.config.store(store_id)
+        self._emit(f"{store.name}已满（上限 {store.max_chunks} 段），移出了 {count} 段旧内容；"
                    f"累计移出 {self.store.evicted(store_id)} 段，可在配置里调高 max_chunks")
 
     # -- switches --------------------------------------------------------------------
