@@ -1,15 +1,23 @@
 """``python -m harness bench``: recall quality, recall latency, the token estimate, imports.
 
-Prints three tables and writes them to ``sim/bench/*.json`` (machine-dependent, not
+Prints its tables and writes them to ``sim/bench/*.json`` (machine-dependent, not
 committed):
 
-- ``recall.json``: recall@5 of every retrieval method on the hand-written story in
+- ``recall.json``: recall@5 of every retrieval method, per language, on three
+  hand-written stories (:data:`STORIES`): the Chinese one in
   ``harness/data/bench_story.yaml`` (64 beats, one chunk each; 36 labelled queries of
-  three kinds: names, objects, paraphrases). A query counts as recalled when one of
-  the beats labelled as its answer is among the five results.
+  three kinds: names, objects, paraphrases, plus 16 held out), an English role-play
+  chat (48 narrator beats and the user's 48 lines, one chunk per turn; 36 queries) and a
+  code-switched Chinese-English chat (24 beats; 20 queries, by the query's language).
+  A query counts as recalled when one of the beats labelled as its answer is among the
+  five results; a user's line answers nothing.
+- ``weights.json``: the same recall of hybrid RRF for a sweep of embedding-list
+  weights, per embedder and per query script (how the defaults in
+  :data:`liyuan.vector.config.DEFAULT_FUSION_WEIGHTS` were chosen).
 - ``latency.json``: per-beat recall latency (the real path: ``recall_for_beat`` with
   its worker thread, SQLite generation check and numpy search) at 200, 5,000 and
-  50,000 synthetic chunks, p50/p95 over 100 queries after one warm-up, plus the cold
+  50,000 synthetic chunks (e5 up to 5,000), p50/p95 over 100 Chinese and English
+  queries in turn after one warm-up, plus the cold
   first query (snapshot and BM25 build). Vectors are computed once and cached in
   ``sim/bench/cache/``.
 - ``tokens.json``: ``chars / 4`` and :func:`liyuan.tokens.estimate_tokens` against
@@ -28,211 +36,79 @@ when a target is missed.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import random
-import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-import numpy as np
-import yaml
 
 from liyuan.fileio import atomic_write_text
 from liyuan.tokens import chars4, estimate_tokens
 from liyuan.vector import (
-    EXTERNAL,
-    Embedder,
-    HashEmbedder,
-    SemanticEmbedder,
-    SqliteChunkStore,
-    StoreConfig,
-    VectorConfig,
     VectorMemory,
-    recall_for_beat,
 )
-from liyuan.vector.config import RecallMode
-from liyuan.vector.search import Fusion
-from liyuan.vector.store import NewChunk
 
-from .eval.overhead import percentile
-
-ROOT = Path(__file__).resolve().parent.parent
-STORY = Path(__file__).resolve().parent / "data" / "bench_story.yaml"
-SAMPLES = ROOT / "tests" / "liyuan" / "data"
-TOP_K = 5
-
-
-@dataclass(frozen=True)
-class Method:
-    """One retrieval configuration under test."""
-
-    name: str
-    mode: RecallMode
-    embedder: str  # "hash" | "semantic"
-    tokenizer: str = "bigram"
-    fusion: Fusion = "rrf"
-
-
-METHODS = [
-    Method("hash", "semantic", "hash"),
-    Method("semantic", "semantic", "semantic"),
-    Method("lexical", "lexical", "hash"),
-    Method("lexical-jieba", "lexical", "hash", "jieba"),
-    Method("hybrid", "hybrid", "semantic"),
-    Method("hybrid-mix", "hybrid", "semantic", fusion="mix"),
-    Method("hybrid-jieba", "hybrid", "semantic", "jieba"),
-    Method("hybrid-hash", "hybrid", "hash"),
-]
-"""``hybrid`` (semantic + BM25 over bigrams, RRF) is the recommended configuration."""
-
-_EMBEDDERS: dict[str, Embedder] = {}
-
-
-def embedder(name: str) -> Embedder:
-    """One shared instance per kind (the semantic model loads once)."""
-    if name not in _EMBEDDERS:
-        _EMBEDDERS[name] = SemanticEmbedder() if name == "semantic" else HashEmbedder()
-    return _EMBEDDERS[name]
-
-
-def memory_for(folder: Path, method: Method, *, max_chunks: int = 5000) -> VectorMemory:
-    """An enabled memory whose external store holds the chunks under test."""
-    config = VectorConfig(
-        enabled=True, search_top_k=TOP_K, embedder="semantic" if method.embedder == "semantic" else "hash",
-        recall_mode=method.mode, lexical_tokenizer=method.tokenizer,  # type: ignore[arg-type]
-        stores={EXTERNAL: StoreConfig("额外数据库", True, 0, max_chunks)},
-    )
-    store = SqliteChunkStore(folder / f"{method.name}.sqlite")
-    return VectorMemory(config, store, embedder(method.embedder), fusion=method.fusion)
-
+from .bench_latency import latency_table, print_latency, print_weights, weight_table
+from .bench_methods import (
+    DEFAULT_METHOD,
+    LANGUAGE_NAMES,
+    METHODS,
+    ROOT,
+    SAMPLES,
+    STORIES,
+    TOP_K,
+    load_story,
+    memory_for,
+)
 
 # -- recall@5 ------------------------------------------------------------------------
 
 
-def load_story() -> dict[str, Any]:
-    """The hand-written story and its labelled queries."""
-    data: dict[str, Any] = yaml.safe_load(STORY.read_text(encoding="utf-8"))
-    return data
+def _recall_of(memory: VectorMemory, index: dict[str, int], queries: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    hits_by_kind: dict[str, list[bool]] = {}
+    misses = []
+    for query in queries:
+        found = [index[h.text] for h in memory.search(query["q"], top_k=TOP_K)]
+        ok = any(b in found for b in query["beats"])
+        hits_by_kind.setdefault(query["kind"], []).append(ok)
+        if not ok:
+            misses.append({"q": query["q"], "want": query["beats"], "got": found})
+    every = [ok for oks in hits_by_kind.values() for ok in oks]
+    return {
+        "recall_at_5": sum(every) / len(every) if every else 0.0,
+        "by_kind": {k: sum(v) / len(v) for k, v in hits_by_kind.items()},
+        "misses": misses,
+    }
 
 
 def recall_table(folder: Path) -> dict[str, Any]:
-    """recall@5 per method and query set (``queries``, ``heldout_queries``), plus misses."""
-    story = load_story()
-    beats: list[str] = story["beats"]
-    index = {text: i + 1 for i, text in enumerate(beats)}
-    sets = {"labelled": story["queries"], "heldout": story.get("heldout_queries", [])}
-    results: dict[str, Any] = {}
-    for method in METHODS:
-        memory = memory_for(folder, method)
-        for text in beats:
-            memory.add_manual(text)
-        results[method.name] = {}
-        for set_name, queries in sets.items():
-            hits_by_kind: dict[str, list[bool]] = {}
-            misses = []
-            for query in queries:
-                found = [index[h.text] for h in memory.search(query["q"], top_k=TOP_K)]
-                ok = any(b in found for b in query["beats"])
-                hits_by_kind.setdefault(query["kind"], []).append(ok)
-                if not ok:
-                    misses.append({"q": query["q"], "want": query["beats"], "got": found})
-            every = [ok for oks in hits_by_kind.values() for ok in oks]
-            results[method.name][set_name] = {
-                "recall_at_5": sum(every) / len(every) if every else 0.0,
-                "by_kind": {k: sum(v) / len(v) for k, v in hits_by_kind.items()},
-                "misses": misses,
-            }
-    return {"beats": len(beats), "queries": {k: len(v) for k, v in sets.items()}, "top_k": TOP_K,
-            "methods": results}
+    """recall@5 per language, method and query set (``queries``, ``heldout_queries``), plus misses."""
+    languages: dict[str, Any] = {}
+    for language in STORIES:
+        story = load_story(language)
+        beats: list[str] = story["beats"]
+        turns: list[str | None] = story.get("user_turns") or [None] * len(beats)
+        index = {text: i + 1 for i, text in enumerate(beats)}
+        index.update({text: 0 for text in turns if text})  # a user's line answers nothing
+        chunks = [t for pair in zip(turns, beats, strict=True) for t in pair if t]
+        sets = {"labelled": story["queries"]}
+        if story.get("heldout_queries"):
+            sets["heldout"] = story["heldout_queries"]
+        kinds = list(dict.fromkeys(q["kind"] for q in story["queries"]))
+        results: dict[str, Any] = {}
+        for method in METHODS:
+            memory = memory_for(folder / language, method, remember=True)
+            for text in chunks:
+                memory.add_manual(text)
+            results[method.name] = {name: _recall_of(memory, index, queries) for name, queries in sets.items()}
+        languages[language] = {"title": story.get("title", ""), "beats": len(beats), "chunks": len(chunks),
+                               "kinds": kinds,
+                               "queries": {k: len(v) for k, v in sets.items()}, "methods": results}
+    return {"top_k": TOP_K, "languages": languages}
 
 
 # -- latency -------------------------------------------------------------------------
-
-
-def synthetic_texts(count: int, seed: int = 7) -> list[str]:
-    """``count`` distinct chunk texts of 2-4 story sentences each (deterministic)."""
-    rng = random.Random(seed)
-    sentences = [s + "。" for beat in load_story()["beats"] for s in beat.split("。") if s.strip()]
-    return [f"（第{i}段）" + "".join(rng.sample(sentences, rng.randint(2, 4))) for i in range(count)]
-
-
-def cached_vectors(cache: Path, name: str, texts: Sequence[str], progress: Callable[[str], None]) -> np.ndarray:
-    """Embed ``texts`` once per embedder and text set; later runs read the cache."""
-    digest = hashlib.sha1("\n".join(texts).encode("utf-8")).hexdigest()[:10]
-    path = cache / f"{name}-{len(texts)}-{digest}.npy"
-    if path.exists():
-        vectors: np.ndarray = np.load(path)
-        if vectors.shape[0] == len(texts):
-            return vectors
-    started = time.perf_counter()
-    model = embedder(name)
-    parts = []
-    for start in range(0, len(texts), 2000):
-        parts.append(model.embed(texts[start : start + 2000]))
-        progress(f"  嵌入 {name}: {min(start + 2000, len(texts))}/{len(texts)}")
-    vectors = np.vstack(parts)
-    cache.mkdir(parents=True, exist_ok=True)
-    np.save(path, vectors)
-    progress(f"  嵌入 {len(texts)} 段用时 {time.perf_counter() - started:.1f} s（已缓存）")
-    return vectors
-
-
-def _timed_recall(memory: VectorMemory, query: str, branch: frozenset[str]) -> tuple[float, bool]:
-    started = time.perf_counter()
-    lines = recall_for_beat(memory, query, branch)
-    return (time.perf_counter() - started) * 1000, bool(lines)
-
-
-def latency_table(folder: Path, sizes: Sequence[int], cache: Path, progress: Callable[[str], None],
-                  rounds: int = 100) -> dict[str, Any]:
-    """Per-beat recall latency at each store size, for two configurations.
-
-    ``cold_ms``: the first recall of a freshly opened store with no warm-up (it loads
-    every vector and tokenizes every chunk; the 5 s bound may cut it off).
-    ``warm_ms``: :meth:`VectorMemory.warm` on a freshly opened store.
-    ``p50_ms`` / ``p95_ms``: steady state. ``after_write_ms``: the median recall right
-    after one new chunk was added (an incremental snapshot refresh), over 5 writes.
-    """
-    queries = [q["q"] for q in load_story()["queries"]]
-    branch = frozenset(f"e{i}" for i in range(200))
-    rows: list[dict[str, Any]] = []
-    for name, method in (("hybrid", METHODS[4]), ("hybrid-hash", METHODS[7])):
-        for size in sizes:
-            progress(f"延迟：{name} @ {size} 段")
-            texts = synthetic_texts(size)
-            vectors = cached_vectors(cache, method.embedder, texts, progress)
-            place = folder / f"{name}-{size}"
-            memory = memory_for(place, method, max_chunks=size + 10)
-            label = memory.embedder.label
-            for start in range(0, size, 5000):
-                memory.store.add([NewChunk(EXTERNAL, t, vectors[start + i], label, "import")
-                                  for i, t in enumerate(texts[start : start + 5000])], max_chunks=size + 10)
-            embedder(method.embedder).embed(["预热"])  # the model load is not the store's cold start
-            cold, cold_ok = _timed_recall(memory_for(place, method, max_chunks=size + 10), queries[0], branch)
-            memory = memory_for(place, method, max_chunks=size + 10)
-            started = time.perf_counter()
-            memory.warm()
-            warm = (time.perf_counter() - started) * 1000
-            timings, empty = [], 0
-            for i in range(rounds):
-                elapsed, ok = _timed_recall(memory, queries[i % len(queries)], branch)
-                timings.append(elapsed)
-                empty += not ok
-            after_write = []
-            for i in range(5):
-                memory.add_manual(f"（新写入第{i}段）{texts[i]}")
-                after_write.append(_timed_recall(memory, queries[i], branch)[0])
-            rows.append({"method": name, "chunks": size, "cold_ms": round(cold, 1), "cold_timed_out": not cold_ok,
-                         "warm_ms": round(warm, 1), "p50_ms": round(statistics.median(timings), 2),
-                         "p95_ms": round(percentile(timings, 95), 2), "empty": empty,
-                         "after_write_ms": round(statistics.median(after_write), 1)})
-    return {"rounds": rounds, "top_k": TOP_K, "rows": rows}
 
 
 # -- the token estimate ----------------------------------------------------------------
@@ -258,38 +134,33 @@ def token_table() -> dict[str, Any]:
 
 
 def _print_recall(table: dict[str, Any]) -> None:
-    kinds = ["name", "object", "paraphrase"]
-    for set_name, count in table["queries"].items():
-        label = "标注查询" if set_name == "labelled" else "留出查询（换融合方式前写好，未参与选择）"
-        print(f"\n召回率 recall@{table['top_k']}（{table['beats']} 轮；{label} {count} 条）")
-        print(f"{'方法':<15}{'总体':>8}" + "".join(f"{k:>12}" for k in kinds))
-        for name, sets in table["methods"].items():
-            row = sets[set_name]
-            print(f"{name:<15}{row['recall_at_5']:>8.3f}"
-                  + "".join(f"{row['by_kind'].get(k, 0):>12.3f}" for k in kinds))
-        results = {name: sets[set_name]["recall_at_5"] for name, sets in table["methods"].items()}
-        if not {"hybrid", "hash", "semantic", "lexical"} <= set(results):
-            continue  # a partial run (tests): no verdict
+    for language, data in table["languages"].items():
+        kinds = data["kinds"]
+        for set_name, count in data["queries"].items():
+            label = "标注查询" if set_name == "labelled" else "留出查询（换融合方式前写好，未参与选择）"
+            print(f"\n召回率 recall@{table['top_k']}：{LANGUAGE_NAMES[language]}《{data['title']}》"
+                  f"（{data['beats']} 轮，{data['chunks']} 段；{label} {count} 条）")
+            print(f"{'方法':<15}{'总体':>8}" + "".join(f"{k:>12}" for k in kinds))
+            for name, sets in data["methods"].items():
+                row = sets[set_name]
+                print(f"{name:<15}{row['recall_at_5']:>8.3f}"
+                      + "".join(f"{row['by_kind'].get(k, 0):>12.3f}" for k in kinds))
+            results = {name: sets[set_name]["recall_at_5"] for name, sets in data["methods"].items()}
+            _print_verdicts(language, results)
+            for miss in data["methods"].get(DEFAULT_METHOD, {}).get(set_name, {}).get("misses", []):
+                print(f"  {DEFAULT_METHOD} 未召回：{miss['q']}（应为第 {miss['want']} 轮，得到 {miss['got']}）")
+
+
+def _print_verdicts(language: str, results: dict[str, float]) -> None:
+    if language == "zh" and {"hybrid", "hash", "semantic", "lexical"} <= set(results):
         hybrid = results["hybrid"]
         single = max(results[k] for k in ("hash", "semantic", "lexical"))
         verdict = "达标" if hybrid >= 0.9 and hybrid > single else "未达标"
         print(f"目标：hybrid ≥ 0.9 且高于每种单一方法 → {verdict}（hybrid {hybrid:.3f}，最好的单一方法 {single:.3f}）")
-        for miss in table["methods"]["hybrid"][set_name]["misses"]:
-            print(f"  hybrid 未召回：{miss['q']}（应为第 {miss['want']} 轮，得到 {miss['got']}）")
-
-
-def _print_latency(table: dict[str, Any]) -> None:
-    print(f"\n召回延迟（recall_for_beat 全路径，{table['rounds']} 次查询，单位 ms）")
-    print(f"{'方法':<14}{'段数':>7}{'冷启动':>10}{'预热':>9}{'p50':>8}{'p95':>8}{'写入后':>9}")
-    for row in table["rows"]:
-        cold = f"{row['cold_ms']:.0f}" + ("(超时)" if row["cold_timed_out"] else "")
-        print(f"{row['method']:<14}{row['chunks']:>7}{cold:>10}{row['warm_ms']:>9.0f}{row['p50_ms']:>8.2f}"
-              f"{row['p95_ms']:>8.2f}{row['after_write_ms']:>9.1f}")
-    at5k = [r["p95_ms"] for r in table["rows"] if r["chunks"] == 5000 and r["method"] == "hybrid"]
-    if at5k:
-        print(f"目标：5,000 段时 p95 ≤ 50 ms → {'达标' if at5k[0] <= 50 else '未达标'}（{at5k[0]:.2f} ms）")
-    if any(r["cold_timed_out"] for r in table["rows"]):
-        print("注意：冷启动超过 5 秒的那一轮不注入【剧情记忆】；打开会话时先调用 VectorMemory.warm() 可避免。")
+    if {DEFAULT_METHOD, "lexical"} <= set(results):
+        default, lexical = results[DEFAULT_METHOD], results["lexical"]
+        verdict = "达标" if default >= lexical else "未达标"
+        print(f"目标：默认配置（{DEFAULT_METHOD}）不低于 lexical → {verdict}（{default:.3f} 对 {lexical:.3f}）")
 
 
 def _print_tokens(table: dict[str, Any]) -> None:
@@ -309,11 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness bench", description="召回、延迟与 token 估算基准")
     parser.add_argument("--out", type=Path, default=ROOT / "sim" / "bench", help="JSON 输出目录")
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 5000, 50000], help="延迟测试的段数")
-    parser.add_argument("--only", choices=["recall", "latency", "tokens", "overhead", "import"], action="append",
+    parser.add_argument("--only", choices=["recall", "weights", "latency", "tokens", "overhead", "import"],
+                        action="append",
                         help="只跑某几项（可重复）；overhead 是每轮开销和整体用时（harness.eval），"
                              "import 是导入 5,000 条消息的聊天并跑一遍（harness.import_bench）")
     args = parser.parse_args(argv)
-    only = set(args.only or ["recall", "latency", "tokens", "overhead", "import"])
+    only = set(args.only or ["recall", "weights", "latency", "tokens", "overhead", "import"])
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -329,9 +201,14 @@ def main(argv: list[str] | None = None) -> int:
             table = recall_table(folder)
             _print_recall(table)
             _write(args.out, "recall.json", table)
+        if "weights" in only:
+            progress("融合权重：逐个权重查询 …")
+            table = weight_table(folder)
+            print_weights(table)
+            _write(args.out, "weights.json", table)
         if "latency" in only:
             table = latency_table(folder, args.sizes, args.out / "cache", progress)
-            _print_latency(table)
+            print_latency(table)
             _write(args.out, "latency.json", table)
         if "import" in only:
             from .import_bench import import_table, print_import

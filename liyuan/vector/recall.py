@@ -23,13 +23,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from liyuan.session.entries import Entry
+from liyuan.vector.results import Hit, IngestResult
 from liyuan.vector.worker import MAX_DEFERRED_INGESTS, REFUSED, TIMED_OUT, WORKER_IDLE_S, worker_for
-
-if TYPE_CHECKING:  # memory needs numpy; the facade imports this module without it
-    from liyuan.vector.memory import Hit, IngestResult
 
 __all__ = [
     "INGEST_TIMEOUT_S",
@@ -162,8 +160,6 @@ def ingest_for_beat(
         The ingest's result; ``reason`` is ``deferred``, ``dropped`` or ``error`` when it
         did not finish in time or failed.
     """
-    from liyuan.vector.memory import IngestResult
-
     if memory is None:
         return IngestResult(False, reason="disabled")
     report = warn if warn is not None else _log.warning

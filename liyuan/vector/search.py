@@ -15,8 +15,12 @@ Invariants (pure: a snapshot and a query in, ranked positions out):
 Fusion, measured on the bench's labelled queries (``python -m harness.bench``):
 reciprocal rank fusion (RRF, k = 60) sums ``1 / (k + rank)`` over the two lists. It
 needs no score calibration, which matters because cosines of different embedders and
-BM25 scores live on unrelated scales. ``mix`` (min-max normalised scores,
-``alpha * semantic + (1 - alpha) * lexical``) is kept for the comparison.
+BM25 scores live on unrelated scales. The embedding list is weighted
+(``semantic_weight / (k + rank)``, the lexical list weighs 1): an equal weight let a
+weak list win on English queries (issue 15), so the weight depends on the embedder and
+on the query's script (:meth:`liyuan.vector.config.VectorConfig.semantic_weight`).
+``mix`` (min-max normalised scores, ``alpha * semantic + (1 - alpha) * lexical``, the
+semantic side scaled by the same weight) is kept for the comparison.
 """
 
 from __future__ import annotations
@@ -132,15 +136,16 @@ def _semantic(snapshot: Snapshot, query: Vector | None, label: str, mask: npt.ND
     return scores
 
 
-def _fuse(first: Vector, second: Vector, fusion: Fusion) -> Vector:
+def _fuse(first: Vector, second: Vector, fusion: Fusion, first_weight: float = 1.0) -> Vector:
+    """Fuse the embedding list ``first`` (weighted) with the lexical list ``second``."""
     if fusion == "rrf":
         fused = np.zeros_like(first)
-        for scores in (first, second):
+        for scores, weight in ((first, first_weight), (second, 1.0)):
             order = _top(scores, CANDIDATES)
-            fused[order] += 1.0 / (RRF_K + np.arange(1, order.size + 1, dtype=np.float32))
+            fused[order] += weight / (RRF_K + np.arange(1, order.size + 1, dtype=np.float32))
         return fused
     fused = np.zeros_like(first)
-    for scores, weight in ((first, MIX_ALPHA), (second, 1 - MIX_ALPHA)):
+    for scores, weight in ((first, MIX_ALPHA * first_weight), (second, 1 - MIX_ALPHA)):
         order = _top(scores, CANDIDATES)
         if order.size:
             top, low = float(scores[order[0]]), float(scores[order[-1]])
@@ -162,6 +167,7 @@ def rank(
     mask: npt.NDArray[np.bool_],
     top_k: int,
     fusion: Fusion = "rrf",
+    semantic_weight: float = 1.0,
 ) -> list[Ranked]:
     """Rank the visible chunks of ``snapshot`` for one query.
 
@@ -175,6 +181,8 @@ def rank(
         mask: :func:`visible_mask` for this query.
         top_k: Maximum number of results.
         fusion: ``rrf`` or ``mix`` (hybrid mode only).
+        semantic_weight: Weight of the embedding list against the lexical one (hybrid
+            mode only; 0 leaves the lexical order, 1 weighs both alike).
 
     Returns:
         Up to ``top_k`` chunks, best first, deduplicated by their first 80 characters.
@@ -187,7 +195,7 @@ def rank(
         lexical = snapshot.lexical(tokenizer).scores(query_terms)
         lexical[~mask] = 0.0
     if semantic is not None and lexical is not None:
-        scores = _fuse(semantic, lexical, fusion)
+        scores = _fuse(semantic, lexical, fusion, semantic_weight)
     elif semantic is not None:
         scores = semantic
     else:

@@ -17,6 +17,8 @@ Invariants:
   :func:`liyuan.vector.search.visible_mask`).
 - ``seq`` is the creation order. Beyond a store's cap, rows that another version
   extends go first (their text lives on in the newer one), then the oldest rows.
+  Eviction is never silent: ``meta`` counts the rows evicted per store (in the same
+  transaction, :meth:`SqliteChunkStore.evicted`) and ``add``'s ``on_evict`` hears of it.
 - Within a store, no two chunks have the same text and the same ``node_id`` (checked
   by a hash column). The same words written on two branches are two chunks, one
   visible on each; otherwise the second branch would find its text hidden under the
@@ -38,7 +40,7 @@ import hashlib
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,13 +166,15 @@ class SqliteChunkStore:
     # -- writing ---------------------------------------------------------------------
 
     def add(
-        self, chunks: Sequence[NewChunk], *, max_chunks: int, clear_pending_through: int | None = None
+        self, chunks: Sequence[NewChunk], *, max_chunks: int, clear_pending_through: int | None = None,
+        on_evict: Callable[[str, int], None] | None = None,
     ) -> list[str]:
         """Insert chunks, skipping those whose text and ``node_id`` are already in their
         store; evict FIFO beyond the cap.
 
         ``clear_pending_through`` drops queued beats up to that ``seq`` in the same
-        transaction (they are what was just ingested).
+        transaction (they are what was just ingested). ``on_evict(store, count)`` is
+        called after the commit for every store that lost rows to its cap.
 
         Returns:
             Ids of the chunks inserted (and not immediately evicted), in order.
@@ -178,6 +182,7 @@ class SqliteChunkStore:
         now = self._clock()
         added: list[str] = []
         stores: set[str] = set()
+        evicted: dict[str, int] = {}
         with self._write() as db:
             for chunk in chunks:
                 digest = _text_hash(chunk.text)
@@ -204,10 +209,16 @@ class SqliteChunkStore:
                         " EXISTS (SELECT 1 FROM chunks d WHERE d.parent = c.id) DESC, c.seq ASC LIMIT ?)",
                         (store, excess),
                     )
+                    db.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET"
+                               " value = CAST(value AS INTEGER) + excluded.value", (f"evicted:{store}", str(excess)))
+                    evicted[store] = excess
             if clear_pending_through is not None:
                 db.execute("DELETE FROM pending WHERE seq <= ?", (clear_pending_through,))
             kept = {r[0] for r in db.execute(
                 f"SELECT id FROM chunks WHERE id IN ({','.join('?' * len(added))})", added)} if added else set()
+        if on_evict is not None:
+            for store, count in evicted.items():
+                on_evict(store, count)
         return [cid for cid in added if cid in kept]
 
     def set_embeddings(self, updates: Sequence[tuple[str, npt.NDArray[np.float32]]], embedder: str) -> None:
@@ -281,6 +292,12 @@ class SqliteChunkStore:
             if store is None:
                 return int(db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
             return int(db.execute("SELECT COUNT(*) FROM chunks WHERE store = ?", (store,)).fetchone()[0])
+
+    def evicted(self, store: str) -> int:
+        """How many chunks ``store`` has lost to its cap since the file was created."""
+        with self._connect() as db:
+            row = db.execute("SELECT value FROM meta WHERE key = ?", (f"evicted:{store}",)).fetchone()
+        return int(row[0]) if row else 0
 
     def snapshot(self) -> Snapshot:
         """The current search snapshot, refreshed only when the file changed.

@@ -13,7 +13,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from liyuan.errors import LiyuanError
-from liyuan.vector.memory import SEARCH_TOOL_TOP, SearchReport, VectorMemory
+from liyuan.vector.memory import SEARCH_TOOL_TOP, VectorMemory
+from liyuan.vector.results import SearchReport
 
 __all__ = ["ToolResult", "read_tool", "search_tool"]
 

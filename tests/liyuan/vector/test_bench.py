@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import bench
+from harness import bench, bench_latency
 
 
 def test_story_has_enough_beats_and_labelled_queries() -> None:
@@ -34,10 +34,20 @@ def test_name_and_object_queries_share_a_word_with_their_answer() -> None:
         assert any(terms & set(bigram_terms(story["beats"][b - 1])) for b in q["beats"]), q["q"]
 
 
+@pytest.mark.parametrize("language", ["en", "mixed"])
+def test_other_languages_have_labelled_queries(language: str) -> None:
+    story = bench.load_story(language)
+    beats, turns = story["beats"], story.get("user_turns") or []
+    assert len(beats) >= 20 and len(set(beats + turns)) == len(beats) + len(turns)
+    assert not turns or len(turns) == len(beats)
+    assert len(story["queries"]) >= 20
+    assert all(q["beats"] and all(1 <= b <= len(beats) for b in q["beats"]) for q in story["queries"])
+
+
 def test_synthetic_chunks_are_deterministic_and_distinct() -> None:
-    first = bench.synthetic_texts(300)
-    assert first == bench.synthetic_texts(300) and len(set(first)) == 300
-    assert bench.synthetic_texts(50)[:10] == first[:10]
+    first = bench_latency.synthetic_texts(300)
+    assert first == bench_latency.synthetic_texts(300) and len(set(first)) == 300
+    assert bench_latency.synthetic_texts(50)[:10] == first[:10]
 
 
 def test_bench_writes_token_and_recall_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -48,6 +58,8 @@ def test_bench_writes_token_and_recall_tables(tmp_path: Path, monkeypatch: pytes
     assert [r["sample"] for r in tokens["rows"]] == ["tokens_zh.txt", "tokens_en.txt", "tokens_mixed.txt"]
     assert all(abs(r["estimate_error"]) <= 0.2 for r in tokens["rows"])
     recall = json.loads((tmp_path / "recall.json").read_text(encoding="utf-8"))
-    assert set(recall["methods"]) == {"hash", "lexical", "lexical-jieba", "hybrid-hash"}
-    for sets in recall["methods"].values():
-        assert 0.0 <= sets["labelled"]["recall_at_5"] <= 1.0
+    assert set(recall["languages"]) == {"zh", "en", "mixed"}
+    for language in recall["languages"].values():
+        assert set(language["methods"]) == {m.name for m in bench.METHODS}
+        for sets in language["methods"].values():
+            assert 0.0 <= sets["labelled"]["recall_at_5"] <= 1.0

@@ -39,7 +39,7 @@ class StuckStore(SqliteChunkStore):
 def stuck(tmp_path: Path) -> Iterator[VectorMemory]:
     store = StuckStore(tmp_path / "chat.sqlite")
     stores = {NARRATIVE: StoreConfig("剧情数据库", True, 1, 200)}  # every beat is due
-    memory = VectorMemory(VectorConfig(enabled=True, stores=stores), store)
+    memory = VectorMemory(VectorConfig(enabled=True, embedder="hash", stores=stores), store)
     store.stuck.set()
     yield memory
     store.release.set()

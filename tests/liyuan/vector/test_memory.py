@@ -35,7 +35,8 @@ STORY = [
 
 
 def memory_at(folder: Path, name: str = "chat", **config: object) -> VectorMemory:
-    cfg = VectorConfig(enabled=True, **config)  # type: ignore[arg-type]
+    # The hashing embedder unless a test names another: fast and the same everywhere.
+    cfg = VectorConfig(enabled=True, **{"embedder": "hash", **config})  # type: ignore[arg-type]
     return VectorMemory(cfg, SqliteChunkStore(folder / f"{name}.sqlite"))
 
 
@@ -52,7 +53,7 @@ def test_off_by_default_and_default_store_names(tmp_path: Path) -> None:
     assert config.search_top_k == 5 and config.inject_on_turn is True
     assert config.store(NARRATIVE).name == "剧情数据库"
     assert config.store(EXTERNAL).name == "额外数据库"
-    assert (config.store(NARRATIVE).every_n_turns, config.store(NARRATIVE).max_chunks) == (3, 200)
+    assert (config.store(NARRATIVE).every_n_turns, config.store(NARRATIVE).max_chunks) == (3, 5000)
     assert (config.store(EXTERNAL).every_n_turns, config.store(EXTERNAL).max_chunks) == (0, 5000)
 
 
@@ -280,13 +281,22 @@ def test_long_manual_note_is_split_into_600_char_chunks(tmp_path: Path) -> None:
     assert len(memory.add_manual("录" * 1300)) == 2  # two identical 600-char slices: one kept
 
 
-def test_fifo_eviction_beyond_the_cap(tmp_path: Path) -> None:
-    config = VectorConfig(enabled=True, stores={EXTERNAL: StoreConfig("额外数据库", True, 0, 100)})
-    memory = VectorMemory(config, SqliteChunkStore(tmp_path / "c.sqlite"))
-    for i in range(105):
+def test_fifo_eviction_beyond_the_cap_is_visible(tmp_path: Path) -> None:
+    config = VectorConfig(enabled=True, embedder="hash", stores={EXTERNAL: StoreConfig("额外数据库", True, 0, 100)})
+    lines: list[str] = []
+    memory = VectorMemory(config, SqliteChunkStore(tmp_path / "c.sqlite"), on_activity=lines.append)
+    for i in range(100):
+        memory.add_manual(f"第{i:03d}条备忘：青石板路上的第{i}块砖。")
+    assert lines == [] and memory.store.evicted(EXTERNAL) == 0
+    for i in range(100, 105):
         memory.add_manual(f"第{i:03d}条备忘：青石板路上的第{i}块砖。")
     texts = [c.text for c in memory.list_chunks(EXTERNAL)]
     assert len(texts) == 100 and texts[0].startswith("第005条") and texts[-1].startswith("第104条")
+    # Each write past the cap says so, and the store keeps the running count.
+    assert len(lines) == 5 and all("额外数据库已满（上限 100 段）" in line for line in lines)
+    assert "累计移出 5 段" in lines[-1]
+    assert memory.store.evicted(EXTERNAL) == 5
+    assert SqliteChunkStore(tmp_path / "c.sqlite").evicted(EXTERNAL) == 5  # kept in the file
 
 
 def test_recall_for_turn_respects_inject_switch_and_short_queries(tmp_path: Path) -> None:

@@ -37,7 +37,9 @@ def every_beat() -> dict[str, StoreConfig]:
 
 @pytest.fixture
 def memory(tmp_path: Path) -> VectorMemory:
-    return VectorMemory(VectorConfig(enabled=True, stores=every_beat()), SqliteChunkStore(tmp_path / "chat.sqlite"))
+    # The hashing embedder: these tests are about branches and stores, not meaning.
+    config = VectorConfig(enabled=True, embedder="hash", stores=every_beat())
+    return VectorMemory(config, SqliteChunkStore(tmp_path / "chat.sqlite"))
 
 
 # -- 12.3.1 session memory -----------------------------------------------------------
@@ -197,7 +199,7 @@ class HangingStore(SqliteChunkStore):
 def hanging(tmp_path: Path) -> Iterator[VectorMemory]:
     release = threading.Event()
     store = HangingStore(tmp_path / "slow.sqlite", release)
-    memory = VectorMemory(VectorConfig(enabled=True), store)
+    memory = VectorMemory(VectorConfig(enabled=True, embedder="hash"), store)
     memory.import_text("沈怀瑾在东门外的石阶上捡到一块玉佩。")
     yield memory
     release.set()  # let the abandoned worker finish instead of lingering
@@ -245,7 +247,7 @@ def test_a_healthy_beat_gets_the_block(memory: VectorMemory) -> None:
 
 
 def test_errors_and_blank_queries_give_no_lines(tmp_path: Path) -> None:
-    broken = VectorMemory(VectorConfig(enabled=True), BrokenStore(tmp_path / "b.sqlite"))
+    broken = VectorMemory(VectorConfig(enabled=True, embedder="hash"), BrokenStore(tmp_path / "b.sqlite"))
     warnings: list[str] = []
     assert recall_for_beat(broken, "玉佩在哪里", None, warn=warnings.append) == []
     assert "出错" in warnings[0]
@@ -332,7 +334,7 @@ def test_a_rewind_past_a_compaction_hides_its_archive_until_it_is_replayed(memor
 
 
 def test_a_failing_archive_does_not_block_compaction(tmp_path: Path) -> None:
-    broken = VectorMemory(VectorConfig(enabled=True), BrokenStore(tmp_path / "b.sqlite"))
+    broken = VectorMemory(VectorConfig(enabled=True, embedder="hash"), BrokenStore(tmp_path / "b.sqlite"))
 
     def archive(text: str) -> int:
         broken.store.snapshot()  # raises, as a broken disk would

@@ -93,7 +93,7 @@ def test_snapshot_is_cached_until_a_write(tmp_path: Path) -> None:
 def test_beat_counter_and_queue_keep_the_snapshot(tmp_path: Path) -> None:
     # next_turn() runs on every beat: if it invalidated the snapshot, the next recall
     # would rebuild every vector row and the BM25 index of a big store.
-    config = VectorConfig(enabled=True, stores={NARRATIVE: StoreConfig("剧情数据库", True, 3, 200)})
+    config = VectorConfig(enabled=True, embedder="hash", stores={NARRATIVE: StoreConfig("剧情数据库", True, 3, 200)})
     memory = VectorMemory(config, SqliteChunkStore(tmp_path / "c.sqlite"))
     store = memory.store
     store.add([NewChunk("external", "早先导入的一段记忆。", np.ones(4, dtype=np.float32), "t", "import")],
@@ -125,7 +125,7 @@ def test_vectors_round_trip_as_float32(tmp_path: Path) -> None:
 
 
 def test_eviction_drops_superseded_versions_first(tmp_path: Path) -> None:
-    config = VectorConfig(enabled=True, stores={NARRATIVE: StoreConfig("剧情数据库", True, 1, 20)})
+    config = VectorConfig(enabled=True, embedder="hash", stores={NARRATIVE: StoreConfig("剧情数据库", True, 1, 20)})
     memory = VectorMemory(config, SqliteChunkStore(tmp_path / "c.sqlite"))
     branch = {f"a{i}" for i in range(40)}
     for i in range(30):
@@ -139,7 +139,7 @@ def test_eviction_drops_superseded_versions_first(tmp_path: Path) -> None:
 
 
 def test_delete_removes_a_version_and_what_it_extends(tmp_path: Path) -> None:
-    config = VectorConfig(enabled=True, stores={NARRATIVE: StoreConfig("剧情数据库", True, 1, 200)})
+    config = VectorConfig(enabled=True, embedder="hash", stores={NARRATIVE: StoreConfig("剧情数据库", True, 1, 200)})
     memory = VectorMemory(config, SqliteChunkStore(tmp_path / "c.sqlite"))
     memory.ingest_beat("沈怀瑾在码头的石阶上拉了整整一个时辰的琴。", node_id="a1", branch_ids={"a1"})
     memory.ingest_beat("小满撑着那把补过两回的青伞，从浓雾里慢慢走了过来。", node_id="a2", branch_ids={"a1", "a2"})

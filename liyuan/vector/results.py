@@ -1,0 +1,68 @@
+"""What vector memory hands back: recalled hits, ingest results, tool reports, chunk refs.
+
+Plain data, no numpy: the per-beat recall and ingest (:mod:`liyuan.vector.recall`) use
+these without loading the search code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from liyuan.errors import ConfigError
+
+if TYPE_CHECKING:
+    from liyuan.vector.index import Chunk, Source
+
+__all__ = ["Hit", "IngestResult", "SearchReport", "StoreStatus", "make_ref", "parse_ref"]
+
+StoreStatus = Literal["ok", "disabled", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One recalled chunk."""
+
+    ref: str
+    """``session:<store>:<chunk id>``; pass it back to :meth:`VectorMemory.read_chunk`."""
+    store: str
+    title: str
+    """The chunk's own title, else its store's display name."""
+    text: str
+    score: float
+    source: Source
+    node_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    """What one per-beat ingest did."""
+
+    stored: bool
+    merged: bool = False
+    chunk_id: str | None = None
+    reason: str = ""
+    """``disabled``, ``too-short``, ``not-due``, ``duplicate``, ``off-branch`` or empty; from
+    :func:`liyuan.vector.recall.ingest_for_beat` also ``deferred``, ``dropped`` or ``error``."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchReport:
+    """The tool-side search: hits plus the status of every store."""
+
+    hits: list[Hit]
+    status: dict[str, StoreStatus]
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+def make_ref(chunk: Chunk) -> str:
+    """The reference a tool hands out for ``chunk``."""
+    return f"session:{chunk.store}:{chunk.id}"
+
+
+def parse_ref(ref: str) -> tuple[str, str]:
+    """``(store, chunk_id)`` of a reference; :class:`ConfigError` if malformed."""
+    parts = ref.split(":")
+    if len(parts) != 3 or parts[0] != "session" or not parts[1] or not parts[2]:
+        raise ConfigError(f"记忆引用格式不对：{ref!r}（应为 session:<库>:<id>）")
+    return parts[1], parts[2]
