@@ -91,6 +91,14 @@ class ArtifactSet:
         """Add a JSON file in the canonical spelling."""
         self.add_text(path, canonical_json(data))
 
+    def absorb(self, other: ArtifactSet) -> None:
+        """Take every file of ``other`` (already normalized and scrubbed); a path both hold is an error."""
+        for rel, data in other.files.items():
+            if rel in self.files:
+                raise ValueError(f"两个步骤写了同一个文件：{rel}")
+            self.files[rel] = data
+        self.scrubbed.extend(other.scrubbed)
+
     def __iter__(self) -> Iterator[str]:
         return iter(sorted(self.files))
 

@@ -48,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="scripted（默认）、openai:<模型名>、local、replay:<录制目录>")
     run.add_argument("--out", type=Path, default=None, help="输出目录（默认 sim/ 或 sim/runs/<模型>/）")
     run.add_argument("--temperature", type=float, default=None, help="openai:<模型名> 的采样温度")
+    run.add_argument("--concurrency", type=int, default=1, metavar="N",
+                     help="同时跑几个场景（接口允许并发请求时用；一个场景里的步骤仍按顺序，产物和顺序跑逐字节相同）")
     sub.add_parser("check", parents=[common], help="重新生成到临时目录，和已提交的 sim/ 逐字节比较")
     diff = sub.add_parser("diff", parents=[common], help="和某个 git 引用相比，按步骤列出 prompt 和产物的差异")
     diff.add_argument("ref", nargs="?", default="HEAD")
@@ -75,7 +77,8 @@ def _run(args: argparse.Namespace, root: Path, progress: Progress) -> int:
     started = time.perf_counter()
     with open_setup(args.model, root, temperature=args.temperature) as setup:
         report = run_scenarios(args.scenarios, root=root, setup=setup,
-                               out_base=args.out.resolve() if args.out else None, progress=progress)
+                               out_base=args.out.resolve() if args.out else None, progress=progress,
+                               concurrency=args.concurrency)
     seconds = time.perf_counter() - started
     base = report.out_base
     shown = base.relative_to(root).as_posix() if base.is_relative_to(root) else str(base)

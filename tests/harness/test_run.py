@@ -166,3 +166,19 @@ def test_a_rerun_removes_files_its_scenario_no_longer_writes(root: Path, tmp_pat
     assert not (out / "txt" / "recap-Z.txt").exists()
     assert (out / "txt" / "notes.txt").exists()  # not listed by the scenario: left alone
     assert discussion_files and all(p.exists() for p in discussion_files)  # another scenario's files stay
+
+
+def test_concurrent_scenarios_write_exactly_what_a_sequential_run_writes(tmp_path: Path) -> None:
+    from harness.scenario import ScenarioError
+
+    root = Path(__file__).resolve().parents[2]
+    names = ["walkthrough", "discussion", "branches"]
+    with open_setup("scripted", root) as setup:
+        one = run_scenarios(names, root=root, setup=setup, write=False, progress=Progress(quiet=True))
+    with open_setup("scripted", root) as setup:
+        three = run_scenarios(names, root=root, setup=setup, write=False, progress=Progress(quiet=True),
+                              concurrency=3)
+    assert one.artifacts.files == three.artifacts.files and len(one.artifacts) > 10
+    assert one.calls == three.calls and not three.failures
+    with open_setup("scripted", root) as setup, pytest.raises(ScenarioError):
+        run_scenarios(names, root=root, setup=setup, write=False, concurrency=0)
