@@ -54,7 +54,7 @@ class MemoryConfig:
     the roster each beat; only the resident summary yields (cut at a paragraph, or dropped)."""
     vector: VectorConfig = field(default_factory=VectorConfig)
     """Vector memory of the trimmed text (off by default: ``VectorConfig(enabled=True)``
-    turns it on; ``embedder`` picks ``hash``, ``semantic`` or ``openai``)."""
+    turns it on; ``embedder`` picks ``e5`` (the default), ``hash``, ``semantic`` or ``openai``)."""
     recall_timeout_s: float = RECALL_TIMEOUT_S
     """How long a beat waits for vector recall before it goes without 【剧情记忆】."""
     discussion_window: int = 0
