@@ -7,7 +7,7 @@ committed):
   hand-written stories (:data:`STORIES`): the Chinese one in
   ``harness/data/bench_story.yaml`` (64 beats, one chunk each; 36 labelled queries of
   three kinds: names, objects, paraphrases, plus 16 held out), an English role-play
-  chat (48 narrator beats and the user's 48 lines, one chunk per turn; 36 queries) and a
+  chat (48 narrator beats and the user's 48 lines, one chunk per turn; 36 queries plus 16 held out) and a
   code-switched Chinese-English chat (24 beats; 20 queries, by the query's language).
   A query counts as recalled when one of the beats labelled as its answer is among the
   five results; a user's line answers nothing.
@@ -137,7 +137,7 @@ def _print_recall(table: dict[str, Any]) -> None:
     for language, data in table["languages"].items():
         kinds = data["kinds"]
         for set_name, count in data["queries"].items():
-            label = "标注查询" if set_name == "labelled" else "留出查询（换融合方式前写好，未参与选择）"
+            label = "标注查询" if set_name == "labelled" else "留出查询（先写好再测，没有参与任何选择）"
             print(f"\n召回率 recall@{table['top_k']}：{LANGUAGE_NAMES[language]}《{data['title']}》"
                   f"（{data['beats']} 轮，{data['chunks']} 段；{label} {count} 条）")
             print(f"{'方法':<15}{'总体':>8}" + "".join(f"{k:>12}" for k in kinds))
