@@ -41,9 +41,11 @@ if TYPE_CHECKING:
         scope_id,
     )
     from liyuan.vector.e5 import E5Embedder
-    from liyuan.vector.embed import Embedder, HashEmbedder, OpenAIEmbedder, SemanticEmbedder, make_embedder
+    from liyuan.vector.embed import Embedder, HashEmbedder, SemanticEmbedder
+    from liyuan.vector.factory import make_embedder
     from liyuan.vector.lexical import BM25Index, bigram_terms
     from liyuan.vector.memory import VectorMemory
+    from liyuan.vector.openai_embed import OpenAIEmbedder
     from liyuan.vector.recall import (
         INGEST_TIMEOUT_S,
         RECALL_TIMEOUT_S,
@@ -69,7 +71,7 @@ _HOMES = {
     "INGEST_TIMEOUT_S": "recall",
     "IngestResult": "results",
     "NARRATIVE": "config",
-    "OpenAIEmbedder": "embed",
+    "OpenAIEmbedder": "openai_embed",
     "RECALL_TIMEOUT_S": "recall",
     "SearchReport": "results",
     "SemanticEmbedder": "embed",
@@ -85,7 +87,7 @@ _HOMES = {
     "format_recall_lines": "recall",
     "ingest_for_beat": "recall",
     "load_config": "config",
-    "make_embedder": "embed",
+    "make_embedder": "factory",
     "on_current_branch": "search",
     "public_config": "config",
     "read_tool": "tools",

