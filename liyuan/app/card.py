@@ -80,6 +80,8 @@ class Card:
         self._ids = ids
         self._layout = CardLayout(self.path)
         self._chats: dict[str, Chat] = {}
+        self._chats_guard = threading.Lock()
+        """Makes look-up-or-open one step: two threads entering a chat get one :class:`Chat`."""
         self._unreported: SyncOutcome | None = None
         """Every sync finished since :meth:`sync` last reported, combined (bounded by the chats)."""
         self._outcomes_guard = threading.Lock()
@@ -109,10 +111,11 @@ class Card:
             ConfigError: An invalid chat id.
         """
         validate_chat_id(chat_id)
-        chat = self._chats.get(chat_id)
-        if chat is None:
-            chat = self._open_chat(chat_id, user_name or self.user_name, char_name or self.char_name, greeting)
-            self._chats[chat_id] = chat
+        with self._chats_guard:
+            chat = self._chats.get(chat_id)
+            if chat is None:
+                chat = self._open_chat(chat_id, user_name or self.user_name, char_name or self.char_name, greeting)
+                self._chats[chat_id] = chat
         if title is not None:
             meta = self._layout.chat_dir(chat_id) / CHAT_META_FILE
             atomic_write_text(meta, json.dumps({"name": title}, ensure_ascii=False) + "\n")
@@ -165,7 +168,8 @@ class Card:
             ConfigError: An invalid chat id.
         """
         validate_chat_id(chat_id)
-        chat = self._chats.pop(chat_id, None)
+        with self._chats_guard:
+            chat = self._chats.pop(chat_id, None)
         if chat is not None:
             chat.close()
         deleted = self.memory.delete_chat(chat_id)
@@ -216,9 +220,11 @@ class Card:
     def close(self, timeout: float | None = None) -> bool:
         """Finish the background work and stop the worker threads."""
         done = self.flush(timeout)
-        for chat in list(self._chats.values()):
+        with self._chats_guard:
+            chats = list(self._chats.values())
+            self._chats.clear()
+        for chat in chats:
             chat.close(timeout)
-        self._chats.clear()
         return done
 
     def __enter__(self) -> Card:
