@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from liyuan import Card
+from liyuan import Card, Completion, FunctionModel, ModelRequest
 from liyuan.app.chat import Chat
+from liyuan.story import compact as compact_module
+from liyuan.story.backoff import COMPACT_FAILED_TYPE
 
-from .test_chat import open_card
+from .test_chat import BODY, open_card, play
 
 
 def test_two_threads_opening_the_same_chat_share_one_chat_object(
@@ -39,4 +41,36 @@ def test_two_threads_opening_the_same_chat_share_one_chat_object(
         assert len(got) == 2 and got[0] is got[1]
         assert calls == ["jA"]  # one session tree, one lane for the file
     finally:
+        card.close()
+
+
+def test_a_rejected_summary_is_not_noted_on_the_branch_a_reroll_moved_to(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at_check = threading.Event()
+    gate = threading.Event()
+    validate = compact_module.validate_summary
+
+    def paused_validate(text: str, *, instructions: str = "") -> str:
+        at_check.set()
+        assert gate.wait(10)
+        return validate(text, instructions=instructions)
+
+    def nonsense(request: ModelRequest) -> Completion:
+        return Completion("这不是摘要。")
+
+    monkeypatch.setattr(compact_module, "validate_summary", paused_validate)
+    card = open_card(tmp_path, side_model=FunctionModel(nonsense))
+    try:
+        play(card, 36)  # the 36th record queues the compaction; its reply is checked after the call
+        chat = card.chat("jA")
+        assert at_check.wait(10)
+        turn = chat.reroll()  # the leaf moves while the rejected reply is being checked
+        gate.set()
+        assert chat.flush(10)
+        reply = chat.record(f"另一个回应。{BODY}")  # the user message still waits for its reply
+        assert reply.parent_id == turn.user_entry.id
+        assert not [e for e in chat.branch() if e.type == "custom" and e.custom_type == COMPACT_FAILED_TYPE
+                    and e.parent_id == turn.user_entry.id]
+    finally:
+        gate.set()
         card.close()
