@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from liyuan import Card, Completion, FunctionModel, ModelRequest
+from liyuan import Card, Completion, ConfigError, FunctionModel, ModelRequest
 from liyuan.app.chat import Chat
 from liyuan.story import compact as compact_module
 from liyuan.story.backoff import COMPACT_FAILED_TYPE
 
-from .test_chat import BODY, open_card, play
+from .test_chat import BODY, open_card, play, summariser
 
 
 def test_two_threads_opening_the_same_chat_share_one_chat_object(
@@ -42,6 +42,28 @@ def test_two_threads_opening_the_same_chat_share_one_chat_object(
         assert calls == ["jA"]  # one session tree, one lane for the file
     finally:
         card.close()
+
+
+def test_a_chat_handle_kept_after_delete_is_refused_with_a_clear_error(tmp_path: Path) -> None:
+    with open_card(tmp_path, background=False) as card:
+        chat = card.chat("jA")
+        chat.prepare("开门。")
+        chat.record("她没开。")
+        assert card.delete_chat("jA")
+        with pytest.raises(ConfigError, match="已关闭"):
+            chat.prepare("还在吗？")
+        assert card.chat_ids() == []
+
+
+def test_record_on_a_chat_of_a_closed_card_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    card = open_card(tmp_path, side_model=summariser())
+    chat = card.chat("jA")
+    chat.prepare("开门。")
+    assert card.close()
+    before = len(chat.tree)
+    with pytest.raises(ConfigError, match="已关闭"):
+        chat.record("她没开。")
+    assert len(chat.tree) == before
 
 
 def test_a_rejected_summary_is_not_noted_on_the_branch_a_reroll_moved_to(
