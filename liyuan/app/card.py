@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections import deque
 from pathlib import Path
 from types import TracebackType
@@ -211,20 +212,29 @@ class Card:
         return unreported or SyncOutcome()
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait for every chat's background work and the card's sync; False on timeout."""
-        done = all(chat.flush(timeout) for chat in list(self._chats.values()))
+        """Wait for every chat's background work and the card's sync; False on timeout.
+
+        ``timeout`` bounds the whole wait, however many chats are open.
+        """
+        deadline = _deadline(timeout)
+        with self._chats_guard:
+            chats = list(self._chats.values())
+        done = True
+        for chat in chats:
+            done = chat.flush(_left(deadline)) and done
         if self._worker is not None:
-            done = self._worker.wait_idle(timeout) and done
+            done = self._worker.wait_idle(_left(deadline)) and done
         return done
 
     def close(self, timeout: float | None = None) -> bool:
-        """Finish the background work and stop the worker threads."""
+        """Finish the background work and stop the worker threads (``timeout`` bounds it all)."""
+        deadline = _deadline(timeout)
         done = self.flush(timeout)
         with self._chats_guard:
             chats = list(self._chats.values())
             self._chats.clear()
         for chat in chats:
-            chat.close(timeout)
+            done = chat.close(_left(deadline)) and done
         return done
 
     def __enter__(self) -> Card:
@@ -278,6 +288,14 @@ class Card:
         return Chat(chat_id, tree, user_name=user_name, char_name=char_name, config=self.config,
                     side_model=self.side_model, lane=lane, resident=self.resident_summary, emit=self._emit,
                     vector=vector)
+
+
+def _deadline(timeout: float | None) -> float | None:
+    return None if timeout is None else time.monotonic() + timeout
+
+
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 def _combine(outcomes: list[SyncOutcome]) -> SyncOutcome:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,19 @@ def test_a_rejected_summary_is_not_noted_on_the_branch_a_reroll_moved_to(
     finally:
         gate.set()
         card.close()
+
+
+def test_close_timeout_bounds_the_whole_wait_not_each_chat(tmp_path: Path) -> None:
+    gate = threading.Event()
+    card = open_card(tmp_path, side_model=summariser(gate))
+    chats = []
+    try:
+        for chat_id in ("jA", "jB", "jC"):
+            play(card, 36, chat_id)  # each chat's 36th record queues a compaction held by the gate
+            chats.append(card.chat(chat_id))
+        started = time.monotonic()
+        assert not card.close(timeout=0.3)
+        assert time.monotonic() - started < 0.9  # it took 1.5 s: twice for flush, then again per chat
+    finally:
+        gate.set()
+        assert all(chat.flush(10) for chat in chats) and card.flush(10)
