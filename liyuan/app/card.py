@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections import deque
 from pathlib import Path
 from types import TracebackType
@@ -80,6 +81,8 @@ class Card:
         self._ids = ids
         self._layout = CardLayout(self.path)
         self._chats: dict[str, Chat] = {}
+        self._chats_guard = threading.Lock()
+        """Makes look-up-or-open one step: two threads entering a chat get one :class:`Chat`."""
         self._unreported: SyncOutcome | None = None
         """Every sync finished since :meth:`sync` last reported, combined (bounded by the chats)."""
         self._outcomes_guard = threading.Lock()
@@ -109,10 +112,11 @@ class Card:
             ConfigError: An invalid chat id.
         """
         validate_chat_id(chat_id)
-        chat = self._chats.get(chat_id)
-        if chat is None:
-            chat = self._open_chat(chat_id, user_name or self.user_name, char_name or self.char_name, greeting)
-            self._chats[chat_id] = chat
+        with self._chats_guard:
+            chat = self._chats.get(chat_id)
+            if chat is None:
+                chat = self._open_chat(chat_id, user_name or self.user_name, char_name or self.char_name, greeting)
+                self._chats[chat_id] = chat
         if title is not None:
             meta = self._layout.chat_dir(chat_id) / CHAT_META_FILE
             atomic_write_text(meta, json.dumps({"name": title}, ensure_ascii=False) + "\n")
@@ -165,7 +169,8 @@ class Card:
             ConfigError: An invalid chat id.
         """
         validate_chat_id(chat_id)
-        chat = self._chats.pop(chat_id, None)
+        with self._chats_guard:
+            chat = self._chats.pop(chat_id, None)
         if chat is not None:
             chat.close()
         deleted = self.memory.delete_chat(chat_id)
@@ -207,18 +212,29 @@ class Card:
         return unreported or SyncOutcome()
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait for every chat's background work and the card's sync; False on timeout."""
-        done = all(chat.flush(timeout) for chat in list(self._chats.values()))
+        """Wait for every chat's background work and the card's sync; False on timeout.
+
+        ``timeout`` bounds the whole wait, however many chats are open.
+        """
+        deadline = _deadline(timeout)
+        with self._chats_guard:
+            chats = list(self._chats.values())
+        done = True
+        for chat in chats:
+            done = chat.flush(_left(deadline)) and done
         if self._worker is not None:
-            done = self._worker.wait_idle(timeout) and done
+            done = self._worker.wait_idle(_left(deadline)) and done
         return done
 
     def close(self, timeout: float | None = None) -> bool:
-        """Finish the background work and stop the worker threads."""
+        """Finish the background work and stop the worker threads (``timeout`` bounds it all)."""
+        deadline = _deadline(timeout)
         done = self.flush(timeout)
-        for chat in list(self._chats.values()):
-            chat.close(timeout)
-        self._chats.clear()
+        with self._chats_guard:
+            chats = list(self._chats.values())
+            self._chats.clear()
+        for chat in chats:
+            done = chat.close(_left(deadline)) and done
         return done
 
     def __enter__(self) -> Card:
@@ -272,6 +288,14 @@ class Card:
         return Chat(chat_id, tree, user_name=user_name, char_name=char_name, config=self.config,
                     side_model=self.side_model, lane=lane, resident=self.resident_summary, emit=self._emit,
                     vector=vector)
+
+
+def _deadline(timeout: float | None) -> float | None:
+    return None if timeout is None else time.monotonic() + timeout
+
+
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 def _combine(outcomes: list[SyncOutcome]) -> SyncOutcome:

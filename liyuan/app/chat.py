@@ -10,6 +10,8 @@ Invariants:
   waits for that lane first, as the original finishes its beat with the compaction, so a
   summary is never thrown away by the next beat's append (a reroll or rewind during the
   side call still discards it: that is the leaf guard).
+- A closed chat (its card closed, or the chat deleted) refuses every beat before
+  writing anything; :meth:`liyuan.Card.chat` opens it afresh.
 - A failing side model never raises out of these methods: the outcome is an activity
   line (and a ``rp-compact-failed`` entry the backoff counts).
 """
@@ -99,6 +101,7 @@ class Chat:
         self._emit = emit
         self.vector = vector
         """The chat's vector memory, or ``None`` when it is off."""
+        self._closed = False
 
     # -- a beat -----------------------------------------------------------------
 
@@ -123,6 +126,7 @@ class Chat:
             raise ConfigError("用户消息不能为空")
         if mode not in ("roleplay", "agent"):
             raise ConfigError(f"mode 只能是 roleplay 或 agent，实际是 {mode!r}")
+        self._check_open()
         self._lane.wait()  # the previous beat's compaction lands before this beat appends
         fields = {"mode": "agent"} if mode == "agent" else {}
         entry = self.tree.append_message("user", user_text, **fields)
@@ -144,8 +148,10 @@ class Chat:
             The reply's entry.
 
         Raises:
-            ConfigError: No user message waits for a reply (call :meth:`prepare` first).
+            ConfigError: No user message waits for a reply (call :meth:`prepare` first),
+                or the chat is closed.
         """
+        self._check_open()
         with self.tree.lock:
             leaf = self.tree.get(self.tree.leaf_id) if self.tree.leaf_id else None
             if leaf is None or leaf.type != "message" or leaf.role not in ("user", "toolResult"):
@@ -173,6 +179,7 @@ class Chat:
 
     def record_tool(self, name: str, args: Mapping[str, Any], result: str) -> Entry:
         """Agent mode: record one tool call and its receipt (before the final :meth:`record`)."""
+        self._check_open()
         with self.tree.lock:
             self.tree.append_message("assistant", "", toolCalls=[{"name": name, "args": dict(args)}], mode="agent")
             return self.tree.append_message("toolResult", result, toolName=name, mode="agent")
@@ -184,8 +191,9 @@ class Chat:
         """Answer the last user message again: the next :meth:`record` forks a sibling reply.
 
         Raises:
-            ConfigError: The branch has no user message yet.
+            ConfigError: The branch has no user message yet, or the chat is closed.
         """
+        self._check_open()
         with self.tree.lock:
             branch = self.tree.branch()
             user = next((e for e in reversed(branch) if e.type == "message" and e.role == "user"), None)
@@ -222,6 +230,7 @@ class Chat:
         """
         if self._model is None:
             raise ConfigError("没有配置旁路模型（side_model），无法压缩")
+        self._check_open()
         self._lane.wait()
         return compact_now(self.tree, self._model, user_name=self.user_name, char_name=self.char_name,
                            language=self._config.language, keep=self._config.keep, archive=self._archive(),
@@ -232,8 +241,15 @@ class Chat:
         return self._lane.wait(timeout)
 
     def close(self, timeout: float | None = None) -> bool:
-        """Finish the background work and stop the chat's worker thread."""
+        """Finish the background work and stop the chat's worker thread; the chat takes no more beats."""
+        self._closed = True
         return self._lane.close(timeout)
+
+    def _check_open(self) -> None:
+        # Checked before anything is written: a closed lane takes no work, so a reply
+        # appended here would get none of its memory work and the call would fail half done.
+        if self._closed:
+            raise ConfigError(f"局 {self.id} 已关闭（卡已关闭或这一局已删除）：请用 card.chat() 重新打开")
 
     def _assemble(self, user: Entry, *, ledger: Ledger | None, roster: str | None, lore_index: str,
                   extra: Sequence[str]) -> Turn:

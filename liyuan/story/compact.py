@@ -150,13 +150,19 @@ class CompactionOutcome:
     ``invalid-summary``, ``leaf-moved``."""
 
 
-def _note_failure(tree: SessionTree, data: Mapping[str, object]) -> None:
+def _note_failure(tree: SessionTree, leaf_before: str | None, data: Mapping[str, object]) -> None:
+    # A failure is recorded on the branch it happened on: the guard and the append are one
+    # step against another thread's reroll, or the note would land under the rerolled user
+    # message and the reply the app is about to record would be refused.
     # Best effort: a tree that cannot take the note (disk full) must not turn a model
     # failure into an exception; the only cost is that this failure does not count.
-    try:
-        tree.append_custom(COMPACT_FAILED_TYPE, data)
-    except TreeError as exc:
-        _log.warning("无法记下压缩失败（已忽略）：%s", exc)
+    with tree.lock:
+        if tree.leaf_id != leaf_before:
+            return
+        try:
+            tree.append_custom(COMPACT_FAILED_TYPE, data)
+        except TreeError as exc:
+            _log.warning("无法记下压缩失败（已忽略）：%s", exc)
 
 
 # --8<-- [start:run_compaction]
@@ -241,19 +247,17 @@ def run_compaction(
     try:
         completion = side_call(model, prompt.request())
     except ModelOutputError as exc:  # a reply no file can hold (a lone surrogate): malformed
-        if tree.leaf_id == leaf_before:
-            _note_failure(tree, failure_data("invalid-summary", str(exc), plan.covers_through_id, None))
+        _note_failure(tree, leaf_before, failure_data("invalid-summary", str(exc), plan.covers_through_id, None))
         return done("failed", f"前情摘要拒绝提交：{exc}", "invalid-summary", plan=plan)
     except ModelError as exc:
-        if tree.leaf_id == leaf_before:  # a failure is recorded on the branch it happened on
-            _note_failure(tree, failure_data("model-error", str(exc), plan.covers_through_id, None))
+        _note_failure(tree, leaf_before, failure_data("model-error", str(exc), plan.covers_through_id, None))
         return done("failed", f"前情压缩失败：{exc}", "model-error", plan=plan)
     # Leaf guard: a reroll, rewind or line switch during the call makes the plan stale.
     if tree.leaf_id != leaf_before:
         return done("stale", "压缩已丢弃（本轮期间切换了分支）", "leaf-moved", plan=plan)
 
     def refuse(reason: str) -> CompactionOutcome:
-        _note_failure(tree, failure_data("invalid-summary", reason, plan.covers_through_id, completion))
+        _note_failure(tree, leaf_before, failure_data("invalid-summary", reason, plan.covers_through_id, completion))
         return done("failed", f"前情摘要拒绝提交：{reason}", "invalid-summary", plan=plan)
 
     try:

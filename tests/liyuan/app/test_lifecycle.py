@@ -1,0 +1,115 @@
+"""The facade under concurrency and across its lifecycle: races, stale handles, closing."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from liyuan import Card, Completion, ConfigError, FunctionModel, ModelRequest
+from liyuan.app.chat import Chat
+from liyuan.story import compact as compact_module
+from liyuan.story.backoff import COMPACT_FAILED_TYPE
+
+from .test_chat import BODY, open_card, play, summariser
+
+
+def test_two_threads_opening_the_same_chat_share_one_chat_object(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    card = open_card(tmp_path)
+    opened = Card._open_chat
+    calls: list[str] = []
+    second = threading.Event()
+
+    def slow_open(self: Card, chat_id: str, user_name: str, char_name: str, greeting: str | None) -> Chat:
+        calls.append(chat_id)
+        if len(calls) == 1:
+            second.wait(0.5)  # racy code lets the second thread in meanwhile; a guarded one never does
+        else:
+            second.set()
+        return opened(self, chat_id, user_name, char_name, greeting)
+
+    monkeypatch.setattr(Card, "_open_chat", slow_open)
+    got: list[Chat] = []
+    threads = [threading.Thread(target=lambda: got.append(card.chat("jA"))) for _ in range(2)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        assert len(got) == 2 and got[0] is got[1]
+        assert calls == ["jA"]  # one session tree, one lane for the file
+    finally:
+        card.close()
+
+
+def test_a_chat_handle_kept_after_delete_is_refused_with_a_clear_error(tmp_path: Path) -> None:
+    with open_card(tmp_path, background=False) as card:
+        chat = card.chat("jA")
+        chat.prepare("开门。")
+        chat.record("她没开。")
+        assert card.delete_chat("jA")
+        with pytest.raises(ConfigError, match="已关闭"):
+            chat.prepare("还在吗？")
+        assert card.chat_ids() == []
+
+
+def test_record_on_a_chat_of_a_closed_card_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    card = open_card(tmp_path, side_model=summariser())
+    chat = card.chat("jA")
+    chat.prepare("开门。")
+    assert card.close()
+    before = len(chat.tree)
+    with pytest.raises(ConfigError, match="已关闭"):
+        chat.record("她没开。")
+    assert len(chat.tree) == before
+
+
+def test_a_rejected_summary_is_not_noted_on_the_branch_a_reroll_moved_to(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at_check = threading.Event()
+    gate = threading.Event()
+    validate = compact_module.validate_summary
+
+    def paused_validate(text: str, *, instructions: str = "") -> str:
+        at_check.set()
+        assert gate.wait(10)
+        return validate(text, instructions=instructions)
+
+    def nonsense(request: ModelRequest) -> Completion:
+        return Completion("这不是摘要。")
+
+    monkeypatch.setattr(compact_module, "validate_summary", paused_validate)
+    card = open_card(tmp_path, side_model=FunctionModel(nonsense))
+    try:
+        play(card, 36)  # the 36th record queues the compaction; its reply is checked after the call
+        chat = card.chat("jA")
+        assert at_check.wait(10)
+        turn = chat.reroll()  # the leaf moves while the rejected reply is being checked
+        gate.set()
+        assert chat.flush(10)
+        reply = chat.record(f"另一个回应。{BODY}")  # the user message still waits for its reply
+        assert reply.parent_id == turn.user_entry.id
+        assert not [e for e in chat.branch() if e.type == "custom" and e.custom_type == COMPACT_FAILED_TYPE
+                    and e.parent_id == turn.user_entry.id]
+    finally:
+        gate.set()
+        card.close()
+
+
+def test_close_timeout_bounds_the_whole_wait_not_each_chat(tmp_path: Path) -> None:
+    gate = threading.Event()
+    card = open_card(tmp_path, side_model=summariser(gate))
+    chats = []
+    try:
+        for chat_id in ("jA", "jB", "jC"):
+            play(card, 36, chat_id)  # each chat's 36th record queues a compaction held by the gate
+            chats.append(card.chat(chat_id))
+        started = time.monotonic()
+        assert not card.close(timeout=0.3)
+        assert time.monotonic() - started < 0.9  # it took 1.5 s: twice for flush, then again per chat
+    finally:
+        gate.set()
+        assert all(chat.flush(10) for chat in chats) and card.flush(10)
