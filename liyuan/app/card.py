@@ -194,8 +194,10 @@ class Card:
         With ``wait`` (the default) it returns once the card is idle, with every sync that
         finished since the last call that returned an outcome, combined: background syncs
         (after entering or deleting a chat) included, so nothing they did goes unreported.
-        Without a side model it does nothing and returns ``None``; it also returns ``None``
-        when ``wait`` is False or the timeout ran out.
+        A background sync that stopped on an error is listed in the outcome's ``errors``
+        (and was an ``error`` activity line when it happened). Without a side model it
+        does nothing and returns ``None``; it also returns ``None`` when ``wait`` is False
+        or the timeout ran out.
         """
         if self.side_model is None:
             return None
@@ -266,8 +268,10 @@ class Card:
         with self._outcomes_guard:
             self._unreported = outcome if self._unreported is None else _combine([self._unreported, outcome])
 
-    def _sync_failed(self, _key: Path, exc: BaseException) -> None:
+    def _sync_failed(self, key: Path, exc: BaseException) -> None:
         self._emit(Activity("error", f"跨局记忆同步出错：{type(exc).__name__}: {exc}"))
+        # Reported by the next sync(wait=True) too: an empty outcome would read "nothing to do".
+        self._synced(key, SyncOutcome(errors=[f"{type(exc).__name__}: {exc}"]))
 
     def _open_chat(self, chat_id: str, user_name: str, char_name: str, greeting: str | None) -> Chat:
         folder = self._layout.sessions_dir(chat_id)
@@ -303,11 +307,13 @@ def _combine(outcomes: list[SyncOutcome]) -> SyncOutcome:
     recapped: list[str] = []
     failed: list[str] = []
     forgotten: list[str] = []
+    errors: list[str] = []
     merged: MergeStatus = "no-change"
     for outcome in outcomes:
         recapped += [c for c in outcome.recapped if c not in recapped]
         failed += [c for c in outcome.failed if c not in failed]
         forgotten += [c for c in outcome.forgotten if c not in forgotten]
+        errors += outcome.errors
         if outcome.merged != "no-change":
             merged = outcome.merged
-    return SyncOutcome(recapped, failed, merged, forgotten)
+    return SyncOutcome(recapped, failed, merged, forgotten, errors)

@@ -82,6 +82,9 @@ class SyncOutcome:
     merged: MergeStatus = "no-change"
     forgotten: list[str] = field(default_factory=list)
     """Deleted chats the merge was told to forget."""
+    errors: list[str] = field(default_factory=list)
+    """Background syncs that stopped on an error (not a model failure, which is in
+    ``failed``/``merged``), as ``type: message``; set by :meth:`liyuan.Card.sync`."""
 
 
 def _off_limits(manifest: Manifest, chat_id: str) -> bool:

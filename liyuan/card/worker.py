@@ -11,6 +11,7 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from liyuan.card.sync import CardMemory, SyncOutcome
 
@@ -71,16 +72,22 @@ class SyncWorker:
         return deleted
 
     def _loop(self, key: Path) -> None:
-        while True:
-            self._run_once(key)
+        try:
+            while True:
+                self._run_once(key)
+                with self._cond:
+                    self.runs += 1
+                    if key in self._queued:
+                        self._queued.discard(key)
+                        continue
+                    return
+        finally:
+            # However the thread ends (even by SystemExit from a model), the card is no
+            # longer running: a waiter is released instead of hanging forever.
             with self._cond:
-                self.runs += 1
-                if key in self._queued:
-                    self._queued.discard(key)
-                    continue
                 self._running.discard(key)
+                self._queued.discard(key)
                 self._cond.notify_all()
-                return
 
     def _run_once(self, key: Path) -> None:
         try:
@@ -90,11 +97,19 @@ class SyncWorker:
             outcome = memory.sync()
         except Exception as exc:  # a background thread must report, never die silently
             log.exception("card memory sync failed for %s", key)
-            if self._on_error is not None:
-                self._on_error(key, exc)
+            self._call(self._on_error, key, exc)
             return
-        if self._on_outcome is not None:
-            self._on_outcome(key, outcome)
+        self._call(self._on_outcome, key, outcome)
+
+    @staticmethod
+    def _call(callback: Callable[[Path, Any], None] | None, key: Path, value: object) -> None:
+        # A listener that raises is logged, not allowed to end the worker's loop.
+        if callback is None:
+            return
+        try:
+            callback(key, value)
+        except Exception:
+            log.exception("card sync listener failed for %s", key)
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until no sync runs or is queued. Returns False on timeout."""

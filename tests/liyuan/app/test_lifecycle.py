@@ -113,3 +113,22 @@ def test_close_timeout_bounds_the_whole_wait_not_each_chat(tmp_path: Path) -> No
     finally:
         gate.set()
         assert all(chat.flush(10) for chat in chats) and card.flush(10)
+
+
+def test_a_background_sync_that_crashed_is_reported_by_the_next_sync(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from liyuan.card import CardMemory
+
+    card = open_card(tmp_path, side_model=summariser())
+
+    def crash(self: CardMemory) -> None:
+        raise OSError("磁盘满了")
+
+    monkeypatch.setattr(CardMemory, "sync", crash)
+    try:
+        outcome = card.sync(wait=True, timeout=10)
+        assert outcome is not None
+        assert outcome.errors == ["OSError: 磁盘满了"]  # not an empty outcome that reads "nothing to do"
+        assert any(a.kind == "error" and "磁盘满了" in a.text for a in card.activity)
+    finally:
+        card.close(5)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from liyuan.card import CardMemory, SyncOutcome, SyncWorker
 from liyuan.model import FunctionModel, ModelRequest, ScriptedModel
 
@@ -125,3 +127,35 @@ def test_public_names_are_exported() -> None:
                  "diff_recaps", "build_recap_prompt", "build_merge_prompt", "parse_merge_result", "strip_fence",
                  "HANDBOOK_MARK", "RESIDENT_MARK", "CardMemory", "SyncOutcome", "SyncWorker"):
         assert name in card_memory.__all__
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_sync_that_ends_its_thread_does_not_leave_waiters_hanging(tmp_path: Path) -> None:
+    two_chats(tmp_path)
+
+    def leave(_request: ModelRequest) -> str:
+        raise SystemExit("模型调用了 sys.exit")  # not an Exception: nothing on the way catches it
+
+    worker = SyncWorker(lambda card: memory(card, FunctionModel(leave)))
+    worker.trigger(tmp_path)
+    assert worker.wait_idle(5)  # the card is no longer marked running
+    worker.trigger(tmp_path)  # and a later trigger starts a fresh run
+    assert worker.wait_idle(5)
+    for thread in threading.enumerate():  # their SystemExit is reported within this test
+        if thread.name.startswith("card-sync-"):
+            thread.join(5)
+
+
+def test_a_listener_that_raises_does_not_end_the_worker(tmp_path: Path) -> None:
+    two_chats(tmp_path)
+    model = ScriptedModel({"recap": [RECAP_A, RECAP_B], "merge": [merge_reply()]})
+
+    def broken(_card: Path, _outcome: SyncOutcome) -> None:
+        raise RuntimeError("监听方自己出错")
+
+    worker = SyncWorker(lambda card: memory(card, model), on_outcome=broken)
+    worker.trigger(tmp_path)
+    assert worker.wait_idle(5)
+    worker.trigger(tmp_path)
+    assert worker.wait_idle(5)
+    assert worker.runs == 2
