@@ -54,16 +54,25 @@ class Lane:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name) if background else None
         self._last: Future[None] | None = None
         self._guard = threading.Lock()
+        self._closed = False
         self.errors: deque[BaseException] = deque(maxlen=20)
         """The newest errors raised by background work (oldest dropped first)."""
 
     def submit(self, work: Callable[[], None]) -> None:
-        """Run ``work`` after everything submitted before it."""
-        if self._executor is None:
-            self._run(work)
-            return
+        """Run ``work`` after everything submitted before it.
+
+        On a closed lane (a beat that raced :meth:`close`) the work runs here, in the
+        caller's thread, after the lane's last job: a reply already written still gets
+        its compaction and ingest, and the caller gets no error from a shut-down pool.
+        """
         with self._guard:
-            self._last = self._executor.submit(self._run, work)
+            if self._executor is not None and not self._closed:
+                self._last = self._executor.submit(self._run, work)
+                return
+            last = self._last
+        if last is not None:
+            last.result()  # keep the order: what was queued before runs first
+        self._run(work)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for all work submitted so far; False when ``timeout`` ran out first."""
@@ -78,7 +87,9 @@ class Lane:
         return True
 
     def close(self, timeout: float | None = None) -> bool:
-        """Finish the submitted work and stop the thread; the lane takes no more work."""
+        """Finish the submitted work and stop the thread; later work runs in its caller."""
+        with self._guard:
+            self._closed = True
         finished = self.wait(timeout)
         if self._executor is not None:
             self._executor.shutdown(wait=finished)

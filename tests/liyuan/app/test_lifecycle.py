@@ -132,3 +132,20 @@ def test_a_background_sync_that_crashed_is_reported_by_the_next_sync(
         assert any(a.kind == "error" and "磁盘满了" in a.text for a in card.activity)
     finally:
         card.close(5)
+
+
+def test_a_record_that_races_close_still_gets_its_memory_work(tmp_path: Path) -> None:
+    card = open_card(tmp_path, side_model=summariser())
+    play(card, 35)
+    chat = card.chat("jA")
+    chat.prepare(f"第35拍。{BODY}")
+    check = chat._check_open
+
+    def closed_right_after_the_check() -> None:
+        check()
+        card.close()  # another thread closes the card between the check and the lane
+
+    chat._check_open = closed_right_after_the_check  # type: ignore[method-assign]
+    entry = chat.record(f"回应35。{BODY}")  # raised RuntimeError from the shut-down lane
+    assert chat.tree.get(entry.id) is not None
+    assert chat.summary is not None  # the 36th record's compaction ran
