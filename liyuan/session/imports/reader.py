@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -167,7 +168,8 @@ def import_chat(path: str | os.PathLike[str], session_path: str | os.PathLike[st
     source = reader.scan()
     created = [p for p in (target.parent, *target.parent.parents) if not p.exists()]
     target.parent.mkdir(parents=True, exist_ok=True)
-    temp = target.with_name(f".{target.name}.importing-{os.getpid()}")
+    # One temporary file per process and thread: two imports into one target never share it.
+    temp = target.with_name(f".{target.name}.importing-{os.getpid()}-{threading.get_ident()}")
     try:
         with contextlib.suppress(FileNotFoundError):
             temp.unlink()  # a leftover of an import that died; never a session
@@ -183,7 +185,14 @@ def import_chat(path: str | os.PathLike[str], session_path: str | os.PathLike[st
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.link(temp, target)  # fails if the target appeared meanwhile: never overwrites
+        try:
+            os.link(temp, target)  # fails if the target appeared meanwhile: never overwrites
+        except FileExistsError:
+            lost = ChatImportError(f"会话文件 {target.name} 已经存在：导入只写新文件，不改已有的会话")
+        else:
+            lost = None
+        if lost is not None:
+            raise lost  # outside the except block: the OS error is no part of the story
         temp.unlink()
         fsync_dir(target.parent)
     except BaseException:

@@ -307,3 +307,41 @@ def test_the_import_fsyncs_its_file_once_not_per_entry(tmp_path: Path, monkeypat
     tree.append_message("user", "你好")
     tree.append_message("assistant", "好")
     assert len(calls) == 3
+
+
+def test_two_threads_importing_into_one_session_file_leave_one_whole_import(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from liyuan.session.imports import reader as reader_module
+
+    both_writing = threading.Barrier(2, timeout=10)
+    write = reader_module.write_messages
+
+    def in_step(*args: object, **kwargs: object) -> object:
+        both_writing.wait()  # both imports have their temporary file before either writes
+        return write(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reader_module, "write_messages", in_step)
+    target = tmp_path / "sessions" / "001.jsonl"
+    results: list[object] = []
+
+    def run() -> None:
+        try:
+            results.append(import_chat(FIXTURE, target, clock=fixed_clock(), ids=counter_ids("i")))
+        except Exception as exc:  # the loser's error is part of what is checked
+            results.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    errors = [r for r in results if isinstance(r, Exception)]
+    assert len(results) == 2 and len(errors) == 1
+    assert isinstance(errors[0], ChatImportError) and "已经存在" in str(errors[0])
+    alone = tmp_path / "alone.jsonl"
+    monkeypatch.setattr(reader_module, "write_messages", write)
+    import_chat(FIXTURE, alone, clock=fixed_clock(), ids=counter_ids("i"))
+    assert target.read_bytes() == alone.read_bytes()  # one whole import, nothing interleaved
+    assert [p.name for p in target.parent.iterdir()] == ["001.jsonl"]  # no temporary file left
