@@ -185,12 +185,11 @@ def import_chat(path: str | os.PathLike[str], session_path: str | os.PathLike[st
             os.fsync(fd)
         finally:
             os.close(fd)
+        lost: ChatImportError | None = None
         try:
             os.link(temp, target)  # fails if the target appeared meanwhile: never overwrites
         except FileExistsError:
             lost = ChatImportError(f"会话文件 {target.name} 已经存在：导入只写新文件，不改已有的会话")
-        else:
-            lost = None
         if lost is not None:
             raise lost  # outside the except block: the OS error is no part of the story
         temp.unlink()
