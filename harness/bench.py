@@ -11,6 +11,9 @@ committed):
   code-switched Chinese-English chat (24 beats; 20 queries, by the query's language).
   A query counts as recalled when one of the beats labelled as its answer is among the
   five results; a user's line answers nothing.
+- ``variants.json``: recall@5 of lexical variants tried for English and not shipped
+  (neighbouring turns, pseudo-relevance feedback, WordNet expansion;
+  :mod:`harness.bench_lexical`), on the same sets.
 - ``weights.json``: the same recall of hybrid RRF for a sweep of embedding-list
   weights, per embedder and per query script (how the defaults in
   :data:`liyuan.vector.config.DEFAULT_FUSION_WEIGHTS` were chosen).
@@ -180,12 +183,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness bench", description="召回、延迟与 token 估算基准")
     parser.add_argument("--out", type=Path, default=ROOT / "sim" / "bench", help="JSON 输出目录")
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 5000, 50000], help="延迟测试的段数")
-    parser.add_argument("--only", choices=["recall", "weights", "latency", "tokens", "overhead", "import"],
+    parser.add_argument("--only", choices=["recall", "variants", "weights", "latency", "tokens", "overhead", "import"],
                         action="append",
-                        help="只跑某几项（可重复）；overhead 是每轮开销和整体用时（harness.eval），"
+                        help="只跑某几项（可重复）；"
+                             "variants 是量过、没有采用的关键词检索变体（harness.bench_lexical）；"
+                             "overhead 是每轮开销和整体用时（harness.eval），"
                              "import 是导入 5,000 条消息的聊天并跑一遍（harness.import_bench）")
     args = parser.parse_args(argv)
-    only = set(args.only or ["recall", "weights", "latency", "tokens", "overhead", "import"])
+    only = set(args.only or ["recall", "variants", "weights", "latency", "tokens", "overhead", "import"])
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -201,6 +206,13 @@ def main(argv: list[str] | None = None) -> int:
             table = recall_table(folder)
             _print_recall(table)
             _write(args.out, "recall.json", table)
+        if "variants" in only:
+            from .bench_lexical import print_variants, variant_table
+
+            progress("关键词检索的变体 …")
+            table = variant_table()
+            print_variants(table)
+            _write(args.out, "variants.json", table)
         if "weights" in only:
             progress("融合权重：逐个权重查询 …")
             table = weight_table(folder)

@@ -32,7 +32,10 @@ CJK runs, digits and words in other scripts are left exactly as before. PyStemme
 gives the same stems as the pure-Python ``snowballstemmer`` about 100x faster; ``bm25s``
 with its own tokenizer scored 0.750 against our 0.722 on that chat (it won three queries, two on words such as
 ``from``/``up`` that its shorter stopword list keeps; we won two) and answered a query
-6x slower (0.25 ms against 0.04 ms at 5,000 chunks).
+6x slower (0.25 ms against 0.04 ms at 5,000 chunks). The remedies tried next for
+paraphrases (terms of the turns before a chunk, pseudo-relevance feedback, WordNet
+expansion) gained at most 0.056 on English and were not shipped:
+``harness/bench_lexical.py`` reruns them.
 """
 
 from __future__ import annotations
