@@ -32,6 +32,15 @@ def _int_field(name: str, value: object, low: int) -> None:
         raise ConfigError(f"{name} 不能小于 {low}，实际是 {value}")
 
 
+def _seconds_field(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        raise ConfigError(f"{name} 应为正数（秒），实际是 {value!r}")
+
+
+BACKGROUND_WAIT_S = 900.0
+"""Default bound on a beat's wait for the chat's background work (see ``background_wait_s``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class MemoryConfig:
     """The memory's settings. Every default is the seed's (``梨园`` as shipped).
@@ -57,6 +66,11 @@ class MemoryConfig:
     turns it on; ``embedder`` picks ``e5`` (the default), ``hash``, ``semantic`` or ``openai``)."""
     recall_timeout_s: float = RECALL_TIMEOUT_S
     """How long a beat waits for vector recall before it goes without 【剧情记忆】."""
+    background_wait_s: float | None = BACKGROUND_WAIT_S
+    """How long ``prepare``, ``compact_now`` and the end of a ``with Card``
+    block wait for a chat's background work (the last beat's compaction and ingest)
+    before going on without it. Longer than the built-in model's 600 s deadline, so only
+    a side model that never returns trips it; ``None`` waits as long as it takes."""
     discussion_window: int = 0
     """Agent-mode discussion compaction: the model's context window in tokens; 0 is off."""
     discussion_reserve: int = RESERVE_TOKENS
@@ -76,10 +90,9 @@ class MemoryConfig:
             raise ConfigError(f"language 应为非空文本，实际是 {self.language!r}")
         if not isinstance(self.vector, VectorConfig):
             raise ConfigError(f"vector 应为 VectorConfig，实际是 {type(self.vector).__name__}")
-        timeout = self.recall_timeout_s
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not math.isfinite(timeout) \
-                or timeout <= 0:
-            raise ConfigError(f"recall_timeout_s 应为正数（秒），实际是 {timeout!r}")
+        _seconds_field("recall_timeout_s", self.recall_timeout_s)
+        if self.background_wait_s is not None:
+            _seconds_field("background_wait_s", self.background_wait_s)
         if self.discussion_window and self.discussion_window <= self.discussion_reserve:
             raise ConfigError(f"discussion_window（{self.discussion_window}）必须大于 discussion_reserve"
                               f"（{self.discussion_reserve}），否则每一轮都会触发讨论压缩")

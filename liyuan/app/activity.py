@@ -76,15 +76,20 @@ class Lane:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for all work submitted so far; False when ``timeout`` ran out first."""
+        return self.unfinished(timeout) is None
+
+    def unfinished(self, timeout: float | None = None) -> Future[None] | None:
+        """Wait for all work submitted so far; ``None`` once it is done, else (``timeout``
+        ran out) the future of the newest work then, to check on later with ``done()``."""
         with self._guard:
             last = self._last
         if last is None:
-            return True
+            return None
         try:
             last.result(timeout)
         except TimeoutError:
-            return False
-        return True
+            return last
+        return None
 
     def close(self, timeout: float | None = None) -> bool:
         """Finish the submitted work and stop the thread; later work runs in its caller."""

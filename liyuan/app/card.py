@@ -244,7 +244,10 @@ class Card:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.close()
+        # Bounded: a side model that never returns must not hang the end of the block.
+        if not self.close(self.config.background_wait_s):
+            self._emit(Activity("error", f"关闭时后台任务 {self.config.background_wait_s:g} 秒还没做完，"
+                                         "不再等它（旁路模型可能卡住了）"))
 
     # -- internals ------------------------------------------------------------------
 

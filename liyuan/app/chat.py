@@ -14,11 +14,16 @@ Invariants:
   writing anything; :meth:`liyuan.Card.chat` opens it afresh.
 - A failing side model never raises out of these methods: the outcome is an activity
   line (and a ``rp-compact-failed`` entry the backoff counts).
+- A side model that never returns does not hang the chat: a beat waits for the lane at
+  most ``MemoryConfig.background_wait_s``, then goes on without it (one ``error``
+  activity line), and later beats do not wait for the lane again until it has drained.
+  A compaction that lands late is discarded by the leaf guard; the next one redoes it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -30,7 +35,7 @@ from liyuan.discussion.messages import agent_history, as_chat_messages
 from liyuan.errors import ConfigError
 from liyuan.model import ChatMessage, ChatModel, Usage
 from liyuan.session.branch import BranchView
-from liyuan.session.entries import Entry
+from liyuan.session.entries import Entry, awaits_reply
 from liyuan.session.state import STATE_ENTRY_TYPE, Ledger, format_roster, format_state, state_from_branch
 from liyuan.session.tree import SessionTree
 from liyuan.story.compact import CompactionOutcome, compact_now, run_compaction
@@ -102,6 +107,7 @@ class Chat:
         self.vector = vector
         """The chat's vector memory, or ``None`` when it is off."""
         self._closed = False
+        self._stuck: Future[None] | None = None
 
     # -- a beat -----------------------------------------------------------------
 
@@ -127,7 +133,7 @@ class Chat:
         if mode not in ("roleplay", "agent"):
             raise ConfigError(f"mode 只能是 roleplay 或 agent，实际是 {mode!r}")
         self._check_open()
-        self._lane.wait()  # the previous beat's compaction lands before this beat appends
+        self._drain()  # the previous beat's compaction lands before this beat appends
         fields = {"mode": "agent"} if mode == "agent" else {}
         entry = self.tree.append_message("user", user_text, **fields)
         if mode == "agent":
@@ -154,7 +160,7 @@ class Chat:
         self._check_open()
         with self.tree.lock:
             leaf = self.tree.get(self.tree.leaf_id) if self.tree.leaf_id else None
-            if leaf is None or leaf.type != "message" or leaf.role not in ("user", "toolResult"):
+            if leaf is None or not awaits_reply(leaf):
                 raise ConfigError("没有等待回复的用户消息：先调用 prepare()，或 reroll() 重来这一轮")
             agent = leaf.body.get("mode") == "agent"
             fields: dict[str, Any] = {"mode": "agent"} if agent else {}
@@ -231,7 +237,8 @@ class Chat:
         if self._model is None:
             raise ConfigError("没有配置旁路模型（side_model），无法压缩")
         self._check_open()
-        self._lane.wait()
+        if not self._drain():
+            return CompactionOutcome("skipped", "上一轮的后台压缩还没做完，这次先不压缩", None, None, None, "busy")
         return compact_now(self.tree, self._model, user_name=self.user_name, char_name=self.char_name,
                            language=self._config.language, keep=self._config.keep, archive=self._archive(),
                            on_activity=self._line("compact"))
@@ -244,6 +251,26 @@ class Chat:
         """Finish the background work and stop the chat's worker thread; the chat takes no more beats."""
         self._closed = True
         return self._lane.close(timeout)
+
+    def _drain(self) -> bool:
+        """Wait for the lane within ``background_wait_s``; True once it has drained.
+
+        After a wait has run out, later beats do not wait behind the work that was
+        stuck (it may never return) until that work is done; then they wait as before.
+        """
+        stuck = self._stuck
+        if stuck is not None:
+            if not stuck.done():
+                return False
+            self._stuck = None
+            self._emit(Activity("compact", "卡住的后台任务已经做完，之后的轮次照常等压缩落定", self.id))
+        limit = self._config.background_wait_s
+        self._stuck = self._lane.unfinished(limit)
+        if self._stuck is None:
+            return True
+        self._emit(Activity("error", f"后台的压缩或入库 {limit:g} 秒还没做完（旁路模型可能卡住了）："
+                                     "这一轮先不等，卡住的那一步做完之前也不再等", self.id))
+        return False
 
     def _check_open(self) -> None:
         # Checked before anything is written: a closed lane takes no work, so a reply

@@ -54,6 +54,7 @@ __all__ = [
     "SessionContent",
     "SessionProblem",
     "args_json",
+    "awaits_reply",
     "custom",
     "is_message",
     "last_usage",
@@ -120,6 +121,12 @@ class Entry:
 def is_message(entry: Entry, role: str | None = None) -> bool:
     """True when ``entry`` is a message (of ``role``, if given)."""
     return entry.type == "message" and (role is None or entry.role == role)
+
+
+def awaits_reply(entry: Entry | None) -> bool:
+    """True when ``entry`` (a leaf) is a user message or a tool receipt that no reply
+    follows yet: a beat is under way, and only its reply may be appended there."""
+    return entry is not None and entry.type == "message" and entry.role in ("user", "toolResult")
 
 
 def message(

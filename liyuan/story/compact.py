@@ -22,7 +22,7 @@ from typing import Literal
 
 from liyuan.errors import ConfigError, ModelError, ModelOutputError, TreeError
 from liyuan.model import ChatModel, cut_off_note, require_finished, side_call
-from liyuan.session.entries import Entry
+from liyuan.session.entries import Entry, awaits_reply
 from liyuan.session.state import format_state, state_from_branch
 from liyuan.session.tree import SessionTree
 from liyuan.story.backoff import COMPACT_FAILED_TYPE, backoff_message, compaction_backoff, failure_data
@@ -43,6 +43,8 @@ _log = logging.getLogger(__name__)
 
 KEEP_RECENT_BEATS = 6
 MIN_COMPACT_CHARS = 2000
+BUSY_MESSAGE = "正在演出中，稍后再压缩"
+"""Why a compaction did nothing mid-beat (outcome reason ``busy``)."""
 MANUAL_MIN_COMPACT_CHARS = 500
 DEFAULT_EVERY_N_TURNS = 30
 
@@ -221,6 +223,10 @@ def run_compaction(
         return CompactionOutcome(kind, message, plan, summary, entry, reason)
 
     branch = tree.branch()
+    if branch and awaits_reply(branch[-1]):
+        # Mid-beat (the app prepared a turn and has not recorded its reply): a summary
+        # appended now would sit between the user's words and their reply.
+        return done("skipped", BUSY_MESSAGE, "busy")
     if backoff and every_n_turns > 0:
         # The wait is read from the live part alone; planning serializes the whole covered
         # region, so a beat that waits must not pay for a plan it will not use.
@@ -234,7 +240,7 @@ def run_compaction(
         # (a manual /compact shows it), but it is not an activity line.
         return CompactionOutcome("skipped", "早期剧情还不够长，暂不需要压缩", None, None, None, "not-due")
     # --8<-- [start:leaf_guard]
-    leaf_before = tree.leaf_id
+    leaf_before = branch[-1].id if branch else None  # the leaf the plan was made on
     chars = utf16_len(plan.conversation_text)
     emit(f"正在压缩前情（{plan.turns} 轮 · {chars} 字）…")
     prompt = build_summary_prompt(
@@ -310,10 +316,9 @@ def compact_now(
     (``skipped``/``busy``). The other arguments are those of :func:`run_compaction`.
     """
     if busy:
-        message = "正在演出中，稍后再压缩"
         if on_activity is not None:
-            on_activity(message)
-        return CompactionOutcome("skipped", message, None, None, None, "busy")
+            on_activity(BUSY_MESSAGE)
+        return CompactionOutcome("skipped", BUSY_MESSAGE, None, None, None, "busy")
     return run_compaction(
         tree, model, user_name=user_name, char_name=char_name, language=language,
         every_n_turns=1, min_chars=MANUAL_MIN_COMPACT_CHARS, keep=keep, archive=archive,

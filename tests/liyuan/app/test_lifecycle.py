@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from liyuan import Card, Completion, ConfigError, FunctionModel, ModelRequest
+from liyuan import Card, Completion, ConfigError, FunctionModel, MemoryConfig, ModelRequest
 from liyuan.app.chat import Chat
 from liyuan.story import compact as compact_module
 from liyuan.story.backoff import COMPACT_FAILED_TYPE
 
-from .test_chat import BODY, open_card, play, summariser
+from .test_chat import BODY, SUMMARY, open_card, play, summariser
 
 
 def test_two_threads_opening_the_same_chat_share_one_chat_object(
@@ -149,3 +149,75 @@ def test_a_record_that_races_close_still_gets_its_memory_work(tmp_path: Path) ->
     entry = chat.record(f"回应35。{BODY}")  # raised RuntimeError from the shut-down lane
     assert chat.tree.get(entry.id) is not None
     assert chat.summary is not None  # the 36th record's compaction ran
+
+
+def hung_summariser(release: threading.Event) -> FunctionModel:
+    """A side model that does not return until ``release`` is set (at most 60 s)."""
+
+    def answer(request: ModelRequest) -> Completion:
+        release.wait(60)
+        return Completion(SUMMARY)
+
+    return FunctionModel(answer)
+
+
+def test_a_side_model_that_never_returns_does_not_hang_the_next_beats(tmp_path: Path) -> None:
+    release = threading.Event()
+    card = open_card(tmp_path, side_model=hung_summariser(release), config=MemoryConfig(background_wait_s=0.5))
+    try:
+        play(card, 36)  # the 36th record queues a compaction whose model call hangs
+        chat = card.chat("jA")
+        started = time.monotonic()
+        turn = chat.prepare("下一拍。")
+        waited = time.monotonic() - started
+        assert 0.5 <= waited < 10 and turn.summary is None  # waited its bound, then went on without it
+        stalls = [a for a in card.activity if a.kind == "error" and "还没做完" in a.text]
+        assert len(stalls) == 1 and stalls[0].chat_id == "jA"
+        chat.record("回应。")
+        started = time.monotonic()
+        chat.prepare("再下一拍。")
+        assert time.monotonic() - started < 0.5  # a stalled lane is not waited for again, beat after beat
+        assert chat.compact_now().reason == "busy"
+        assert len([a for a in card.activity if "还没做完" in a.text]) == 1  # said once, not every beat
+        release.set()  # the model answers at last: its summary covers a branch that has moved on
+        assert chat.flush(10)
+        chat.record("回应。")
+        chat.prepare("第三拍。")
+        assert any("已经做完" in a.text for a in card.activity)
+        assert chat.flush(10) and chat.summary == SUMMARY  # the lane works again: a fresh compaction landed
+    finally:
+        release.set()
+        card.close()
+
+
+def test_the_end_of_a_with_block_is_bounded_by_the_same_wait(tmp_path: Path) -> None:
+    release = threading.Event()
+    try:
+        started = time.monotonic()
+        with open_card(tmp_path, side_model=hung_summariser(release),
+                       config=MemoryConfig(background_wait_s=0.5)) as card:
+            play(card, 36)
+        assert time.monotonic() - started < 30
+        assert any(a.kind == "error" and "关闭时" in a.text for a in card.activity)
+    finally:
+        release.set()
+
+
+@pytest.mark.parametrize("value", [0, -1.0, float("nan"), float("inf"), True, "60"])
+def test_background_wait_must_be_positive_seconds_or_none(value: object) -> None:
+    with pytest.raises(ConfigError, match="background_wait_s"):
+        MemoryConfig(background_wait_s=value)  # type: ignore[arg-type]
+    assert MemoryConfig(background_wait_s=None).background_wait_s is None
+
+
+def test_compact_now_between_prepare_and_record_leaves_the_beat_whole(tmp_path: Path) -> None:
+    with open_card(tmp_path, side_model=summariser(), background=False) as card:
+        play(card, 12)
+        chat = card.chat("jA")
+        chat.prepare("这一拍的话。")
+        outcome = chat.compact_now()
+        assert (outcome.kind, outcome.reason) == ("skipped", "busy") and chat.summary is None
+        reply = chat.record("回应。")  # still the reply to the words just prepared
+        parent = chat.tree.get(reply.parent_id or "")
+        assert parent is not None and parent.text == "这一拍的话。"
+        assert chat.compact_now().kind == "compacted"

@@ -335,6 +335,33 @@ def test_run_stale_when_leaf_moves_during_call() -> None:
     assert summaries(tree) == [] and archived == [] and len(tree) == 20
 
 
+def test_run_stale_when_leaf_moves_while_the_plan_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The guard compares against the leaf the plan was read from, not the leaf after planning.
+    tree = tree_of(beats(1, 10))
+    plan = compact.plan_compaction
+
+    def plan_then_reroll(*args: Any, **kwargs: Any) -> Any:
+        made = plan(*args, **kwargs)
+        tree.navigate("u-10")
+        return made
+
+    monkeypatch.setattr(compact, "plan_compaction", plan_then_reroll)
+    outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=3, **NAMES)
+    assert (outcome.kind, outcome.reason) == ("stale", "leaf-moved")
+    assert summaries(tree) == [] and len(tree) == 20
+
+
+@pytest.mark.parametrize("manual", [False, True])
+def test_nothing_is_compacted_while_a_user_message_waits_for_its_reply(manual: bool) -> None:
+    # A summary appended mid-beat would sit between the user's words and their reply.
+    tree = tree_of(beats(1, 10))
+    tree.append_message("user", "第11轮用户")
+    model = ScriptedModel([SUMMARY_REPLY])
+    outcome = compact_now(tree, model, **NAMES) if manual else run_compaction(tree, model, every_n_turns=3, **NAMES)
+    assert (outcome.kind, outcome.reason) == ("skipped", "busy")
+    assert model.calls == [] and summaries(tree) == [] and len(tree) == 21
+
+
 def test_run_stale_when_archive_moves_leaf() -> None:
     tree = tree_of(beats(1, 10))
     outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=3,
