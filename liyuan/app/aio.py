@@ -103,4 +103,4 @@ class AsyncCard:
 
     async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
-        await self.close()
+        await asyncio.to_thread(self.sync_card.__exit__, kind, exc, tb)  # bounded like ``with Card``

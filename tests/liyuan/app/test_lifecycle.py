@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from liyuan import Card, Completion, ConfigError, FunctionModel, MemoryConfig, ModelRequest
+from liyuan import AsyncCard, Card, Completion, ConfigError, FunctionModel, MemoryConfig, ModelRequest
 from liyuan.app.chat import Chat
 from liyuan.story import compact as compact_module
 from liyuan.story.backoff import COMPACT_FAILED_TYPE
@@ -199,6 +200,28 @@ def test_the_end_of_a_with_block_is_bounded_by_the_same_wait(tmp_path: Path) -> 
             play(card, 36)
         assert time.monotonic() - started < 30
         assert any(a.kind == "error" and "关闭时" in a.text for a in card.activity)
+    finally:
+        release.set()
+
+
+def test_the_end_of_an_async_with_block_is_bounded_too(tmp_path: Path) -> None:
+    release = threading.Event()
+
+    async def scenario() -> AsyncCard:
+        async with await AsyncCard.open(tmp_path / "cards" / "雾港", side_model=hung_summariser(release),
+                                        config=MemoryConfig(background_wait_s=0.5),
+                                        user_name="阿简", char_name="林溯") as card:
+            chat = await card.chat("jA")
+            for i in range(36):
+                await chat.prepare(f"第{i}拍。{BODY}")
+                await chat.record(f"回应{i}。{BODY}")
+        return card
+
+    try:
+        started = time.monotonic()
+        card = asyncio.run(scenario())
+        assert time.monotonic() - started < 30
+        assert any(a.kind == "error" and "关闭时" in a.text for a in card.sync_card.activity)
     finally:
         release.set()
 
