@@ -47,13 +47,13 @@ class HandPath:
         return card_manual.read_memory(self.files, ref)
 
     def list_memory(self) -> list[card_manual.MemoryDoc]:
-        """See :func:`liyuan.card.manual.list_memory`."""
-        with self._locks.write:
+        """See :func:`liyuan.card.manual.list_memory` (works on a read-only card folder too)."""
+        with self._locks.write.reading():
             return card_manual.list_memory(self.files)
 
     def search_memory(self, query: str, limit: int = 6) -> list[card_manual.MemoryHit]:
-        """See :func:`liyuan.card.manual.search_memory`."""
-        with self._locks.write:
+        """See :func:`liyuan.card.manual.search_memory` (works on a read-only card folder too)."""
+        with self._locks.write.reading():
             return card_manual.search_memory(self.files, query, limit)
 
     # -- changing ---------------------------------------------------------------------

@@ -16,10 +16,13 @@ that is never read; it is opened without following a symlink.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -34,6 +37,9 @@ SYNC_LOCK_FILE = ".sync.lock"
 """Held for a whole sync (model calls included): one sync of a card at a time."""
 WRITE_LOCK_FILE = ".write.lock"
 """Held briefly around every read-decide-write of memory files; never across a model call."""
+
+_READ_ONLY_ERRORS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+"""Why a lock file could not be made in a folder this process may only read."""
 
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
     import msvcrt
@@ -125,6 +131,25 @@ class CardLock:
             finally:
                 os.close(fd)
         self._thread_lock.release()
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Hold the lock around a read, as ``with lock:`` does, except in a memory folder
+        this process may not write (a read-only mount or permissions): there the lock
+        file cannot be made, and the read goes ahead without it instead of failing. A read
+        changes nothing; at worst it sees another writer's change half done."""
+        try:
+            self.acquire()
+        except MemoryFileError as exc:
+            cause = exc.__cause__
+            if not (isinstance(cause, OSError) and cause.errno in _READ_ONLY_ERRORS):
+                raise
+            yield
+            return
+        try:
+            yield
+        finally:
+            self.release()
 
     def __enter__(self) -> CardLock:
         self.acquire()

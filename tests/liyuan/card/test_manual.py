@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from liyuan.card import lock as lock_module
 from liyuan.card.files import MemoryFiles, sha256_text
+from liyuan.card.lock import WRITE_LOCK_FILE
 from liyuan.card.manifest import load_manifest
 from liyuan.card.manual import PROTECTED_NOTE, STALE_VERSION_MESSAGE
 from liyuan.card.prompts import RESIDENT_HEADING
@@ -51,6 +56,47 @@ def test_empty_card_reads_lists_and_searches_nothing(tmp_path: Path) -> None:
     assert mem.list_memory() == []
     assert mem.read_memory("card:handbook") is None
     assert mem.load_resident_summary() is None
+
+
+@pytest.mark.parametrize("code", [errno.EROFS, errno.EACCES])
+def test_a_read_only_card_folder_can_still_be_listed_and_searched(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int) -> None:
+    # The lock file of a synced card is removed, and the folder is read-only (simulated:
+    # the tests run as root, for whom chmod changes nothing): the lock cannot be made.
+    _synced(tmp_path)
+    before = memory(tmp_path, ScriptedModel()).list_memory()
+    assert len(before) == 4  # handbook, resident, two recaps
+    lock = tmp_path / "记忆" / WRITE_LOCK_FILE
+    lock.unlink()
+    real_open = os.open
+
+    def read_only_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if Path(path) == lock:
+            raise OSError(code, os.strerror(code), str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(lock_module.os, "open", read_only_open)
+    mem = memory(tmp_path, ScriptedModel())
+    assert mem.list_memory() == before
+    assert mem.search_memory("北门")
+    assert not lock.exists()
+    with pytest.raises(MemoryFileError, match="锁文件"):  # a write still needs the lock, and says so
+        mem.forget_chat_recap("A")
+
+
+def test_a_lock_file_that_fails_for_another_reason_still_stops_a_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _synced(tmp_path)
+    real_open = os.open
+
+    def broken_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if Path(path).name == WRITE_LOCK_FILE:
+            raise OSError(errno.EIO, os.strerror(errno.EIO), str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(lock_module.os, "open", broken_open)
+    with pytest.raises(MemoryFileError, match="锁文件"):
+        memory(tmp_path, ScriptedModel()).list_memory()
 
 
 def test_unreadable_handbook_raises_instead_of_no_hits(tmp_path: Path) -> None:
