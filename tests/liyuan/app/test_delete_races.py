@@ -184,3 +184,35 @@ def test_delete_while_the_merge_call_is_pending(tmp_path: Path, merged_before: b
         gate.release.set()
         assert card.close(10)
 
+
+@pytest.mark.parametrize("new_beats", [0, 6], ids=["greeting-only", "played-longer-than-the-old-chat"])
+def test_a_chat_reopened_under_the_deleted_id_does_not_inherit_the_pending_recap(
+        tmp_path: Path, new_beats: int) -> None:
+    gate = Gate("recap", "jA")
+    path, card, model, seen = _setup(tmp_path, gate)
+    try:
+        gate.armed = True
+        card.sync(wait=False)
+        assert gate.reached.wait(10)
+        session = path / "对话" / "jA" / "会话" / "001.jsonl"
+        old_size = session.stat().st_size
+        assert card.delete_chat("jA") is True
+        chat = card.chat("jA", greeting="新的一局开场。")  # the app starts a new chat under the same id
+        for i in range(new_beats):
+            chat.prepare(f"新局的话{i}。")
+            chat.record("嗯。")
+        assert (session.stat().st_size > old_size) == bool(new_beats)  # same name; smaller, or larger
+        gate.release.set()
+        outcome = card.sync(timeout=10)
+        assert outcome is not None and outcome.errors == [] and not [a for a in seen if a.kind == "error"]
+        memory = _all_memory(path)
+        assert SECRET not in memory and f"{KEPT}一" in memory  # the deleted chat's words stay gone
+        recap_a = path / "记忆" / "局" / "jA.md"
+        if new_beats:
+            assert "新局的话5" in recap_a.read_text(encoding="utf-8")  # the new chat's own recap
+        else:
+            assert not recap_a.exists()
+        _assert_clean_resync(card, model, path)
+    finally:
+        gate.release.set()
+        assert card.close(10)
