@@ -16,12 +16,12 @@ Invariants:
   and checked again under it after the call, together with the writes that follow. A
   merge compares the input stamp (a hash of manifest, handbook, resident and recaps): any
   difference (a hand edit, a deletion, another sync) discards it as ``skipped``. A recap
-  compares only what it was built from, its chat's previous recap, sessions and
-  forgotten/protected state, so a change elsewhere in the card does not pay for the same
-  recap twice; a difference counts it as failed. Right before each memory file is written its current text is compared
-  with the text the call was built from (a hand edit made in an editor, which takes no
-  lock, is never overwritten), and before an aggregate is overwritten its previous text
-  goes to ``.history/``.
+  compares only what it was built from, its chat's previous recap, sessions (the same
+  files, perhaps grown) and forgotten/protected state, so a change elsewhere in the card
+  does not pay for the same recap twice; a difference counts it as failed. Right before
+  each memory file is written its current text is compared with the text the call was
+  built from (a hand edit made in an editor, which takes no lock, is never overwritten),
+  and before an aggregate is overwritten its previous text goes to ``.history/``.
 - A damaged manifest stops the sync (:class:`~liyuan.errors.ManifestError`, and an
   activity line) before anything is read or written; :meth:`CardMemory.repair_manifest`
   repairs it. Temp files a crashed write left behind are removed when a sync starts.
@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Literal
 
 from liyuan.card import manual as card_manual
-from liyuan.card.files import CardLayout, MemoryFiles, sha256_text, source_mark_of
+from liyuan.card.files import CardLayout, MemoryFiles, session_heads, sessions_kept, sha256_text, source_mark_of
 from liyuan.card.handpath import HandPath
 from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS, RecapDiff, collect_chat_evidence, diff_recaps
 from liyuan.card.lock import card_locks
@@ -216,6 +216,7 @@ class CardMemory(HandPath):
             if not mark or (record is not None and record.source_mark == mark):
                 return None
             name = layout.chat_name(chat_id)  # read only for chats with work: most syncs stop above
+            heads = session_heads(sessions)  # which files the recap is built from (checked after the call)
             try:
                 previous = files.read_text(layout.recap_path(chat_id))
                 if _off_limits(load_manifest(files), chat_id):
@@ -258,7 +259,9 @@ class CardMemory(HandPath):
             # A recap is built from this chat's sessions and its previous recap only: a
             # change elsewhere in the card (a hand edit of the handbook, another chat's
             # recap) leaves it valid, and discarding it would pay for the same recap twice.
-            if not self._still(layout.recap_path(chat_id), previous) or not source_mark_of(sessions):
+            # Its sessions may have grown, but they must be the same files: a chat deleted
+            # meanwhile has none, and one deleted and reopened under the same id has others.
+            if not self._still(layout.recap_path(chat_id), previous) or not sessions_kept(sessions, heads):
                 self._say(f"复盘「{name}」已丢弃：期间这一局或它的复盘被改动")
                 return False
             try:

@@ -13,6 +13,8 @@ from liyuan.card.files import (
     MemoryFiles,
     atomic_write_text,
     read_text_optional,
+    session_heads,
+    sessions_kept,
     source_mark_of,
     validate_chat_id,
 )
@@ -169,6 +171,26 @@ def test_source_mark_is_stable_and_moves_with_mtime_and_size(tmp_path: Path) -> 
     (sessions / "2026-01-02.jsonl").write_text("", encoding="utf-8")
     assert "|" in source_mark_of(sessions)
     assert source_mark_of(tmp_path / "missing") == ""
+
+
+def test_session_heads_survive_appends_but_not_a_chat_made_again(tmp_path: Path) -> None:
+    sessions = tmp_path / "会话"
+    sessions.mkdir()
+    f = sessions / "001.jsonl"
+    f.write_text('{"type":"session","id":"jA-001"}\n{"id":"e1","text":"灯塔"}\n', encoding="utf-8")
+    (sessions / "notes.txt").write_text("ignored", encoding="utf-8")
+    heads = session_heads(sessions)
+    assert list(heads) == ["001.jsonl"]
+    with open(f, "a", encoding="utf-8") as handle:
+        handle.write('{"id":"e2"}\n' * 2000)  # the chat goes on, past the head's length
+    (sessions / "002.jsonl").write_text("{}\n", encoding="utf-8")  # and opens another session
+    assert sessions_kept(sessions, heads)
+    # Deleted and started again under the same id: same file name, longer, other first entry.
+    f.write_text('{"type":"session","id":"jA-001"}\n{"id":"n1","text":"新局"}\n' + "{}\n" * 100, encoding="utf-8")
+    assert not sessions_kept(sessions, heads)
+    f.unlink()
+    assert not sessions_kept(sessions, heads)
+    assert session_heads(tmp_path / "missing") == {} and not sessions_kept(sessions, {})
 
 
 def test_manifest_round_trip_and_format(tmp_path: Path) -> None:
