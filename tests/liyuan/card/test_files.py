@@ -151,12 +151,17 @@ def test_listing_and_searching_read_the_manifest_once(tmp_path: Path) -> None:
     assert reads.count(layout.manifest) == 1
 
 
-def test_source_mark_is_stable_and_moves_with_mtime_and_size(tmp_path: Path) -> None:
+def _sessions_with(tmp_path: Path, name: str, text: str) -> tuple[Path, Path]:
+    """A sessions folder holding one session file and a non-session file beside it."""
     sessions = tmp_path / "会话"
     sessions.mkdir()
-    f = sessions / "2026-01-01.jsonl"
-    f.write_text('{"type":"session"}\n', encoding="utf-8")
+    (sessions / name).write_text(text, encoding="utf-8")
     (sessions / "notes.txt").write_text("ignored", encoding="utf-8")
+    return sessions, sessions / name
+
+
+def test_source_mark_is_stable_and_moves_with_mtime_and_size(tmp_path: Path) -> None:
+    sessions, f = _sessions_with(tmp_path, "2026-01-01.jsonl", '{"type":"session"}\n')
     first = source_mark_of(sessions)
     assert first == source_mark_of(sessions)
     assert first.startswith("2026-01-01.jsonl:") and "notes" not in first
@@ -174,11 +179,7 @@ def test_source_mark_is_stable_and_moves_with_mtime_and_size(tmp_path: Path) -> 
 
 
 def test_session_heads_survive_appends_but_not_a_chat_made_again(tmp_path: Path) -> None:
-    sessions = tmp_path / "会话"
-    sessions.mkdir()
-    f = sessions / "001.jsonl"
-    f.write_text('{"type":"session","id":"jA-001"}\n{"id":"e1","text":"灯塔"}\n', encoding="utf-8")
-    (sessions / "notes.txt").write_text("ignored", encoding="utf-8")
+    sessions, f = _sessions_with(tmp_path, "001.jsonl", '{"type":"session","id":"jA-001"}\n{"id":"e1","text":"灯塔"}\n')
     heads = session_heads(sessions)
     assert list(heads) == ["001.jsonl"]
     with open(f, "a", encoding="utf-8") as handle:
