@@ -63,6 +63,7 @@ from .bench_methods import (
     TOP_K,
     load_story,
     memory_for,
+    story_chunks,
 )
 
 # -- recall@5 ------------------------------------------------------------------------
@@ -90,11 +91,8 @@ def recall_table(folder: Path) -> dict[str, Any]:
     languages: dict[str, Any] = {}
     for language in STORIES:
         story = load_story(language)
-        beats: list[str] = story["beats"]
-        turns: list[str | None] = story.get("user_turns") or [None] * len(beats)
-        index = {text: i + 1 for i, text in enumerate(beats)}
-        index.update({text: 0 for text in turns if text})  # a user's line answers nothing
-        chunks = [t for pair in zip(turns, beats, strict=True) for t in pair if t]
+        index = story_chunks(story)
+        chunks = list(index)
         sets = {"labelled": story["queries"]}
         if story.get("heldout_queries"):
             sets["heldout"] = story["heldout_queries"]
@@ -105,7 +103,7 @@ def recall_table(folder: Path) -> dict[str, Any]:
             for text in chunks:
                 memory.add_manual(text)
             results[method.name] = {name: _recall_of(memory, index, queries) for name, queries in sets.items()}
-        languages[language] = {"title": story.get("title", ""), "beats": len(beats), "chunks": len(chunks),
+        languages[language] = {"title": story.get("title", ""), "beats": len(story["beats"]), "chunks": len(chunks),
                                "kinds": kinds,
                                "queries": {k: len(v) for k, v in sets.items()}, "methods": results}
     return {"top_k": TOP_K, "languages": languages}

@@ -34,6 +34,7 @@ from .bench_methods import (
     embedder,
     load_story,
     memory_for,
+    story_chunks,
 )
 from .eval.overhead import percentile
 
@@ -55,12 +56,9 @@ def weight_table(folder: Path, embedders: Sequence[str] = ("hash", "semantic", "
         built = []
         for language in STORIES:
             story = load_story(language)
-            beats: list[str] = story["beats"]
-            turns: list[str | None] = story.get("user_turns") or [None] * len(beats)
-            index = {text: i + 1 for i, text in enumerate(beats)}
-            index.update({text: 0 for text in turns if text})
+            index = story_chunks(story)
             memory = memory_for(folder / f"weights-{language}", method, remember=True)
-            for text in (t for pair in zip(turns, beats, strict=True) for t in pair if t):
+            for text in index:
                 memory.add_manual(text)
             queries = story["queries"] + story.get("heldout_queries", [])
             built.append((language, memory, index, queries))

@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 from liyuan.vector.lexical import ENGLISH_STOPWORDS, BM25Index, Encoded, bigram_terms, latin_term
 
-from .bench_methods import STORIES, TOP_K, load_story
+from .bench_methods import STORIES, TOP_K, load_story, story_chunks
 
 Related = Callable[[str], set[str]]
 """Words related to one lowercased English word (a thesaurus look-up)."""
@@ -177,6 +177,12 @@ def variant_recall(variant: Variant, chunks: Sequence[str], answers: Sequence[in
 def variant_table(variants: Sequence[Variant] = VARIANTS) -> dict[str, Any]:
     """recall@5 of every variant per language and query set; a WordNet variant is
     ``None`` when ``wn`` is not installed."""
+    corpora = {}
+    for language in STORIES:
+        story = load_story(language)
+        index = story_chunks(story)
+        sets = {"labelled": story["queries"], "heldout": story.get("heldout_queries") or []}
+        corpora[language] = (list(index), list(index.values()), {k: v for k, v in sets.items() if v})
     lookups: dict[tuple[str, ...], Related | None] = {}
     rows: dict[str, Any] = {}
     for variant in variants:
@@ -188,17 +194,9 @@ def variant_table(variants: Sequence[Variant] = VARIANTS) -> dict[str, Any]:
             if related is None:
                 rows[variant.name] = None
                 continue
-        rows[variant.name] = {}
-        for language in STORIES:
-            story = load_story(language)
-            beats: list[str] = story["beats"]
-            turns: list[str | None] = story.get("user_turns") or [None] * len(beats)
-            pairs = [(t, a) for turn, (b, beat) in zip(turns, enumerate(beats, 1), strict=True)
-                     for t, a in ((turn, 0), (beat, b)) if t]
-            chunks, answers = [t for t, _ in pairs], [a for _, a in pairs]
-            sets = {"labelled": story["queries"], "heldout": story.get("heldout_queries") or []}
-            rows[variant.name][language] = {name: variant_recall(variant, chunks, answers, qs, related)
-                                            for name, qs in sets.items() if qs}
+        rows[variant.name] = {
+            language: {name: variant_recall(variant, chunks, answers, qs, related) for name, qs in sets.items()}
+            for language, (chunks, answers, sets) in corpora.items()}
     return {"top_k": TOP_K, "variants": rows}
 
 
