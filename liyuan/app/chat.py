@@ -237,11 +237,10 @@ class Chat:
         if self._model is None:
             raise ConfigError("没有配置旁路模型（side_model），无法压缩")
         self._check_open()
-        if not self._drain():
-            return CompactionOutcome("skipped", "上一轮的后台压缩还没做完，这次先不压缩", None, None, None, "busy")
+        busy = not self._drain()  # a stuck compaction is still under way
         return compact_now(self.tree, self._model, user_name=self.user_name, char_name=self.char_name,
                            language=self._config.language, keep=self._config.keep, archive=self._archive(),
-                           on_activity=self._line("compact"))
+                           on_activity=self._line("compact"), busy=busy)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait for this chat's background work (ingest, compaction); False on timeout."""

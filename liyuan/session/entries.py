@@ -123,10 +123,10 @@ def is_message(entry: Entry, role: str | None = None) -> bool:
     return entry.type == "message" and (role is None or entry.role == role)
 
 
-def awaits_reply(entry: Entry | None) -> bool:
+def awaits_reply(entry: Entry) -> bool:
     """True when ``entry`` (a leaf) is a user message or a tool receipt that no reply
     follows yet: a beat is under way, and only its reply may be appended there."""
-    return entry is not None and entry.type == "message" and entry.role in ("user", "toolResult")
+    return entry.type == "message" and entry.role in ("user", "toolResult")
 
 
 def message(
