@@ -1,7 +1,8 @@
-"""Task runner. ``nox -s tests`` is what CI runs; ``nox -s docs`` builds the site.
+"""Task runner. ``nox -s tests libtests`` is what CI runs; ``nox -s docs`` builds the site.
 
 Sessions:
-    tests   regenerate-and-compare the simulation artifacts, then the whole pytest suite
+    tests   regenerate-and-compare the simulation artifacts, then the whole pytest suite (Python 3.11)
+    libtests  the library's tests on the other supported Pythons (3.12, 3.13)
     lint    ruff and mypy
     sim     regenerate sim/ (the scripted walkthrough and the other scenarios)
     docs    regenerate sim/, then ``mkdocs build --strict``
@@ -22,6 +23,9 @@ nox.options.error_on_external_run = True
 nox.options.default_venv_backend = "venv"
 
 PYTHON = "3.11"
+NEWER_PYTHONS = ["3.12", "3.13"]
+"""``requires-python >= 3.11``: the full suite runs on 3.11, the library's tests on these too."""
+LIBRARY_TESTS = ["tests/liyuan", "tests/test_examples.py", "tests/test_imports.py", "tests/test_install.py"]
 TEST_EXTRAS = ".[dev,docs,vector,semantic,browser]"
 
 
@@ -31,6 +35,13 @@ def tests(session: nox.Session) -> None:
     session.install("-e", TEST_EXTRAS)
     session.run("python", "-m", "harness", "check")
     session.run("pytest", *(session.posargs or ["-q"]))
+
+
+@nox.session(python=NEWER_PYTHONS)
+def libtests(session: nox.Session) -> None:
+    """The library's tests (no site, no browser) on Python 3.12 and 3.13."""
+    session.install("-e", ".[dev,vector,semantic]")
+    session.run("pytest", *(session.posargs or ["-q", *LIBRARY_TESTS]))
 
 
 @nox.session(python=PYTHON)
