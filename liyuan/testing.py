@@ -17,9 +17,9 @@ the handbook keeping one block per chat (its ``来源：局/<id>.md`` line) and 
 summary opening with :data:`~liyuan.card.prompts.RESIDENT_HEADING`; a discussion summary
 as a short list.
 
-Invariants: nothing here is written by a model, and every reply says so on its first
-line (:data:`PLACEHOLDER`) and carries ``provenance="scripted"``; the same request gets
-the same reply. The content is a placeholder: no fact of the story is in it. Swap in
+Invariants: nothing here is written by a model: every reply carries the label
+:data:`PLACEHOLDER` (in each section of a summary or recap, under each mark of a merge)
+and ``provenance="scripted"``; the same request gets the same reply. The content is a placeholder: no fact of the story is in it. Swap in
 :class:`~liyuan.model.OpenAIModel` for real summaries.
 """
 

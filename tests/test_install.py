@@ -25,7 +25,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # What a wheel is built from; the rest of the checkout (site, sim, tests, caches) stays behind.
 LEFT_OUT = {".git", ".nox", ".venv", "site", "sim", "docs", "tests", "build", "dist", "__pycache__",
-            ".pytest_cache", ".mypy_cache", ".ruff_cache"}
+            ".pytest_cache", ".mypy_cache", ".ruff_cache", "test-output"}
 
 
 def _run(*command: str | Path, cwd: Path) -> str:
