@@ -19,8 +19,9 @@ as a short list.
 
 Invariants: nothing here is written by a model: every reply carries the label
 :data:`PLACEHOLDER` (in each section of a summary or recap, under each mark of a merge)
-and ``provenance="scripted"``; the same request gets the same reply. The content is a placeholder: no fact of the story is in it. Swap in
-:class:`~liyuan.model.OpenAIModel` for real summaries.
+and ``provenance="scripted"``; the same request gets the same reply. The content is a
+placeholder: no fact of the story is in it. Swap in :class:`~liyuan.model.OpenAIModel`
+for real summaries.
 """
 
 from __future__ import annotations
