@@ -9,6 +9,8 @@ Invariants:
   what that chat alone supported.
 - Every activity line reaches the ``on_activity`` listener and :attr:`Card.activity`;
   none is printed. A listener that raises is logged and ignored.
+- Vector memory turned on without its packages is refused when the card opens: a
+  :class:`~liyuan.errors.ConfigError` naming the extra to install.
 - Without a side model nothing is sent anywhere: turns are assembled, replies recorded,
   memory files can be read and edited, but no compaction, recap or merge runs.
 """
@@ -35,6 +37,7 @@ from liyuan.config import MemoryConfig
 from liyuan.errors import ConfigError, ModelError
 from liyuan.model import ChatModel, Completion, ModelRequest
 from liyuan.session.tree import SessionTree
+from liyuan.vector.requires import require_vector_packages
 
 __all__ = ["VECTOR_STORE_FILE", "Card"]
 
@@ -71,6 +74,7 @@ class Card:
             raise ConfigError(f"config 应为 MemoryConfig，实际是 {type(config).__name__}")
         self.path = Path(path)
         self.config = config or MemoryConfig()
+        require_vector_packages(self.config.vector)  # a missing extra is refused here, naming it
         self.side_model = side_model
         self.user_name = user_name
         self.char_name = char_name or self.path.name

@@ -39,7 +39,7 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from liyuan.card.prompts import MERGE_MAX_TOKENS, RESIDENT_HEADING, parse_merge_result
+from liyuan.card.prompts import MERGE_MAX_TOKENS, RESIDENT_HEADING, merge_reply_problem, parse_merge_result
 from liyuan.completion import Completion, require_finished
 from liyuan.context.budget import RESIDENT_MAX_CHARS, fit_resident_summary
 from liyuan.errors import ModelOutputError
@@ -131,7 +131,7 @@ def check_merge(
         raise ModelOutputError(f"合并结果有 {utf16_len(text)} 字，超过任何一次合并可能的长度 {MERGE_MAX_REPLY_CHARS}")
     parsed = parse_merge_result(text)
     if parsed is None:
-        raise ModelOutputError("回复格式不对（缺少或重复标记行、顺序颠倒、有一份为空或照抄了输入）")
+        raise ModelOutputError(f"回复格式不对：{merge_reply_problem(text)}")
     handbook, resident = parsed
     echo = echoed_instructions(text, instructions) if instructions else None
     if echo is not None:

@@ -43,6 +43,7 @@ __all__ = [
     "RESIDENT_MARK",
     "build_merge_prompt",
     "build_recap_prompt",
+    "merge_reply_problem",
     "neutralize",
     "parse_merge_result",
     "strip_fence",
@@ -155,23 +156,43 @@ def parse_merge_result(text: str) -> tuple[str, str] | None:
 
     Returns:
         Both documents, trimmed and fence-stripped; ``None`` when a mark is missing or
-        appears more than once, the resident mark comes first, or either part is empty.
+        appears more than once, the resident mark comes first, or either part is empty
+        (:func:`merge_reply_problem` says which).
         Text before the handbook mark (a model's preamble) is ignored.
     """
+    split = _split_merge_reply(text)
+    return split if isinstance(split, tuple) else None
+
+
+def merge_reply_problem(text: str) -> str | None:
+    """Why :func:`parse_merge_result` cannot split ``text`` (a Chinese reason), or ``None``."""
+    split = _split_merge_reply(text)
+    return None if isinstance(split, tuple) else split
+
+
+def _split_merge_reply(text: str) -> tuple[str, str] | str:
     lines = strip_fence(text).split("\n")
     handbook_at = [i for i, line in enumerate(lines) if line.strip() == HANDBOOK_MARK]
     resident_at = [i for i, line in enumerate(lines) if line.strip() == RESIDENT_MARK]
-    if len(handbook_at) != 1 or len(resident_at) != 1:
-        return None
+    if not handbook_at and not resident_at:
+        return f"没有两行标记「{HANDBOOK_MARK}」「{RESIDENT_MARK}」：两份文件都要写，各自以标记行开头"
+    for mark, found in ((HANDBOOK_MARK, handbook_at), (RESIDENT_MARK, resident_at)):
+        if not found:
+            return f"缺少标记行「{mark}」（每份文件前单独一行）"
+        if len(found) > 1:
+            return f"标记行「{mark}」出现了 {len(found)} 次"
     start, middle = handbook_at[0], resident_at[0]
     if middle < start:
-        return None
+        return f"两份文件顺序颠倒：「{HANDBOOK_MARK}」应在「{RESIDENT_MARK}」之前"
     handbook = strip_fence("\n".join(lines[start + 1 : middle]))
     resident = strip_fence("\n".join(lines[middle + 1 :]))
-    if not handbook or not resident:
-        return None
-    if echoed_tag(handbook) or echoed_tag(resident):
-        return None  # the reply copied its input (<recap ...>, <handbook> ...): not a merge
+    for name, part in (("记忆.md", handbook), ("常驻摘要.md", resident)):
+        if not part:
+            return f"{name} 一份是空的"
+    tag = echoed_tag(handbook) or echoed_tag(resident)
+    if tag:
+        # The reply copied its input (<recap ...>, <handbook> ...): not a merge.
+        return f"里面有 prompt 自己的标签 {tag}：像是照抄了输入"
     return handbook, resident
 
 

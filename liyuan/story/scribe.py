@@ -187,9 +187,10 @@ def parse_sections(text: str, headings: tuple[str, ...], *, what: str = "摘要"
         if heading is not None:
             found[heading].append(number)
             lines[number] = heading
+    missing = [h for h in headings if not found[h]]
+    if missing:
+        raise ModelOutputError(_missing_reason(missing, headings, what))
     for heading, positions in found.items():
-        if not positions:
-            raise ModelOutputError(f"缺少小节「{heading}」（可能被截断了）")
         if len(positions) > 1:
             raise ModelOutputError(f"小节「{heading}」出现了 {len(positions)} 次")
     starts = [found[h][0] for h in headings]
@@ -210,6 +211,18 @@ def parse_sections(text: str, headings: tuple[str, ...], *, what: str = "摘要"
         if not "\n".join(body[start + 1 : end]).strip():
             raise ModelOutputError(f"小节「{heading}」没有内容")
     return Sections(tuple(preamble), "\n".join(body).strip())
+
+
+def _missing_reason(missing: list[str], headings: tuple[str, ...], what: str) -> str:
+    """Which sections a reply lacks, and the likeliest why: none at all (plain text), only the
+    last ones (the reply ended early: cut off), or some in the middle (a heading renamed)."""
+    names = "".join(f"「{h}」" for h in headings)
+    if len(missing) == len(headings):
+        return f"{what}里没有一个小节标题：应依次有 {names}，每个标题单独一行（回复像是一段纯文本）"
+    listed = "".join(f"「{h}」" for h in missing)
+    if list(headings[-len(missing):]) == missing:
+        return f"缺少小节{listed}：回复在「{headings[-len(missing) - 1]}」之后就没有了，可能被截断了"
+    return f"缺少小节{listed}：应依次有 {names}，标题要逐字一致、单独一行"
 
 
 def validate_summary(text: str, *, instructions: str = "") -> str:

