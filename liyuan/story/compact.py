@@ -193,10 +193,11 @@ def run_compaction(
     finishReason}`` instead (unless the leaf moved); the next trigger tries again, and
     after a few failures in a row only once the wait of
     :func:`liyuan.story.backoff.backoff_wait` has passed (a waiting beat plans nothing: its
-    outcome has ``plan=None``). Never raises for model failures: whatever the model
-    object's ``complete()`` raises (an ``Exception``), and a reply with a lone surrogate,
-    is a ``failed`` outcome (see :func:`liyuan.model.side_call`); errors in this
-    package's own code are not caught.
+    outcome has ``plan=None``; the backoff line goes to ``on_activity`` once per failure,
+    on the first beat that waits, and is on every waiting beat's outcome). Never raises
+    for model failures: whatever the model object's ``complete()`` raises (an
+    ``Exception``), and a reply with a lone surrogate, is a ``failed`` outcome (see
+    :func:`liyuan.model.side_call`); errors in this package's own code are not caught.
 
     Args:
         tree: The session tree; only its current branch is read.
@@ -232,7 +233,12 @@ def run_compaction(
         # region, so a beat that waits must not pay for a plan it will not use.
         streak, wait = compaction_backoff(branch, every_n_turns)
         if wait > 0:
-            return done("skipped", backoff_message(streak, wait), "backoff")
+            message = backoff_message(streak, wait)
+            if streak.beats_since > 1:
+                # Said once per failure (on the first beat that waits), not on every beat of
+                # the wait: the outcome still carries the line with the beats left.
+                return CompactionOutcome("skipped", message, None, None, None, "backoff")
+            return done("skipped", message, "backoff")
     plan = plan_compaction(branch, user_name=user_name, char_name=char_name, keep=keep,
                            every_n_turns=every_n_turns, min_chars=min_chars)
     if plan is None:
