@@ -221,15 +221,11 @@ def _weights_from(raw: Any) -> dict[str, dict[str, float]]:
 
 _TOP_KEYS = ("enabled", "search_top_k", "inject_on_turn", "embedder", "recall_mode", "lexical_tokenizer",
              "fusion_weights", "openai", "stores")
-_OPENAI_KEYS = ("base_url", "api_key_env", "model", "api_key")
-_STORE_KEYS = ("name", "enabled", "every_n_turns", "max_chunks")
 
 
 def _known_keys(raw: dict[str, Any], known: tuple[str, ...], where: str) -> None:
-    unknown = [key for key in raw if key not in known]
-    if unknown:
-        named = "、".join(f"{where}{key}" for key in map(str, unknown))
-        raise ConfigError(f"向量记忆配置里没有这些设置项：{named}（可用的是 {'、'.join(known)}）")
+    if unknown := "、".join(f"{where}{key}" for key in raw if key not in known):
+        raise ConfigError(f"向量记忆配置里没有这些设置项：{unknown}（可用的是 {'、'.join(known)}）")
 
 
 def _clamp(value: int, low: int, high: int) -> int:
@@ -259,7 +255,7 @@ def _store_from(store_id: str, raw: Any, default: StoreConfig | None) -> StoreCo
     where = f"stores.{store_id}"
     if not isinstance(raw, dict):
         raise ConfigError(f"{where} 应为对象")
-    _known_keys(raw, _STORE_KEYS, f"{where}.")
+    _known_keys(raw, ("name", "enabled", "every_n_turns", "max_chunks"), f"{where}.")
     base = default or StoreConfig(store_id)
     low = 20 if store_id == NARRATIVE else 100
     return StoreConfig(
@@ -271,7 +267,7 @@ def _store_from(store_id: str, raw: Any, default: StoreConfig | None) -> StoreCo
 
 
 def _openai_from(raw: dict[str, Any]) -> OpenAIEmbedConfig:
-    _known_keys(raw, _OPENAI_KEYS, "openai.")
+    _known_keys(raw, ("base_url", "api_key_env", "model", "api_key"), "openai.")
     base = OpenAIEmbedConfig()
     base_url = raw.get("base_url")
     if base_url is not None and not isinstance(base_url, str):
@@ -345,9 +341,8 @@ def load_config(path: str | os.PathLike[str]) -> VectorConfig:
     """Read the configuration file; defaults when it does not exist.
 
     Raises:
-        ConfigError: The file exists but is not valid JSON (nesting too deep and numbers
-            too long included), has a wrong field type, an unknown key or a number that is
-            not finite; the message names the file.
+        ConfigError: Naming the file: not valid JSON (too deep, numbers too long), a wrong
+            field type, an unknown key or a number that is not finite.
     """
     file = Path(path)
     if not file.exists():

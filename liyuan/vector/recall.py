@@ -27,6 +27,7 @@ import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Protocol
 
+from liyuan.errors import ModelOutputError
 from liyuan.session.entries import Entry
 from liyuan.vector.results import Hit, IngestResult
 from liyuan.vector.worker import MAX_DEFERRED_INGESTS, REFUSED, TIMED_OUT, WORKER_IDLE_S, worker_for
@@ -191,7 +192,10 @@ def ingest_for_beat(
     if isinstance(result, IngestResult):
         return result
     detail = f"{type(result).__name__}: {result}" if isinstance(result, BaseException) else "返回值不对"
-    report(f"向量记忆写入出错（{detail}），这一轮没有写入")
+    if isinstance(result, ModelOutputError):  # refused vectors: the beat stays queued
+        report(f"向量记忆写入出错（{detail}），这一轮留在队列里，下次写入时重试")
+    else:
+        report(f"向量记忆写入出错（{detail}），这一轮没有写入")
     return IngestResult(False, reason="error")
 
 
