@@ -15,6 +15,8 @@ import pytest
 from liyuan import Activity, Card, Completion, FunctionModel, MemoryConfig, ModelError, ModelRequest
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.vector.config import EXTERNAL, NARRATIVE, StoreConfig, VectorConfig
+from liyuan.vector.memory import VectorMemory
+from liyuan.vector.store import SqliteChunkStore
 
 BODY = "雾" * 80
 BACKOFF = "自动压缩暂停"
@@ -37,16 +39,23 @@ def test_the_e5_fallback_line_reaches_the_app(tmp_path: Path, monkeypatch: pytes
 
 
 def test_eviction_lines_reach_the_app(tmp_path: Path) -> None:
+    # Whatever the memory says about evictions (its wording and frequency are its own)
+    # reaches the app: the same import on a memory of its own says the same lines.
     seen: list[Activity] = []
     stores = {NARRATIVE: StoreConfig("剧情数据库", True, 3, 5000), EXTERNAL: StoreConfig("额外数据库", True, 0, 100)}
     config = MemoryConfig(vector=VectorConfig(enabled=True, embedder="hash", stores=stores))
+    document = "\n\n".join(f"第{i}段：{BODY}{i}" for i in range(1500))
+    direct: list[str] = []
+    alone = VectorMemory(config.vector, SqliteChunkStore(tmp_path / "alone.sqlite"), on_activity=direct.append)
+    alone.import_text(document, title="设定")
     with open_card(tmp_path, seen, config=config) as card:
         vector = card.chat("jA").vector
         assert vector is not None
-        vector.import_text("\n\n".join(f"第{i}段：{BODY}{i}" for i in range(1500)), title="设定")
+        vector.import_text(document, title="设定")
         assert vector.store.count(EXTERNAL) == 100  # the rest evicted
-    evictions = [a for a in seen if "max_chunks" in a.text]
-    assert evictions and all(a.kind == "vector" and a.chat_id == "jA" for a in evictions)
+    assert direct  # the import did evict, and the memory said so
+    assert [a.text for a in seen if a.kind == "vector"] == direct
+    assert all(a.chat_id == "jA" for a in seen if a.kind == "vector")
 
 
 def test_the_backoff_line_is_said_once_per_change_not_every_beat(tmp_path: Path) -> None:
