@@ -8,7 +8,9 @@ Invariants:
   (else of its first accepted batch). Anything else is a :class:`~liyuan.errors.ModelOutputError`.
 - Chunks stored without a vector carry the label :data:`UNEMBEDDED`; they never take
   part in a vector comparison, and :meth:`CheckedEmbedder.embed_waiting` gives them a
-  vector at a later write (best effort: still refused, they keep waiting).
+  vector at a later write (best effort: still refused, they keep waiting). The store is
+  searched for them once per process and then only after :meth:`CheckedEmbedder.mark_waiting`,
+  so a write does not read every chunk.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ class CheckedEmbedder:
     def __init__(self, store: SqliteChunkStore) -> None:
         self._store = store
         self._widths: dict[str, int] = {}
+        self._waiting: bool | None = None
+        """Whether chunks wait for a vector; ``None`` until the store was looked at."""
+
+    def mark_waiting(self) -> None:
+        """Chunks were just stored without a vector."""
+        self._waiting = True
 
     def width(self, embedder: Embedder) -> int | None:
         """The width of ``embedder``'s vectors, once known."""
@@ -56,7 +64,11 @@ class CheckedEmbedder:
 
     def embed_waiting(self, embedder: Embedder) -> int:
         """Embed up to :data:`RETRY_BATCH` chunks stored without a vector; how many were."""
-        waiting = [c for c in self._store.chunks() if c.embedder == UNEMBEDDED][:RETRY_BATCH]
+        if self._waiting is False:
+            return 0
+        found = [c for c in self._store.chunks() if c.embedder == UNEMBEDDED]
+        waiting = found[:RETRY_BATCH]
+        self._waiting = bool(waiting)
         if not waiting:
             return 0
         try:
@@ -64,4 +76,5 @@ class CheckedEmbedder:
         except ModelOutputError:
             return 0  # still refused: they wait for the next write
         self._store.set_embeddings([(c.id, vectors[i]) for i, c in enumerate(waiting)], embedder.label)
+        self._waiting = len(found) > len(waiting)
         return len(waiting)

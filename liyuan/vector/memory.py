@@ -135,6 +135,7 @@ class VectorMemory:
             empty = np.zeros(0, dtype=np.float32)
             self.store.add([NewChunk(store_id, text, empty, UNEMBEDDED, source, title, node_id) for text in pieces],
                            max_chunks=cap, on_evict=self._evicted)
+            self._checked.mark_waiting()
             raise ModelOutputError(f"{exc}；文字已先存下（关键词检索找得到），向量在下次写入时重算") from exc
         rows = [NewChunk(store_id, text, vectors[i], self.embedder.label, source, title, node_id)
                 for i, text in enumerate(pieces)]

@@ -81,6 +81,16 @@ def test_a_bad_batch_is_refused_and_embedded_again_later(tmp_path: Path, mode: s
     assert vector.search("玉佩背面刻着满字", top_k=1)[0].text.startswith("沈怀瑾在东门外")
 
 
+def test_chunks_left_without_a_vector_are_embedded_by_the_next_process_too(tmp_path: Path) -> None:
+    embedder = Flaky()
+    embedder.mode = "inf"
+    with pytest.raises(ModelOutputError):
+        memory(tmp_path, embedder).import_text("\n\n".join(STORY))
+    fresh = memory(tmp_path, Flaky())  # a restart: the next write looks for them once
+    fresh.add_manual("一条新的笔记：雾港的灯塔每十二秒转一圈。")
+    assert {c.embedder for c in fresh.store.chunks()} == {HashEmbedder.label}
+
+
 def test_a_wrong_width_batch_cannot_push_good_vectors_out(tmp_path: Path) -> None:
     embedder = Flaky(label="openai:test-model")  # an endpoint: no width declared up front
     vector = memory(tmp_path, embedder)
