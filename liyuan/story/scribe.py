@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from liyuan.bounds import check_reply_size, keep_oldest, reply_max_chars
 from liyuan.errors import ModelOutputError
 from liyuan.model import split_reasoning
 from liyuan.prompts import Prompt, echoed_instructions, echoed_tag, neutralize, render
@@ -41,6 +42,8 @@ __all__ = [
 SUMMARY_HEADINGS = ("## 前情提要", "## 人物", "## 承诺与伏笔", "## 事实账", "## 当前场景")
 SUMMARY_MAX_TOKENS = 4096
 """Room for the five sections plus everything merged in from the previous summary."""
+STATE_INPUT_MAX_CHARS = 20000
+"""The ledger sent with a summary call is cut to its start beyond this (UTF-16 units)."""
 
 
 def build_summary_prompt(
@@ -50,8 +53,14 @@ def build_summary_prompt(
     previous_summary: str | None,
     language: str,
     user_name: str,
+    omitted_chars: int = 0,
 ) -> Prompt:
     """Render the five-section relay-summary prompt.
+
+    The caller bounds the conversation (:func:`liyuan.bounds.keep_newest`) and passes how
+    much it left out, which the prompt says. The previous summary is cut to what one
+    summary may be (:func:`liyuan.bounds.reply_max_chars`; only a summary stored before
+    replies were bounded is longer), the ledger to :data:`STATE_INPUT_MAX_CHARS`.
 
     Args:
         conversation_text: The covered region, as :func:`liyuan.story.history.serialize_for_summary` writes it.
@@ -59,17 +68,19 @@ def build_summary_prompt(
         previous_summary: The summary this one replaces; merged in when given.
         language: Output language, e.g. ``中文``.
         user_name: The user's character name, used in the 人物 section's instructions.
+        omitted_chars: UTF-16 units of the oldest covered text not sent (0: all sent).
 
     Returns:
         A :class:`~liyuan.prompts.Prompt` with purpose ``summary`` and max_tokens 4096.
     """
     system = render("summary_system.j2", language=language, user_name=user_name)
-    previous = (previous_summary or "").strip()
+    previous = keep_oldest((previous_summary or "").strip(), reply_max_chars(SUMMARY_MAX_TOKENS))[0]
     user = render(
         "summary_user.j2",
+        omitted_chars=omitted_chars,
         conversation_text=neutralize(conversation_text, source_tags=False),
         previous_summary=neutralize(previous, source_tags=False) if previous else None,
-        state_text=neutralize(state_text, source_tags=False),
+        state_text=neutralize(keep_oldest(state_text, STATE_INPUT_MAX_CHARS)[0], source_tags=False),
     )
     return Prompt(
         purpose="summary",
@@ -237,7 +248,9 @@ def validate_summary(text: str, *, instructions: str = "") -> str:
         The summary starting at ``## 前情提要``, trimmed.
 
     Raises:
-        ModelOutputError: When :func:`parse_sections` rejects it for the five
-            :data:`SUMMARY_HEADINGS`.
+        ModelOutputError: When the answer is far longer than :data:`SUMMARY_MAX_TOKENS`
+            allows (:func:`liyuan.bounds.check_reply_size`), or :func:`parse_sections`
+            rejects it for the five :data:`SUMMARY_HEADINGS`.
     """
+    check_reply_size(split_reasoning(text)[0], SUMMARY_MAX_TOKENS, "摘要")
     return parse_sections(text, SUMMARY_HEADINGS, instructions=instructions).document
