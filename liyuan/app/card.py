@@ -28,6 +28,7 @@ from typing import Any
 from liyuan.app.activity import Activity, Lane, Listener
 from liyuan.app.chat import Chat
 from liyuan.card.files import CHAT_META_FILE, CardLayout, atomic_write_text, validate_chat_id
+from liyuan.card.repair import ManifestRepair
 from liyuan.card.sync import CardMemory, MergeStatus, SyncOutcome
 from liyuan.card.worker import SyncWorker
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
@@ -183,6 +184,20 @@ class Card:
     def memory(self) -> CardMemory:
         """The card's memory: read, list, search and hand-edit it (the hard path)."""
         return self._new_memory(self.side_model or _NoSideModel())
+
+    def repair_manifest(self) -> ManifestRepair:
+        """Rebuild a damaged manifest (the call a damaged-manifest error names), then sync.
+
+        The damaged file is kept in ``.history/``; what cannot be read back is filled in
+        the most cautious way (see :func:`liyuan.card.repair.repair_manifest`). A healthy
+        or missing manifest is left alone. The card syncs again in the background.
+
+        Raises:
+            UnsafePathError: A memory path is a symlink or leads outside the card.
+        """
+        repair = self.memory.repair_manifest()
+        self.sync(wait=False)
+        return repair
 
     def resident_summary(self) -> str | None:
         """The resident summary as stored (each turn sends it fitted to the budget)."""
