@@ -45,6 +45,9 @@ HOSTILE: dict[str, tuple[str, str | None, int, str, str]] = {
                                      + "9" * 5000 + "}}"), "sillytavern", 3, "n", "数字"),
     "5000-digit float": (_st('{"name": "小满", "is_user": true, "mes": "好", "send_date": 1.' + "5" * 5000 + "}"),
                          "sillytavern", 3, "send_date", "数字"),
+    "a long number in three short runs": (_st('{"name": "小满", "is_user": true, "mes": "好", "send_date": -'
+                                              + "1" * 34 + "." + "2" * 33 + "e+" + "3" * 31 + "}"),
+                                          "sillytavern", 3, "send_date", "数字"),
     "lone surrogate in mes": (_st('{"name": "小满", "is_user": true, "mes": "半个\\ud800字"}'), "sillytavern", 3,
                               "mes", "代理项"),
     "lone low surrogate in a name": (_st('{"name": "小\\udc00满", "is_user": true, "mes": "好"}'), "sillytavern",
