@@ -27,7 +27,7 @@ from typing import Any
 
 from liyuan.app.activity import Activity, Lane, Listener
 from liyuan.app.chat import Chat
-from liyuan.card.files import CHAT_META_FILE, CardLayout, atomic_write_text, validate_chat_id
+from liyuan.card.files import CHAT_META_FILE, SESSIONS_DIR, CardLayout, atomic_write_text, validate_chat_id
 from liyuan.card.repair import ManifestRepair
 from liyuan.card.sync import CardMemory, MergeStatus, SyncOutcome
 from liyuan.card.worker import SyncWorker
@@ -44,6 +44,7 @@ _log = logging.getLogger("liyuan.app")
 VECTOR_STORE_FILE = "向量记忆.sqlite"
 """The chat's vector store, inside its folder (deleted with the chat)."""
 FIRST_SESSION_FILE = "001.jsonl"
+_SQLITE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
 ACTIVITY_KEPT = 200
 
 
@@ -111,6 +112,7 @@ class Card:
 
         Raises:
             ConfigError: An invalid chat id.
+            UnsafePathError: ``对话/``, the chat's folder or one of its files is a symlink.
         """
         validate_chat_id(chat_id)
         with self._chats_guard:
@@ -119,7 +121,7 @@ class Card:
                 chat = self._open_chat(chat_id, user_name or self.user_name, char_name or self.char_name, greeting)
                 self._chats[chat_id] = chat
         if title is not None:
-            meta = self._layout.chat_dir(chat_id) / CHAT_META_FILE
+            meta = self._layout.chat_file(chat_id, CHAT_META_FILE)
             atomic_write_text(meta, json.dumps({"name": title}, ensure_ascii=False) + "\n")
         self.sync(wait=False)
         return chat
@@ -151,13 +153,17 @@ class Card:
         sessions = self._layout.sessions_dir(chat_id)
         if chat_id in self._chats or (sessions.is_dir() and any(sessions.glob("*.jsonl"))):
             raise ConfigError(f"局 {chat_id} 已经有会话了：导入只建新的一局")
-        target = sessions / FIRST_SESSION_FILE
+        target = self._layout.chat_file(chat_id, SESSIONS_DIR, FIRST_SESSION_FILE)
         import_chat(path, target, format, user_name=speaker, conversation=conversation,
                     session_id=f"{chat_id}-{target.stem}", clock=self._clock, ids=self._ids)
         return self.chat(chat_id, title=title)
 
     def chat_ids(self) -> list[str]:
-        """The chats on disk, sorted."""
+        """The chats on disk, sorted (a symlink in ``对话/`` is no chat).
+
+        Raises:
+            UnsafePathError: ``对话/`` itself is a symlink.
+        """
         return self._layout.chat_ids()
 
     def delete_chat(self, chat_id: str) -> bool:
@@ -168,6 +174,7 @@ class Card:
 
         Raises:
             ConfigError: An invalid chat id.
+            UnsafePathError: ``对话/`` or the chat's folder is a symlink (nothing is deleted).
         """
         validate_chat_id(chat_id)
         with self._chats_guard:
@@ -295,6 +302,7 @@ class Card:
         folder = self._layout.sessions_dir(chat_id)
         existing = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
         path = existing[-1] if existing else folder / FIRST_SESSION_FILE
+        self._layout.chat_file(chat_id, SESSIONS_DIR, path.name)  # a symlinked session file: refused
         tree = SessionTree(path, session_id=f"{chat_id}-{path.stem}", clock=self._clock, ids=self._ids)
         if not existing and greeting:
             tree.append_message("assistant", greeting, greeting=True)
@@ -304,7 +312,9 @@ class Card:
             from liyuan.vector.memory import VectorMemory
             from liyuan.vector.store import SqliteChunkStore
 
-            store = SqliteChunkStore(self._layout.chat_dir(chat_id) / VECTOR_STORE_FILE, clock=self._clock)
+            for suffix in _SQLITE_SIDE_FILES:  # SQLite follows links: none of its files may be one
+                self._layout.chat_file(chat_id, VECTOR_STORE_FILE + suffix)
+            store = SqliteChunkStore(self._layout.chat_file(chat_id, VECTOR_STORE_FILE), clock=self._clock)
             vector = VectorMemory(self.config.vector, store)
         lane = Lane(f"liyuan-{chat_id}", self._emit, background=self._background, chat_id=chat_id)
         return Chat(chat_id, tree, user_name=user_name, char_name=char_name, config=self.config,

@@ -22,7 +22,10 @@ Invariants:
   Memory that cannot be read must not look like memory that was deleted.
 - Every path :class:`MemoryFiles` touches is checked first: a symlink anywhere below the
   card folder, or a path that leaves it, raises :class:`~liyuan.errors.UnsafePathError`
-  and nothing is read or written (see :mod:`liyuan.card.housekeeping`).
+  and nothing is read or written (see :mod:`liyuan.card.housekeeping`). The same holds for
+  the chats: :class:`CardLayout` checks every chat path it gives, a symlink in ``对话/`` is
+  no chat, and a chat folder is deleted relative to directory descriptors, never
+  following a link (:func:`~liyuan.card.housekeeping.remove_inside`).
 - Before a document is overwritten or retired, a copy goes to ``.history/``; the newest
   :data:`~liyuan.card.housekeeping.HISTORY_KEEP` copies of each document are kept.
 """
@@ -224,13 +227,13 @@ class MemoryFiles:
         atomic_write_text(self.safe(path), text)
 
     def check_paths(self) -> None:
-        """Check every fixed memory path and every entry of ``局/`` (no symlink, inside the card).
+        """Check ``对话/``, every fixed memory path and every entry of ``局/`` (no symlink, inside the card).
 
         Raises:
             UnsafePathError: One of them is a symlink or leads outside the card.
         """
         layout = self.layout
-        for path in (layout.handbook, layout.resident, layout.manifest, layout.history_dir):
+        for path in (layout.chats_dir, layout.handbook, layout.resident, layout.manifest, layout.history_dir):
             self.safe(path)
         try:
             names = [entry.name for entry in os.scandir(self.safe(layout.recaps_dir))]

@@ -153,7 +153,9 @@ def collect_chat_evidence(
     """
     sessions_dir = chat_dir / SESSIONS_DIR
     try:
-        files = sorted(p for p in sessions_dir.iterdir() if p.name.endswith(".jsonl") and p.is_file())
+        # A symlinked session file would read from outside the card: it is no session.
+        files = sorted(p for p in sessions_dir.iterdir()
+                       if p.name.endswith(".jsonl") and p.is_file() and not p.is_symlink())
     except OSError:
         return None
     sections: list[str] = []

@@ -204,7 +204,12 @@ class CardMemory(HandPath):
     def _recap_one(self, chat_id: str) -> bool | None:
         """True: recapped; False: failed; None: nothing to do."""
         layout, files = self.layout, self.files
-        sessions = layout.sessions_dir(chat_id)
+        try:
+            sessions = layout.sessions_dir(chat_id)
+            chat_dir = layout.chat_dir(chat_id)
+        except UnsafePathError as exc:  # this chat's folder leads outside: skip it, sync the others
+            self._say(f"复盘「{chat_id}」已跳过：{exc}")
+            return False
         # Decide and stamp in one critical section: a forget landing between the two
         # would otherwise get the recap of the chat it just forgot written back.
         with self._locks.write:
@@ -227,7 +232,7 @@ class CardMemory(HandPath):
                 self._say(f"复盘「{name}」失败：{exc}")
                 return False
         evidence = collect_chat_evidence(
-            layout.chat_dir(chat_id), user_name=self.user_name, char_name=self.char_name,
+            chat_dir, user_name=self.user_name, char_name=self.char_name,
             max_chars=self.recap_input_max_chars,
             on_damage=lambda note: self._say(f"「{name}」的会话文件有损坏的行：{note}"),
         )
