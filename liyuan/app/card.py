@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -33,7 +34,7 @@ from liyuan.card.sync import CardMemory, MergeStatus, SyncOutcome
 from liyuan.card.worker import SyncWorker
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.config import MemoryConfig
-from liyuan.errors import ConfigError, ModelError
+from liyuan.errors import ConfigError, MemoryFileError, ModelError
 from liyuan.model import ChatModel, Completion, ModelRequest
 from liyuan.session.tree import SessionTree
 
@@ -90,6 +91,7 @@ class Card:
         self._outcomes_guard = threading.Lock()
         self._worker = SyncWorker(self._sync_memory, on_outcome=self._synced, on_error=self._sync_failed) \
             if background else None
+        self._clean_interrupted_imports()
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], **options: Any) -> Card:
@@ -297,6 +299,26 @@ class Card:
         self._emit(Activity("error", f"跨局记忆同步出错：{type(exc).__name__}: {exc}"))
         # Reported by the next sync(wait=True) too: an empty outcome would read "nothing to do".
         self._synced(key, SyncOutcome(errors=[f"{type(exc).__name__}: {exc}"]))
+
+    def _clean_interrupted_imports(self) -> None:
+        """Remove what imports killed mid-way left: their temporary files, and the chat folders
+        they had created that hold nothing else (a phantom chat :meth:`chat_ids` would list)."""
+        from liyuan.session.imports import remove_dead_import_temps
+
+        removed = 0
+        try:
+            for chat_id in self._layout.chat_ids():
+                sessions = self._layout.sessions_dir(chat_id)
+                count = remove_dead_import_temps(sessions)
+                if count:
+                    removed += count
+                    for folder in (sessions, sessions.parent):
+                        with contextlib.suppress(OSError):  # not empty: a real chat, kept
+                            folder.rmdir()
+        except (OSError, MemoryFileError) as exc:  # a symlink or an unreadable folder: the calls say so
+            _log.warning("清理导入残留时出错：%s", exc)
+        if removed:
+            self._emit(Activity("sync", f"清理了 {removed} 个导入中断（进程被杀）时留下的临时文件"))
 
     def _open_chat(self, chat_id: str, user_name: str, char_name: str, greeting: str | None) -> Chat:
         folder = self._layout.sessions_dir(chat_id)
