@@ -26,12 +26,17 @@ Invariants:
   the chats: :class:`CardLayout` checks every chat path it gives, a symlink in ``对话/`` is
   no chat, and a chat folder is deleted relative to directory descriptors, never
   following a link (:func:`~liyuan.card.housekeeping.remove_inside`).
+- A sync or hard-path write replaces a document only if it still holds the text the
+  change was based on, with no window between that check and the replace
+  (:meth:`MemoryFiles.replace_text`): an editor's save landing during the write is put
+  back and kept in ``.history/``.
 - Before a document is overwritten or retired, a copy goes to ``.history/``; the newest
   :data:`~liyuan.card.housekeeping.HISTORY_KEEP` copies of each document are kept.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -69,6 +74,7 @@ __all__ = [
     "RECAPS_DIR",
     "RESIDENT_FILE",
     "SESSIONS_DIR",
+    "STAGED_MARK",
     "CardLayout",
     "MemoryFiles",
     "atomic_write_text",
@@ -81,6 +87,19 @@ __all__ = [
     "source_mark_of",
     "validate_chat_id",
 ]
+
+STAGED_MARK = ".staged."
+"""Part of the name a new text is staged under beside its file (:meth:`MemoryFiles.replace_text`)."""
+
+
+def _as_read(data: bytes) -> str | None:
+    """``data`` decoded as :func:`read_text_optional` decodes a file (universal newlines); ``None``: not UTF-8."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
 
 def sha1_text(text: str) -> str:
     """sha1 hex of the UTF-8 bytes (the manifest's ``mergedHash``)."""
@@ -225,6 +244,78 @@ class MemoryFiles:
     def write_text(self, path: Path, text: str) -> None:
         """See :func:`atomic_write_text` (after :meth:`safe`)."""
         atomic_write_text(self.safe(path), text)
+
+    def replace_text(self, path: Path, text: str, expected: str | None) -> bool:
+        """Write ``text`` to ``path`` only if it still holds ``expected`` (``None``: missing), with no window.
+
+        A check followed by a rename leaves a window: an editor's save landing between the
+        two would be overwritten. Here the new text is staged beside the file (through
+        :meth:`write_text`), then swapped in atomically (:func:`liyuan.fileio.exchange`),
+        and only then is what it displaced compared with ``expected``. When it differs
+        (a save landed), the swap is undone, so the save is back in place, and every
+        displaced text that is not ours is also kept in ``.history/``. Where the system
+        cannot swap, the displaced file is caught by a hard link in ``.history/`` first.
+
+        Returns:
+            False when ``path`` did not hold ``expected``: nothing of ``text`` stays.
+
+        Raises:
+            MemoryFileError: The file cannot be staged, swapped or compared.
+        """
+        self.safe(path)
+        staged = self.safe(path.with_name(f".{self._ids()}{STAGED_MARK}{path.name}"))
+        self.write_text(staged, text)  # the adapter's one write: tests inject crashes there
+        try:
+            if expected is None:
+                try:
+                    os.link(staged, path)  # fails if the file appeared meanwhile: never overwrites
+                except FileExistsError:
+                    return False
+                fileio.fsync_dir(path.parent)
+                return True
+            return self._swap_in(path, staged, text, expected)
+        except OSError as exc:
+            raise MemoryFileError(f"无法写入记忆文件 {path}：{exc}") from exc
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(staged)
+
+    def _swap_in(self, path: Path, staged: Path, text: str, expected: str) -> bool:
+        try:
+            swapped = fileio.exchange(staged, path)
+        except FileNotFoundError:
+            return False  # deleted meanwhile: that is a change too
+        if not swapped:  # no atomic exchange here: catch the old inode first, then rename
+            caught = self._history_path(path)
+            caught.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(path, caught)
+            except FileNotFoundError:
+                return False
+            os.replace(staged, path)
+            displaced = caught.read_bytes()
+            if _as_read(displaced) == expected:
+                caught.unlink()
+                fileio.fsync_dir(path.parent)
+                return True
+            fileio.atomic_write_bytes(path, displaced)  # put the save back (it is kept in .history too)
+            return False
+        fileio.fsync_dir(path.parent)
+        displaced = staged.read_bytes()  # what path named the instant before the swap
+        if _as_read(displaced) == expected:
+            return True
+        self._keep(path, displaced)
+        fileio.exchange(staged, path)  # undo: the save is back; staged holds ours (or a newer save)
+        fileio.fsync_dir(path.parent)
+        back = staged.read_bytes()
+        if back != text.encode("utf-8"):
+            self._keep(path, back)
+        return False
+
+    def _keep(self, path: Path, data: bytes) -> None:
+        """Keep a displaced version of ``path`` in ``.history/``."""
+        fileio.atomic_write_bytes(self._history_path(path), data)
+        prune_history(self.layout.history_dir, self._history_name(path), HISTORY_KEEP)
 
     def check_paths(self) -> None:
         """Check ``对话/``, every fixed memory path and every entry of ``局/`` (no symlink, inside the card).

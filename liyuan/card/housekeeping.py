@@ -30,7 +30,8 @@ HISTORY_KEEP = 20
 """Copies of each memory document kept in ``.history/`` (older ones are pruned)."""
 
 # fileio's temp names: "." + target name + "." + mkstemp's random part + ".tmp".
-_TEMP_RE = re.compile(r"\..+\.[A-Za-z0-9_]+\.tmp")
+# MemoryFiles.replace_text's staged texts: "." + id + ".staged." + target name.
+_TEMP_RE = re.compile(r"\..+\.[A-Za-z0-9_]+\.tmp|\.[^.]+\.staged\..+")
 
 
 def check_inside(card_dir: Path, path: Path) -> Path:
@@ -141,7 +142,7 @@ def prune_history(history_dir: Path, suffix: str, keep: int = HISTORY_KEEP) -> i
 
 
 def remove_orphan_temps(folders: list[Path]) -> int:
-    """Remove fileio's leftover temp files (``.<name>.<random>.tmp``) in ``folders``.
+    """Remove leftover temp files (``.<name>.<random>.tmp``, ``.<id>.staged.<name>``) in ``folders``.
 
     Symlinks and folders are never touched; a missing folder is fine. Returns the count.
 

@@ -275,7 +275,9 @@ class CardMemory(HandPath):
             except ModelOutputError as exc:
                 self._say(f"复盘「{name}」失败：{exc}")
                 return False
-            files.write_text(layout.recap_path(chat_id), text + "\n")
+            if not files.replace_text(layout.recap_path(chat_id), text + "\n", previous):
+                self._say(f"复盘「{name}」已丢弃：写入时复盘正好被改动（改动已保留）")
+                return False
             record = manifest.record(chat_id)
             record.source_mark = mark  # taken before the call: newer sessions get a new recap
             record.recap_at = self._clock()
@@ -368,9 +370,8 @@ class CardMemory(HandPath):
         # checked again right before its own write, and its previous text kept in .history.
         for path, text, old in targets:
             files.backup_copy(path)
-            if not self._still(path, old):
+            if not self._still(path, old) or not files.replace_text(path, text + "\n", old):
                 return False
-            files.write_text(path, text + "\n")
         resident_chars = utf16_len(resident)  # within RESIDENT_MAX_CHARS: check_merge cut it
         now = self._clock()
         for chat_id, digest in diff.hashes.items():
