@@ -28,7 +28,7 @@ Invariants:
   following a link (:func:`~liyuan.card.housekeeping.remove_inside`).
 - A sync or hard-path write replaces a document only if it still holds the text the
   change was based on, with no window between that check and the replace
-  (:meth:`MemoryFiles.replace_text`): an editor's save landing during the write is put
+  (:meth:`MemoryFiles.replace_text`, :mod:`liyuan.card.swap`): an editor's save landing during the write is put
   back and kept in ``.history/``.
 - Before a document is overwritten or retired, a copy goes to ``.history/``; the newest
   :data:`~liyuan.card.housekeeping.HISTORY_KEEP` copies of each document are kept.
@@ -36,7 +36,6 @@ Invariants:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
@@ -45,6 +44,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from liyuan import fileio
+from liyuan.card import swap
 from liyuan.card.housekeeping import HISTORY_KEEP, check_inside, prune_history, remove_orphan_temps
 from liyuan.card.layout import (
     CHAT_META_FILE,
@@ -74,7 +74,6 @@ __all__ = [
     "RECAPS_DIR",
     "RESIDENT_FILE",
     "SESSIONS_DIR",
-    "STAGED_MARK",
     "CardLayout",
     "MemoryFiles",
     "atomic_write_text",
@@ -87,19 +86,6 @@ __all__ = [
     "source_mark_of",
     "validate_chat_id",
 ]
-
-STAGED_MARK = ".staged."
-"""Part of the name a new text is staged under beside its file (:meth:`MemoryFiles.replace_text`)."""
-
-
-def _as_read(data: bytes) -> str | None:
-    """``data`` decoded as :func:`read_text_optional` decodes a file (universal newlines); ``None``: not UTF-8."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    return text.replace("\r\n", "\n").replace("\r", "\n")
-
 
 def sha1_text(text: str) -> str:
     """sha1 hex of the UTF-8 bytes (the manifest's ``mergedHash``)."""
@@ -248,13 +234,8 @@ class MemoryFiles:
     def replace_text(self, path: Path, text: str, expected: str | None) -> bool:
         """Write ``text`` to ``path`` only if it still holds ``expected`` (``None``: missing), with no window.
 
-        A check followed by a rename leaves a window: an editor's save landing between the
-        two would be overwritten. Here the new text is staged beside the file (through
-        :meth:`write_text`), then swapped in atomically (:func:`liyuan.fileio.exchange`),
-        and only then is what it displaced compared with ``expected``. When it differs
-        (a save landed), the swap is undone, so the save is back in place, and every
-        displaced text that is not ours is also kept in ``.history/``. Where the system
-        cannot swap, the displaced file is caught by a hard link in ``.history/`` first.
+        See :func:`liyuan.card.swap.replace_text` (an editor's save landing during the
+        write is put back and kept in ``.history/``).
 
         Returns:
             False when ``path`` did not hold ``expected``: nothing of ``text`` stays.
@@ -262,59 +243,11 @@ class MemoryFiles:
         Raises:
             MemoryFileError: The file cannot be staged, swapped or compared.
         """
-        self.safe(path)
-        staged = self.safe(path.with_name(f".{self._ids()}{STAGED_MARK}{path.name}"))
-        self.write_text(staged, text)  # the adapter's one write: tests inject crashes there
-        try:
-            if expected is None:
-                try:
-                    os.link(staged, path)  # fails if the file appeared meanwhile: never overwrites
-                except FileExistsError:
-                    return False
-                fileio.fsync_dir(path.parent)
-                return True
-            return self._swap_in(path, staged, text, expected)
-        except OSError as exc:
-            raise MemoryFileError(f"无法写入记忆文件 {path}：{exc}") from exc
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(staged)
+        return swap.replace_text(self, path, text, expected)
 
-    def _swap_in(self, path: Path, staged: Path, text: str, expected: str) -> bool:
-        try:
-            swapped = fileio.exchange(staged, path)
-        except FileNotFoundError:
-            return False  # deleted meanwhile: that is a change too
-        if not swapped:  # no atomic exchange here: catch the old inode first, then rename
-            caught = self._history_path(path)
-            caught.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link(path, caught)
-            except FileNotFoundError:
-                return False
-            os.replace(staged, path)
-            displaced = caught.read_bytes()
-            if _as_read(displaced) == expected:
-                caught.unlink()
-                fileio.fsync_dir(path.parent)
-                return True
-            fileio.atomic_write_bytes(path, displaced)  # put the save back (it is kept in .history too)
-            return False
-        fileio.fsync_dir(path.parent)
-        displaced = staged.read_bytes()  # what path named the instant before the swap
-        if _as_read(displaced) == expected:
-            return True
-        self._keep(path, displaced)
-        fileio.exchange(staged, path)  # undo: the save is back; staged holds ours (or a newer save)
-        fileio.fsync_dir(path.parent)
-        back = staged.read_bytes()
-        if back != text.encode("utf-8"):
-            self._keep(path, back)
-        return False
-
-    def _keep(self, path: Path, data: bytes) -> None:
-        """Keep a displaced version of ``path`` in ``.history/``."""
-        fileio.atomic_write_bytes(self._history_path(path), data)
+    def keep_displaced(self, path: Path, data: bytes) -> None:
+        """Keep a displaced version of ``path`` (bytes) in ``.history/``, older copies pruned."""
+        fileio.atomic_write_bytes(self.history_path(path), data)
         prune_history(self.layout.history_dir, self._history_name(path), HISTORY_KEEP)
 
     def check_paths(self) -> None:
@@ -383,6 +316,14 @@ class MemoryFiles:
 
     def _history_name(self, path: Path) -> str:
         return "-" + self.layout.relative(path).replace("/", "-")
+
+    def new_id(self) -> str:
+        """A fresh unique suffix (the id factory's), for temp and backup names."""
+        return self._ids()
+
+    def history_path(self, path: Path) -> Path:
+        """A fresh ``.history/`` name for a copy of ``path`` (timestamp, unique id, the document's name)."""
+        return self._history_path(path)
 
     def _history_path(self, path: Path) -> Path:
         stamp = re.sub(r"[^0-9A-Za-z]", "", self._clock())[:18]
