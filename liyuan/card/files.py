@@ -44,7 +44,6 @@ from collections.abc import Collection
 from pathlib import Path
 
 from liyuan import fileio
-from liyuan.card import swap
 from liyuan.card.housekeeping import HISTORY_KEEP, check_inside, prune_history, remove_orphan_temps
 from liyuan.card.layout import (
     CHAT_META_FILE,
@@ -60,6 +59,7 @@ from liyuan.card.layout import (
     is_valid_chat_id,
     validate_chat_id,
 )
+from liyuan.card.swap import replace_text
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.errors import MemoryFileError
 
@@ -232,18 +232,9 @@ class MemoryFiles:
         atomic_write_text(self.safe(path), text)
 
     def replace_text(self, path: Path, text: str, expected: str | None) -> bool:
-        """Write ``text`` to ``path`` only if it still holds ``expected`` (``None``: missing), with no window.
-
-        See :func:`liyuan.card.swap.replace_text` (an editor's save landing during the
-        write is put back and kept in ``.history/``).
-
-        Returns:
-            False when ``path`` did not hold ``expected``: nothing of ``text`` stays.
-
-        Raises:
-            MemoryFileError: The file cannot be staged, swapped or compared.
-        """
-        return swap.replace_text(self, path, text, expected)
+        """Write ``text`` to ``path`` only if it still holds ``expected`` (``None``: missing), with no
+        window; False (nothing of ``text`` stays) when it did not. See :func:`liyuan.card.swap.replace_text`."""
+        return replace_text(self, path, text, expected)
 
     def keep_displaced(self, path: Path, data: bytes) -> None:
         """Keep a displaced version of ``path`` (bytes) in ``.history/``, older copies pruned."""
@@ -318,7 +309,6 @@ class MemoryFiles:
         return "-" + self.layout.relative(path).replace("/", "-")
 
     def new_id(self) -> str:
-        """A fresh unique suffix (the id factory's), for temp and backup names."""
         return self._ids()
 
     def history_path(self, path: Path) -> Path:

@@ -17,15 +17,22 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from liyuan import fileio
 from liyuan.errors import MemoryFileError
 
-if TYPE_CHECKING:
-    from liyuan.card.files import MemoryFiles
+__all__ = ["STAGED_MARK", "MemoryFiles", "replace_text"]
 
-__all__ = ["STAGED_MARK", "replace_text"]
+
+class MemoryFiles(Protocol):
+    """What this module needs of :class:`liyuan.card.files.MemoryFiles`."""
+
+    def safe(self, path: Path) -> Path: ...
+    def new_id(self) -> str: ...
+    def write_text(self, path: Path, text: str) -> None: ...
+    def history_path(self, path: Path) -> Path: ...
+    def keep_displaced(self, path: Path, data: bytes) -> None: ...
 
 STAGED_MARK = ".staged."
 """Part of the name a new text is staged under beside its file."""

@@ -44,15 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from liyuan.session.damage import (
-    SessionProblem,
-    Skipped,
-    bridge,
-    describe,
-    encodable,
-    near_miss_link,
-    salvage_link,
-)
+from liyuan.session.damage import SessionProblem, Skipped, bridge, describe, encodable, near_miss_link, salvage_link
 
 __all__ = [
     "DAMAGED_ENTRY_TYPE",
