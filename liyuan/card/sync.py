@@ -26,7 +26,8 @@ Invariants:
   activity line) before anything is read or written; :meth:`CardMemory.repair_manifest`
   repairs it. Temp files a crashed write left behind are removed when a sync starts.
 - A hand-edited aggregate pins merging: sync recaps as usual but skips the merge (and
-  says so) until :meth:`CardMemory.resume_merging`.
+  says so) until :meth:`CardMemory.resume_merging`. A handbook left without any chat
+  block (``来源：局/<id>.md``) is rebuilt from every recap by the next merge due, and says so.
 - Write order makes every crash heal at the next sync without losing memory: the recap
   file is written before the manifest records its fingerprint (a crash costs one
   repeated recap); both aggregates are written before the manifest records the merge
@@ -56,7 +57,7 @@ from liyuan.card.handpath import HandPath
 from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS, RecapDiff, collect_chat_evidence, diff_recaps
 from liyuan.card.lock import card_locks
 from liyuan.card.manifest import Manifest, finish_pending, load_manifest, save_manifest
-from liyuan.card.merge_check import check_merge
+from liyuan.card.merge_check import check_merge, merge_needs_every_recap
 from liyuan.card.prompts import build_merge_prompt, build_recap_prompt, validate_recap
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.context.budget import RESIDENT_MAX_CHARS
@@ -300,6 +301,9 @@ class CardMemory(HandPath):
                 diff = diff_recaps(files, manifest)
                 handbook = files.read_text(layout.handbook)
                 resident = files.read_text(layout.resident)
+                unsourced = merge_needs_every_recap(handbook, resident, diff, manifest)
+                if unsourced:
+                    diff = diff_recaps(files, manifest, every=True)
             except (ManifestError, UnsafePathError):
                 raise
             except MemoryFileError as exc:
@@ -317,6 +321,9 @@ class CardMemory(HandPath):
         requested = manual is not None and manual.merge_requested and bool(handbook or resident)
         if diff.empty and not requested:
             return "no-change", []
+        if unsourced:
+            self._say(f"手册里没有任何「来源：局/<id>.md」行（像是手改的）：这次合并附上全部 {len(diff.changed)} "
+                      "局的复盘，以手改的内容为底按局重建；以后手改手册请保留各局的来源行")
         prompt = build_merge_prompt(
             handbook=handbook, resident=resident, changed=diff.changed, deleted=diff.deleted,
             language=self.language, user_name=self.user_name, char_name=self.char_name,
