@@ -9,6 +9,10 @@ Invariants:
   what that chat alone supported.
 - Every activity line reaches the ``on_activity`` listener and :attr:`Card.activity`;
   none is printed. A listener that raises is logged and ignored.
+- No chat path leads outside the card: a symlink under ``对话/`` raises
+  :class:`~liyuan.errors.UnsafePathError` before anything is read, written or deleted.
+- Opening a card removes what an import killed mid-way left (its temporary file and the
+  otherwise empty chat folder); an import still running in a live process is left alone.
 - Without a side model nothing is sent anywhere: turns are assembled, replies recorded,
   memory files can be read and edited, but no compaction, recap or merge runs.
 """
