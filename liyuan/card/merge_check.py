@@ -39,6 +39,8 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from liyuan.card.inputs import RecapDiff
+from liyuan.card.manifest import Manifest
 from liyuan.card.prompts import MERGE_MAX_TOKENS, RESIDENT_HEADING, merge_reply_problem, parse_merge_result
 from liyuan.completion import Completion, require_finished
 from liyuan.context.budget import RESIDENT_MAX_CHARS, fit_resident_summary
@@ -53,6 +55,7 @@ __all__ = [
     "CheckedMerge",
     "chat_refs",
     "check_merge",
+    "merge_needs_every_recap",
     "source_ids",
 ]
 
@@ -158,3 +161,16 @@ def check_merge(
         cut = fit_resident_summary(resident, 0)  # the allowance is the full 1,200: never None
         resident = cut if cut is not None else resident
     return CheckedMerge(handbook, resident, written)
+
+
+def merge_needs_every_recap(handbook: str | None, resident: str | None, diff: RecapDiff, manifest: Manifest) -> bool:
+    """True when a merge is due that could never pass: aggregates exist, yet the handbook names
+    no chat's block and some recap is not sent (a reply can only write blocks for recaps it is
+    given, and :func:`check_merge` refuses a handbook without any). A hand edit does this."""
+    manual = manifest.manual
+    if manual is not None and (manual.aggregate_pinned or manual.pending):
+        return False  # no merge now anyway
+    due = not diff.empty or (manual is not None and manual.merge_requested)
+    sent = {recap.chat_id for recap in diff.changed}
+    return (due and bool(handbook or resident) and not source_ids(handbook or "")
+            and bool(set(diff.hashes) - sent))
