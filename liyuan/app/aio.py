@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from liyuan.app.activity import Activity
 from liyuan.app.card import Card
 from liyuan.app.chat import Chat, Mode, Turn
+from liyuan.card.repair import ManifestRepair
 from liyuan.card.sync import CardMemory, SyncOutcome
 from liyuan.config import MemoryConfig
 from liyuan.model import ChatModel, Usage
@@ -170,6 +171,10 @@ class AsyncCard:
     async def memory(self) -> CardMemory:
         """See :attr:`Card.memory <liyuan.app.card.Card.memory>`."""
         return await asyncio.to_thread(lambda: self.sync_card.memory)
+
+    async def repair_manifest(self) -> ManifestRepair:
+        """Awaitable :meth:`liyuan.Card.repair_manifest`."""
+        return await asyncio.to_thread(self.sync_card.repair_manifest)
 
     async def resident_summary(self) -> str | None:
         """See :meth:`Card.resident_summary <liyuan.app.card.Card.resident_summary>`."""
