@@ -32,7 +32,10 @@ from liyuan.card.sync import CardMemory, MergeStatus, SyncOutcome
 from liyuan.card.worker import SyncWorker
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.config import MemoryConfig
-from liyuan.errors import ConfigError, ModelError
+from liyuan.errors import ConfigError, MemoryFileError, ModelError
+from liyuan.lore.cards import ImportedCard, card_greetings, read_card
+from liyuan.lore.model import LoreBook
+from liyuan.lore.store import LORE_FILE, LoreShelf, load_card_data, save_card_data
 from liyuan.model import ChatModel, Completion, ModelRequest
 from liyuan.session.tree import SessionTree
 
@@ -80,6 +83,7 @@ class Card:
         self._clock = clock
         self._ids = ids
         self._layout = CardLayout(self.path)
+        self._lore = LoreShelf(self.path)
         self._chats: dict[str, Chat] = {}
         self._chats_guard = threading.Lock()
         """Makes look-up-or-open one step: two threads entering a chat get one :class:`Chat`."""
@@ -106,7 +110,8 @@ class Card:
             user_name: The user's character name (default: the card's).
             char_name: The character's name (default: the card's).
             title: The chat's display name, kept in its ``meta.json``.
-            greeting: The card's opening line, written as the first entry of a new chat.
+            greeting: The card's opening line, written as the first entry of a new chat;
+                default: the imported card's first greeting (``first_mes``), if any.
 
         Raises:
             ConfigError: An invalid chat id.
@@ -115,6 +120,8 @@ class Card:
         with self._chats_guard:
             chat = self._chats.get(chat_id)
             if chat is None:
+                if greeting is None:
+                    greeting = next(iter(self.greetings()), None)
                 chat = self._open_chat(chat_id, user_name or self.user_name, char_name or self.char_name, greeting)
                 self._chats[chat_id] = chat
         if title is not None:
@@ -154,6 +161,59 @@ class Card:
         import_chat(path, target, format, user_name=speaker, conversation=conversation,
                     session_id=f"{chat_id}-{target.stem}", clock=self._clock, ids=self._ids)
         return self.chat(chat_id, title=title)
+
+    # -- the card and its lore book ---------------------------------------------------
+
+    def import_card(self, path: str | os.PathLike[str], *, replace: bool = False) -> ImportedCard:
+        """Bring in a character card or a lore book people already have.
+
+        Accepted: Character Card V3 / V2 / V1 as JSON, PNG (``ccv3`` or ``chara`` chunk;
+        ``ccv3`` wins) or CHARX; a ``lorebook_v3`` export; a SillyTavern World Info file
+        (see :mod:`liyuan.lore.cards`). A card is kept whole as ``角色卡.json`` (every
+        field, unknown ones too) and gives new chats their greeting; its
+        ``character_book`` (or the lore book file) becomes ``设定集.yaml``.
+
+        Args:
+            path: The file.
+            replace: Replace a lore book the card already has (it is refused otherwise).
+
+        Returns:
+            What was read (name, greetings, lore book, the JSON).
+
+        Raises:
+            CardImportError: The file cannot be imported (the message says why); nothing is written.
+            ConfigError: The card has a lore book already and ``replace`` is False; nothing is written.
+        """
+        card = read_card(path, user_name=self.user_name)
+        if card.book is not None and not replace and (self.path / LORE_FILE).exists():
+            raise ConfigError(f"这张卡已经有设定集（{LORE_FILE}）：要用导入的换掉它，传 replace=True")
+        if card.book is not None:
+            self._lore.save(card.book)
+        if card.is_card:
+            save_card_data(self.path, card.data)
+        return card
+
+    @property
+    def lore(self) -> LoreBook | None:
+        """The card's lore book as stored (``设定集.yaml``), or ``None``.
+
+        Raises:
+            LoreError: The file does not read (the message names the entry).
+        """
+        index = self._lore.index()
+        return index.book if index is not None else None
+
+    def save_lore(self, book: LoreBook) -> None:
+        """Replace the card's lore book (written atomically; the next turn uses it)."""
+        self._lore.save(book)
+
+    def greetings(self) -> tuple[str, ...]:
+        """The imported card's greetings (``first_mes``, then the alternates); empty if none."""
+        try:
+            data = load_card_data(self.path)
+        except MemoryFileError:
+            return ()
+        return card_greetings(data, user_name=self.user_name) if data is not None else ()
 
     def chat_ids(self) -> list[str]:
         """The chats on disk, sorted."""
@@ -294,7 +354,7 @@ class Card:
         lane = Lane(f"liyuan-{chat_id}", self._emit, background=self._background, chat_id=chat_id)
         return Chat(chat_id, tree, user_name=user_name, char_name=char_name, config=self.config,
                     side_model=self.side_model, lane=lane, resident=self.resident_summary, emit=self._emit,
-                    vector=vector)
+                    vector=vector, lore=self._lore.index)
 
 
 def _deadline(timeout: float | None) -> float | None:

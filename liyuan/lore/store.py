@@ -24,8 +24,7 @@ from typing import Any
 import yaml
 
 from liyuan import fileio
-from liyuan.card.housekeeping import check_inside
-from liyuan.errors import LoreError
+from liyuan.errors import LoreError, UnsafePathError
 from liyuan.lore.match import LoreIndex
 from liyuan.lore.model import LoreBook, book_from_dict
 
@@ -58,7 +57,16 @@ _BlockDumper.add_representer(str, _text)
 
 
 def _path(card_dir: Path, name: str) -> Path:
-    return check_inside(card_dir, card_dir / name)
+    """``card_dir / name`` if it is not a symlink (the card folder itself may be one).
+
+    The names are fixed file names directly in the card folder, so no ``..`` can occur;
+    a symlink in their place could lead anywhere and is refused (as
+    :func:`liyuan.card.housekeeping.check_inside` refuses one for the memory files).
+    """
+    path = card_dir / name
+    if path.is_symlink():
+        raise UnsafePathError(f"{name} 是符号链接，已拒绝读写：{path}（请换成卡片文件夹里的普通文件）")
+    return path
 
 
 def dump_book(book: LoreBook) -> str:
