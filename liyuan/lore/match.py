@@ -5,10 +5,12 @@ Testing every key with ``in`` costs time in proportion to the book; this index c
 time in proportion to the text instead:
 
 - Every plain key is filed under its first two characters (a one-character key under
-  its character), once as written (case-sensitive entries) and once casefolded.
-- A scan takes the set of two-character pieces of the text and looks each one up; only
-  the keys filed there are tested with ``in`` (and, for whole-word keys, at every place
-  they occur). So a key is tested only when the text holds its first two characters.
+  its character) and its length, as written (case-sensitive entries) or casefolded.
+- A scan takes the set of two-character pieces of the text and keeps those that file
+  keys; at each place such a piece occurs, it looks up the text of each filed length.
+  So the work grows with the places where some key could start, not with the book: a
+  book whose 100,000 keys all begin with the same two characters costs a look-up per
+  length at each place those two characters occur.
 - Text is scanned segment by segment, newest first (the user's new words, then each
   kept turn); a key is recorded at the first segment that holds it, its *depth*.
 
@@ -111,7 +113,7 @@ class LoreIndex:
         self.entries: tuple[LoreEntry, ...] = book.entries
         self.keys: list[_Key] = []
         self._key_ids: dict[tuple[str, bool], int] = {}
-        self._by_pair: tuple[dict[str, list[int]], dict[str, list[int]]] = ({}, {})
+        self._by_pair: tuple[dict[str, dict[int, dict[str, int]]], dict[str, dict[int, dict[str, int]]]] = ({}, {})
         """Folded (case-insensitive) and as-written (case-sensitive) keys by their first two characters."""
         self.primary_of_key: dict[int, list[int]] = {}
         """Key id to the entries that use it as a primary key (plain keys only)."""
@@ -160,7 +162,7 @@ class LoreIndex:
         key_id = len(self.keys)
         self.keys.append(_Key(text, entry.case_sensitive, is_word_char(text[0]), is_word_char(text[-1])))
         self._key_ids[ident] = key_id
-        self._by_pair[entry.case_sensitive].setdefault(text[:2], []).append(key_id)
+        self._by_pair[entry.case_sensitive].setdefault(text[:2], {}).setdefault(len(text), {})[text] = key_id
         return key_id
 
     def scan(self, segments: Sequence[str]) -> KeyHits:
@@ -174,10 +176,15 @@ class LoreIndex:
                     continue
                 pieces = {text[i:i + 2] for i in range(len(text))}  # the last one is a single character
                 pieces.update(text)
-                for piece in pieces:
-                    for key_id in table.get(piece, ()):
-                        if key_id not in depth and self.keys[key_id].text in text:
-                            depth[key_id] = number
+                for piece in pieces & table.keys():
+                    by_length = table[piece]
+                    place = text.find(piece)
+                    while place >= 0:
+                        for length, keys in by_length.items():
+                            key_id = keys.get(text[place:place + length])
+                            if key_id is not None and key_id not in depth:
+                                depth[key_id] = number
+                        place = text.find(piece, place + 1)
         return hits
 
     def found(self, hits: KeyHits, key_id: int, within: int, whole_word: bool) -> bool:

@@ -195,7 +195,10 @@ def entry_from_dict(data: Any, where: str = "设定条目") -> LoreEntry:
     values.setdefault("extra", {})
     if values["extra"] is None:
         values["extra"] = {}
-    return LoreEntry(**values)
+    try:
+        return LoreEntry(**values)
+    except LoreError as exc:
+        raise LoreError(f"{where}：{exc}") from None
 
 
 @dataclass(frozen=True)
