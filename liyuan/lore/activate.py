@@ -25,8 +25,8 @@ Rules, one by one (each has its test):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import chain
 from dataclasses import asdict, dataclass
+from itertools import chain
 
 from liyuan.lore.match import KeyHits, LoreIndex, RegexClock
 from liyuan.lore.model import LOGICS, LORE_INDEX_MAX_CHARS, MAX_RECURSION_STEPS, Logic, LoreEntry
@@ -105,11 +105,11 @@ class LoreReport:
         if not self.activated and not self.index_titles:
             return []
         constant = sum(1 for hit in self.activated if hit.why == "常驻")
-        lines = [f"设定集：激活 {len(self.activated)} 条（常驻 {constant} 条），【相关设定】放进 {len(self.included)} 条 "
-                 f"{self.text_chars} 字，【设定集索引】列 {self.index_titles} 条标题 {self.index_chars} 字"
-                 f"（份额 {self.share_chars} 字）"]
-        lines += [f"设定集：「{cut.title}」已激活但放不下（{cut.chars} 字，份额只剩 {cut.left} 字），本轮只在索引里列标题"
-                  for cut in self.cut]
+        lines = [f"设定集：激活 {len(self.activated)} 条（常驻 {constant} 条），【相关设定】放进 "
+                 f"{len(self.included)} 条 {self.text_chars} 字，【设定集索引】列 {self.index_titles} 条标题 "
+                 f"{self.index_chars} 字（份额 {self.share_chars} 字）"]
+        lines += [f"设定集：「{cut.title}」已激活但放不下（{cut.chars} 字，份额只剩 {cut.left} 字），"
+                  "本轮只在索引里列标题" for cut in self.cut]
         if self.regex_timeouts:
             lines.append(f"设定集：{len(self.regex_timeouts)} 个正则关键词超时，按没匹配算："
                          + "、".join(self.regex_timeouts[:5]))

@@ -33,10 +33,10 @@ A regex key that does not compile, or that runs out of time on the probe texts
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import regex
@@ -139,8 +139,9 @@ def _checked(fields: dict[str, Any], where: str) -> LoreEntry:
     if entry.regex:
         for key in (*entry.keys, *entry.secondary_keys):
             if not probe_regex(compile_key(key, entry.case_sensitive)):
-                raise CardImportError(f"{where}「{entry.title}」的正则关键词 {key!r} 在测试文本上超时"
-                                      f"（{_PROBE_LENGTH} 字内跑不完 {PROBE_TIMEOUT_S * 1000:.0f} 毫秒，会回溯几秒），没有导入")
+                limit = f"{_PROBE_LENGTH} 字跑不完 {PROBE_TIMEOUT_S * 1000:.0f} 毫秒"
+                raise CardImportError(f"{where}「{entry.title}」的正则关键词 {key!r} 在测试文本上超时（{limit}，"
+                                      "会回溯几秒），没有导入")
     return entry
 
 
@@ -152,7 +153,9 @@ def _card_entry(raw: Any, number: int, char: str, user: str) -> LoreEntry:
     where = f"设定集第 {number} 条"
     if not isinstance(raw, Mapping):
         raise CardImportError(f"{where} 不是对象")
-    sub = lambda text: _substitute(text, char, user)  # noqa: E731
+    def sub(text: str) -> str:
+        return _substitute(text, char, user)
+
     content, decorators = _split_decorators(str(raw.get("content") or ""))
     keys = [sub(k) for k in _texts(raw.get("keys"))]
     secondary = [sub(k) for k in _texts(raw.get("secondary_keys"))] if raw.get("selective") else []
@@ -164,7 +167,8 @@ def _card_entry(raw: Any, number: int, char: str, user: str) -> LoreEntry:
         "enabled": _bool(raw.get("enabled"), True), "order": _int(raw.get("insertion_order"), 100),
         "priority": _int(raw.get("priority"), 0), "case_sensitive": _bool(raw.get("case_sensitive"), False),
     }
-    extensions = raw.get("extensions") if isinstance(raw.get("extensions"), Mapping) else {}
+    found = raw.get("extensions")
+    extensions: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     if extensions.get("selectiveLogic") in _ST_LOGIC and secondary:
         fields["logic"] = _ST_LOGIC[extensions["selectiveLogic"]]
     if isinstance(extensions.get("match_whole_words"), bool):
@@ -199,7 +203,9 @@ def _st_entry(raw: Any, number: int, char: str, user: str) -> LoreEntry:
     where = f"世界书第 {number} 条"
     if not isinstance(raw, Mapping):
         raise CardImportError(f"{where} 不是对象")
-    sub = lambda text: _substitute(text, char, user)  # noqa: E731
+    def sub(text: str) -> str:
+        return _substitute(text, char, user)
+
     keys = [sub(k) for k in _texts(raw.get("key"))]
     secondary = [sub(k) for k in _texts(raw.get("keysecondary"))]
     is_regex = any(_ST_REGEX_KEY.match(k) for k in keys + secondary)
@@ -264,14 +270,13 @@ def card_from_json(raw: Any, container: Container = "json", *, user_name: str = 
             raise CardImportError(f"{spec} 的 data 应为对象")
         kind = str(spec)
     elif spec == "lorebook_v3":
-        book = _card_book(raw.get("data"), "", user_name)
-        return ImportedCard("lorebook_v3", container, "", (), book, raw)
+        return ImportedCard("lorebook_v3", container, "", (), _card_book(raw.get("data"), "", user_name), raw)
     elif spec is None and isinstance(raw.get("entries"), Mapping | list) and "first_mes" not in raw:
         entries = _entries_list(raw["entries"], "世界书")
-        book = LoreBook(tuple(_st_entry(e, i, "", user_name) for i, e in enumerate(entries, start=1)),
-                        recursion_steps=RECURSION_ON_IMPORT,
-                        extra={k: v for k, v in raw.items() if k != "entries"})
-        return ImportedCard("sillytavern_world_info", container, "", (), book, raw)
+        world = LoreBook(tuple(_st_entry(e, i, "", user_name) for i, e in enumerate(entries, start=1)),
+                         recursion_steps=RECURSION_ON_IMPORT,
+                         extra={k: v for k, v in raw.items() if k != "entries"})
+        return ImportedCard("sillytavern_world_info", container, "", (), world, raw)
     elif spec is None and isinstance(raw.get("name"), str) and ("first_mes" in raw or "description" in raw):
         data, kind = raw, "chara_card_v1"
     else:
@@ -299,7 +304,7 @@ def card_greetings(raw: Mapping[str, Any], *, user_name: str = "你") -> tuple[s
     return tuple(_substitute(g.strip(), char, user_name) for g in found if isinstance(g, str) and g.strip())
 
 
-def read_card(path: str | Path, *, user_name: str = "你") -> ImportedCard:
+def read_card(path: str | os.PathLike[str], *, user_name: str = "你") -> ImportedCard:
     """Read a card or lore book file (JSON, PNG, CHARX); nothing is written.
 
     Args:

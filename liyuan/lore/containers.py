@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import os
 import struct
 import zipfile
 from pathlib import Path, PurePosixPath
@@ -161,7 +162,7 @@ def _from_charx(path: Path, name: str) -> Any:
         return _json(raw, f"{name} 的 card.json")
 
 
-def read_container(path: str | Path) -> tuple[Container, Any]:
+def read_container(path: str | os.PathLike[str]) -> tuple[Container, Any]:
     """The JSON a card file carries, and which kind of file it was.
 
     Raises:

@@ -162,7 +162,8 @@ def test_empty_content_adds_nothing() -> None:
 
 
 def test_hundred_thousand_entries_stay_fast() -> None:
-    book = LoreBook(tuple(LoreEntry(f"地名{i}", content=f"地名{i}的设定", keys=(f"地名{i}号",)) for i in range(100_000)))
+    book = LoreBook(tuple(LoreEntry(f"地名{i}", content=f"地名{i}的设定", keys=(f"地名{i}号",))
+                          for i in range(100_000)))
     index = LoreIndex(book)
     items = [("user", "我们去地名77号看看。" * 20), ("assistant", "好的，地名123号也不远。" * 20)] * 6
     started = time.perf_counter()
