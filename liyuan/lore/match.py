@@ -26,7 +26,7 @@ have no such check (there are no spaces between words): "雾港" is found in "�
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import regex
@@ -115,6 +115,8 @@ class LoreIndex:
         self._key_ids: dict[tuple[str, bool], int] = {}
         self._by_pair: tuple[dict[str, dict[int, dict[str, int]]], dict[str, dict[int, dict[str, int]]]] = ({}, {})
         """Folded (case-insensitive) and as-written (case-sensitive) keys by their first two characters."""
+        self._single = [False, False]
+        """Whether any one-character key is filed (folded, as written)."""
         self.primary_of_key: dict[int, list[int]] = {}
         """Key id to the entries that use it as a primary key (plain keys only)."""
         self.primary: list[tuple[int, ...]] = []
@@ -162,6 +164,7 @@ class LoreIndex:
         key_id = len(self.keys)
         self.keys.append(_Key(text, entry.case_sensitive, is_word_char(text[0]), is_word_char(text[-1])))
         self._key_ids[ident] = key_id
+        self._single[entry.case_sensitive] |= len(text) == 1
         self._by_pair[entry.case_sensitive].setdefault(text[:2], {}).setdefault(len(text), {})[text] = key_id
         return key_id
 
@@ -174,9 +177,14 @@ class LoreIndex:
                 table = self._by_pair[sensitive]
                 if not table or not text:
                     continue
-                pieces = {text[i:i + 2] for i in range(len(text))}  # the last one is a single character
-                pieces.update(text)
-                for piece in pieces & table.keys():
+                if len(table) * 8 < len(text):  # few pieces filed: look for each of them (C speed)
+                    present: Iterable[str] = [piece for piece in table if piece in text]
+                else:  # many: take the text's own pieces (the last one is a single character)
+                    pieces = {text[i:i + 2] for i in range(len(text))}
+                    if self._single[sensitive]:
+                        pieces.update(text)
+                    present = pieces & table.keys()
+                for piece in present:
                     by_length = table[piece]
                     place = text.find(piece)
                     while place >= 0:
