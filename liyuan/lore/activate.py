@@ -227,6 +227,7 @@ class _Activation:
                 self.lore_texts.append((entry.content, entry.content.casefold()))
 
 
+# --8<-- [start:activate]
 def activate(index: LoreIndex, segments: Sequence[str], clock: RegexClock | None = None) -> list[tuple[int, LoreHit]]:
     """The active entries (book positions and why), constant first, then by rank.
 
@@ -268,6 +269,7 @@ def activate(index: LoreIndex, segments: Sequence[str], clock: RegexClock | None
                 candidates.update(index.primary_of_key.get(key_id, ()))
         candidates.update(index.patterns)
     return sorted(run.found.items(), key=lambda item: index.rank(item[0]))
+# --8<-- [end:activate]
 
 
 def _block(entry: LoreEntry) -> str:
