@@ -92,7 +92,8 @@ def import_card_file(path: Path, *, root: Path, user: str | None = None, out: Pa
     card_path = root / "sim" / "cards" / f"card-{sha[:8]}{suffix}"
     name = out.stem if out is not None else f"card-{sha[:8]}"
     target = out if out is not None else root / "sim" / "scenarios" / f"{name}.yaml"
-    text = (f"# 导入的角色卡：由 python -m harness import 从 {card.kind}（{card.container}）生成（sha256 {sha[:12]}…）。\n"
+    origin = f"{card.kind}（{card.container}）"
+    text = (f"# 导入的角色卡：由 python -m harness import 从 {origin} 生成（sha256 {sha[:12]}…）。\n"
             + dump_yaml(_scenario(name, card_path.relative_to(root).as_posix(), card, user_name)))
     with tempfile.TemporaryDirectory() as folder:
         check = Path(folder) / f"{name}.yaml"
