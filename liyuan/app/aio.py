@@ -18,6 +18,8 @@ from typing import Any
 from liyuan.app.card import Card
 from liyuan.app.chat import Chat, Mode, Turn
 from liyuan.card.sync import CardMemory, SyncOutcome
+from liyuan.lore.cards import ImportedCard
+from liyuan.lore.model import LoreBook
 from liyuan.model import Usage
 from liyuan.session.entries import Entry
 from liyuan.session.state import Ledger
@@ -77,6 +79,14 @@ class AsyncCard:
     async def chat(self, chat_id: str, **options: Any) -> AsyncChat:
         """See :meth:`Card.chat <liyuan.app.card.Card.chat>`."""
         return AsyncChat(await asyncio.to_thread(self.sync_card.chat, chat_id, **options))
+
+    async def import_card(self, path: str | os.PathLike[str], *, replace: bool = False) -> ImportedCard:
+        """See :meth:`Card.import_card <liyuan.app.card.Card.import_card>`."""
+        return await asyncio.to_thread(self.sync_card.import_card, path, replace=replace)
+
+    async def lore(self) -> LoreBook | None:
+        """See :attr:`Card.lore <liyuan.app.card.Card.lore>`."""
+        return await asyncio.to_thread(lambda: self.sync_card.lore)
 
     async def delete_chat(self, chat_id: str) -> bool:
         """See :meth:`Card.delete_chat <liyuan.app.card.Card.delete_chat>`."""

@@ -120,8 +120,6 @@ class Card:
         with self._chats_guard:
             chat = self._chats.get(chat_id)
             if chat is None:
-                if greeting is None:
-                    greeting = next(iter(self.greetings()), None)
                 chat = self._open_chat(chat_id, user_name or self.user_name, char_name or self.char_name, greeting)
                 self._chats[chat_id] = chat
         if title is not None:
@@ -341,6 +339,8 @@ class Card:
         existing = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
         path = existing[-1] if existing else folder / FIRST_SESSION_FILE
         tree = SessionTree(path, session_id=f"{chat_id}-{path.stem}", clock=self._clock, ids=self._ids)
+        if not existing and greeting is None:
+            greeting = next(iter(self.greetings()), None)  # the imported card's first_mes
         if not existing and greeting:
             tree.append_message("assistant", greeting, greeting=True)
         vector = None

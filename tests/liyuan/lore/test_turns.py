@@ -115,3 +115,11 @@ def test_symlinked_lore_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UnsafePathError):
         save_book(folder, BOOK)
     assert outside.read_text(encoding="utf-8") == "entries: []\n"
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.5, True, "0.4"])
+def test_bad_lore_share_is_refused_naming_the_field(share: object) -> None:
+    from liyuan.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="lore_share"):
+        MemoryConfig(lore_share=share)  # type: ignore[arg-type]
