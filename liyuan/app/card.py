@@ -26,16 +26,15 @@ from types import TracebackType
 from typing import Any
 
 from liyuan.app.activity import Activity, Lane, Listener
+from liyuan.app.card_lore import CardLore
 from liyuan.app.chat import Chat
 from liyuan.card.files import CHAT_META_FILE, CardLayout, atomic_write_text, validate_chat_id
 from liyuan.card.sync import CardMemory, MergeStatus, SyncOutcome
 from liyuan.card.worker import SyncWorker
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.config import MemoryConfig
-from liyuan.errors import ConfigError, MemoryFileError, ModelError
-from liyuan.lore.cards import ImportedCard, card_greetings, read_card
-from liyuan.lore.model import LoreBook
-from liyuan.lore.store import LORE_FILE, LoreShelf, load_card_data, save_card_data
+from liyuan.errors import ConfigError, ModelError
+from liyuan.lore.store import LoreShelf
 from liyuan.model import ChatModel, Completion, ModelRequest
 from liyuan.session.tree import SessionTree
 
@@ -56,7 +55,7 @@ class _NoSideModel:
         raise ModelError("没有配置旁路模型（side_model）")
 
 
-class Card:
+class Card(CardLore):
     """One card's memory folder and its chats. Open it with :meth:`Card.open`.
 
     Attributes:
@@ -160,59 +159,6 @@ class Card:
                     session_id=f"{chat_id}-{target.stem}", clock=self._clock, ids=self._ids)
         return self.chat(chat_id, title=title)
 
-    # -- the card and its lore book ---------------------------------------------------
-
-    def import_card(self, path: str | os.PathLike[str], *, replace: bool = False) -> ImportedCard:
-        """Bring in a character card or a lore book people already have.
-
-        Accepted: Character Card V3 / V2 / V1 as JSON, PNG (``ccv3`` or ``chara`` chunk;
-        ``ccv3`` wins) or CHARX; a ``lorebook_v3`` export; a SillyTavern World Info file
-        (see :mod:`liyuan.lore.cards`). A card is kept whole as ``角色卡.json`` (every
-        field, unknown ones too) and gives new chats their greeting; its
-        ``character_book`` (or the lore book file) becomes ``设定集.yaml``.
-
-        Args:
-            path: The file.
-            replace: Replace a lore book the card already has (it is refused otherwise).
-
-        Returns:
-            What was read (name, greetings, lore book, the JSON).
-
-        Raises:
-            CardImportError: The file cannot be imported (the message says why); nothing is written.
-            ConfigError: The card has a lore book already and ``replace`` is False; nothing is written.
-        """
-        card = read_card(path, user_name=self.user_name)
-        if card.book is not None and not replace and (self.path / LORE_FILE).exists():
-            raise ConfigError(f"这张卡已经有设定集（{LORE_FILE}）：要用导入的换掉它，传 replace=True")
-        if card.book is not None:
-            self._lore.save(card.book)
-        if card.is_card:
-            save_card_data(self.path, card.data)
-        return card
-
-    @property
-    def lore(self) -> LoreBook | None:
-        """The card's lore book as stored (``设定集.yaml``), or ``None``.
-
-        Raises:
-            LoreError: The file does not read (the message names the entry).
-        """
-        index = self._lore.index()
-        return index.book if index is not None else None
-
-    def save_lore(self, book: LoreBook) -> None:
-        """Replace the card's lore book (written atomically; the next turn uses it)."""
-        self._lore.save(book)
-
-    def greetings(self) -> tuple[str, ...]:
-        """The imported card's greetings (``first_mes``, then the alternates); empty if none."""
-        try:
-            data = load_card_data(self.path)
-        except MemoryFileError:
-            return ()
-        return card_greetings(data, user_name=self.user_name) if data is not None else ()
-
     def chat_ids(self) -> list[str]:
         """The chats on disk, sorted."""
         return self._layout.chat_ids()
@@ -232,6 +178,7 @@ class Card:
         if chat is not None:
             chat.close()
         deleted = self.memory.delete_chat(chat_id)
+        self._forget_lore(chat_id)
         self.sync(wait=False)
         return deleted
 

@@ -27,6 +27,7 @@ from liyuan import fileio
 from liyuan.errors import LoreError, UnsafePathError
 from liyuan.lore.match import LoreIndex
 from liyuan.lore.model import LoreBook, book_from_dict
+from liyuan.lore.provenance import forget_chat
 
 __all__ = ["CARD_FILE", "LORE_FILE", "LoreShelf", "dump_book", "load_book", "load_card_data", "parse_book",
            "save_book", "save_card_data"]
@@ -181,6 +182,18 @@ class LoreShelf:
                 self._index = LoreIndex(book) if book is not None else None
                 self._stamp = stamp
             return self._index
+
+    def forget_chat(self, chat_id: str) -> list[str]:
+        """Take ``chat_id`` out of every entry's sources and save; the titles only it supported.
+
+        Nothing is written when no entry names the chat (:func:`liyuan.lore.provenance.forget_chat`).
+        """
+        index = self.index()
+        if index is None or not any(chat_id in entry.sources for entry in index.book.entries):
+            return []
+        kept, removed = forget_chat(index.book, chat_id)
+        self.save(kept)
+        return removed
 
     def save(self, book: LoreBook) -> None:
         """Write ``book`` and index it (the next :meth:`index` uses it)."""
