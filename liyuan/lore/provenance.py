@@ -79,6 +79,7 @@ def adopt(book: LoreBook | None, proposals: Sequence[LoreEntry]) -> LoreBook:
     return replace(book, entries=tuple(current)) if book else LoreBook(tuple(current))
 
 
+# --8<-- [start:forget_chat]
 def forget_chat(book: LoreBook, chat_id: str) -> tuple[LoreBook, list[str]]:
     """``book`` without ``chat_id`` as a source; returns the titles removed because only it supported them."""
     kept: list[LoreEntry] = []
@@ -93,3 +94,4 @@ def forget_chat(book: LoreBook, chat_id: str) -> tuple[LoreBook, list[str]]:
         else:
             removed.append(entry.title)
     return replace(book, entries=tuple(kept)), removed
+# --8<-- [end:forget_chat]
