@@ -16,6 +16,7 @@ Invariants:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from pathlib import Path
@@ -29,11 +30,17 @@ from liyuan.lore.match import LoreIndex
 from liyuan.lore.model import LoreBook, book_from_dict
 from liyuan.lore.provenance import forget_chat
 
-__all__ = ["CARD_FILE", "LORE_FILE", "LoreShelf", "dump_book", "load_book", "load_card_data", "parse_book",
-           "save_book", "save_card_data"]
+__all__ = ["CACHE_FILE", "CARD_FILE", "LORE_FILE", "LoreShelf", "dump_book", "load_book", "load_card_data",
+           "parse_book", "save_book", "save_card_data"]
 
 LORE_FILE = "设定集.yaml"
 CARD_FILE = "角色卡.json"
+CACHE_FILE = ".设定集.cache.json"
+"""The parsed book as JSON, keyed by the sha256 of the YAML it came from: YAML parses ~50×
+slower than JSON (4 s against 0.08 s for 10,000 entries), so a big book is parsed once.
+Derived, never edited, safe to delete; a cache whose sha256 differs is ignored."""
+CACHE_MIN_ENTRIES = 1000
+"""Books smaller than this parse fast enough without a cache."""
 
 _HEADER = ("# 设定集：这张卡的设定条目，每轮按关键词激活，全文放进【相关设定】，标题列进【设定集索引】。\n"
            "# 可以手改：title 标题、keys 关键词、secondary_keys 次要关键词\n"
@@ -101,12 +108,39 @@ def load_book(card_dir: Path) -> LoreBook | None:
     """
     path = _path(card_dir, LORE_FILE)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
+        text = data.decode("utf-8")
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
         raise LoreError(f"无法读取设定集 {path}：{exc}") from None
-    return parse_book(text, str(path))
+    digest = hashlib.sha256(data).hexdigest()
+    cached = _read_cache(card_dir, digest)
+    if cached is not None:
+        return cached
+    book = parse_book(text, str(path))
+    _write_cache(card_dir, book, digest)
+    return book
+
+
+def _read_cache(card_dir: Path, digest: str) -> LoreBook | None:
+    try:
+        raw = json.loads(_path(card_dir, CACHE_FILE).read_text(encoding="utf-8"))
+        if isinstance(raw, dict) and raw.get("sha256") == digest:
+            return book_from_dict(raw.get("book"))
+    except (OSError, ValueError, RecursionError, LoreError, UnsafePathError):
+        pass  # a missing, stale or damaged cache: parse the YAML instead
+    return None
+
+
+def _write_cache(card_dir: Path, book: LoreBook, digest: str) -> None:
+    if len(book.entries) < CACHE_MIN_ENTRIES:
+        return
+    try:
+        payload = json.dumps({"sha256": digest, "book": book.to_dict()}, ensure_ascii=False)
+        fileio.atomic_write_text(_path(card_dir, CACHE_FILE), payload)
+    except (OSError, UnsafePathError):
+        pass  # a read-only card folder still reads, just without the cache
 
 
 def save_book(card_dir: Path, book: LoreBook) -> Path:
@@ -116,10 +150,12 @@ def save_book(card_dir: Path, book: LoreBook) -> Path:
         LoreError: It cannot be written (the old file stays as it was).
     """
     path = _path(card_dir, LORE_FILE)
+    text = dump_book(book)
     try:
-        fileio.atomic_write_text(path, dump_book(book))
+        fileio.atomic_write_text(path, text)
     except OSError as exc:
         raise LoreError(f"无法写入设定集 {path}：{exc}") from None
+    _write_cache(card_dir, book, hashlib.sha256(text.encode("utf-8")).hexdigest())
     return path
 
 

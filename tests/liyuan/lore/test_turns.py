@@ -123,3 +123,19 @@ def test_bad_lore_share_is_refused_naming_the_field(share: object) -> None:
 
     with pytest.raises(ConfigError, match="lore_share"):
         MemoryConfig(lore_share=share)  # type: ignore[arg-type]
+
+
+def test_big_books_get_a_cache_that_a_hand_edit_invalidates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from liyuan.lore import store
+
+    monkeypatch.setattr(store, "CACHE_MIN_ENTRIES", 2)
+    save_book(tmp_path, BOOK)
+    cache = tmp_path / store.CACHE_FILE
+    assert cache.exists() and load_book(tmp_path) == BOOK
+    yaml_path = tmp_path / LORE_FILE
+    yaml_path.write_text(yaml_path.read_text(encoding="utf-8").replace("渡口夜里不开船", "渡口改了"), encoding="utf-8")
+    edited = load_book(tmp_path)
+    assert edited is not None and edited.entries[2].content == "渡口改了。"  # the stale cache is not used
+    cache.write_text("{broken", encoding="utf-8")
+    assert load_book(tmp_path) == edited  # a damaged cache is ignored (and rewritten)
+    assert load_book(tmp_path) == edited
