@@ -37,7 +37,7 @@ __all__ = [
     "LoreCut",
     "LoreHit",
     "LoreReport",
-    "activate",
+    "activate_entries",
     "fit_lore",
     "lore_for_turn",
     "lore_share_chars",
@@ -228,7 +228,8 @@ class _Activation:
 
 
 # --8<-- [start:activate]
-def activate(index: LoreIndex, segments: Sequence[str], clock: RegexClock | None = None) -> list[tuple[int, LoreHit]]:
+def activate_entries(index: LoreIndex, segments: Sequence[str],
+                     clock: RegexClock | None = None) -> list[tuple[int, LoreHit]]:
     """The active entries (book positions and why), constant first, then by rank.
 
     Args:
@@ -331,4 +332,4 @@ def lore_for_turn(index: LoreIndex, items: Sequence[tuple[str, str]], new_words:
     """
     clock = RegexClock()
     segments = turn_segments(items, new_words, index.max_depth)
-    return fit_lore(index, activate(index, segments, clock), share_chars, clock)
+    return fit_lore(index, activate_entries(index, segments, clock), share_chars, clock)

@@ -8,13 +8,22 @@ import time
 import pytest
 
 from liyuan.errors import LoreError
-from liyuan.lore import LoreBook, LoreEntry, LoreIndex, RegexClock, activate, fit_lore, lore_for_turn, turn_segments
+from liyuan.lore import (
+    LoreBook,
+    LoreEntry,
+    LoreIndex,
+    RegexClock,
+    activate_entries,
+    fit_lore,
+    lore_for_turn,
+    turn_segments,
+)
 from liyuan.lore.model import DEFAULT_SCAN_TURNS, LORE_INDEX_MAX_CHARS
 
 
 def titles(book: LoreBook, items: list[tuple[str, str]], new: str) -> list[str]:
     index = LoreIndex(book)
-    return [hit.title for _, hit in activate(index, turn_segments(items, new, index.max_depth))]
+    return [hit.title for _, hit in activate_entries(index, turn_segments(items, new, index.max_depth))]
 
 
 def e(title: str, *keys: str, **fields: object) -> LoreEntry:
@@ -121,7 +130,7 @@ def test_catastrophic_regex_is_bounded_and_reported() -> None:
     index = LoreIndex(book)
     clock = RegexClock()
     started = time.perf_counter()
-    found = activate(index, ["x" * 5000], clock)
+    found = activate_entries(index, ["x" * 5000], clock)
     assert time.perf_counter() - started < 0.5
     assert found == [] and clock.timeouts == ["(x+x+)+y"]
     blocks = fit_lore(index, found, 1000, clock)
