@@ -81,7 +81,7 @@ STEP_KINDS: dict[str, StepKind] = {
                  files=("log", "prompt_1", "prompt_2", "prompt_3", "summary_1", "summary_2", "summary_3")),
         StepKind("compact", "压缩一次：auto 按周期和 2000 字门槛，manual 即 /compact（周期 1、500 字）",
                  required={"chat": is_str, "mode": is_str},
-                 optional={"keep": is_int, "every_n_turns": is_int, "min_chars": is_int},
+                 optional={"keep": is_int, "every_n_turns": is_int, "min_chars": is_int, "input_max_chars": is_int},
                  files=("prompt", "prompt_user", "summary", "outcome")),
         StepKind("assemble", "来一条新的用户消息，组装发给主模型的上下文",
                  required={"chat": is_str, "user": is_str},
@@ -108,7 +108,8 @@ STEP_KINDS: dict[str, StepKind] = {
                  required={"chat": is_str, "query": is_str}, files=("recall", "hidden")),
         StepKind("discussion", "agent 讨论：按真实用量压缩讨论区",
                  required={"chat": is_str},
-                 optional={"context_window": is_int, "reserve": is_int, "keep_recent": is_int},
+                 optional={"context_window": is_int, "reserve": is_int, "keep_recent": is_int,
+                           "input_max_chars": is_int},
                  files=("prompt", "summary", "history", "outcome")),
         StepKind("generic_compact", "在我们每次剧情压缩的同一时刻、同一分支上，跑一次通用 agent 压缩作对照",
                  required={"chat": is_str},
@@ -133,7 +134,7 @@ STEP_KINDS: dict[str, StepKind] = {
 _SCENARIO_KEYS = {"name", "title", "description", "card", "user", "char", "language", "config",
                   "chats", "steps", "out", "gold", "source"}
 _CONFIG_KEYS = {"every_n_turns": is_int, "keep": is_int, "min_chars": is_int, "recap_input_max_chars": is_int,
-                "vector": is_bool, "clock_start": is_str}
+                "merge_recap_max_chars": is_int, "vector": is_bool, "clock_start": is_str}
 _STEP_COMMON = {"id", "kind", "note", "files", "out"}
 
 
