@@ -116,6 +116,15 @@ STEP_KINDS: dict[str, StepKind] = {
                  optional={"keep_recent_tokens": is_int, "reserve": is_int},
                  files=tuple(f"{key}_{n}" for n in (1, 2, 3)
                              for key in ("prompt", "prefix_prompt", "cut", "ours", "summary"))),
+        StepKind("import_card",
+                 "导入角色卡或设定集文件（Card.import_card）：V2/V3 的 JSON、PNG、CHARX，lorebook_v3，世界书",
+                 required={"file": is_str}, chat_params=(), files=("book", "card")),
+        StepKind("lore_play", "逐轮演，每轮先按新消息和最近几轮原文激活设定集，记下激活日志（可在每轮后自动压缩）",
+                 required={"chat": is_str}, optional={"upto": is_int, "auto_compact": is_bool},
+                 files=("log", "prompt_1", "prompt_2", "prompt_3", "summary_1", "summary_2", "summary_3")),
+        StepKind("lore_turn", "来一条新的用户消息，带设定集组装上下文：【相关设定】、【设定集索引】和这一轮的设定记录",
+                 required={"chat": is_str, "user": is_str}, optional={"resident": is_bool},
+                 files=("history", "injection", "report")),
     )
 }
 # --8<-- [end:step_kinds]

@@ -29,6 +29,8 @@ from liyuan.app.chat import Chat, Mode, Turn
 from liyuan.card.repair import ManifestRepair
 from liyuan.card.sync import CardMemory, SyncOutcome
 from liyuan.config import MemoryConfig
+from liyuan.lore.cards import ImportedCard
+from liyuan.lore.model import LoreBook, LoreEntry
 from liyuan.model import ChatModel, Usage
 from liyuan.session.branch import BranchView
 from liyuan.session.entries import Entry
@@ -159,6 +161,30 @@ class AsyncCard:
     async def chat_ids(self) -> list[str]:
         """See :meth:`Card.chat_ids <liyuan.app.card.Card.chat_ids>`."""
         return await asyncio.to_thread(self.sync_card.chat_ids)
+
+    async def import_card(self, path: str | os.PathLike[str], *, replace: bool = False) -> ImportedCard:
+        """See :meth:`Card.import_card <liyuan.app.card.Card.import_card>`."""
+        return await asyncio.to_thread(self.sync_card.import_card, path, replace=replace)
+
+    async def lore(self) -> LoreBook | None:
+        """See :attr:`Card.lore <liyuan.app.card.Card.lore>`."""
+        return await asyncio.to_thread(lambda: self.sync_card.lore)
+
+    async def save_lore(self, book: LoreBook) -> None:
+        """See :meth:`Card.save_lore <liyuan.app.card.Card.save_lore>`."""
+        await asyncio.to_thread(self.sync_card.save_lore, book)
+
+    async def propose_lore(self, *, min_sources: int = 2) -> list[LoreEntry]:
+        """See :meth:`Card.propose_lore <liyuan.app.card.Card.propose_lore>`."""
+        return await asyncio.to_thread(self.sync_card.propose_lore, min_sources=min_sources)
+
+    async def adopt_lore(self, entries: list[LoreEntry]) -> None:
+        """See :meth:`Card.adopt_lore <liyuan.app.card.Card.adopt_lore>`."""
+        await asyncio.to_thread(self.sync_card.adopt_lore, entries)
+
+    async def greetings(self) -> tuple[str, ...]:
+        """See :meth:`Card.greetings <liyuan.app.card.Card.greetings>`."""
+        return await asyncio.to_thread(self.sync_card.greetings)
 
     async def delete_chat(self, chat_id: str) -> bool:
         """See :meth:`Card.delete_chat <liyuan.app.card.Card.delete_chat>`."""

@@ -33,6 +33,7 @@ from types import TracebackType
 from typing import Any
 
 from liyuan.app.activity import Activity, Lane, Listener
+from liyuan.app.card_lore import CardLore
 from liyuan.app.chat import Chat
 from liyuan.card.files import CHAT_META_FILE, SESSIONS_DIR, CardLayout, atomic_write_text, validate_chat_id
 from liyuan.card.repair import ManifestRepair
@@ -41,6 +42,7 @@ from liyuan.card.worker import SyncWorker
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.config import MemoryConfig
 from liyuan.errors import ConfigError, MemoryFileError, ModelError
+from liyuan.lore.store import LoreShelf
 from liyuan.model import ChatModel, Completion, ModelRequest
 from liyuan.session.tree import SessionTree
 from liyuan.vector.requires import require_vector_packages
@@ -63,7 +65,7 @@ class _NoSideModel:
         raise ModelError("没有配置旁路模型（side_model）")
 
 
-class Card:
+class Card(CardLore):
     """One card's memory folder and its chats. Open it with :meth:`Card.open`.
 
     Attributes:
@@ -91,6 +93,7 @@ class Card:
         self._clock = clock
         self._ids = ids
         self._layout = CardLayout(self.path)
+        self._lore = LoreShelf(self.path)
         self._chats: dict[str, Chat] = {}
         self._chats_guard = threading.Lock()
         """Makes look-up-or-open one step: two threads entering a chat get one :class:`Chat`."""
@@ -118,7 +121,8 @@ class Card:
             user_name: The user's character name (default: the card's).
             char_name: The character's name (default: the card's).
             title: The chat's display name, kept in its ``meta.json``.
-            greeting: The card's opening line, written as the first entry of a new chat.
+            greeting: The card's opening line, written as the first entry of a new chat;
+                default: the imported card's first greeting (``first_mes``), if any.
 
         Raises:
             ConfigError: An invalid chat id.
@@ -192,6 +196,7 @@ class Card:
         if chat is not None:
             chat.close()
         deleted = self.memory.delete_chat(chat_id)
+        self._forget_lore(chat_id)
         self.sync(wait=False)
         return deleted
 
@@ -334,6 +339,8 @@ class Card:
         path = existing[-1] if existing else folder / FIRST_SESSION_FILE
         self._layout.chat_file(chat_id, SESSIONS_DIR, path.name)  # a symlinked session file: refused
         tree = SessionTree(path, session_id=f"{chat_id}-{path.stem}", clock=self._clock, ids=self._ids)
+        if not existing and greeting is None:
+            greeting = next(iter(self.greetings()), None)  # the imported card's first_mes
         if not existing and greeting:
             tree.append_message("assistant", greeting, greeting=True)
         vector = None
@@ -351,7 +358,7 @@ class Card:
         lane = Lane(f"liyuan-{chat_id}", self._emit, background=self._background, chat_id=chat_id)
         return Chat(chat_id, tree, user_name=user_name, char_name=char_name, config=self.config,
                     side_model=self.side_model, lane=lane, resident=self.resident_summary, emit=self._emit,
-                    vector=vector)
+                    vector=vector, lore=self._lore.index)
 
 
 def _deadline(timeout: float | None) -> float | None:
