@@ -22,20 +22,20 @@ def test_story_has_enough_beats_and_labelled_queries() -> None:
         assert all(q["beats"] and all(1 <= b <= len(beats) for b in q["beats"]) for q in queries)
 
 
-@pytest.mark.parametrize("language", ["zh", "en"])
+@pytest.mark.parametrize("language", ["zh", "en", "en-chat"])
 def test_name_and_object_queries_share_a_word_with_their_answer(language: str) -> None:
     # Labels are checked, not trusted: a name/object query must literally overlap its beat.
     story = bench.load_story(language)
     from liyuan.vector.lexical import bigram_terms
 
     for q in story["queries"] + story["heldout_queries"]:
-        if q["kind"] == "paraphrase":
+        if q["kind"] in ("paraphrase", "neighbour"):  # by design their words are elsewhere
             continue
         terms = set(bigram_terms(q["q"]))
         assert any(terms & set(bigram_terms(story["beats"][b - 1])) for b in q["beats"]), q["q"]
 
 
-@pytest.mark.parametrize("language", ["en", "mixed"])
+@pytest.mark.parametrize("language", ["en", "mixed", "en-chat"])
 def test_other_languages_have_labelled_queries(language: str) -> None:
     story = bench.load_story(language)
     beats, turns = story["beats"], story.get("user_turns") or []
@@ -44,9 +44,11 @@ def test_other_languages_have_labelled_queries(language: str) -> None:
     assert len(story["queries"]) >= 20
     every = story["queries"] + story.get("heldout_queries", [])
     assert all(q["beats"] and all(1 <= b <= len(beats) for b in q["beats"]) for q in every)
-    if language == "en":  # held out like the Chinese set: judged on queries nothing was chosen on
+    if language.startswith("en"):  # held out like the Chinese set: judged on queries nothing was chosen on
         assert len(story["heldout_queries"]) >= 10
-        assert {q["kind"] for q in story["heldout_queries"]} == {"name", "object", "paraphrase"}
+        kinds = {"name", "object", "paraphrase"} | ({"neighbour"} if language == "en-chat" else set())
+        assert {q["kind"] for q in story["heldout_queries"]} == kinds
+        assert {q["kind"] for q in story["queries"]} == kinds
 
 
 def test_synthetic_chunks_are_deterministic_and_distinct() -> None:
@@ -63,7 +65,7 @@ def test_bench_writes_token_and_recall_tables(tmp_path: Path, monkeypatch: pytes
     assert [r["sample"] for r in tokens["rows"]] == ["tokens_zh.txt", "tokens_en.txt", "tokens_mixed.txt"]
     assert all(abs(r["estimate_error"]) <= 0.2 for r in tokens["rows"])
     recall = json.loads((tmp_path / "recall.json").read_text(encoding="utf-8"))
-    assert set(recall["languages"]) == {"zh", "en", "mixed"}
+    assert set(recall["languages"]) == {"zh", "en", "mixed", "en-chat"}
     for language in recall["languages"].values():
         assert set(language["methods"]) == {m.name for m in bench.METHODS}
         for sets in language["methods"].values():

@@ -89,7 +89,7 @@ def test_each_lists_top_hit_reaches_the_top_k_for_random_lists(tmp_path: Path) -
         snapshot = _snapshot(tmp_path, f"random{trial}", vectors, repeats)
         query = _unit(np.array([rng.gauss(0, 1) for _ in range(DIM)], dtype=np.float32))
         for fusion in ("rrf", "mix"):
-            for weight in CONFIGURABLE[:: 3] + [WEIGHT_MAX]:
+            for weight in [*CONFIGURABLE[::3], WEIGHT_MAX]:
                 _check(snapshot, query, weight, rng.randint(2, 8), fusion)
 
 

