@@ -70,3 +70,31 @@ def test_bench_writes_token_and_recall_tables(tmp_path: Path, monkeypatch: pytes
         assert set(language["methods"]) == {m.name for m in bench.METHODS}
         for sets in language["methods"].values():
             assert 0.0 <= sets["labelled"]["recall_at_5"] <= 1.0
+
+
+PAGE_SETS = {
+    "中文": ("zh", "labelled"), "中文留出": ("zh", "heldout"),
+    "英文 Greyhaven": ("en", "labelled"), "英文 Greyhaven 留出": ("en", "heldout"),
+    "中英混合": ("mixed", "labelled"), "英文对话": ("en-chat", "labelled"), "英文对话留出": ("en-chat", "heldout"),
+}
+
+
+def test_the_eval_pages_fusion_table_matches_the_bench(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The keyword column is rerun here (the e5 columns need the e5 model: `nox -s bench`);
+    # the last column must be the difference of the two it names, and the counts the sets'.
+    page = (Path(__file__).resolve().parents[3] / "docs" / "eval.md").read_text(encoding="utf-8")
+    section = page.split("{ #fusion-reserve }", 1)[1]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] in PAGE_SETS and len(cells) == 6:
+            rows[cells[0]] = cells[1:]
+    assert set(rows) == set(PAGE_SETS)
+    monkeypatch.setattr(bench, "METHODS", [m for m in bench.METHODS if m.name == "lexical"])
+    table = bench.recall_table(tmp_path)["languages"]
+    for name, (language, set_name) in PAGE_SETS.items():
+        count, lexical, _before, after, gain = rows[name]
+        assert int(count) == table[language]["queries"][set_name], name
+        assert float(lexical) == pytest.approx(table[language]["methods"]["lexical"][set_name]["recall_at_5"],
+                                               abs=0.0005), name
+        assert float(gain.replace("−", "-")) == pytest.approx(float(after) - float(lexical), abs=0.0015), name
