@@ -111,3 +111,16 @@ def test_per_beat_evictions_are_announced_first_and_then_once_per_hundred(tmp_pa
     assert memory.store.evicted(NARRATIVE) == 25  # one per beat (the old notices: 25 lines)
     assert len(lines) == 3
     assert ["累计移出 1 段" in lines[0], "累计移出 10 段" in lines[1], "累计移出 20 段" in lines[2]] == [True] * 3
+
+
+def test_archive_chunks_repeat_the_turn_before_when_it_fits() -> None:
+    from liyuan.vector.chunking import split_text_chunks
+
+    turns = ["Iris: There's a pottery class on Thursdays. Come with me?", "Sam: Why not, I'll give it a go.",
+             "Iris: Great, I'll book two places.", "Sam: " + "x" * 70]
+    text = "\n\n".join(turns)
+    assert split_text_chunks(text, 100) == [f"{turns[0]}\n\n{turns[1]}", turns[2], turns[3]]
+    with_overlap = split_text_chunks(text, 100, overlap=1)
+    # The third turn keeps the one it answers; a turn too long to share a chunk stands alone.
+    assert with_overlap == [f"{turns[0]}\n\n{turns[1]}", f"{turns[1]}\n\n{turns[2]}", turns[3]]
+    assert all(len(c) <= 100 for c in with_overlap)
