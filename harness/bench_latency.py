@@ -213,7 +213,8 @@ def latency_table(folder: Path, sizes: Sequence[int], cache: Path, progress: Cal
             "compaction": [compaction_case(folder, busy) for busy in (False, True)]}
 
 
-ARCHIVED_CHUNKS = 30
+ARCHIVED_TURNS = 110
+"""Turns of the compaction case: 30 archive chunks of about 530 characters."""
 
 
 def compaction_case(folder: Path, busy: bool, method_name: str = DEFAULT_METHOD) -> dict[str, Any]:
@@ -227,7 +228,7 @@ def compaction_case(folder: Path, busy: bool, method_name: str = DEFAULT_METHOD)
                           stores={NARRATIVE: StoreConfig("剧情数据库", True, 3, 5000)})
     memory = VectorMemory(config, SqliteChunkStore(place / "chat.sqlite"), embedder(method.embedder))
     memory.archive_compacted("沈怀瑾在东门外的石阶上捡到一块玉佩，玉上刻着一个「瑾」字。")
-    sentences = synthetic_texts(ARCHIVED_CHUNKS * 3, seed=25)
+    sentences = synthetic_texts(ARCHIVED_TURNS, seed=25)
     text = "\n\n".join(f"{'旅人' if i % 2 else '阿箬'}：{s}" for i, s in enumerate(sentences))
     archived: list[float] = []
     warnings: list[str] = []

@@ -72,9 +72,10 @@ MIN_QUERY_CHARS = 2
 _DEDUP_HEAD = 80
 _DEDUP_MIN = 24
 DISABLED_MESSAGE = "向量记忆已停用：请先在配置里打开 enabled"
-ARCHIVE_BATCH = 4
-"""Archive chunks embedded and stored per job: e5 embeds one in about 65 ms idle, a few
-hundred ms on a busy machine, so a recall waits at most about a second behind a batch."""
+ARCHIVE_BATCH = 1
+"""Archive chunks embedded and stored per job. One: a 600-character chunk is about the
+512 tokens e5 reads, a few hundred ms with one thread and seconds on a crowded machine,
+so a recall queued behind the archive waits for one chunk at most."""
 EVICTION_NOTICE_EVERY = 100
 """Outside a compaction, an eviction line is shown for a store's first eviction and then
 once per this many chunks evicted."""
