@@ -98,3 +98,28 @@ def test_the_eval_pages_fusion_table_matches_the_bench(tmp_path: Path, monkeypat
         assert float(lexical) == pytest.approx(table[language]["methods"]["lexical"][set_name]["recall_at_5"],
                                                abs=0.0005), name
         assert float(gain.replace("−", "-")) == pytest.approx(float(after) - float(lexical), abs=0.0015), name
+
+
+CONTEXT_ROWS = {
+    "每轮一段": "turn", "每轮一段，向量带上一轮": "turn+embed-context", "每轮一段，原文带上一轮": "turn+overlap",
+    "归档拼段": "archive", "归档拼段，重叠一轮（现在的归档）": "archive+overlap",
+}
+
+
+def test_the_eval_pages_context_table_matches_the_bench(tmp_path: Path) -> None:
+    # The keyword half of every cell is rerun here (the e5 half needs the model: `nox -s bench`).
+    from harness.bench_context import context_table
+
+    page = (Path(__file__).resolve().parents[3] / "docs" / "eval.md").read_text(encoding="utf-8")
+    section = page.split("{ #context }", 1)[1]
+    shown = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] in CONTEXT_ROWS:
+            shown[CONTEXT_ROWS[cells[0]]] = [float(c.split("/")[1]) for c in cells[1:]]
+    assert set(shown) == set(CONTEXT_ROWS.values())
+    table = context_table(tmp_path, methods=("lexical",))["stories"]
+    for storage, row in shown.items():
+        measured = [table[language][storage]["lexical"][set_name]["recall_at_5"]
+                    for language, set_name in PAGE_SETS.values()]
+        assert row == pytest.approx(measured, abs=0.0005), storage
