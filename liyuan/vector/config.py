@@ -227,8 +227,9 @@ def _weights_from(raw: Any) -> dict[str, dict[str, float]]:
     return weights
 
 
-_TOP_KEYS = ("enabled", "search_top_k", "inject_on_turn", "embedder", "recall_mode", "lexical_tokenizer",
-             "fusion_weights", "openai", "stores")
+_TOP_KEYS = ("enabled", "search_top_k", "inject_on_turn", "embedder", "e5_threads", "recall_mode",
+             "lexical_tokenizer", "fusion_weights", "openai", "stores")
+"""Every key :func:`config_to_dict` writes (a test keeps the two equal)."""
 
 
 def _known_keys(raw: dict[str, Any], known: tuple[str, ...], where: str) -> None:
