@@ -176,7 +176,7 @@ def build_scenario(name: str, source: ChatSource, chat: ChatBeats, *, card: str 
         "source": source.to_json(),
         "chats": {cid: spec},
         "steps": [
-            {"id": "play", "kind": "play", "chat": cid, "auto_compact": True,
+            {"id": "play", "kind": "play", "chat": cid,
              "note": (f"逐轮写进会话树；每轮之后照常检查一次压缩（周期 {DEFAULT_EVERY_N_TURNS} 轮、"
                       f"保留 {KEEP_RECENT_BEATS} 轮、{MIN_COMPACT_CHARS} 字门槛）。"),
              "files": play_files},

@@ -1,7 +1,12 @@
 """What a step handler works with: the running scenario, its result type, the registry.
 
-Invariant: step handlers depend on this module and on :mod:`harness.scenario` only,
-never on the runner that calls them, so the harness has no import circle.
+Invariants: step handlers depend on this module and on :mod:`harness.scenario` only,
+never on the runner that calls them, so the harness has no import circle. A scenario
+plays through the app's own objects: one :class:`liyuan.Card` per scenario, opened as
+an app opens it (settings from the scenario's ``config`` as a
+:class:`~liyuan.config.MemoryConfig`), with the replay's fixed clock and counter ids,
+memory work run inline (``background=False``) and card syncs only where a step asks
+(``auto_sync=False``); each chat is that card's :class:`liyuan.Chat`.
 """
 
 from __future__ import annotations
@@ -9,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from liyuan.card.files import CardLayout
+from liyuan.app import Activity, Card, Chat
 from liyuan.clock import counter_ids
-from liyuan.session.tree import SessionTree
+from liyuan.config import MemoryConfig
 
 from .artifacts import ArtifactSet
 from .models import ModelSetup
@@ -28,7 +33,6 @@ __all__ = [
     "HANDLERS",
     "HAND_WRITTEN_LINE",
     "SCRIPTED_LINE",
-    "SESSION_FILE",
     "Handler",
     "RunReport",
     "ScenarioRun",
@@ -37,7 +41,8 @@ __all__ = [
 ]
 
 DEFAULT_CLOCK_START = "2026-03-01T20:00:00+08:00"
-SESSION_FILE = "001.jsonl"
+
+_T = TypeVar("_T")
 
 SCRIPTED_LINE = "（脚本回复：人工撰写的示范，不是模型输出）"
 HAND_WRITTEN_LINE = "（手写复盘：人工撰写，用来演示跨局记忆和遗忘，不是模型输出）"
@@ -66,51 +71,91 @@ class ScenarioRun:
     artifacts: ArtifactSet
     progress: Progress
     clock: Callable[[], str]
-    trees: dict[str, SessionTree] = field(default_factory=dict)
+    config: MemoryConfig = field(default_factory=MemoryConfig)
+    """The scenario's settings, as the card holds them."""
+    opened: dict[str, Chat] = field(default_factory=dict)
+    """Chats already opened (their opening written)."""
     played: dict[str, int] = field(default_factory=dict)
-    """Beats of each chat already written into its tree."""
+    """Beats of each chat already played."""
     written: dict[str, list[str]] = field(default_factory=dict)
     """Step id to the txt paths it wrote."""
     activity: list[str] = field(default_factory=list)
-    services: dict[str, Any] = field(default_factory=dict)
-    """Lazily created helpers shared by steps (card memory, vector memory ...)."""
+    """The current step's activity lines."""
+    events: list[Activity] = field(default_factory=list)
+    """The current step's activity events (the lines with their outcome objects)."""
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    """The record of every assembled turn of the scenario, in order (``sim/turns/``)."""
     current: StepSpec | None = None
+    _card: Card | None = None
+    _named: bool = False
 
     @property
-    def card_dir(self) -> Path:
-        """The card folder in the private work dir."""
-        return self.workdir / "cards" / self.scenario.card
+    def card(self) -> Card:
+        """The scenario's card, opened on first use in the private work dir."""
+        if self._card is None:
+            self._card = Card.open(self.workdir / "cards" / self.scenario.card, side_model=self.recorder,
+                                   config=self.config, user_name=self.scenario.user, char_name=self.scenario.char,
+                                   on_activity=self.on_activity, background=False, clock=self.clock,
+                                   ids=counter_ids("e"), auto_sync=False)
+        return self._card
 
-    def chat_dir(self, chat_id: str) -> Path:
-        """Folder of one chat (局) of the card."""
-        return CardLayout(self.card_dir).chat_dir(chat_id)
-
-    def chat(self, chat_id: str) -> ChatSpec:
+    def chat_spec(self, chat_id: str) -> ChatSpec:
         """The chat definition."""
         return self.scenario.chats[chat_id]
 
-    def config(self, key: str, default: Any) -> Any:
-        """A scenario-level config value."""
-        return self.scenario.config.get(key, default)
+    def name_chats(self) -> None:
+        """Give every chat of the scenario its display name (``meta.json``), opening none.
 
-    def tree(self, chat_id: str) -> SessionTree:
-        """The chat's session tree, created (greeting and first ledger) on first use."""
-        if chat_id in self.trees:
-            return self.trees[chat_id]
-        spec = self.chat(chat_id)
-        path = CardLayout(self.card_dir).sessions_dir(chat_id) / SESSION_FILE
-        tree = SessionTree(path, session_id=f"{chat_id}-session", clock=self.clock,
-                           ids=counter_ids(f"{chat_id}-"))
-        write_opening(tree, spec)
-        self.trees[chat_id] = tree
+        A chat that exists only as a hand-written recap still has a name in the recap and
+        merge prompts. Done once per scenario (a chat deleted later stays deleted).
+        """
+        if self._named:
+            return
+        self._named = True
+        for chat_id, spec in self.scenario.chats.items():
+            self.card.chat(chat_id, title=spec.name)
+
+    def chat(self, chat_id: str) -> Chat:
+        """The chat as the app holds it, its opening written on first use.
+
+        The opening (the card's greeting and its alternatives, an import's notes, the
+        first world state) is not a turn: it is written onto the new chat's tree the way a
+        card's setup or an import writes it (:func:`harness.story.write_opening`).
+        """
+        if chat_id in self.opened:
+            return self.opened[chat_id]
+        spec = self.chat_spec(chat_id)
+        chat = self.card.chat(chat_id, title=spec.name)
+        if not chat.tree.branch():
+            write_opening(chat.tree, spec)
+        self.opened[chat_id] = chat
         self.played[chat_id] = 0
         chat_beats(spec)  # validate a generated chat early
-        return tree
+        return chat
 
-    def on_activity(self, line: str) -> None:
-        """Collect the memory code's activity lines into the step record."""
+    def forget_chat(self, chat_id: str) -> None:
+        """The chat was deleted: the next use opens it afresh."""
+        self.opened.pop(chat_id, None)
+        self.played.pop(chat_id, None)
+
+    def on_activity(self, event: Activity) -> None:
+        """Collect the card's activity into the step record."""
+        self.activity.append(event.text)
+        self.events.append(event)
+        self.progress.note(event.text)
+
+    def note(self, line: str) -> None:
+        """An activity line of a one-layer step (no card event behind it)."""
         self.activity.append(line)
         self.progress.note(line)
+
+    def outcomes(self, kind: type[_T]) -> list[_T]:
+        """The current step's outcome objects of one type, in order, each once."""
+        found: list[_T] = []
+        for event in self.events:
+            if isinstance(event.outcome, kind) and not any(event.outcome is seen for seen in found):
+                found.append(event.outcome)
+        return found
 
     def header_for(self, records: Sequence[CallRecord]) -> str | None:
         """The provenance line for a txt holding these replies, or ``None``."""

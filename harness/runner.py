@@ -7,7 +7,9 @@ content. Nothing is written until every scenario has run; then all files are wri
 under the output base (``sim/`` for scripted runs, ``sim/runs/<model>/`` otherwise).
 
 Layout under the output base: ``out/<name>.json`` (every step: prompts, replies,
-outcomes, provenance) and ``txt/<file>`` (the files the steps name); a model run also
+outcomes, provenance), ``turns/<scenario>.json`` (the record of every turn the chats
+assembled: blocks, sizes, sources, budget cuts) and ``txt/<file>`` (the files the steps
+name); a model run also
 gets ``replies/<scenario>.yaml`` (the recording, with request hashes), ``run.json``
 and ``README.md``.
 """
@@ -63,10 +65,11 @@ def _run_one(scenario: Scenario, setup: ModelSetup, artifacts: ArtifactSet, prog
     records: dict[str, list[dict[str, Any]]] = {}
     failures: list[str] = []
     workdir = Path(tempfile.mkdtemp(prefix=f"liyuan-sim-{scenario.name}-", dir=_work_base()))
+    run: ScenarioRun | None = None
     try:
         run = ScenarioRun(scenario=scenario, recorder=recorder, setup=setup, workdir=workdir,
-                          artifacts=artifacts, progress=progress,
-                          clock=fixed_clock(scenario.config.get("clock_start", DEFAULT_CLOCK_START)))
+                          artifacts=artifacts, progress=progress, clock=fixed_clock(DEFAULT_CLOCK_START),
+                          config=scenario.memory_config)
         label = "占位回复（导入的聊天，不是模型输出）" if setup.kind == "scripted" and scenario.source else setup.label
         progress.scenario(scenario.name, len(scenario.steps), label)
         for index, step in enumerate(scenario.steps, start=1):
@@ -76,6 +79,7 @@ def _run_one(scenario: Scenario, setup: ModelSetup, artifacts: ArtifactSet, prog
                 on_step(step.out, step.id)
             run.current = step
             run.activity = []
+            run.events = []
             try:
                 result = HANDLERS[step.kind](run, step)
             except LiyuanError as exc:
@@ -104,7 +108,16 @@ def _run_one(scenario: Scenario, setup: ModelSetup, artifacts: ArtifactSet, prog
                 "failed": result.failed,
                 "files": run.written.get(step.id, []),
             })
+        if run.turns:
+            artifacts.add_json(f"turns/{scenario.name}.json", {
+                "scenario": scenario.name,
+                "note": "每一轮组装出的上下文的记录（liyuan.context.record.TurnRecord）：逐块的字数、估算 token、"
+                        "来源，以及预算截掉或整段不送了什么、为什么。只有尺寸和来源，没有正文。",
+                "turns": run.turns,
+            })
     finally:
+        if run is not None:
+            run.card.close()
         shutil.rmtree(workdir, ignore_errors=True)
     return records, failures, recorder
 

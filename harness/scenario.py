@@ -19,6 +19,9 @@ from typing import Any
 
 import yaml
 
+from liyuan.config import MemoryConfig
+from liyuan.errors import ConfigError
+
 from .chatspec import (
     ID_RE,
     TYPE_NAMES,
@@ -27,7 +30,6 @@ from .chatspec import (
     Check,
     Ctx,
     ScenarioError,
-    is_bool,
     is_int,
     is_int_list,
     is_mapping,
@@ -75,17 +77,15 @@ class StepKind:
 STEP_KINDS: dict[str, StepKind] = {
     k.name: k
     for k in (
-        StepKind("play", "把聊天定义里的轮次逐轮写进会话树（可在每轮后自动压缩、写入向量记忆）",
+        StepKind("play", "逐轮演聊天定义里的轮次：chat.prepare 再 chat.record（每轮之后照常检查压缩、写入向量记忆）",
                  required={"chat": is_str},
-                 optional={"upto": is_int, "auto_compact": is_bool, "vector": is_bool},
+                 optional={"upto": is_int},
                  files=("log", "prompt_1", "prompt_2", "prompt_3", "summary_1", "summary_2", "summary_3")),
-        StepKind("compact", "压缩一次：auto 按周期和 2000 字门槛，manual 即 /compact（周期 1、500 字）",
-                 required={"chat": is_str, "mode": is_str},
-                 optional={"keep": is_int, "every_n_turns": is_int, "min_chars": is_int},
+        StepKind("compact", "手动压缩一次，即 /compact（chat.compact_now：周期 1、500 字门槛）",
+                 required={"chat": is_str},
                  files=("prompt", "prompt_user", "summary", "outcome")),
-        StepKind("assemble", "来一条新的用户消息，组装发给主模型的上下文",
+        StepKind("assemble", "来一条新的用户消息，看组装出的下一轮上下文（chat.preview，不写入会话）",
                  required={"chat": is_str, "user": is_str},
-                 optional={"resident": is_bool, "recall": is_bool},
                  files=("history", "context", "injection")),
         StepKind("sync", "给整张卡同步一次跨局记忆：写复盘、合并手册和常驻摘要、遗忘",
                  chat_params=(),
@@ -97,16 +97,16 @@ STEP_KINDS: dict[str, StepKind] = {
         StepKind("delete_recap", "删掉一局的复盘文件（软路径：下次合并时按来源遗忘）",
                  required={"chat": is_str}),
         StepKind("delete_chat", "删掉一局（会话和复盘）", required={"chat": is_str}),
-        StepKind("fit", "常驻摘要和账本共用预算：给定其他块的字数，演示截断",
+        StepKind("fit", "常驻摘要和账本共用预算：给定其他块的字数，演示截断（只演示预算这一层）",
                  required={"other": is_int_list}, chat_params=(), files=("fit",)),
         StepKind("reroll", "重来：同一条用户消息换一个回复（旧回复留在树上，成了旁支）",
                  required={"chat": is_str, "reply": is_str},
                  optional={"ledger": is_mapping}, files=("branch",)),
         StepKind("rewind", "回档：把会话叶子移回第 N 轮的回复之后",
                  required={"chat": is_str, "beat": is_int}, files=("branch",)),
-        StepKind("recall", "按用户原话召回向量记忆（只取当前分支）",
+        StepKind("recall", "按用户原话召回向量记忆（只取当前分支；只演示召回这一层）",
                  required={"chat": is_str, "query": is_str}, files=("recall", "hidden")),
-        StepKind("discussion", "agent 讨论：按真实用量压缩讨论区",
+        StepKind("discussion", "agent 讨论：按真实用量压缩讨论区（只演示讨论压缩这一层）",
                  required={"chat": is_str},
                  optional={"context_window": is_int, "reserve": is_int, "keep_recent": is_int},
                  files=("prompt", "summary", "history", "outcome")),
@@ -123,8 +123,6 @@ STEP_KINDS: dict[str, StepKind] = {
 # harness.eval.gold; the run itself ignores it.
 _SCENARIO_KEYS = {"name", "title", "description", "card", "user", "char", "language", "config",
                   "chats", "steps", "out", "gold", "source"}
-_CONFIG_KEYS = {"every_n_turns": is_int, "keep": is_int, "min_chars": is_int, "recap_input_max_chars": is_int,
-                "vector": is_bool, "clock_start": is_str}
 _STEP_COMMON = {"id", "kind", "note", "files", "out"}
 
 
@@ -155,6 +153,9 @@ class Scenario:
     char: str
     language: str
     config: Mapping[str, Any]
+    """The ``config`` mapping as written (recorded in ``out/<name>.json``)."""
+    memory_config: MemoryConfig
+    """The same settings as the card holds them (:meth:`liyuan.config.MemoryConfig.from_dict`)."""
     chats: Mapping[str, ChatSpec]
     steps: tuple[StepSpec, ...]
     path: str
@@ -218,8 +219,6 @@ def _step(ctx: Ctx, raw: Any, index: int, default_out: str, chats: Mapping[str, 
     for key in kind.chat_params:
         if key in params and params[key] not in chats:
             raise ctx.fail(f"{where}.{key}", f"没有这个局：{params[key]!r}（已定义：{'、'.join(chats)}）")
-    if kind.name == "compact" and params["mode"] not in ("auto", "manual"):
-        raise ctx.fail(f"{where}.mode", "只能是 auto 或 manual")
     out = data.get("out", default_out)
     if not isinstance(out, str) or not ID_RE.fullmatch(out):
         raise ctx.fail(f"{where}.out", "应该是 sim/out/ 下 JSON 文件的名字（不带 .json）")
@@ -254,10 +253,10 @@ def load_scenario(path: Path, root: Path | None = None) -> Scenario:
     if name != path.stem:
         raise ctx.fail("name", f"应该和文件名一致（{path.stem}）")
     config = ctx.mapping(data.get("config") or {}, "config")
-    ctx.keys(config, set(_CONFIG_KEYS), "config")
-    for key, value in config.items():
-        if not _CONFIG_KEYS[key](value):
-            raise ctx.fail(f"config.{key}", f"应该是{TYPE_NAMES[_CONFIG_KEYS[key]]}")
+    try:
+        memory_config = MemoryConfig.from_dict(config)
+    except ConfigError as exc:
+        raise ctx.fail("config", f"不是合法的记忆设置（liyuan.MemoryConfig）：{exc}") from exc
     chats_raw = ctx.mapping(data.get("chats") or {}, "chats")
     chats = {cid: parse_chat(ctx, cid, c) for cid, c in chats_raw.items()}
     if not chats:
@@ -285,7 +284,8 @@ def load_scenario(path: Path, root: Path | None = None) -> Scenario:
         user=ctx.text(data.get("user"), "user"),
         char=ctx.text(data.get("char"), "char"),
         language=ctx.text(data.get("language", "中文"), "language"),
-        config=config, chats=chats, steps=steps, path=rel, source=parse_source(ctx, data.get("source")),
+        config=config, memory_config=memory_config, chats=chats, steps=steps, path=rel,
+        source=parse_source(ctx, data.get("source")),
     )
 
 

@@ -1,13 +1,13 @@
-"""Writing a scenario's chats into session trees, the way the app would.
+"""What of a scenario's chat is not a turn: its opening and an import's notes; its beats.
 
-Invariant: the entries a chat produces depend only on its definition: the greeting is an
-assistant message marked ``greeting``, each beat is a user message, then the reply, then
-(if given) an ``rp-state`` ledger snapshot, in that order. An imported chat adds what
-:func:`liyuan.session.imports.write_messages` writes for the same chat: alternate
-greetings and swiped-away messages as siblings appended before the chosen one (rerolls),
-and messages outside the story as ``liyuan-import-note`` entries after the reply. Generated chats
-(``generate:`` in the scenario) come from :mod:`harness.longstory`, which is seeded and
-deterministic.
+Invariant: the entries written here depend only on the chat's definition. The opening
+is the greeting (an assistant message marked ``greeting``) after its alternatives
+(siblings, as an import writes alternate greetings), an import's notes, then the first
+``rp-state`` ledger; an imported beat's notes (messages kept outside the story) are
+``liyuan-import-note`` entries written after the beat. The beats themselves are played
+through :class:`liyuan.Chat` (:func:`harness.steps.story_steps.play_beat`). Generated
+chats (``generate:`` in the scenario) come from :mod:`harness.longstory`, which is seeded
+and deterministic.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from liyuan.session.entries import IMPORT_NOTE_TYPE, Entry
+from liyuan.session.entries import IMPORT_NOTE_TYPE
 from liyuan.session.state import STATE_ENTRY_TYPE, Ledger
 from liyuan.session.tree import SessionTree
 
 from .chatspec import Note
 from .scenario import Beat, ChatSpec
 
-__all__ = ["append_beat", "chat_beats", "ledger_data", "write_opening"]
+__all__ = ["chat_beats", "ledger_data", "write_notes", "write_opening"]
 
 
 def ledger_data(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -40,9 +40,15 @@ def _siblings(tree: SessionTree, role: str, alternatives: tuple[str, ...], **ext
         tree.navigate(parent)
 
 
-def _notes(tree: SessionTree, notes: tuple[Note, ...]) -> None:
-    for note in notes:
-        tree.append_custom(IMPORT_NOTE_TYPE, note.data())
+def write_notes(tree: SessionTree, notes: tuple[Note, ...]) -> None:
+    """An imported beat's notes (messages outside the story), where the importer writes them.
+
+    The app never writes these (only :meth:`liyuan.Card.import_chat` brings them), so no
+    :class:`liyuan.Chat` method does; they are appended under the tree's lock.
+    """
+    with tree.lock:
+        for note in notes:
+            tree.append_custom(IMPORT_NOTE_TYPE, note.data())
 
 
 def write_opening(tree: SessionTree, spec: ChatSpec) -> None:
@@ -51,30 +57,9 @@ def write_opening(tree: SessionTree, spec: ChatSpec) -> None:
         mode = {"mode": "agent"} if spec.mode == "agent" else {}
         _siblings(tree, "assistant", spec.greeting_swipes, greeting=True, **mode)
         tree.append_message("assistant", spec.greeting, greeting=True, **mode)
-    _notes(tree, spec.notes)
+    write_notes(tree, spec.notes)
     if spec.ledger:
         tree.append_custom(STATE_ENTRY_TYPE, ledger_data(spec.ledger))
-
-
-def append_beat(tree: SessionTree, beat: Beat, *, mode: str = "roleplay") -> Entry:
-    """Append one beat; returns the reply entry (the beat's node in the tree)."""
-    extra: dict[str, Any] = {"mode": mode} if mode != "roleplay" else {}
-    _siblings(tree, "user", beat.user_swipes, **extra)
-    tree.append_message("user", beat.user, **extra)
-    for tool in beat.tools:
-        # Agent turns: the call, then its receipt, before the final answer.
-        tree.append_message("assistant", "", toolCalls=[{"name": tool.get("name", ""),
-                                                         "args": tool.get("args", {})}], **extra)
-        tree.append_message("toolResult", str(tool.get("result", "")), toolName=tool.get("name", ""), **extra)
-    reply_extra = dict(extra)
-    if beat.usage:
-        reply_extra["usage"] = dict(beat.usage)
-    _siblings(tree, "assistant", beat.swipes, **extra)
-    reply = tree.append_message("assistant", beat.reply, **reply_extra)
-    _notes(tree, beat.notes)
-    if beat.ledger:
-        tree.append_custom(STATE_ENTRY_TYPE, ledger_data(beat.ledger))
-    return reply
 
 
 def chat_beats(spec: ChatSpec) -> tuple[Beat, ...]:

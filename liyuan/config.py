@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS
 from liyuan.context.budget import RESIDENT_ENVELOPE_CHARS
 from liyuan.discussion.messages import KEEP_RECENT_TOKENS, RESERVE_TOKENS
 from liyuan.errors import ConfigError
@@ -77,6 +78,9 @@ class MemoryConfig:
     """Discussion compaction fires when the context exceeds ``window - reserve`` tokens."""
     discussion_keep: int = KEEP_RECENT_TOKENS
     """About this many tokens of the newest discussion stay verbatim."""
+    recap_input_max_chars: int = RECAP_INPUT_MAX_CHARS
+    """Transcript budget of one recap call (characters); beyond it the earliest part of a
+    chat is left out of the recap prompt, which says how much was left out."""
 
     def __post_init__(self) -> None:
         _int_field("keep", self.keep, 1)
@@ -86,6 +90,7 @@ class MemoryConfig:
         _int_field("discussion_window", self.discussion_window, 0)
         _int_field("discussion_reserve", self.discussion_reserve, 0)
         _int_field("discussion_keep", self.discussion_keep, 1)
+        _int_field("recap_input_max_chars", self.recap_input_max_chars, 1)
         if not isinstance(self.language, str) or not self.language.strip():
             raise ConfigError(f"language 应为非空文本，实际是 {self.language!r}")
         if not isinstance(self.vector, VectorConfig):
