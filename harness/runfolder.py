@@ -8,12 +8,28 @@ opening the JSON.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from .models import ModelSetup
 from .run_state import RunReport
 
-__all__ = ["finish_run", "readme"]
+__all__ = ["finish_run", "readme", "work_base"]
+
+
+def work_base() -> str | None:
+    """Where the private card folders go: RAM-backed when available.
+
+    The session tree and the vector store fsync every write (their crash guarantees);
+    on a scratch folder that is deleted after the run, that durability buys nothing and
+    costs most of the run time on a busy disk.
+    """
+    configured = os.environ.get("LIYUAN_SIM_TMP")
+    if configured:
+        return configured
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
 
 
 def _step_line(step: dict[str, Any]) -> str:

@@ -17,7 +17,6 @@ and ``README.md``.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
@@ -34,24 +33,10 @@ from .models import ModelSetup
 from .progress import Progress
 from .recorder import Recorder
 from .run_state import DEFAULT_CLOCK_START, HANDLERS, RunReport, ScenarioRun, StepResult
-from .runfolder import finish_run
+from .runfolder import finish_run, work_base
 from .scenario import Scenario, ScenarioError, load_scenario, scenario_names
 
 __all__ = ["run_scenarios"]
-
-
-def _work_base() -> str | None:
-    """Where the private card folders go: RAM-backed when available.
-
-    The session tree and the vector store fsync every write (their crash guarantees);
-    on a scratch folder that is deleted after the run, that durability buys nothing and
-    costs most of the run time on a busy disk.
-    """
-    configured = os.environ.get("LIYUAN_SIM_TMP")
-    if configured:
-        return configured
-    shm = Path("/dev/shm")
-    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
 
 
 StepListener = Callable[[str, str], None]
@@ -64,7 +49,7 @@ def _run_one(scenario: Scenario, setup: ModelSetup, artifacts: ArtifactSet, prog
     recorder = Recorder(setup.backend_for(scenario, root), on_call=progress.call)
     records: dict[str, list[dict[str, Any]]] = {}
     failures: list[str] = []
-    workdir = Path(tempfile.mkdtemp(prefix=f"liyuan-sim-{scenario.name}-", dir=_work_base()))
+    workdir = Path(tempfile.mkdtemp(prefix=f"liyuan-sim-{scenario.name}-", dir=work_base()))
     run: ScenarioRun | None = None
     try:
         run = ScenarioRun(scenario=scenario, recorder=recorder, setup=setup, workdir=workdir,

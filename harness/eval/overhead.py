@@ -3,15 +3,17 @@
 Invariant: this module measures and reports; it never asserts a speed. The model is
 never timed: compaction calls go to the scripted summariser outside the timed region.
 
-Per-beat overhead is what the memory code costs on every beat besides the model, done
-the way the app does it: take the branch (:meth:`liyuan.session.tree.SessionTree.branch`, a
-cached view), assemble the context (history, 【前情提要】, injection) with the resident
-summary fitted to the budget (:func:`liyuan.context.assemble.assemble_turn`, one history read),
-and, after the reply, the compaction trigger check
-(:func:`liyuan.story.compact.plan_compaction`). It is measured over the last ``sample`` beats
-of one chat of 100, 1,000 and 10,000 beats that compacts as the app would. The library
-reads only the live part of the branch (see :mod:`liyuan.story.compact`), so the figure should
-not grow with the chat.
+Per-beat overhead is what the memory code costs on every beat besides the model, timed
+on the app's own path: :meth:`liyuan.Chat.prepare` (append the user's words, assemble the
+context with the resident summary fitted to the budget, the turn's record) and
+:meth:`liyuan.Chat.record` (append the reply and the ledger; the card runs its memory
+work on the chat's background lane, as in the app, so the compaction check and a due
+compaction are not on the beat's path and are waited for outside the timed region). It
+is measured over the last ``sample`` beats of one chat of 100, 1,000 and 10,000 beats
+that compacts as the app would, in a card folder on a RAM disk where there is one (the
+session file's fsync is the disk's cost, not the library's). The library reads only the
+live part of the branch (see :mod:`liyuan.story.compact`), so the figure should not grow
+with the chat.
 """
 
 from __future__ import annotations
@@ -19,23 +21,24 @@ from __future__ import annotations
 import math
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from liyuan.clock import counter_ids
-from liyuan.context.assemble import assemble_turn
-from liyuan.session.entries import Entry
-from liyuan.session.state import STATE_ENTRY_TYPE, format_roster, format_state, state_from_branch
-from liyuan.session.tree import SessionTree
-from liyuan.story.compact import plan_compaction, run_compaction
+from liyuan.app import Card, Chat, Turn
+from liyuan.card.files import atomic_write_text
+from liyuan.clock import counter_ids, fixed_clock
+from liyuan.session.state import Ledger
 
+from ..runfolder import work_base
 from .strategies import scripted_summariser
 from .synth import SynthBeat, generate_chat
 
@@ -57,42 +60,55 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
 
 
-def beat_work(branch: Sequence[Entry], user_text: str, names: tuple[str, str]) -> tuple[Any, ...]:
-    """The per-beat memory work, on whatever sequence it is given; returns what it computed."""
-    ledger = state_from_branch(branch)
-    state_text, roster = format_state(ledger), format_roster(ledger)
-    messages = assemble_turn(branch, user_text, resident_summary=RESIDENT, state_text=state_text, roster=roster)
-    return messages, plan_compaction(branch, user_name=names[0], char_name=names[1])
+def beat_work(chat: Chat, beat: SynthBeat) -> Turn:
+    """One beat's memory work as the app does it: prepare the turn, record the reply; returns the turn."""
+    turn = chat.prepare(beat.user)
+    chat.record(beat.reply, ledger=Ledger.from_dict(beat.ledger))
+    return turn
 
 
-def play(beats: int, progress: Progress | None = None) -> Iterator[tuple[SessionTree, SynthBeat, tuple[str, str]]]:
-    """Play a synthetic chat of ``beats`` beats; yield the tree before each beat is written.
+@contextmanager
+def _card(background: bool) -> Iterator[Card]:
+    folder = Path(tempfile.mkdtemp(prefix="liyuan-bench-", dir=work_base()))
+    try:
+        chat = generate_chat(beats=60, reroll_beat=0)
+        with Card.open(folder / "card", side_model=scripted_summariser(chat.user_name, chat.char_name),
+                       user_name=chat.user_name, char_name=chat.char_name, background=background,
+                       clock=fixed_clock(), ids=counter_ids("b"), auto_sync=False) as card:
+            # The resident summary a sync would have merged: written where the card keeps it.
+            atomic_write_text(card.memory.layout.resident, RESIDENT)
+            yield card
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
-    Compaction runs when due, as in the app, with the scripted summariser.
+
+def play(beats: int, progress: Progress | None = None, *,
+         background: bool = True) -> Iterator[tuple[Chat, SynthBeat]]:
+    """Play a synthetic chat of ``beats`` beats through a card; yield the chat before each beat.
+
+    The caller plays the beat (:func:`beat_work`); compaction runs when due, as in the
+    app, with the scripted summariser. With ``background`` (the app's default) the chat's
+    memory work is awaited before the next beat is yielded, outside anything the caller times.
     """
-    chat = generate_chat(beats=max(beats, 60), reroll_beat=0)
-    names = (chat.user_name, chat.char_name)
-    model = scripted_summariser(*names)
-    tree = SessionTree(None, session_id="bench", ids=counter_ids("b"))
-    tree.append_message("assistant", chat.greeting, greeting=True)
-    for beat in chat.beats[:beats]:
-        yield tree, beat, names
-        tree.append_message("user", beat.user)
-        tree.append_message("assistant", beat.reply)
-        tree.append_custom(STATE_ENTRY_TYPE, dict(beat.ledger))
-        # Every beat, as the app does; the library decides whether it is due. Not timed.
-        run_compaction(tree, model, user_name=names[0], char_name=names[1])
-        if progress is not None and beat.number % 2000 == 0:
-            progress(f"  第 {beat.number}/{beats} 轮")
+    chat_def = generate_chat(beats=max(beats, 60), reroll_beat=0)
+    with _card(background) as card:
+        chat = card.chat("bench", greeting=chat_def.greeting)
+        for beat in chat_def.beats[:beats]:
+            chat.flush()
+            yield chat, beat
+            if progress is not None and beat.number % 2000 == 0:
+                progress(f"  第 {beat.number}/{beats} 轮")
+        chat.flush()
 
 
 def _timings(beats: int, sample: int, progress: Progress) -> list[float]:
     timings: list[float] = []
-    for tree, beat, names in play(beats, progress):
+    for chat, beat in play(beats, progress):
         if beat.number <= beats - sample:
+            beat_work(chat, beat)
             continue
         started = time.perf_counter()
-        beat_work(tree.branch(), beat.user, names)
+        beat_work(chat, beat)
         timings.append((time.perf_counter() - started) * 1000)
     return timings
 

@@ -33,10 +33,10 @@ from liyuan.context.budget import (
     other_chars_for,
     resident_allowance,
 )
-from liyuan.context.record import BlockRecord, BudgetCut, TurnRecord, block
+from liyuan.context.record import BlockRecord, BudgetCut, TurnRecord, block, estimate
 from liyuan.model import ChatMessage
 from liyuan.session.entries import Entry, is_message
-from liyuan.story.history import History, HistoryItem, rebuild_history, story_tail
+from liyuan.story.history import ActiveSummary, History, HistoryItem, history_of_tail, rebuild_history, story_tail
 
 __all__ = ["BLOCK_NAMES", "SUMMARY_OPENING", "Injection", "PreparedTurn", "assemble_turn", "build_context",
            "inert_block_headings", "prepare_turn"]
@@ -193,10 +193,9 @@ def _resident_cut(stored: str | None, sent: str | None, other: int, budget_chars
                                 f"从 {before} 字按段落截到 {len(sent)} 字", before)
 
 
-def _record(branch: Sequence[Entry], history: History, user_text: str, resident_stored: str | None,
-            resident: str | None, other: int, injection: Injection, messages: Sequence[ChatMessage],
-            budget_chars: int) -> TurnRecord:
-    view, active = story_tail(branch)
+def _record(view: Sequence[Entry], active: ActiveSummary | None, history: History, user_text: str,
+            resident_stored: str | None, resident: str | None, other: int, injection: Injection,
+            messages: Sequence[ChatMessage], budget_chars: int) -> TurnRecord:
     live = view[active.cut:] if active else view
     kept = [e for e in live if is_message(e) and e.role in ("user", "assistant") and e.text.strip()]
     tail: list[Entry] = []
@@ -214,8 +213,9 @@ def _record(branch: Sequence[Entry], history: History, user_text: str, resident_
     if resident or cut is not None:
         blocks.append(block("resident", resident or "", cut=cut))
     if items:
-        text = "\n\n".join(item.text for item in items)
-        blocks.append(block("history", text, [f"entry:{e.id}" for e in kept]))
+        # Tokens per kept turn (the same turns come back turn after turn), chars of the whole.
+        blocks.append(BlockRecord("history", sum(len(i.text) for i in items) + 2 * (len(items) - 1),
+                                  sum(estimate(i.text) for i in items), tuple(f"entry:{e.id}" for e in kept)))
     blocks += [block(kind, text) for kind, text in injection.blocks()]
     if tail_text:
         blocks.append(block("user", tail_text, [f"entry:{e.id}" for e in tail]))
@@ -239,13 +239,15 @@ def prepare_turn(
 
     Arguments as for :func:`assemble_turn`.
     """
-    history = rebuild_history(branch)
+    view, active = story_tail(branch)
+    history = history_of_tail(view, active)
     other = other_chars_for(history.summary, state_text, roster)
     resident = fit_resident_summary(resident_summary, other, budget_chars)
     injection = Injection(state_text=state_text, roster=roster, lore_index=lore_index,
                           recall_lines=tuple(recall_lines), extra=tuple(extra))
     messages = _assemble(history, user_text, resident, injection)
-    record = _record(branch, history, user_text, resident_summary, resident, other, injection, messages, budget_chars)
+    record = _record(view, active, history, user_text, resident_summary, resident, other, injection, messages,
+                     budget_chars)
     return PreparedTurn(messages, history.summary, resident, injection, record)
 
 

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any, Literal
 
 from liyuan.tokens import estimate_tokens
 
-__all__ = ["BLOCK_TITLES", "RECORD_FORMAT", "BlockRecord", "BudgetCut", "TurnRecord", "block"]
+__all__ = ["BLOCK_TITLES", "RECORD_FORMAT", "BlockRecord", "BudgetCut", "TurnRecord", "block", "estimate"]
 
 RECORD_FORMAT = "liyuan-turn-record/1"
 """The ``format`` of :meth:`TurnRecord.to_json`; a reader refuses a major version it does not know."""
@@ -93,10 +94,17 @@ class BlockRecord:
         }
 
 
+@lru_cache(maxsize=2048)
+def estimate(text: str) -> int:
+    """:func:`liyuan.tokens.estimate_tokens`, remembered: a summary, the resident summary
+    and the kept turns come back unchanged turn after turn."""
+    return estimate_tokens(text)
+
+
 def block(kind: str, text: str, sources: Sequence[str] = (), *, cut: BudgetCut | None = None,
           title: str = "") -> BlockRecord:
     """The record of a block sent as ``text`` (empty text: a dropped block, when ``cut`` says so)."""
-    return BlockRecord(kind, len(text), estimate_tokens(text) if text else 0, tuple(sources), cut, title)
+    return BlockRecord(kind, len(text), estimate(text) if text else 0, tuple(sources), cut, title)
 
 
 @dataclass(frozen=True, slots=True)
