@@ -86,7 +86,7 @@ STEP_KINDS: dict[str, StepKind] = {
                  files=("prompt", "prompt_user", "summary", "outcome")),
         StepKind("assemble", "来一条新的用户消息，看组装出的下一轮上下文（chat.preview，不写入会话）",
                  required={"chat": is_str, "user": is_str},
-                 files=("history", "context", "injection")),
+                 files=("history", "context", "injection", "record")),
         StepKind("sync", "给整张卡同步一次跨局记忆：写复盘、合并手册和常驻摘要、遗忘",
                  chat_params=(),
                  files=("merge_prompt", "merge_prompt_user", "merge_prompt_tail", "handbook", "resident"),

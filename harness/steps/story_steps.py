@@ -39,6 +39,26 @@ def render_messages(messages: list[ChatMessage]) -> str:
     return "\n\n".join(parts)
 
 
+def _sources(sources: Sequence[str]) -> str:
+    if not sources:
+        return "—"
+    if len(sources) <= 3:
+        return "、".join(f"`{s}`" for s in sources)
+    return f"`{sources[0]}` … `{sources[-1]}`（{len(sources)} 条）"
+
+
+def record_table(record: dict[str, Any]) -> str:
+    """A turn's record (:meth:`liyuan.context.record.TurnRecord.to_json`) as a Markdown table."""
+    lines = ["| 块 | 字数 | 估算 token | 来源 | 预算 |", "|---|---:|---:|---|---|"]
+    for b in record["blocks"]:
+        budget = "整段送出" if b["budget"] is None else \
+            ("截断：" if b["budget"]["action"] == "trimmed" else "不送：") + b["budget"]["reason"]
+        lines.append(f"| {b['title']} | {b['chars']} | {b['tokens']} | {_sources(b['sources'])} | {budget} |")
+    lines.append(f"| **合计**（{record['messages']} 条消息） | {record['chars']} | {record['tokens']} | | "
+                 f"常驻摘要和本局摘要、账本、名录共用 {record['budget_chars']} 字 |")
+    return "\n".join(lines)
+
+
 def keep_turn(run: ScenarioRun, chat_id: str, how: str, turn: Turn) -> None:
     """Add an assembled turn's record to the scenario's turn records."""
     if turn.record is None:
@@ -168,6 +188,8 @@ def assemble(run: ScenarioRun, step: StepSpec) -> StepResult:
     messages = turn.messages
     run.write_txt("history", render_messages(messages), header=context_label(run))
     run.write_txt("injection", turn.injection, header=context_label(run))
+    if turn.record is not None:
+        run.write_txt("record", record_table(turn.record.to_json()))
     kept = [m for m in messages[1 if turn.summary or turn.resident else 0:-1]]
     outcome = {
         "messages": [{"role": m.role, "chars": len(m.content), "opening": m.content.split("\n", 1)[0][:40]}

@@ -326,6 +326,8 @@ class Chat:
                             None)
             if snapshot is not None:
                 record = record.with_sources("state", [f"entry:{snapshot.id}"])
+                if roster is None:  # rendered from the same snapshot
+                    record = record.with_sources("roster", [f"entry:{snapshot.id}"])
         return Turn(prepared.messages, user_text, user, prepared.summary, prepared.resident, tuple(recall),
                     prepared.injection.render(), record)
 
