@@ -15,7 +15,6 @@ message is a user message (between turns) or not (inside a turn).
 
 from __future__ import annotations
 
-import re
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
@@ -28,7 +27,7 @@ from liyuan.app import Activity, Card, Chat
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.context.assemble import SUMMARY_OPENING
 from liyuan.discussion.agent import run_generic_compaction, visible_entries
-from liyuan.model import ChatMessage, FunctionModel, ModelRequest
+from liyuan.model import ChatMessage, FunctionModel
 from liyuan.session.entries import Entry
 from liyuan.session.state import STATE_ENTRY_TYPE, Ledger, format_roster, format_state, state_from_branch
 from liyuan.session.tree import SessionTree
@@ -38,6 +37,7 @@ from liyuan.tokens import chars4, estimate_tokens
 from ..runfolder import work_base
 from .checks import fact_in, fact_in_normalized, normalize
 from .memory_checks import check_budget
+from .scripted import SCRIPTED_LABEL, scripted_summariser
 from .synth import SynthBeat, SynthChat, generate_chat
 
 __all__ = [
@@ -50,7 +50,6 @@ __all__ = [
     "scripted_summariser",
 ]
 
-SCRIPTED_LABEL = "（脚本摘要：按规则从压缩请求的文字拼出，不是模型输出）"
 AGENT_SUMMARY_OPENING = "此前的会话已压缩成下面的摘要："
 """How the generic strategy replays its summary (as the coding agent does, a user message)."""
 
@@ -82,41 +81,6 @@ def _tokens(text: str) -> int:
 def _chars4(text: str) -> int:
     # The agent's own ruler, memoised: the same entries are re-measured every beat.
     return chars4(text)
-
-
-_CONVERSATION_RE = re.compile(r"<conversation>\n(.*?)\n</conversation>", re.DOTALL)
-_PREVIOUS_RE = re.compile(r"<previous-summary>\n(.*?)\n</previous-summary>", re.DOTALL)
-
-
-def scripted_summariser(user_name: str, char_name: str) -> FunctionModel:
-    """A stand-in summariser: a deterministic summary made by rule from the request.
-
-    It counts the covered blocks and characters, quotes the start of the first and last
-    block, and takes the scene from the ledger lines; it condenses nothing. Its replies
-    carry :data:`SCRIPTED_LABEL` and ``provenance="scripted"``.
-    """
-
-    def reply(request: ModelRequest) -> str:
-        user = "\n\n".join(m.content for m in request.messages if m.role == "user")
-        match = _CONVERSATION_RE.search(user)
-        conversation = match.group(1) if match else ""
-        blocks = [b for b in conversation.split("\n\n") if b.strip()]
-        previous = _PREVIOUS_RE.search(user)
-        merged = f"；并入此前摘要 {len(previous.group(1))} 字" if previous else ""
-        first = blocks[0][:30] if blocks else ""
-        last = blocks[-1][:30] if blocks else ""
-        scope = f"覆盖 {len(blocks)} 段、{len(conversation)} 字{merged}"
-        if request.purpose == "summary":
-            when = next((ln for ln in user.splitlines() if ln.startswith("时间：")), "时间：（账本没有记）")
-            where = next((ln for ln in user.splitlines() if ln.startswith("地点：")), "地点：（账本没有记）")
-            return (f"## 前情提要\n- {SCRIPTED_LABEL}{scope}。\n- 开头：{first}…\n- 结尾：{last}…\n\n"
-                    f"## 人物\n- {user_name}、{char_name}（脚本摘要不提炼人物）\n\n"
-                    f"## 承诺与伏笔\n- （脚本摘要不提炼伏笔）\n\n## 事实账\n- （脚本摘要不抄账本）\n\n"
-                    f"## 当前场景\n- {when}；{where}")
-        return (f"## Goal\n- {SCRIPTED_LABEL}{scope}。\n\n## Progress\n### Done\n- 开头：{first}…\n\n"
-                f"## Critical Context\n- 结尾：{last}…")
-
-    return FunctionModel(reply)
 
 
 @dataclass(frozen=True)
