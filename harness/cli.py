@@ -1,7 +1,7 @@
 """``python -m harness``: run, check, diff, and the bench/eval entry points.
 
 Invariant: the CLI only parses arguments and reports; the work happens in
-:mod:`harness.runner` and :mod:`harness.review`. Exit codes: 0 success, 1 drift or a
+:mod:`harness.running.runner` and :mod:`harness.running.review`. Exit codes: 0 success, 1 drift or a
 failed step or a run in which every model call failed (each failed call is
 listed), 2 bad input (unknown scenario, malformed file, bad option).
 """
@@ -18,10 +18,10 @@ from pathlib import Path
 
 from liyuan.errors import LiyuanError
 
-from .models import open_setup
-from .progress import Progress
-from .review import check, diff_against
-from .runner import run_scenarios
+from .running.models import open_setup
+from .running.progress import Progress
+from .running.review import check, diff_against
+from .running.runner import run_scenarios
 
 __all__ = ["default_root", "main"]
 

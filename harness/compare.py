@@ -22,7 +22,7 @@ from typing import Any
 
 from liyuan.errors import ConfigError
 
-from .artifacts import atomic_write
+from .running.artifacts import atomic_write
 
 __all__ = ["Run", "compare_markdown", "load_run", "main", "run_folders"]
 

@@ -10,7 +10,7 @@ memory (recap, handbook, resident summary). Run it with ``python -m harness run 
 Invariants:
 
 - Nothing is written unless the whole file reads; the scenario file is replaced
-  atomically, and it loads (it is checked with :func:`harness.scenario.load_scenario`
+  atomically, and it loads (it is checked with :func:`harness.running.scenario.load_scenario`
   before it is moved into place).
 - The scenario records where the chat came from (format, sha256, counts) and never the
   file's path or name; the only names in it are those the chat itself holds.
@@ -38,9 +38,9 @@ from liyuan.fileio import atomic_write_text
 from liyuan.session.imports import FORMATS, ChatReader, ChatSource, ImportedMessage, safe_chat_id, safe_folder_name
 from liyuan.story.compact import DEFAULT_EVERY_N_TURNS, KEEP_RECENT_BEATS, MIN_COMPACT_CHARS
 
-from .artifacts import FileDiff, unified
-from .replies import dump_yaml
-from .scenario import load_scenario
+from .running.artifacts import FileDiff, unified
+from .running.replies import dump_yaml
+from .running.scenario import load_scenario
 
 __all__ = ["ImportResult", "build_scenario", "import_drift", "import_file", "main", "render_scenario"]
 
@@ -254,7 +254,7 @@ def import_drift(root: Path) -> list[FileDiff]:
 
     A scenario is matched to its file by the sha256 it records (it records no path);
     one whose file is not in ``sim/imports/`` (a chat someone brought) is left alone.
-    Paths in the result are relative to ``sim/``, as :func:`harness.review.check` reports.
+    Paths in the result are relative to ``sim/``, as :func:`harness.running.review.check` reports.
     """
     folder = root / "sim" / "imports"
     if not folder.is_dir():

@@ -14,7 +14,7 @@
 - No command: ``scorecards`` and ``strategies`` (both deterministic).
 
 Invariant: everything except ``bench`` is a pure function of committed files, written
-byte-stably (:func:`harness.artifacts.canonical_json`); ``--check`` recomputes instead
+byte-stably (:func:`harness.running.artifacts.canonical_json`); ``--check`` recomputes instead
 of writing and exits 1 with a diff when a committed result is out of date.
 """
 
@@ -34,7 +34,7 @@ CHART = "docs/assets/strategy-chart.svg"
 
 
 def _text(data: Any) -> str:
-    from ..artifacts import canonical_json
+    from ..running.artifacts import canonical_json
 
     return canonical_json(data)
 
@@ -85,7 +85,7 @@ def results(root: Path, which: Sequence[str]) -> dict[str, str]:
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
-    from ..artifacts import atomic_write
+    from ..running.artifacts import atomic_write
 
     for rel, text in sorted(files.items()):
         atomic_write(root / rel, text.encode("utf-8"))
@@ -93,7 +93,7 @@ def _write(root: Path, files: dict[str, str]) -> None:
 
 
 def _check(root: Path, files: dict[str, str]) -> int:
-    from ..artifacts import compare_trees
+    from ..running.artifacts import compare_trees
 
     diffs = compare_trees(root, {rel: text.encode("utf-8") for rel, text in files.items()})
     for diff in diffs:
@@ -123,8 +123,8 @@ def run_bench(root: Path, out: Path, *, sizes: Sequence[int] = (100, 1000, 10000
     Returns:
         The measurements (machine, overhead, wall times).
     """
-    from ..artifacts import atomic_write
-    from .overhead import machine_info, overhead_table, wall_times
+    from ..bench.overhead import machine_info, overhead_table, wall_times
+    from ..running.artifacts import atomic_write
     from .report import bench_markdown
 
     def progress(line: str) -> None:

@@ -15,7 +15,7 @@ and its reason, and the report scores it 0. A reply that mostly copies its own p
 scored without the copied lines (:mod:`harness.eval.echo`). Replies no model wrote are
 scored too, and the card says so: a scripted run checks the checkers, it says nothing
 about a model. The one exception: a scenario whose every reply is a placeholder (an
-imported chat run without a model, :mod:`harness.placeholder`) has no card, since there
+imported chat run without a model, :mod:`harness.running.placeholder`) has no card, since there
 is nothing written by anyone to score.
 """
 
@@ -318,7 +318,7 @@ def _read_outs(base: Path) -> tuple[dict[str, list[dict[str, Any]]], dict[str, l
 
 
 def _placeholders_only(outs: Sequence[Mapping[str, Any]]) -> bool:
-    """True when every reply of these records is a placeholder (harness.placeholder)."""
+    """True when every reply of these records is a placeholder (harness.running.placeholder)."""
     replies = [c.get("reply") or {} for out in outs for s in out.get("steps", []) for c in s.get("calls", [])]
     return bool(replies) and all(r.get("provenance") == "placeholder" for r in replies)
 

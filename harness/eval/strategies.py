@@ -1,7 +1,7 @@
 """Four ways to keep a long chat in context, run on the same synthetic chat.
 
 Invariant: the comparison is a pure function of its :class:`Settings`: the chat comes
-from :mod:`harness.eval.synth`, every summary comes from :func:`scripted_summariser` (a
+from :mod:`harness.fixtures.synth`, every summary comes from :func:`scripted_summariser` (a
 :class:`~liyuan.model.FunctionModel` that writes a labelled, rule-made summary from the
 request text; no model is involved), ids and clock are fixed. Two runs give the same
 numbers byte for byte. Context sizes measure what each strategy would send; they say
@@ -34,11 +34,11 @@ from liyuan.session.tree import SessionTree
 from liyuan.story.compact import CompactionOutcome
 from liyuan.tokens import chars4, estimate_tokens
 
-from ..runfolder import work_base
+from ..fixtures.synth import SynthBeat, SynthChat, generate_chat
+from ..running.runfolder import work_base
 from .checks import fact_in, fact_in_normalized, normalize
 from .memory_checks import check_budget
 from .scripted import SCRIPTED_LABEL, scripted_summariser
-from .synth import SynthBeat, SynthChat, generate_chat
 
 __all__ = [
     "SCRIPTED_LABEL",

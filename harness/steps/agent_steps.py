@@ -29,9 +29,9 @@ from liyuan.session.tree import SessionTree
 from liyuan.story.view import SUMMARY_ENTRY_TYPE
 from liyuan.text import utf16_len
 
-from ..recorder import CallRecord
-from ..run_state import ScenarioRun, StepResult, handler
-from ..scenario import StepSpec
+from ..running.recorder import CallRecord
+from ..running.scenario import StepSpec
+from ..running.state import ScenarioRun, StepResult, handler
 from .common import prompt_label, prompt_text
 
 __all__ = ["beat_numbers"]

@@ -5,8 +5,8 @@ Invariant: nothing here touches the repository or the card; it only formats.
 
 from __future__ import annotations
 
-from ..recorder import CallRecord
-from ..run_state import ScenarioRun
+from ..running.recorder import CallRecord
+from ..running.state import ScenarioRun
 
 __all__ = [
     "context_label",

@@ -26,8 +26,8 @@ from liyuan.discussion.messages import (
 from liyuan.session.entries import Entry, args_json, last_usage
 from liyuan.tokens import chars4
 
-from ..run_state import ScenarioRun, StepResult, handler
-from ..scenario import StepSpec
+from ..running.scenario import StepSpec
+from ..running.state import ScenarioRun, StepResult, handler
 from .common import context_label, prompt_label, prompt_text
 
 __all__ = ["render_agent_history"]

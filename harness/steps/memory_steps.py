@@ -29,9 +29,9 @@ from liyuan.context.budget import (
 )
 from liyuan.errors import ConfigError
 
-from ..recorder import CallRecord
-from ..run_state import HAND_WRITTEN_LINE, ScenarioRun, StepResult, handler
-from ..scenario import StepSpec
+from ..running.recorder import CallRecord
+from ..running.scenario import StepSpec
+from ..running.state import HAND_WRITTEN_LINE, ScenarioRun, StepResult, handler
 from .common import prompt_label, prompt_text
 
 __all__ = ["memory_snapshot"]

@@ -22,9 +22,9 @@ from liyuan.session.entries import Entry, is_message
 from liyuan.session.state import Ledger
 from liyuan.story.compact import CompactionOutcome
 
-from ..run_state import ScenarioRun, StepResult, handler
-from ..scenario import Beat, StepSpec
-from ..story import chat_beats, write_notes
+from ..running.scenario import Beat, StepSpec
+from ..running.state import ScenarioRun, StepResult, handler
+from ..running.story import chat_beats, write_notes
 from .common import context_label, prompt_label, prompt_text
 
 __all__ = ["play_beat", "render_messages"]

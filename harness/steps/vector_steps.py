@@ -13,8 +13,8 @@ from __future__ import annotations
 from liyuan.errors import ConfigError
 from liyuan.vector import branch_ids_of, on_current_branch, recall_for_beat
 
-from ..run_state import ScenarioRun, StepResult, handler
-from ..scenario import StepSpec
+from ..running.scenario import StepSpec
+from ..running.state import ScenarioRun, StepResult, handler
 
 __all__: list[str] = []
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.models import open_setup
-from harness.progress import Progress
-from harness.runner import run_scenarios
+from harness.running.models import open_setup
+from harness.running.progress import Progress
+from harness.running.runner import run_scenarios
 from tests.docs.hook import load_hook
 
 RECORDED = "sim/runs/local-gemma3-270m"

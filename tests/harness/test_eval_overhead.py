@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from unittest.mock import patch
 
-from harness.eval.overhead import beat_work, machine_info, overhead_table, percentile, play, wall_times
+from harness.bench.overhead import beat_work, machine_info, overhead_table, percentile, play, wall_times
 from harness.eval.report import bench_markdown
 from liyuan.session.entries import Entry
 from liyuan.session.state import Ledger

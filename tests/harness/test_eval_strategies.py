@@ -11,7 +11,7 @@ import pytest
 from harness.eval.chart import render_chart
 from harness.eval.checks import fact_in
 from harness.eval.strategies import SCRIPTED_LABEL, Settings, compare, scripted_summariser
-from harness.eval.synth import PLANTED, generate_chat
+from harness.fixtures.synth import PLANTED, generate_chat
 from liyuan.model import ChatMessage, ModelRequest
 from liyuan.story.scribe import validate_summary
 
@@ -130,7 +130,7 @@ def test_chart_is_valid_svg_with_one_line_per_strategy_and_stable_bytes(small_re
 
 def test_ours_counts_a_context_whose_ledger_breaks_the_envelope() -> None:
     from harness.eval.strategies import Ours
-    from harness.eval.synth import SynthBeat
+    from harness.fixtures.synth import SynthBeat
 
     strategy = Ours("开场白", scripted_summariser("沈砚", "苏蘅"), "沈砚", "苏蘅")
     try:

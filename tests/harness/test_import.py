@@ -11,13 +11,13 @@ import yaml
 
 from harness.cli import main
 from harness.importer import CLOSING_USER, import_drift
-from harness.models import open_setup
-from harness.placeholder import PLACEHOLDER_LINE
-from harness.progress import Progress
-from harness.runner import run_scenarios
-from harness.scenario import load_scenario
+from harness.running.models import open_setup
+from harness.running.placeholder import PLACEHOLDER_LINE
+from harness.running.progress import Progress
+from harness.running.runner import run_scenarios
+from harness.running.scenario import load_scenario
+from harness.running.story import write_opening
 from harness.steps.story_steps import play_beat
-from harness.story import write_opening
 from liyuan import Card
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.model import OpenAIModel

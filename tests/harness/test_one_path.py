@@ -55,8 +55,8 @@ def test_no_harness_module_wires_a_turn_itself(path: Path) -> None:
 
 
 def test_the_scenario_runner_opens_the_facade() -> None:
-    """Every scenario runs on a Card (``harness.run_state``), and every chat step gets the card's Chat."""
-    source = (HARNESS / "run_state.py").read_text(encoding="utf-8")
+    """Every scenario runs on a Card (``harness.running.state``), and every chat step gets the card's Chat."""
+    source = (HARNESS / "running" / "state.py").read_text(encoding="utf-8")
     tree = ast.parse(source)
     imports = {(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
     assert ("liyuan.app", "Card") in imports and ("liyuan.app", "Chat") in imports

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 import harness.steps  # noqa: F401  (registers the handlers)
-from harness.run_state import HANDLERS
-from harness.scenario import STEP_KINDS, ScenarioError, load_scenario, scenario_names
+from harness.running.scenario import STEP_KINDS, ScenarioError, load_scenario, scenario_names
+from harness.running.state import HANDLERS
 
 MINIMAL = {
     "name": "mini",

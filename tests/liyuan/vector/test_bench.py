@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import bench, bench_latency
+from harness import bench
+from harness.bench import latency as bench_latency
 
 
 def test_story_has_enough_beats_and_labelled_queries() -> None:

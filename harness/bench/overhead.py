@@ -38,9 +38,9 @@ from liyuan.card.files import atomic_write_text
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.session.state import Ledger
 
-from ..runfolder import work_base
-from .strategies import scripted_summariser
-from .synth import SynthBeat, generate_chat
+from ..eval.strategies import scripted_summariser
+from ..fixtures.synth import SynthBeat, generate_chat
+from ..running.runfolder import work_base
 
 __all__ = ["RESIDENT", "VARIANT", "beat_work", "machine_info", "overhead_table", "percentile", "play", "wall_times"]
 

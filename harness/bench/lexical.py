@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 from liyuan.vector.lexical import ENGLISH_STOPWORDS, BM25Index, Encoded, bigram_terms, latin_term
 
-from .bench_methods import STORIES, TOP_K, load_story, story_chunks
+from .methods import STORIES, TOP_K, load_story, story_chunks
 
 Related = Callable[[str], set[str]]
 """Words related to one lowercased English word (a thesaurus look-up)."""

@@ -5,7 +5,7 @@ artifacts into a temporary folder and compare: ``check`` against the committed f
 ``sim/`` (any difference fails; an imported scenario is also compared with a fresh import
 of its file in ``sim/imports/``), ``diff`` against the artifacts as they were at a git ref,
 reported per scenario step and per model call so a prompt change reads as a prompt diff.
-``check`` also runs the template coverage gate (:mod:`harness.coverage`): every template
+``check`` also runs the template coverage gate (:mod:`harness.running.coverage`): every template
 and every branch of it must be rendered into some artifact, else a change there would
 pass unseen.
 """
@@ -22,13 +22,13 @@ from typing import Any
 from liyuan.errors import ConfigError
 from liyuan.prompts import observe_renders
 
+from ..importer import import_drift
 from .artifacts import FileDiff, canonical_json, compare_trees, unified
 from .coverage import CoverageReport, CoverageTracker, coverage_report
-from .importer import import_drift
 from .models import open_setup
 from .progress import Progress
-from .run_state import RunReport
 from .runner import run_scenarios
+from .state import RunReport
 
 __all__ = ["CheckResult", "Regenerated", "check", "check_run", "diff_against", "diff_run", "regenerate"]
 

@@ -29,9 +29,9 @@ from liyuan.vector.config import RecallMode
 from liyuan.vector.embed import embed_query
 from liyuan.vector.search import Fusion
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = ROOT / "harness" / "fixtures" / "data"
 
 STORIES = {"zh": DATA / "bench_story.yaml", "en": DATA / "bench_story_en.yaml", "mixed": DATA / "bench_mixed.yaml"}
 """One hand-written story per language: Chinese, English, and a code-switched chat."""

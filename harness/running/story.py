@@ -6,7 +6,7 @@ is the greeting (an assistant message marked ``greeting``) after its alternative
 ``rp-state`` ledger; an imported beat's notes (messages kept outside the story) are
 ``liyuan-import-note`` entries written after the beat. The beats themselves are played
 through :class:`liyuan.Chat` (:func:`harness.steps.story_steps.play_beat`). Generated
-chats (``generate:`` in the scenario) come from :mod:`harness.longstory`, which is seeded
+chats (``generate:`` in the scenario) come from :mod:`harness.fixtures.longstory`, which is seeded
 and deterministic.
 """
 
@@ -66,6 +66,6 @@ def chat_beats(spec: ChatSpec) -> tuple[Beat, ...]:
     """The chat's beats: as written, or generated from ``generate:``."""
     if spec.generate is None:
         return spec.beats
-    from .longstory import generate_beats
+    from ..fixtures.longstory import generate_beats
 
     return generate_beats(spec.generate, where=f"chats.{spec.id}.generate")

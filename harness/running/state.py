@@ -1,6 +1,6 @@
 """What a step handler works with: the running scenario, its result type, the registry.
 
-Invariants: step handlers depend on this module and on :mod:`harness.scenario` only,
+Invariants: step handlers depend on this module and on :mod:`harness.running.scenario` only,
 never on the runner that calls them, so the harness has no import circle. A scenario
 plays through the app's own objects: one :class:`liyuan.Card` per scenario, opened as
 an app opens it (settings from the scenario's ``config`` as a
@@ -120,7 +120,7 @@ class ScenarioRun:
 
         The opening (the card's greeting and its alternatives, an import's notes, the
         first world state) is not a turn: it is written onto the new chat's tree the way a
-        card's setup or an import writes it (:func:`harness.story.write_opening`).
+        card's setup or an import writes it (:func:`harness.running.story.write_opening`).
         """
         if chat_id in self.opened:
             return self.opened[chat_id]

@@ -27,14 +27,14 @@ from typing import Any
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.session.imports import import_chat
 
-from .importer import import_file
-from .models import open_setup
-from .progress import Progress
-from .runner import run_scenarios
+from ..importer import import_file
+from ..running.models import open_setup
+from ..running.progress import Progress
+from ..running.runner import run_scenarios
 
 __all__ = ["import_table", "print_import", "write_big_chat"]
 
-FIXTURE = Path(__file__).resolve().parent.parent / "sim" / "imports" / "bookshop.jsonl"
+FIXTURE = Path(__file__).resolve().parents[2] / "sim" / "imports" / "bookshop.jsonl"
 IMPORT_TARGET_S = 5.0
 RUN_TARGET_S = 30.0
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .models import ModelSetup
-from .run_state import RunReport
+from .state import RunReport
 
 __all__ = ["finish_run", "readme", "work_base"]
 

@@ -27,14 +27,14 @@ from typing import Any
 from liyuan.clock import fixed_clock
 from liyuan.errors import LiyuanError
 
-from . import steps as step_handlers  # noqa: F401  (registers the step handlers)
+from .. import steps as step_handlers  # noqa: F401  (registers the step handlers)
 from .artifacts import ArtifactSet
 from .models import ModelSetup
 from .progress import Progress
 from .recorder import Recorder
-from .run_state import DEFAULT_CLOCK_START, HANDLERS, RunReport, ScenarioRun, StepResult
 from .runfolder import finish_run, work_base
 from .scenario import Scenario, ScenarioError, load_scenario, scenario_names
+from .state import DEFAULT_CLOCK_START, HANDLERS, RunReport, ScenarioRun, StepResult
 
 __all__ = ["run_scenarios"]
 
@@ -123,7 +123,7 @@ def run_scenarios(
     Args:
         names: Scenario names (``sim/scenarios/<name>.yaml``); ``None`` or empty runs all.
         root: The repository root.
-        setup: Which model answers and how the run is labelled (:mod:`harness.models`).
+        setup: Which model answers and how the run is labelled (:mod:`harness.running.models`).
         out_base: Where ``out/`` and ``txt/`` go; default from ``setup``.
         progress: Progress reporter (default: stderr).
         write: Write the files (``False`` keeps them in the report only).
