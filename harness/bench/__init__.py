@@ -30,7 +30,7 @@ committed):
   (:mod:`harness.bench.imports`).
 - ``bench.json`` / ``bench.md``: the per-beat overhead of the memory code at 100, 1,000
   and 10,000 beats and the wall times of ``harness run`` and ``mkdocs build``
-  (:func:`harness.eval.run_bench`).
+  (:func:`harness.bench.overhead.run_bench`).
 
 Invariant: nothing here asserts a target; it measures and reports, and states plainly
 when a target is missed.
@@ -185,10 +185,16 @@ def main(argv: list[str] | None = None) -> int:
                         action="append",
                         help="只跑某几项（可重复）；"
                              "variants 是量过、没有采用的关键词检索变体（harness.bench.lexical）；"
-                             "overhead 是每轮开销和整体用时（harness.eval），"
+                             "overhead 是每轮开销和整体用时（harness.bench.overhead），"
                              "import 是导入 5,000 条消息的聊天并跑一遍（harness.bench.imports）")
+    parser.add_argument("--quick", action="store_true",
+                        help="快速看一眼（一两分钟）：只跑 tokens、recall、latency（200 和 2000 段）和每轮开销"
+                             "（100 和 1000 轮，各计 20 轮，不测整体用时）；量出的数只作参考，不要提交")
     args = parser.parse_args(argv)
-    only = set(args.only or ["recall", "variants", "weights", "latency", "tokens", "overhead", "import"])
+    everything = ["recall", "variants", "weights", "latency", "tokens", "overhead", "import"]
+    only = set(args.only or (["tokens", "recall", "latency", "overhead"] if args.quick else everything))
+    if args.quick:
+        args.sizes = [200, 2000]
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -227,9 +233,12 @@ def main(argv: list[str] | None = None) -> int:
             print_import(table)
             _write(args.out, "import.json", table)
     if "overhead" in only:
-        from ..eval import run_bench
+        from .overhead import run_bench
 
-        run_bench(ROOT, args.out)
+        if args.quick:
+            run_bench(ROOT, args.out, sizes=(100, 1000), sample=20, wall=False)
+        else:
+            run_bench(ROOT, args.out)
     return 0
 
 

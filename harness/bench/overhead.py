@@ -18,6 +18,7 @@ with the chat.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import platform
@@ -38,11 +39,12 @@ from liyuan.card.files import atomic_write_text
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.session.state import Ledger
 
-from ..eval.strategies import scripted_summariser
+from ..eval.scripted import scripted_summariser
 from ..fixtures.synth import SynthBeat, generate_chat
 from ..running.runfolder import work_base
 
-__all__ = ["RESIDENT", "VARIANT", "beat_work", "machine_info", "overhead_table", "percentile", "play", "wall_times"]
+__all__ = ["RESIDENT", "VARIANT", "beat_work", "machine_info", "overhead_table", "percentile", "play", "run_bench",
+           "wall_times"]
 
 RESIDENT = "# 往局记忆（同一世界更早的几局）\n\n" + "\n\n".join(
     f"## 第{i}节\n" + "往局里发生过的一件事，写得短而具体。" * 6 for i in range(1, 9))
@@ -182,3 +184,41 @@ def machine_info() -> dict[str, Any]:
     return {"measured_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu,
             "cores": os.cpu_count(), "python": platform.python_version(),
             "system": f"{platform.system()} {platform.release()}"}
+
+
+def run_bench(root: Path, out: Path, *, sizes: Sequence[int] = (100, 1000, 10000), sample: int = 100,
+              repeat: int = 3, wall: bool = True) -> dict[str, Any]:
+    """Measure, print the tables, write ``bench.json`` and ``bench.md`` into ``out``.
+
+    ``python -m harness bench --only overhead`` (``nox -s bench``) calls it; ``python -m
+    harness eval bench`` calls it with ``out = sim/eval`` to refresh the committed snapshot.
+
+    Args:
+        root: The repository root (``harness run`` and ``mkdocs build`` run there).
+        out: Folder for the two files.
+        sizes: Chat lengths (beats) for the per-beat overhead.
+        sample: Timed beats at the end of each chat.
+        repeat: Runs of each wall-time command.
+        wall: Also time ``harness run`` and ``mkdocs build``.
+
+    Returns:
+        The measurements (machine, overhead, wall times).
+    """
+    from ..eval.report import bench_markdown
+    from ..running.artifacts import atomic_write
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    bench: dict[str, Any] = {"machine": machine_info()}
+    bench["overhead"] = overhead_table(sizes, sample, progress)
+    if wall:
+        progress("整体用时：harness run、mkdocs build …")
+        bench["wall_times"] = wall_times(root, repeat=repeat)
+    markdown = bench_markdown(bench)
+    print(markdown)
+    for name, text in (("bench.json", json.dumps(bench, ensure_ascii=False, indent=2) + "\n"),
+                       ("bench.md", markdown)):
+        atomic_write(out / name, text.encode("utf-8"))
+        print(f"写出 {(out / name).as_posix()}")
+    return bench

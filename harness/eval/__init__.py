@@ -21,13 +21,12 @@ of writing and exits 1 with a diff when a committed result is out of date.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EVAL_DIR", "main", "results", "run_bench", "scorecard_files", "strategy_files"]
+__all__ = ["EVAL_DIR", "main", "results", "scorecard_files", "strategy_files"]
 
 EVAL_DIR = "sim/eval"
 CHART = "docs/assets/strategy-chart.svg"
@@ -105,45 +104,6 @@ def _check(root: Path, files: dict[str, str]) -> int:
     return 0
 
 
-def run_bench(root: Path, out: Path, *, sizes: Sequence[int] = (100, 1000, 10000), sample: int = 100,
-              repeat: int = 3, wall: bool = True) -> dict[str, Any]:
-    """Measure, print the tables, write ``bench.json`` and ``bench.md`` into ``out``.
-
-    This is the entry ``harness.bench`` calls for ``nox -s bench``; ``python -m harness
-    eval bench`` calls it with ``out = sim/eval`` to refresh the committed snapshot.
-
-    Args:
-        root: The repository root (``harness run`` and ``mkdocs build`` run there).
-        out: Folder for the two files.
-        sizes: Chat lengths (beats) for the per-beat overhead.
-        sample: Timed beats at the end of each chat.
-        repeat: Runs of each wall-time command.
-        wall: Also time ``harness run`` and ``mkdocs build``.
-
-    Returns:
-        The measurements (machine, overhead, wall times).
-    """
-    from ..bench.overhead import machine_info, overhead_table, wall_times
-    from ..running.artifacts import atomic_write
-    from .report import bench_markdown
-
-    def progress(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
-    bench: dict[str, Any] = {"machine": machine_info()}
-    bench["overhead"] = overhead_table(sizes, sample, progress)
-    if wall:
-        progress("整体用时：harness run、mkdocs build …")
-        bench["wall_times"] = wall_times(root, repeat=repeat)
-    markdown = bench_markdown(bench)
-    print(markdown)
-    for name, text in (("bench.json", json.dumps(bench, ensure_ascii=False, indent=2) + "\n"),
-                       ("bench.md", markdown)):
-        atomic_write(out / name, text.encode("utf-8"))
-        print(f"写出 {(out / name).as_posix()}")
-    return bench
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m harness eval``; returns the exit code."""
     from ..cli import default_root
@@ -169,6 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _check(root, files)
         _write(root, files)
         if args.what in ("bench", "all"):
+            from ..bench.overhead import run_bench
+
             run_bench(root, root / EVAL_DIR, sizes=args.sizes, sample=args.sample, repeat=args.repeat,
                       wall=not args.no_wall)
     except LiyuanError as exc:
