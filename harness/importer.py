@@ -39,10 +39,12 @@ from liyuan.session.imports import FORMATS, ChatReader, ChatSource, ImportedMess
 from liyuan.story.compact import DEFAULT_EVERY_N_TURNS, KEEP_RECENT_BEATS, MIN_COMPACT_CHARS
 
 from .running.artifacts import FileDiff, unified
+from .running.command import Subcommand, add_root_option, find_root
 from .running.replies import dump_yaml
 from .running.scenario import load_scenario
 
-__all__ = ["ImportResult", "build_scenario", "import_drift", "import_file", "main", "render_scenario"]
+__all__ = ["COMMANDS", "IMPORT", "ImportResult", "build_scenario", "import_drift", "import_file", "main",
+           "render_scenario"]
 
 CLOSING_USER = "（框架补的一条用户消息：导入的聊天到这里为止，用它看下一轮组装出的上下文）"
 PROGRESS_EVERY = 1000
@@ -283,9 +285,7 @@ def import_drift(root: Path) -> list[FileDiff]:
     return diffs
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m harness import",
-                                     description="把已有的聊天记录导入成场景（sim/scenarios/<名字>.yaml）")
+def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help="聊天记录文件")
     parser.add_argument("--format", choices=FORMATS, default=None, help="文件格式（默认自动识别）")
     parser.add_argument("--card", default=None, help="卡名（默认用聊天里的角色名）")
@@ -294,18 +294,21 @@ def _parser() -> argparse.ArgumentParser:
                         help="场景文件（默认 sim/scenarios/import-<sha256 前 8 位>.yaml）")
     parser.add_argument("--user", default=None, help="纯文本记录：哪个说话人是用户（默认第二个出场的人）")
     parser.add_argument("--conversation", type=int, default=1, help="OpenAI JSONL 里有多段对话时导入第几段（默认 1）")
-    parser.add_argument("--root", type=Path, default=None, help="仓库根目录（默认自动找）")
+    add_root_option(parser)
     parser.add_argument("-q", "--quiet", action="store_true", help="不打印进度")
-    return parser
 
 
-def main(argv: Sequence[str]) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m harness import``; 0 success, 2 bad input."""
-    args = _parser().parse_args(list(argv))
-    # As harness.cli.default_root finds it (not imported: cli -> review -> importer).
-    cwd = Path.cwd()
-    root = (args.root or (cwd if (cwd / "sim" / "scenarios").is_dir() else Path(__file__).resolve().parent.parent))
-    root = root.resolve()
+    return IMPORT.main(argv)
+
+
+def _import(args: argparse.Namespace) -> int:
+    try:
+        root = find_root(args.root)
+    except LiyuanError as exc:
+        print(f"错误：{exc}（什么都没有写）", file=sys.stderr)
+        return 2
 
     def say(line: str) -> None:
         if not args.quiet:
@@ -325,3 +328,11 @@ def main(argv: Sequence[str]) -> int:
     shown = result.path.relative_to(root).as_posix() if result.path.is_relative_to(root) else str(result.path)
     print(f"写出 {shown}；运行：python -m harness run {result.name}")
     return 0
+
+
+IMPORT = Subcommand("import", "把已有的聊天记录导入成场景",
+                    "把已有的聊天记录（SillyTavern JSONL、OpenAI 消息、纯文本）转成一个场景文件"
+                    " sim/scenarios/<名字>.yaml："
+                    "对话原样、备选回复成旁支、戏外消息另记；之后 python -m harness run <名字> 逐轮演它。",
+                    _configure, _import)
+COMMANDS = (IMPORT,)

@@ -52,6 +52,7 @@ from liyuan.vector import (
     VectorMemory,
 )
 
+from ..running.command import Subcommand
 from .latency import latency_table, print_latency, print_weights, weight_table
 from .methods import (
     DEFAULT_METHOD,
@@ -176,9 +177,7 @@ def _write(out: Path, name: str, data: dict[str, Any]) -> None:
     atomic_write_text(out / name, json.dumps(data, ensure_ascii=False, indent=2) + "\n")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the benchmarks; returns the exit code (0 even when a target is missed)."""
-    parser = argparse.ArgumentParser(prog="python -m harness bench", description="召回、延迟与 token 估算基准")
+def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "sim" / "bench", help="JSON 输出目录")
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 5000, 50000], help="延迟测试的段数")
     parser.add_argument("--only", choices=["recall", "variants", "weights", "latency", "tokens", "overhead", "import"],
@@ -190,7 +189,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="快速看一眼（一两分钟）：只跑 tokens、recall、latency（200 和 2000 段）和每轮开销"
                              "（100 和 1000 轮，各计 20 轮，不测整体用时）；量出的数只作参考，不要提交")
-    args = parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmarks; returns the exit code (0 even when a target is missed)."""
+    return BENCH.main(argv)
+
+
+def _bench(args: argparse.Namespace) -> int:
     everything = ["recall", "variants", "weights", "latency", "tokens", "overhead", "import"]
     only = set(args.only or (["tokens", "recall", "latency", "overhead"] if args.quick else everything))
     if args.quick:
@@ -240,6 +246,15 @@ def main(argv: list[str] | None = None) -> int:
         else:
             run_bench(ROOT, args.out)
     return 0
+
+
+
+BENCH = Subcommand("bench", "基准：召回、延迟、token 估算、每轮开销、导入",
+                   "所有基准的唯一入口：召回率（三种语言）、关键词检索变体、融合权重、向量库延迟、token 估算、"
+                   "每轮开销（经 Card 和 Chat）和整体用时、导入 5,000 条消息。打印表格，JSON 写进 --out；"
+                   "只报数，不判速度（速度目标写在表里）。--quick 一两分钟看个大概。",
+                   _configure, _bench)
+COMMANDS = (BENCH,)
 
 
 if __name__ == "__main__":

@@ -93,9 +93,31 @@ class CheckResult:
         return "".join(lines)
 
 
+def _readable(root: Path, diff: FileDiff, fresh: Mapping[str, bytes]) -> FileDiff:
+    """A changed ``out/*.json`` shown as ``diff`` shows it: per step and call, prompts as text.
+
+    Each prompt is one JSON string, so a one-line prompt edit would otherwise be a diff
+    of the whole record; other files (and a record that does not parse) keep their diff.
+    """
+    if diff.status != "changed" or not (diff.path.startswith("out/") and diff.path.endswith(".json")):
+        return diff
+    try:
+        old = json.loads((root / "sim" / diff.path).read_text(encoding="utf-8"))
+        new = json.loads(fresh[diff.path].decode("utf-8"))
+        steps = _step_diffs(diff.path, "已提交", old, new)
+        rest_old = {k: v for k, v in old.items() if k != "steps"}
+        rest_new = {k: v for k, v in new.items() if k != "steps"}
+    except (OSError, ValueError, KeyError, AttributeError):
+        return diff
+    head = unified(canonical_json(rest_old), canonical_json(rest_new), "已提交 · 顶层字段", "重新生成 · 顶层字段")
+    parts = ([f"## 顶层字段\n{head}"] if head else []) + steps
+    return FileDiff(diff.path, diff.status, "\n".join(parts)) if parts else diff
+
+
 def check_run(root: Path, run: Regenerated) -> CheckResult:
     """Compare a regenerated run with the committed ``sim/out`` and ``sim/txt``; add its coverage."""
-    diffs = compare_trees(root / "sim", run.files, orphan_dirs=("txt",))
+    found = compare_trees(root / "sim", run.files, orphan_dirs=("txt", "turns"))
+    diffs = [_readable(root, d, run.files) for d in found]
     return CheckResult(diffs=diffs, failures=run.report.failures, files=len(run.files), coverage=run.coverage())
 
 

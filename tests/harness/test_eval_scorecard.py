@@ -165,6 +165,10 @@ def test_check_mode_reports_drift_and_writes_nothing(run_copy: Path, capsys: pyt
     assert "sim/out/eval.json 过期了" in capsys.readouterr().out
     assert (run_copy / "sim" / "out" / "eval.json").read_text(encoding="utf-8") == "{}\n"
     assert main(["scorecards", "--root", str(run_copy)]) == 0
+    assert "写出 sim/out/eval.json" in capsys.readouterr().out  # the stale one is rewritten ...
+    assert main(["scorecards", "--root", str(run_copy)]) == 0
+    again = capsys.readouterr().out
+    assert "写出" not in again and "没有变化，没有重写" in again  # ... and current ones are not
     assert main(["scorecards", "--check", "--root", str(run_copy)]) == 0
 
 
