@@ -85,10 +85,19 @@ def eval(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def local(session: nox.Session) -> None:
-    """Opt-in: run the scenarios against a real local model (plumbing only, not quality)."""
+    """Opt-in: run the scenarios against a real local model (plumbing only, not quality).
+
+    About 8 minutes on an idle 2-core machine, up to 18 on a loaded one. Writes into
+    ``.nox/local-run/`` (not tracked), so the committed recording in
+    ``sim/runs/local-gemma3-270m/`` is never rewritten by accident; to refresh that,
+    run ``python -m harness run --model local walkthrough discussion`` yourself. The
+    server's own log goes to ``$LIYUAN_CACHE/local-server.log`` (default
+    ``~/.cache/liyuan/``), not the terminal.
+    """
     session.install("-e", ".[harness,vector,local]")
     # The long chat would retry its failing compaction after every beat (20 slow calls);
     # the walkthrough and the discussion show the whole live path in a few calls.
     scenarios = session.posargs or ["walkthrough", "discussion"]
-    session.run("python", "-m", "harness", "run", "--model", "local", *scenarios,
+    out = os.path.join(".nox", "local-run")
+    session.run("python", "-m", "harness", "run", "--model", "local", "--out", out, *scenarios,
                 env={"LIYUAN_LIVE": os.environ.get("LIYUAN_LIVE", "1")})

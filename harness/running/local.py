@@ -12,13 +12,14 @@ latency, failure handling on bad output). Runs with it are plumbing runs.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TextIO
 
 from liyuan.errors import ConfigError
 
-__all__ = ["LOCAL_MODEL_ID", "LOCAL_SLUG", "LOCAL_TIMEOUT_S", "LocalServer", "cache_dir", "model_file"]
+__all__ = ["LOCAL_MODEL_ID", "LOCAL_SLUG", "LOCAL_TIMEOUT_S", "LocalServer", "NativeStderr", "cache_dir", "model_file"]
 
 LOCAL_MODEL_ID = "gemma-3-270m-q4_k_m"
 """The alias the server reports; never the file path (which is machine-specific)."""
@@ -59,6 +60,8 @@ class LocalServer:
     """
 
     def __init__(self, *, n_ctx: int = 16384, threads: int | None = None) -> None:
+        self._log = NativeStderr(cache_dir() / "local-server.log") \
+            if os.environ.get("LIYUAN_LOCAL_LOG", "") != "stderr" else None
         self.n_ctx = n_ctx
         configured = os.environ.get("LIYUAN_LOCAL_THREADS", "")
         self.threads = threads or (int(configured) if configured.isdigit() else max(1, min(4, os.cpu_count() or 1)))
@@ -70,6 +73,8 @@ class LocalServer:
             import xllamacpp
         except ImportError as exc:
             raise ConfigError("没有安装 xllamacpp：pip install -e '.[local]'") from exc
+        if self._log is not None:
+            self._log.__enter__()  # llama.cpp's server log goes to the file, not the terminal
         params = xllamacpp.CommonParams()
         params.model.path = str(model_file())
         params.model_alias = {LOCAL_MODEL_ID}
@@ -95,3 +100,44 @@ class LocalServer:
                  tb: TracebackType | None) -> None:
         # Dropping the last reference stops llama.cpp's server loop.
         self._server = None
+        if self._log is not None:
+            self._log.__exit__(exc_type, exc, tb)
+
+
+class NativeStderr:
+    """Send what native code writes to file descriptor 2 into a log file; Python's own
+    ``sys.stderr`` (the progress lines) keeps going to the terminal.
+
+    llama.cpp logs every request to fd 2 (hundreds of lines a run); ``LIYUAN_LOCAL_LOG=stderr``
+    keeps it on the terminal instead.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._saved: int | None = None
+        self._python: TextIO | None = None
+        self._old_python: TextIO | None = None
+
+    def __enter__(self) -> NativeStderr:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        sys.stderr.flush()
+        self._saved = os.dup(2)
+        with open(self.path, "ab") as log:
+            os.dup2(log.fileno(), 2)
+        self._old_python = sys.stderr
+        self._python = open(os.dup(self._saved), "w", encoding="utf-8", buffering=1, closefd=True)
+        sys.stderr = self._python
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._saved is None:
+            return
+        sys.stderr.flush()
+        if self._old_python is not None:
+            sys.stderr = self._old_python
+        if self._python is not None:
+            self._python.close()
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._saved = None

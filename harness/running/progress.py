@@ -24,7 +24,7 @@ class Progress:
     """
 
     def __init__(self, stream: TextIO | None = None, *, quiet: bool = False) -> None:
-        self.stream = stream if stream is not None else sys.stderr
+        self._stream = stream
         self.quiet = quiet
         self._scenario = ""
         self._started = time.perf_counter()
@@ -33,6 +33,12 @@ class Progress:
     def _print(self, line: str) -> None:
         if not self.quiet:
             print(line, file=self.stream, flush=True)
+
+    @property
+    def stream(self) -> TextIO:
+        """Where the lines go: the given stream, else ``sys.stderr`` as it is now (the
+        local model's server may have moved native output away from it)."""
+        return self._stream if self._stream is not None else sys.stderr
 
     def scenario(self, name: str, steps: int, model: str) -> None:
         """A scenario starts."""
