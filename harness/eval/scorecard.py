@@ -158,6 +158,8 @@ class _Scorer:
             self.state.recaps.pop(chat, None)
         elif kind == "sync":
             self.sync(step, calls, outcome)
+        elif kind == "edit_memory" and params.get("ref") == "card:resident" and not step.get("failed"):
+            self.state.resident = str(params.get("text", "")).strip()  # the user's version is what is sent now
         elif kind == "assemble":
             self.assemble(step, chat, params, outcome)
         elif kind == "fit":
@@ -270,7 +272,7 @@ class _Scorer:
             self.card["budget"].append({**record, "ok": None, "problems": ["没有找到这一步写出的上下文文件"]})
             return
         first = context[0][1] if context[0][1].startswith(SUMMARY_OPENING) else ""
-        original = self.state.resident if params.get("resident", True) else None
+        original = self.state.resident
         sent: str | None = None
         at = first.find(RESIDENT_HEADING)
         if at >= 0:

@@ -54,7 +54,7 @@ def _run_one(scenario: Scenario, setup: ModelSetup, artifacts: ArtifactSet, prog
     try:
         run = ScenarioRun(scenario=scenario, recorder=recorder, setup=setup, workdir=workdir,
                           artifacts=artifacts, progress=progress, clock=fixed_clock(DEFAULT_CLOCK_START),
-                          config=scenario.memory_config)
+                          config=scenario.memory_config, root=root)
         label = "占位回复（导入的聊天，不是模型输出）" if setup.kind == "scripted" and scenario.source else setup.label
         progress.scenario(scenario.name, len(scenario.steps), label)
         for index, step in enumerate(scenario.steps, start=1):

@@ -73,6 +73,8 @@ class ScenarioRun:
     clock: Callable[[], str]
     config: MemoryConfig = field(default_factory=MemoryConfig)
     """The scenario's settings, as the card holds them."""
+    root: Path | None = None
+    """The project root (``sim/imports/`` is read from it)."""
     opened: dict[str, Chat] = field(default_factory=dict)
     """Chats already opened (their opening written)."""
     played: dict[str, int] = field(default_factory=dict)
@@ -132,6 +134,11 @@ class ScenarioRun:
         self.played[chat_id] = 0
         chat_beats(spec)  # validate a generated chat early
         return chat
+
+    def adopt(self, chat_id: str, chat: Chat) -> None:
+        """A chat that came in whole (an import): later steps use it as it is."""
+        self.opened[chat_id] = chat
+        self.played[chat_id] = len(chat_beats(self.chat_spec(chat_id)))
 
     def forget_chat(self, chat_id: str) -> None:
         """The chat was deleted: the next use opens it afresh."""

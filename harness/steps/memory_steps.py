@@ -34,7 +34,9 @@ from ..running.scenario import StepSpec
 from ..running.state import HAND_WRITTEN_LINE, ScenarioRun, StepResult, handler
 from .common import prompt_label, prompt_text
 
-__all__ = ["memory_snapshot"]
+__all__ = ["HAND_WRITTEN_EDIT_LINE", "memory_snapshot"]
+
+HAND_WRITTEN_EDIT_LINE = "（手改的记忆：人工撰写，演示在应用里手改记忆，不是模型输出）"
 
 _CHAT_ATTR_RE = re.compile(r'<conversation\s+chat="([^"]*)"')
 
@@ -149,6 +151,25 @@ def delete_chat(run: ScenarioRun, step: StepSpec) -> StepResult:
     existed = run.card.delete_chat(chat_id)
     run.forget_chat(chat_id)
     return StepResult({"chat": chat_id, "existed": bool(existed)}, f"删掉了局 {chat_id}")
+
+
+@handler("edit_memory")
+def edit_memory(run: ScenarioRun, step: StepSpec) -> StepResult:
+    """The hard path: the user edits a memory document in the app (:meth:`liyuan.card.CardMemory.change_memory`)."""
+    run.name_chats()
+    memory = run.card.memory
+    ref = step.params["ref"]
+    current = memory.read_memory(ref)
+    if current is None:
+        raise ConfigError(f"{step.id}: 没有 {ref} 这份记忆可改")
+    before, version = current
+    text = step.params["text"].strip() + "\n"
+    memory.change_memory(ref, version, text)
+    run.write_txt("memory", text, header=HAND_WRITTEN_EDIT_LINE)
+    docs = {d.ref: d for d in memory.list_memory()}
+    return StepResult({"ref": ref, "chars_before": len(before.strip()), "chars_after": len(text.strip()),
+                       "provenance": "hand-written", "note": docs[ref].note if ref in docs else ""},
+                      f"手改 {ref}：{len(before.strip())} → {len(text.strip())} 字")
 
 
 @handler("fit")

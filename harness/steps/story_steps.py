@@ -232,6 +232,28 @@ def _reroll_text(chat: Chat, fork: str, old_leaf: str | None, new_reply: str) ->
     return "\n".join(lines)
 
 
+@handler("import_chat")
+def import_chat(run: ScenarioRun, step: StepSpec) -> StepResult:
+    """A whole chat brought in at once, as the app does it: :meth:`liyuan.Card.import_chat`."""
+    chat_id = step.params["chat"]
+    name = step.params["file"]
+    if run.root is None or "/" in name or name.startswith("."):
+        raise ConfigError(f"{step.id}: file 只写 sim/imports/ 下的文件名：{name!r}")
+    path = run.root / "sim" / "imports" / name
+    if not path.is_file():
+        raise ConfigError(f"{step.id}: sim/imports/ 里没有 {name}")
+    chat = run.card.import_chat(path, chat_id, format=step.params.get("format"), title=run.chat_spec(chat_id).name)
+    run.adopt(chat_id, chat)
+    branch = chat.branch()
+    users = sum(1 for e in branch if is_message(e, "user"))
+    aside = len(chat.tree) - len(branch)
+    run.write_txt("branch", f"导入 sim/imports/{name}：当前分支 {len(branch)} 条（{users} 轮），"
+                            f"旁支 {aside} 条（换掉的回复、备选开场白）；叶子 {chat.tree.leaf_id}")
+    return StepResult({"chat": chat_id, "file": f"sim/imports/{name}", "entries": len(chat.tree),
+                       "branch_entries": len(branch), "turns": users, "aside": aside, "leaf_id": chat.tree.leaf_id},
+                      f"导入 {name}：{users} 轮，旁支 {aside} 条")
+
+
 @handler("reroll")
 def reroll(run: ScenarioRun, step: StepSpec) -> StepResult:
     """Swipe the last reply: :meth:`liyuan.Chat.reroll`, then the new reply recorded."""

@@ -213,9 +213,10 @@ def _record(view: Sequence[Entry], active: ActiveSummary | None, history: Histor
     if resident or cut is not None:
         blocks.append(block("resident", resident or "", cut=cut))
     if items:
-        # Tokens per kept turn (the same turns come back turn after turn), chars of the whole.
-        blocks.append(BlockRecord("history", sum(len(i.text) for i in items) + 2 * (len(items) - 1),
-                                  sum(estimate(i.text) for i in items), tuple(f"entry:{e.id}" for e in kept)))
+        # Each kept turn is a message of its own: sizes per turn (tokens remembered, the same
+        # turns come back turn after turn), added up.
+        blocks.append(BlockRecord("history", sum(len(i.text) for i in items), sum(estimate(i.text) for i in items),
+                                  tuple(f"entry:{e.id}" for e in kept)))
     blocks += [block(kind, text) for kind, text in injection.blocks()]
     if tail_text:
         blocks.append(block("user", tail_text, [f"entry:{e.id}" for e in tail]))
