@@ -140,6 +140,9 @@ def run_scenarios(
     folder = root / "sim" / "scenarios"
     available = scenario_names(folder)
     chosen = list(names) if names else available
+    if not available:
+        raise ScenarioError(f"{folder} 里还没有场景（*.yaml）："
+                            "先写一个，或用 python -m harness import 导入一份聊天记录")
     for name in chosen:
         if name not in available:
             raise ScenarioError(f"没有这个场景：{name}（可选：{'、'.join(available)}）")

@@ -128,3 +128,11 @@ def test_a_run_where_every_model_call_failed_exits_non_zero(root: Path, tmp_path
     assert code == 1
     assert "模型调用全部失败" in err
     assert "walkthrough · " in err and "真实模型请求已被禁止" in err  # names the calls and why
+
+
+def test_a_project_without_scenarios_says_so_instead_of_an_empty_choice(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "sim" / "scenarios").mkdir(parents=True)
+    assert main(["run", "mine", "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "里还没有场景" in err and "可选：）" not in err
