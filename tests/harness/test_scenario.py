@@ -100,3 +100,17 @@ def test_per_chat_files_are_keyed_by_chat(tmp_path: Path) -> None:
     bad = broken(steps=[{"id": "s", "kind": "sync", "files": {"recap": {"jQ": "r.txt"}}}])
     with pytest.raises(ScenarioError, match=r"files.recap.jQ: 没有这个局"):
         load_scenario(write(tmp_path, bad))
+
+
+def test_the_long_chat_generator_draws_only_raw_bits() -> None:
+    """Its picks equal random.choice's today, but come from getrandbits alone (stable across Pythons)."""
+    import random
+
+    from harness.fixtures.longstory import _picker
+
+    for seed in (0, 7, 12345):
+        ours, theirs = random.Random(seed), random.Random(seed)
+        pick = _picker(ours)
+        for n in (1, 2, 3, 5, 8, 13, 100):
+            items = list(range(n))
+            assert [pick(items) for _ in range(20)] == [theirs.choice(items) for _ in range(20)]
