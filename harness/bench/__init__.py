@@ -87,8 +87,15 @@ def _recall_of(memory: VectorMemory, index: dict[str, int], queries: Sequence[di
     }
 
 
-def recall_table(folder: Path) -> dict[str, Any]:
-    """recall@5 per language, method and query set (``queries``, ``heldout_queries``), plus misses."""
+QUICK_METHODS = ("hash", "lexical", "hybrid-hash")
+"""What ``--quick`` measures recall with: the methods that load no model."""
+
+
+def recall_table(folder: Path, names: Sequence[str] | None = None) -> dict[str, Any]:
+    """recall@5 per language, method and query set (``queries``, ``heldout_queries``), plus misses.
+
+    ``names`` limits it to those methods (default: every method of :data:`METHODS`).
+    """
     languages: dict[str, Any] = {}
     for language in STORIES:
         story = load_story(language)
@@ -99,7 +106,7 @@ def recall_table(folder: Path) -> dict[str, Any]:
             sets["heldout"] = story["heldout_queries"]
         kinds = list(dict.fromkeys(q["kind"] for q in story["queries"]))
         results: dict[str, Any] = {}
-        for method in METHODS:
+        for method in [m for m in METHODS if names is None or m.name in names]:
             memory = memory_for(folder / language, method, remember=True)
             for text in chunks:
                 memory.add_manual(text)
@@ -187,8 +194,9 @@ def _configure(parser: argparse.ArgumentParser) -> None:
                              "overhead 是每轮开销和整体用时（harness.bench.overhead），"
                              "import 是导入 5,000 条消息的聊天并跑一遍（harness.bench.imports）")
     parser.add_argument("--quick", action="store_true",
-                        help="快速看一眼（一两分钟）：只跑 tokens、recall、latency（200 和 2000 段）和每轮开销"
-                             "（100 和 1000 轮，各计 20 轮，不测整体用时）；量出的数只作参考，不要提交")
+                        help="快速看一眼（半分钟左右）：只跑 tokens、recall（只用不加载模型的 hash、lexical、"
+                             "hybrid-hash）和每轮开销（100 和 1000 轮，各计 20 轮，不测整体用时）；"
+                             "量出的数只作参考，不要提交")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,9 +206,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _bench(args: argparse.Namespace) -> int:
     everything = ["recall", "variants", "weights", "latency", "tokens", "overhead", "import"]
-    only = set(args.only or (["tokens", "recall", "latency", "overhead"] if args.quick else everything))
-    if args.quick:
-        args.sizes = [200, 2000]
+    only = set(args.only or (["tokens", "recall", "overhead"] if args.quick else everything))
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -213,7 +219,7 @@ def _bench(args: argparse.Namespace) -> int:
             _write(args.out, "tokens.json", table)
         if "recall" in only:
             progress("召回率：建库并查询 …")
-            table = recall_table(folder)
+            table = recall_table(folder, QUICK_METHODS if args.quick else None)
             _print_recall(table)
             _write(args.out, "recall.json", table)
         if "variants" in only:
@@ -252,7 +258,7 @@ def _bench(args: argparse.Namespace) -> int:
 BENCH = Subcommand("bench", "基准：召回、延迟、token 估算、每轮开销、导入",
                    "所有基准的唯一入口：召回率（三种语言）、关键词检索变体、融合权重、向量库延迟、token 估算、"
                    "每轮开销（经 Card 和 Chat）和整体用时、导入 5,000 条消息。打印表格，JSON 写进 --out；"
-                   "只报数，不判速度（速度目标写在表里）。--quick 一两分钟看个大概。",
+                   "只报数，不判速度（速度目标写在表里）。--quick 只用不加载模型的方法，半分钟左右看个大概。",
                    _configure, _bench)
 COMMANDS = (BENCH,)
 

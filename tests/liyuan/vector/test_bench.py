@@ -69,3 +69,9 @@ def test_bench_writes_token_and_recall_tables(tmp_path: Path, monkeypatch: pytes
         assert set(language["methods"]) == {m.name for m in bench.METHODS}
         for sets in language["methods"].values():
             assert 0.0 <= sets["labelled"]["recall_at_5"] <= 1.0
+
+
+def test_quick_recall_uses_only_the_methods_that_load_no_model(tmp_path: Path) -> None:
+    table = bench.recall_table(tmp_path, bench.QUICK_METHODS)
+    for language in table["languages"].values():
+        assert set(language["methods"]) == set(bench.QUICK_METHODS)
