@@ -106,10 +106,13 @@ class ScenarioRun:
         return self.scenario.chats[chat_id]
 
     def name_chats(self) -> None:
-        """Give every chat of the scenario its display name (``meta.json``), opening none.
+        """Give every chat of the scenario its display name: ``card.chat(id, title=...)``.
 
-        A chat that exists only as a hand-written recap still has a name in the recap and
-        merge prompts. Done once per scenario (a chat deleted later stays deleted).
+        As the app does when the user enters a chat: each gets its folder, ``meta.json``
+        and an empty session (no opening is written here: :meth:`chat` does that on first
+        use). A chat that exists only as a hand-written recap still has a name in the recap
+        and merge prompts. Done once per scenario, at the first memory step (a chat
+        deleted later stays deleted).
         """
         if self._named:
             return
