@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from liyuan.bounds import SIDE_INPUT_MAX_CHARS
+from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS
 from liyuan.context.budget import RESIDENT_ENVELOPE_CHARS
 from liyuan.discussion.messages import KEEP_RECENT_TOKENS, RESERVE_TOKENS
 from liyuan.errors import ConfigError
@@ -81,6 +83,16 @@ class MemoryConfig:
     """Discussion compaction fires when the context exceeds ``window - reserve`` tokens."""
     discussion_keep: int = KEEP_RECENT_TOKENS
     """About this many tokens of the newest discussion stay verbatim."""
+    recap_input_max_chars: int = RECAP_INPUT_MAX_CHARS
+    """Transcript budget of one recap call (characters); beyond it the earliest part of a
+    chat is left out of the recap prompt, which says how much was left out."""
+    side_input_max_chars: int = SIDE_INPUT_MAX_CHARS
+    """Budget of the covered text one story or discussion compaction sends to the side
+    model (characters); beyond it the earliest part is left out, and the prompt and an
+    activity line say how much (the vector archive still gets all of it)."""
+    merge_recap_max_chars: int | None = None
+    """Longest recap sent to a merge (characters); ``None``: the longest a recap reply may
+    be. A recap over it is cut, and the merge prompt says how much was left out."""
 
     def __post_init__(self) -> None:
         _int_field("keep", self.keep, 1)
@@ -93,6 +105,10 @@ class MemoryConfig:
         if isinstance(self.lore_share, bool) or not isinstance(self.lore_share, int | float) \
                 or not 0 <= self.lore_share <= 1:
             raise ConfigError(f"lore_share 应为 0 到 1 之间的数，实际是 {self.lore_share!r}")
+        _int_field("recap_input_max_chars", self.recap_input_max_chars, 1)
+        _int_field("side_input_max_chars", self.side_input_max_chars, 1)
+        if self.merge_recap_max_chars is not None:
+            _int_field("merge_recap_max_chars", self.merge_recap_max_chars, 1)
         if not isinstance(self.language, str) or not self.language.strip():
             raise ConfigError(f"language 应为非空文本，实际是 {self.language!r}")
         if not isinstance(self.vector, VectorConfig):

@@ -144,3 +144,18 @@ def test_no_module_is_over_400_lines() -> None:
     long = {name: n for name, path in modules().items()
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
     assert long == {}
+
+
+def test_the_library_never_imports_yaml_and_ships_alone() -> None:
+    """pyyaml is the harness's dependency (extra ``harness``), not the library's; the wheel holds liyuan only."""
+    import tomllib
+
+    offenders = sorted(name for name, path in modules().items() if name.split(".")[0] == "liyuan"
+                       for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                       if (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "yaml" for a in node.names))
+                       or (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "yaml"))
+    assert offenders == []
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert not any(dep.lower().startswith("pyyaml") for dep in project["project"]["dependencies"])
+    assert any(dep.lower().startswith("pyyaml") for dep in project["project"]["optional-dependencies"]["harness"])
+    assert project["tool"]["setuptools"]["packages"]["find"]["include"] == ["liyuan*"]

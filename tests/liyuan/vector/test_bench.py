@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import bench, bench_latency
+from harness import bench
+from harness.bench import latency as bench_latency
 
 
 def test_story_has_enough_beats_and_labelled_queries() -> None:
@@ -108,7 +109,7 @@ CONTEXT_ROWS = {
 
 def test_the_eval_pages_context_table_matches_the_bench(tmp_path: Path) -> None:
     # The keyword half of every cell is rerun here (the e5 half needs the model: `nox -s bench`).
-    from harness.bench_context import context_table
+    from harness.bench.context import context_table
 
     page = (Path(__file__).resolve().parents[3] / "docs" / "eval.md").read_text(encoding="utf-8")
     section = page.split("{ #context }", 1)[1]
@@ -123,3 +124,9 @@ def test_the_eval_pages_context_table_matches_the_bench(tmp_path: Path) -> None:
         measured = [table[language][storage]["lexical"][set_name]["recall_at_5"]
                     for language, set_name in PAGE_SETS.values()]
         assert row == pytest.approx(measured, abs=0.0005), storage
+
+
+def test_quick_recall_uses_only_the_methods_that_load_no_model(tmp_path: Path) -> None:
+    table = bench.recall_table(tmp_path, bench.QUICK_METHODS)
+    for language in table["languages"].values():
+        assert set(language["methods"]) == set(bench.QUICK_METHODS)
