@@ -22,7 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -298,7 +298,7 @@ class Chat:
         # Bounded like the recall: a stuck store never holds the compaction up.
         return bounded_archive(self.vector, warn=self._line("vector")) if self.vector is not None else None
 
-    def _ingest(self, vector: VectorMemory, entry: Entry, branch_ids: frozenset[str]) -> None:
+    def _ingest(self, vector: VectorMemory, entry: Entry, branch_ids: Collection[str]) -> None:
         ingest_for_beat(vector, entry.text, node_id=entry.id, branch_ids=branch_ids, warn=self._line("vector"))
 
     def _compact(self) -> None:

@@ -29,6 +29,7 @@ from collections.abc import Callable, Collection, Sequence
 import numpy as np
 
 from liyuan.errors import ConfigError
+from liyuan.session.branch import branch_ids as frozen_ids
 from liyuan.vector.chunking import (
     ARCHIVE_CHUNK_CHARS,
     IMPORT_CHUNK_CHARS,
@@ -154,7 +155,7 @@ class VectorMemory:
         narrative = self.config.stores.get(NARRATIVE)
         if not self._store_on(NARRATIVE) or narrative is None or narrative.every_n_turns <= 0:
             return IngestResult(False, reason="disabled")
-        branch = frozenset(branch_ids) if branch_ids is not None else None
+        branch = frozen_ids(branch_ids)
         stripped = text.strip()
         queued_now = (node_id, condense(stripped)) if len(stripped) >= MIN_INGEST_CHARS else None
         counter = self.store.next_turn(queued_now)
@@ -176,13 +177,13 @@ class VectorMemory:
             result, last = self._merge_narrative(beat_text, beat_id, branch, through, last)
         return result
 
-    def _last_visible(self, branch: frozenset[str] | None) -> Chunk | None:
+    def _last_visible(self, branch: Collection[str] | None) -> Chunk | None:
         snapshot = self.store.snapshot()
         mask = visible_mask(snapshot, {NARRATIVE}, branch)
         positions = np.flatnonzero(mask)
         return snapshot.chunks[int(positions[-1])] if positions.size else None
 
-    def _merge_narrative(self, text: str, node_id: str | None, branch: frozenset[str] | None,
+    def _merge_narrative(self, text: str, node_id: str | None, branch: Collection[str] | None,
                          clear_through: int | None, last: Chunk | None) -> tuple[IngestResult, Chunk | None]:
         """Store one queued beat, continuing ``last`` (the newest narrative chunk visible
         on ``branch``) when it fits; returns the result and the newest visible one after."""

@@ -25,6 +25,8 @@ import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Protocol
 
+from liyuan.session.branch import BranchView
+from liyuan.session.branch import branch_ids as frozen_ids
 from liyuan.session.entries import Entry
 from liyuan.vector.results import Hit, IngestResult
 from liyuan.vector.worker import MAX_DEFERRED_INGESTS, REFUSED, TIMED_OUT, WORKER_IDLE_S, worker_for
@@ -80,8 +82,14 @@ def _worker_of(memory: object) -> object:
     return getattr(memory, "store", None) or memory
 
 
-def branch_ids_of(branch: Iterable[Entry]) -> frozenset[str]:
-    """The entry ids of a root-to-leaf branch, frozen."""
+def branch_ids_of(branch: Iterable[Entry]) -> Collection[str]:
+    """The entry ids of a root-to-leaf branch, frozen.
+
+    For the tree's current branch (a :class:`~liyuan.session.branch.BranchView`) this is
+    an O(1) view with O(1) membership, however long the chat; otherwise a ``frozenset``.
+    """
+    if isinstance(branch, BranchView):
+        return branch.ids()
     return frozenset(entry.id for entry in branch)
 
 
@@ -110,7 +118,7 @@ def recall_for_beat(
     Args:
         memory: The chat's vector memory, or ``None`` when there is none.
         query: The user's raw words for this beat (on a regenerate, the last user text).
-        branch_ids: Ids on the current branch; copied before the worker starts.
+        branch_ids: Ids on the current branch; frozen (copied unless already frozen) before the worker starts.
         timeout: Seconds to wait for the search (default 5).
         warn: Receives a Chinese warning when the search times out or fails (with the
             error, e.g. the embeddings endpoint's HTTP status); default: logged.
@@ -121,7 +129,7 @@ def recall_for_beat(
     if memory is None or not query.strip():
         return []
     report = warn if warn is not None else _log.warning
-    frozen = frozenset(branch_ids) if branch_ids is not None else None
+    frozen = frozen_ids(branch_ids)
     result = worker_for(_worker_of(memory)).run(lambda: memory.recall_for_turn(query, frozen), timeout)
     if result is TIMED_OUT:
         report(f"向量记忆检索超过 {timeout:g} 秒，本轮不注入【剧情记忆】")
@@ -152,7 +160,7 @@ def ingest_for_beat(
         memory: The chat's vector memory, or ``None``.
         text: The finished beat's reply text.
         node_id: Id of the beat's assistant entry.
-        branch_ids: Ids on the current branch; copied before the worker starts.
+        branch_ids: Ids on the current branch; frozen (copied unless already frozen) before the worker starts.
         timeout: Seconds to wait (default 5).
         warn: Receives a Chinese warning on delay, drop or error (default: logged).
 
@@ -163,7 +171,7 @@ def ingest_for_beat(
     if memory is None:
         return IngestResult(False, reason="disabled")
     report = warn if warn is not None else _log.warning
-    frozen = frozenset(branch_ids) if branch_ids is not None else None
+    frozen = frozen_ids(branch_ids)
     result = worker_for(_worker_of(memory)).run(
         lambda: memory.ingest_beat(text, node_id=node_id, branch_ids=frozen), timeout, keep=True)
     if result is TIMED_OUT:
