@@ -28,6 +28,9 @@ committed):
 - ``import.json``: a 5,000-message SillyTavern chat imported into a scenario and into
   a session tree, then run through the memory with the scripted model
   (:mod:`harness.import_bench`).
+- ``long.json``: the long-chat series (issue 24: per-turn cost at 100 to 100,000 turns,
+  cold open, recall at a store's cap, sync at 10 to 500 chats; :mod:`harness.bench_long`);
+  ``--quick`` stops at 10,000 turns and 100 chats.
 - ``bench.json`` / ``bench.md``: the per-beat overhead of the memory code at 100, 1,000
   and 10,000 beats and the wall times of ``harness run`` and ``mkdocs build``
   (:func:`harness.eval.run_bench`).
@@ -181,14 +184,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness bench", description="召回、延迟与 token 估算基准")
     parser.add_argument("--out", type=Path, default=ROOT / "sim" / "bench", help="JSON 输出目录")
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 5000, 50000], help="延迟测试的段数")
-    parser.add_argument("--only", choices=["recall", "variants", "weights", "latency", "tokens", "overhead", "import"],
+    parser.add_argument("--quick", action="store_true", help="长对话系列只到 10,000 轮、100 局（开发时用）")
+    parser.add_argument("--only", choices=["recall", "variants", "weights", "latency", "tokens", "overhead", "import",
+                                           "long"],
                         action="append",
                         help="只跑某几项（可重复）；"
                              "variants 是量过、没有采用的关键词检索变体（harness.bench_lexical）；"
                              "overhead 是每轮开销和整体用时（harness.eval），"
-                             "import 是导入 5,000 条消息的聊天并跑一遍（harness.import_bench）")
+                             "import 是导入 5,000 条消息的聊天并跑一遍（harness.import_bench），"
+                             "long 是 100 到 100,000 轮的长对话系列（harness.bench_long）")
     args = parser.parse_args(argv)
-    only = set(args.only or ["recall", "variants", "weights", "latency", "tokens", "overhead", "import"])
+    only = set(args.only or ["recall", "variants", "weights", "latency", "tokens", "overhead", "import", "long"])
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -226,6 +232,12 @@ def main(argv: list[str] | None = None) -> int:
             table = import_table(folder, progress=progress)
             print_import(table)
             _write(args.out, "import.json", table)
+        if "long" in only:
+            from .bench_long import long_table, print_long
+
+            table = long_table(folder, quick=args.quick, progress=progress)
+            print_long(table)
+            _write(args.out, "long.json", table)
     if "overhead" in only:
         from .eval import run_bench
 
