@@ -164,8 +164,8 @@ class CardMemory(HandPath):
             self._say("这张卡的记忆正在别处同步，等它做完再接着同步…")
             run.acquire()
         try:
-            self._prepare()
-            recapped, failed = self._recap_all()
+            manifest = self._prepare()
+            recapped, failed = self._recap_all(manifest)
             merged, forgotten = self._merge()
         finally:
             run.release()
@@ -174,12 +174,15 @@ class CardMemory(HandPath):
             self._say(f"记忆已更新：复盘 {len(recapped)} 局{tail}")
         return SyncOutcome(recapped, failed, merged, forgotten)
 
-    def _prepare(self) -> None:
-        """Stop on a symlink or a damaged manifest; remove temp files a crashed write left behind."""
+    def _prepare(self) -> Manifest:
+        """Stop on a symlink or a damaged manifest; remove temp files a crashed write left behind.
+
+        Returns the manifest as read, for choosing which chats have work (the one read of
+        a sync with nothing to do, besides the merge's check)."""
         try:
             with self._locks.write:
                 self.files.check_paths()
-                load_manifest(self.files)
+                manifest = load_manifest(self.files)
                 removed = self.files.remove_orphan_temps()
         except UnsafePathError as exc:
             self._say(f"记忆同步已停止：{exc}")
@@ -189,11 +192,25 @@ class CardMemory(HandPath):
             raise
         if removed:
             self._say(f"清理了 {removed} 个写入中断时留下的临时文件")
+        return manifest
 
-    def _recap_all(self) -> tuple[list[str], list[str]]:
+    def _recap_all(self, manifest: Manifest) -> tuple[list[str], list[str]]:
+        """Recap every chat whose sessions moved since its recap.
+
+        Chats are picked with the manifest read once at the start (a stat of each chat's
+        sessions against it), so a sync with nothing to do costs one manifest read and a
+        stat per chat; each picked chat is checked again under the write lock before its
+        recap is built (:meth:`_recap_one`).
+        """
         recapped: list[str] = []
         failed: list[str] = []
         for chat_id in self.layout.chat_ids():
+            if _off_limits(manifest, chat_id):
+                continue
+            record = manifest.recaps.get(chat_id)
+            mark = source_mark_of(self.layout.sessions_dir(chat_id))
+            if not mark or (record is not None and record.source_mark == mark):
+                continue
             result = self._recap_one(chat_id)
             if result is True:
                 recapped.append(chat_id)
