@@ -287,10 +287,13 @@ class Card:
         if self.config.vector.enabled:
             # Imported here: vector memory needs the `vector` extra (numpy, jieba); the rest does not.
             from liyuan.vector.memory import VectorMemory
+            from liyuan.vector.recall import warm_in_background
             from liyuan.vector.store import SqliteChunkStore
 
             store = SqliteChunkStore(self._layout.chat_dir(chat_id) / VECTOR_STORE_FILE, clock=self._clock)
             vector = VectorMemory(self.config.vector, store)
+            # The index loads on the store's worker now; the first recall queues behind it.
+            warm_in_background(vector, lambda line: self._emit(Activity("vector", line, chat_id)))
         lane = Lane(f"liyuan-{chat_id}", self._emit, background=self._background, chat_id=chat_id)
         return Chat(chat_id, tree, user_name=user_name, char_name=char_name, config=self.config,
                     side_model=self.side_model, lane=lane, resident=self.resident_summary, emit=self._emit,

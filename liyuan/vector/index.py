@@ -13,12 +13,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from liyuan.vector.lexical import BM25Index, Encoded, encode_terms, get_tokenizer
+from liyuan.vector.postings import PostingLog, PostingView
 
 __all__ = ["BRANCH_TAGGED", "Chunk", "Snapshot", "Source", "TermCache", "reusable_rows"]
 
@@ -48,33 +49,24 @@ class Chunk:
 
 
 class TermCache:
-    """Encoded documents per tokenizer, kept by the store across snapshots.
+    """The growing BM25 postings per tokenizer, kept by the store across snapshots.
 
     Chunk texts never change under an id (merges write new versions), so a chunk is
-    tokenized once per process and tokenizer; later indexes reuse the arrays.
+    tokenized once per process and tokenizer, and a new snapshot appends only the chunks
+    it adds (:class:`~liyuan.vector.postings.PostingLog`).
     """
 
     def __init__(self) -> None:
-        self.vocabulary: dict[str, dict[str, int]] = {}
-        self.documents: dict[str, dict[str, Encoded]] = {}
+        self.logs: dict[str, PostingLog] = {}
         self.lock = threading.Lock()
 
-    def encoded(self, tokenizer: str, chunks: Sequence[Chunk]) -> tuple[list[Encoded], dict[str, int]]:
-        """Encoded documents for ``chunks`` in order; drops entries of chunks gone."""
+    def log(self, tokenizer: str) -> PostingLog:
+        """The postings of ``tokenizer``, created empty on first use."""
         with self.lock:
-            vocabulary = self.vocabulary.setdefault(tokenizer, {})
-            known = self.documents.setdefault(tokenizer, {})
-            split = get_tokenizer(tokenizer)
-            out = []
-            for chunk in chunks:
-                doc = known.get(chunk.id)
-                if doc is None:
-                    doc = known[chunk.id] = encode_terms(split(chunk.text), vocabulary)
-                out.append(doc)
-            if len(known) > len(chunks):
-                live = {c.id for c in chunks}
-                self.documents[tokenizer] = {k: v for k, v in known.items() if k in live}
-            return out, vocabulary
+            found = self.logs.get(tokenizer)
+            if found is None:
+                found = self.logs[tokenizer] = PostingLog(tokenizer)
+            return found
 
 
 @dataclass
@@ -100,7 +92,9 @@ class Snapshot:
     """``(position, position of the version it extends)`` for merged chunks."""
     positions: dict[str, int] = field(init=False, repr=False)
     """Chunk id to position."""
-    _lexical: dict[str, BM25Index] = field(default_factory=dict, repr=False)
+    rewrites: int = 0
+    """The store's count of in-place rewrites (re-embeds, deletions) this was built at."""
+    _lexical: dict[str, PostingView] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
@@ -114,13 +108,51 @@ class Snapshot:
         self.versions = tuple((i, self.positions[c.parent]) for i, c in enumerate(self.chunks)
                               if c.parent is not None and c.parent in self.positions)
 
-    def lexical(self, tokenizer: str) -> BM25Index:
-        """The BM25 index of every chunk for ``tokenizer`` (built once per snapshot)."""
+    def extended(self, generation: int, added: Sequence[Chunk], vectors: Sequence[npt.NDArray[np.float32]],
+                 present: npt.NDArray[np.int64] | None) -> Snapshot:
+        """The snapshot after chunks were only added and evicted: ``added`` (with their
+        ``vectors``) appended, and, when ``present`` is given, the chunks whose ``seq`` is
+        not in it dropped. Vectors already held are not read again."""
+        keep: npt.NDArray[np.bool_] | None = None
+        kept: tuple[Chunk, ...] = self.chunks
+        if present is not None:
+            seqs = np.fromiter((c.seq for c in self.chunks), dtype=np.int64, count=len(self.chunks))
+            keep = np.isin(seqs, present)
+            kept = tuple(compress(self.chunks, keep.tolist()))
+        matrices: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]] = {}
+        for label, (rows, matrix) in self.matrices.items():
+            if keep is not None:
+                moved = np.cumsum(keep) - 1
+                alive = keep[rows]
+                rows, matrix = moved[rows[alive]], matrix[alive]
+            matrices[label] = (rows, matrix)
+        groups: dict[str, list[tuple[int, npt.NDArray[np.float32]]]] = {}
+        for offset, (chunk, vector) in enumerate(zip(added, vectors, strict=True)):
+            groups.setdefault(chunk.embedder, []).append((len(kept) + offset, vector))
+        for label, items in groups.items():
+            old = matrices.get(label)
+            widths = [v.shape[0] for _, v in items]
+            # Vectors of one label that disagree in width are corrupt: the width held wins.
+            width = old[1].shape[1] if old is not None and old[1].shape[0] else max(set(widths), key=widths.count)
+            good = [(position, v) for position, v in items if v.shape[0] == width]
+            if not good:
+                continue
+            new_rows = np.array([position for position, _ in good], dtype=np.int64)
+            new_matrix = np.stack([v for _, v in good]).astype(np.float32, copy=False)
+            if old is not None and old[1].shape[0]:
+                matrices[label] = (np.concatenate([old[0], new_rows]), np.vstack([old[1], new_matrix]))
+            else:
+                matrices[label] = (new_rows, new_matrix)
+        return Snapshot(generation, kept + tuple(added), matrices, self.terms, self.rewrites)
+
+    def lexical(self, tokenizer: str) -> PostingView:
+        """The BM25 index of every chunk for ``tokenizer`` (made once per snapshot; only
+        chunks new since the last snapshot are tokenized and appended)."""
         with self._lock:
             index = self._lexical.get(tokenizer)
             if index is None:
-                documents, vocabulary = self.terms.encoded(tokenizer, self.chunks)
-                index = self._lexical[tokenizer] = BM25Index(documents, vocabulary)
+                log = self.terms.log(tokenizer)
+                index = self._lexical[tokenizer] = log.view([c.id for c in self.chunks], [c.text for c in self.chunks])
             return index
 
 

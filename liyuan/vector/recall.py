@@ -15,6 +15,9 @@ Invariants:
 - :func:`bounded_archive` does the same for the compaction's archive.
 - One worker thread per store at most (it ends after :data:`WORKER_IDLE_S` idle
   seconds): hung beats queue behind the stuck call instead of each leaking a thread.
+- :func:`warm_in_background` loads a store's search snapshot and lexical index on the
+  store's worker when a chat opens, so the first recall queues behind it and finds it
+  ready instead of paying for it inside its 5-second bound.
 - The branch ids are frozen before the worker starts (a reroll would move the leaf).
 - One line per hit: ``- 【title】text`` with the text trimmed; zero hits, no lines.
 """
@@ -22,6 +25,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Protocol
 
@@ -44,6 +48,7 @@ __all__ = [
     "format_recall_lines",
     "ingest_for_beat",
     "recall_for_beat",
+    "warm_in_background",
 ]
 
 RECALL_TIMEOUT_S = 5.0
@@ -208,3 +213,31 @@ def bounded_archive(memory: Archiver, *, timeout: float = INGEST_TIMEOUT_S,
             report(f"压缩前归档出错（{type(result).__name__}: {result}）")
 
     return archive
+
+
+class Warmable(Protocol):
+    """What :func:`warm_in_background` needs (:class:`~liyuan.vector.VectorMemory`)."""
+
+    def warm(self) -> None:
+        """Load the search snapshot and the lexical index now."""
+        ...
+
+
+def warm_in_background(memory: Warmable, on_ready: Callable[[str], None] | None = None) -> None:
+    """Warm ``memory`` on its store's worker thread; returns at once.
+
+    ``on_ready`` gets one Chinese line when the index is loaded (with how long it took),
+    or when loading failed (the next recall then tries again, within its bound).
+    """
+    report = on_ready if on_ready is not None else _log.info
+
+    def warm() -> None:
+        started = time.monotonic()
+        try:
+            memory.warm()
+        except Exception as exc:  # the recall retries; the app hears why it may be slow
+            report(f"向量记忆载入出错（{type(exc).__name__}: {exc}），第一次召回时再试")
+            return
+        report(f"向量记忆已载入（{time.monotonic() - started:.1f} 秒），可以召回")
+
+    worker_for(_worker_of(memory)).run(warm, 0.0, keep=True)

@@ -1,0 +1,71 @@
+"""The search snapshot grows with the store instead of being rebuilt (issue 24).
+
+An extended snapshot (new rows read, evicted rows dropped, postings appended) must rank
+exactly as one rebuilt from scratch, and a refresh must read only the new rows.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from liyuan.vector.embed import HashEmbedder
+from liyuan.vector.lexical import BM25Index, bigram_terms, encode_terms
+from liyuan.vector.store import NewChunk, SqliteChunkStore
+
+TEXTS = [f"第{i}段：{'沈怀瑾' if i % 3 else '青伞'}在{'雾港' if i % 2 else '茶馆'}等了{i}夜，雨没有停。"
+         for i in range(60)]
+QUERIES = ["沈怀瑾 青伞", "雾港的雨", "茶馆", "第7段", "没有出现过的词"]
+
+
+def _add(store: SqliteChunkStore, texts: list[str], cap: int) -> None:
+    embedder = HashEmbedder()
+    vectors = embedder.embed(texts)
+    store.add([NewChunk("narrative", t, vectors[i], embedder.label, "narrative", None, f"n{i}")
+               for i, t in enumerate(texts)], max_chunks=cap)
+
+
+def _reference(store: SqliteChunkStore, query: str) -> np.ndarray:
+    chunks = store.chunks()
+    vocabulary: dict[str, int] = {}
+    index = BM25Index([encode_terms(bigram_terms(c.text), vocabulary) for c in chunks], vocabulary)
+    return index.scores(bigram_terms(query))
+
+
+@pytest.mark.parametrize("cap", [1000, 25])
+def test_extended_snapshot_ranks_like_a_rebuild(tmp_path: Path, cap: int) -> None:
+    store = SqliteChunkStore(tmp_path / "s.sqlite")
+    for start in range(0, len(TEXTS), 7):
+        _add(store, TEXTS[start:start + 7], cap)
+        snapshot = store.snapshot()
+        assert [c.id for c in snapshot.chunks] == [c.id for c in store.chunks()]
+        fresh = SqliteChunkStore(tmp_path / "s.sqlite").snapshot()  # built from scratch
+        for label, (rows, matrix) in fresh.matrices.items():
+            grown_rows, grown_matrix = snapshot.matrices[label]
+            assert np.array_equal(rows, grown_rows) and np.allclose(matrix, grown_matrix)
+        for query in QUERIES:
+            expected = _reference(store, query)
+            assert np.allclose(snapshot.lexical("bigram").scores(bigram_terms(query)), expected, atol=1e-5)
+
+
+def test_a_refresh_reads_only_the_new_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = SqliteChunkStore(tmp_path / "s.sqlite")
+    _add(store, TEXTS[:40], 1000)
+    store.snapshot().lexical("bigram")
+    _add(store, TEXTS[40:42], 1000)
+    statements: list[str] = []
+    real_connect = sqlite3.connect
+
+    def traced(*args: object, **kwargs: object) -> sqlite3.Connection:
+        db = real_connect(*args, **kwargs)  # type: ignore[arg-type]
+        db.set_trace_callback(statements.append)
+        return db
+
+    monkeypatch.setattr(sqlite3, "connect", traced)
+    snapshot = store.snapshot()
+    assert len(snapshot.chunks) == 42
+    reads = [s for s in statements if s.lstrip().upper().startswith("SELECT") and "FROM CHUNKS" in s.upper()]
+    assert reads and all("seq >" in s or "COUNT(*)" in s for s in reads), reads
