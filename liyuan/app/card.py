@@ -280,7 +280,8 @@ class Card:
         folder = self._layout.sessions_dir(chat_id)
         existing = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
         path = existing[-1] if existing else folder / FIRST_SESSION_FILE
-        tree = SessionTree(path, session_id=f"{chat_id}-{path.stem}", clock=self._clock, ids=self._ids)
+        tree = SessionTree(path, session_id=f"{chat_id}-{path.stem}", clock=self._clock, ids=self._ids,
+                           fsync=self.config.durability == "entry")
         if not existing and greeting:
             tree.append_message("assistant", greeting, greeting=True)
         vector = None

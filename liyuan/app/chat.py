@@ -171,6 +171,8 @@ class Chat:
             entry = self.tree.append_message("assistant", reply, **fields)
             if ledger is not None:
                 self.tree.append_custom(STATE_ENTRY_TYPE, ledger.to_dict())
+            if self._config.durability == "turn":
+                self.tree.sync()  # the beat's one fsync: its user line, reply and ledger
         if agent:
             if self._config.discussion_window and self._model is not None:
                 self._lane.submit(self._compact_discussion)

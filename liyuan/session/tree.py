@@ -50,9 +50,10 @@ class SessionTree:
         session_id: Id written into a new file's header.
         clock: Timestamp source for new entries.
         ids: Id source for new entries.
-        fsync: Fsync after every append (the crash guarantee above). ``False`` only for
-            a file that is not a session yet, such as an import's temporary file, whose
-            writer fsyncs it once before moving it into place.
+        fsync: Fsync after every append (the crash guarantee above). ``False`` for a
+            file that is not a session yet, such as an import's temporary file, whose
+            writer fsyncs it once before moving it into place, and for a chat that
+            fsyncs once per beat (:meth:`sync`, ``MemoryConfig.durability="turn"``).
     """
 
     def __init__(
@@ -218,6 +219,24 @@ class SessionTree:
     def append_custom(self, custom_type: str, data: Mapping[str, Any]) -> Entry:
         """Append a custom entry such as ``rp-summary`` or ``rp-state``."""
         return self.append("custom", customType=custom_type, data=dict(data))
+
+    def sync(self) -> None:
+        """Fsync the file now (a tree built with ``fsync=False`` calls this once per beat).
+
+        Raises:
+            TreeError: The file cannot be synced.
+        """
+        if self.path is None:
+            return
+        with self.lock:
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                raise TreeError(f"无法同步会话文件 {self.path}: {exc}") from exc
 
     def _write_line(self, obj: Mapping[str, Any]) -> None:
         line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
