@@ -21,6 +21,7 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -34,6 +35,7 @@ from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.config import MemoryConfig
 from liyuan.errors import ConfigError, ModelError
 from liyuan.model import ChatModel, Completion, ModelRequest
+from liyuan.session.entries import Entry
 from liyuan.session.tree import SessionTree
 
 __all__ = ["VECTOR_STORE_FILE", "Card"]
@@ -262,7 +264,16 @@ class Card:
     def _new_memory(self, model: ChatModel) -> CardMemory:
         return CardMemory(self.path, model, user_name=self.user_name, char_name=self.char_name,
                           language=self.config.language, clock=self._clock, ids=self._ids,
-                          on_activity=lambda line: self._emit(Activity("sync", line)))
+                          on_activity=lambda line: self._emit(Activity("sync", line)), loaded=self._loaded_branch)
+
+    def _loaded_branch(self, path: Path) -> tuple[Sequence[Entry], list[str]] | None:
+        """The branch of a session file an open chat holds (a recap reads it instead of the file)."""
+        with self._chats_guard:
+            trees = [chat.tree for chat in self._chats.values()]
+        for tree in trees:
+            if tree.path is not None and tree.path == path:
+                return tree.written_branch()
+        return None
 
     def _sync_memory(self, _key: Path) -> CardMemory | None:
         return self._new_memory(self.side_model) if self.side_model is not None else None

@@ -53,7 +53,13 @@ from typing import Literal
 from liyuan.card import manual as card_manual
 from liyuan.card.files import CardLayout, MemoryFiles, session_heads, sessions_kept, sha256_text, source_mark_of
 from liyuan.card.handpath import HandPath
-from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS, RecapDiff, collect_chat_evidence, diff_recaps
+from liyuan.card.inputs import (
+    RECAP_INPUT_MAX_CHARS,
+    LoadedBranch,
+    RecapDiff,
+    collect_chat_evidence,
+    diff_recaps,
+)
 from liyuan.card.lock import card_locks
 from liyuan.card.manifest import Manifest, finish_pending, load_manifest, save_manifest
 from liyuan.card.merge_check import check_merge
@@ -107,6 +113,8 @@ class CardMemory(HandPath):
         ids: Unique suffixes for temp and backup files.
         recap_input_max_chars: Transcript budget of one recap call; beyond it the earliest
             text is left out (the prompt says how much).
+        loaded: Session branches an open chat holds already (see
+            :func:`~liyuan.card.inputs.collect_chat_evidence`); :class:`liyuan.Card` passes them.
     """
 
     def __init__(
@@ -122,9 +130,11 @@ class CardMemory(HandPath):
         files: MemoryFiles | None = None,
         ids: IdFactory = random_ids,
         recap_input_max_chars: int = RECAP_INPUT_MAX_CHARS,
+        loaded: LoadedBranch | None = None,
     ) -> None:
         self.layout = CardLayout(Path(card_dir))
         self.recap_input_max_chars = recap_input_max_chars
+        self._loaded = loaded
         self.model = model
         self.user_name = user_name
         self.char_name = char_name
@@ -245,7 +255,7 @@ class CardMemory(HandPath):
                 return False
         evidence = collect_chat_evidence(
             layout.chat_dir(chat_id), user_name=self.user_name, char_name=self.char_name,
-            max_chars=self.recap_input_max_chars,
+            max_chars=self.recap_input_max_chars, loaded=self._loaded,
             on_damage=lambda note: self._say(f"「{name}」的会话文件有损坏的行：{note}"),
         )
         if evidence is None:

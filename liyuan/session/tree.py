@@ -155,6 +155,19 @@ class SessionTree:
                 self._branch = BranchIndex(branch_to(self._entries, self._leaf), self._positions)
             return BranchView(self._branch.items, index=self._branch)
 
+    def written_branch(self, kinds: tuple[str, ...] = ("branch-cut", "link-recovered")) -> tuple[
+            BranchView, list[str]]:
+        """The branch to the last entry in file order (what a reader of the file alone
+        sees) and the notes of ``kinds`` problems on it; no file read, no copy when the
+        leaf is that entry."""
+        with self.lock:
+            last = next(reversed(self._entries), None)
+            branch = self.branch(last) if last is not None else BranchView([])
+            on_branch = branch.ids()
+            notes: list[str] = [p for p in self.problems
+                     if isinstance(p, SessionProblem) and p.kind in kinds and p.entry_id in on_branch]
+            return branch, notes
+
     def branch_breaks(self, leaf_id: str | None = None) -> list[SessionProblem]:
         """The guessed links (``branch-cut`` problems) on the branch ending at ``leaf_id``.
 

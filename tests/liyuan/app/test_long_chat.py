@@ -1,4 +1,4 @@
-"""``MemoryConfig.durability``: fsync per entry (the default) or once per beat (issue 24)."""
+"""Long chats (issue 24): fsync per entry or per beat, and an open chat's recap read from memory."""
 
 from __future__ import annotations
 
@@ -33,3 +33,32 @@ def test_fsyncs_per_beat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durabi
 def test_unknown_durability_is_refused() -> None:
     with pytest.raises(ConfigError, match="durability"):
         MemoryConfig(durability="never")  # type: ignore[arg-type]
+
+
+def test_a_recap_of_an_open_chat_reads_the_tree_not_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24: opening a long chat must not parse its session file a second time for the recap."""
+    from liyuan import FunctionModel, ModelRequest
+    from liyuan.card import inputs
+
+    from ..card.test_fixtures import RECAP_A, merge_for
+
+    sent: list[str] = []
+
+    def answer(request: ModelRequest) -> str:
+        if request.purpose == "recap":
+            sent.append(request.messages[-1].content)
+            return RECAP_A
+        return merge_for("a")
+
+    def no_second_read(path: Path, damage: list[str] | None = None) -> list[object]:
+        raise AssertionError(f"会话文件又读了一遍：{path}")
+
+    card = Card.open(tmp_path / "卡", side_model=FunctionModel(answer), background=False)
+    chat = card.chat("a")
+    chat.prepare("我把伞递给她。")
+    chat.record("（手写回复）她接过伞，说了声谢谢。")
+    monkeypatch.setattr(inputs, "branch_of_session_file", no_second_read)
+    outcome = card.sync()
+    assert outcome is not None and outcome.recapped == ["a"]
+    assert "她接过伞" in sent[-1]
+    card.close()
