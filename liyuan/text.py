@@ -16,7 +16,10 @@ __all__ = ["has_lone_surrogate", "replace_lone_surrogates", "strip_fence", "utf1
 
 def utf16_len(text: str) -> int:
     """Length in UTF-16 code units (JavaScript ``String.length``): astral chars count 2."""
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+    if text.isascii():
+        return len(text)
+    # Encoded in C, not walked in Python; a lone surrogate is one unit, as in JavaScript.
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def has_lone_surrogate(text: str) -> bool:

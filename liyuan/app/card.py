@@ -88,6 +88,7 @@ class Card:
         self._unreported: SyncOutcome | None = None
         """Every sync finished since :meth:`sync` last reported, combined (bounded by the chats)."""
         self._outcomes_guard = threading.Lock()
+        self._resident_cache: tuple[tuple[int, int, int] | None, str | None] | None = None
         self._worker = SyncWorker(self._sync_memory, on_outcome=self._synced, on_error=self._sync_failed) \
             if background else None
 
@@ -187,8 +188,25 @@ class Card:
         return self._new_memory(self.side_model or _NoSideModel())
 
     def resident_summary(self) -> str | None:
-        """The resident summary as stored (each turn sends it fitted to the budget)."""
-        return self.memory.load_resident_summary()
+        """The resident summary as stored (each turn sends it fitted to the budget).
+
+        Read again only when the file changed (its inode, size or modification time: an
+        atomic rewrite, a hand edit or a symlink put in its place all change one), so a
+        beat does not pay for a file read.
+        """
+        try:
+            stat = os.lstat(self._layout.resident)
+            key: tuple[int, int, int] | None = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        except FileNotFoundError:
+            key = None
+        except OSError:
+            return self.memory.load_resident_summary()
+        cached = self._resident_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        text = self.memory.load_resident_summary()
+        self._resident_cache = (key, text)
+        return text
 
     def sync(self, *, wait: bool = True, timeout: float | None = None) -> SyncOutcome | None:
         """Recap changed chats, merge, forget; with ``wait``, say what the card's syncs did.
