@@ -53,13 +53,7 @@ from typing import Literal
 from liyuan.card import manual as card_manual
 from liyuan.card.files import CardLayout, MemoryFiles, session_heads, sessions_kept, sha256_text, source_mark_of
 from liyuan.card.handpath import HandPath
-from liyuan.card.inputs import (
-    RECAP_INPUT_MAX_CHARS,
-    LoadedBranch,
-    RecapDiff,
-    collect_chat_evidence,
-    diff_recaps,
-)
+from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS, LoadedBranch, RecapDiff, collect_chat_evidence, diff_recaps
 from liyuan.card.lock import card_locks
 from liyuan.card.manifest import Manifest, finish_pending, load_manifest, save_manifest
 from liyuan.card.merge_check import check_merge
@@ -186,9 +180,7 @@ class CardMemory(HandPath):
 
     def _prepare(self) -> Manifest:
         """Stop on a symlink or a damaged manifest; remove temp files a crashed write left behind.
-
-        Returns the manifest as read, for choosing which chats have work (the one read of
-        a sync with nothing to do, besides the merge's check)."""
+        Returns the manifest as read, for picking the chats with work."""
         try:
             with self._locks.write:
                 self.files.check_paths()
@@ -205,13 +197,8 @@ class CardMemory(HandPath):
         return manifest
 
     def _recap_all(self, manifest: Manifest) -> tuple[list[str], list[str]]:
-        """Recap every chat whose sessions moved since its recap.
-
-        Chats are picked with the manifest read once at the start (a stat of each chat's
-        sessions against it), so a sync with nothing to do costs one manifest read and a
-        stat per chat; each picked chat is checked again under the write lock before its
-        recap is built (:meth:`_recap_one`).
-        """
+        """Recap every chat whose sessions moved: picked with the manifest read once (a stat per
+        chat), each checked again under the write lock before its recap (:meth:`_recap_one`)."""
         recapped: list[str] = []
         failed: list[str] = []
         for chat_id in self.layout.chat_ids():
