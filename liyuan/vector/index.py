@@ -90,6 +90,11 @@ class Snapshot:
     """``(position, node_id)`` of every narrative or archive chunk that carries an id."""
     versions: tuple[tuple[int, int], ...] = field(init=False, repr=False)
     """``(position, position of the version it extends)`` for merged chunks."""
+    tag_positions: npt.NDArray[np.int64] = field(init=False, repr=False)
+    tag_ids: tuple[str, ...] = field(init=False, repr=False)
+    """:attr:`tagged` as two columns (for a visibility mask without a per-chunk loop)."""
+    version_pairs: npt.NDArray[np.int64] = field(init=False, repr=False)
+    """:attr:`versions` as an ``(n, 2)`` array."""
     positions: dict[str, int] = field(init=False, repr=False)
     """Chunk id to position."""
     rewrites: int = 0
@@ -107,6 +112,9 @@ class Snapshot:
         self.positions = {c.id: i for i, c in enumerate(self.chunks)}
         self.versions = tuple((i, self.positions[c.parent]) for i, c in enumerate(self.chunks)
                               if c.parent is not None and c.parent in self.positions)
+        self.tag_positions = np.fromiter((i for i, _ in self.tagged), dtype=np.int64, count=len(self.tagged))
+        self.tag_ids = tuple(node_id for _, node_id in self.tagged)
+        self.version_pairs = np.array(self.versions, dtype=np.int64).reshape(-1, 2)
 
     def extended(self, generation: int, added: Sequence[Chunk], vectors: Sequence[npt.NDArray[np.float32]],
                  present: npt.NDArray[np.int64] | None) -> Snapshot:

@@ -69,3 +69,28 @@ def test_a_refresh_reads_only_the_new_rows(tmp_path: Path, monkeypatch: pytest.M
     assert len(snapshot.chunks) == 42
     reads = [s for s in statements if s.lstrip().upper().startswith("SELECT") and "FROM CHUNKS" in s.upper()]
     assert reads and all("seq >" in s or "COUNT(*)" in s for s in reads), reads
+
+
+def test_the_mask_from_a_branch_view_matches_the_mask_from_a_set(tmp_path: Path) -> None:
+    from liyuan.clock import counter_ids
+    from liyuan.session.tree import SessionTree
+    from liyuan.vector.recall import branch_ids_of
+    from liyuan.vector.search import visible_mask
+
+    tree = SessionTree(tmp_path / "s.jsonl", ids=counter_ids("n"))
+    made = [tree.append_message("assistant", f"第{i}条") for i in range(20)]
+    tree.navigate(made[9].id)
+    forked = [tree.append_message("assistant", f"分叉{i}") for i in range(5)]
+    store = SqliteChunkStore(tmp_path / "v.sqlite")
+    embedder = HashEmbedder()
+    previous: str | None = None
+    for entry in [*made, *forked]:
+        text = f"{entry.text}：雾港的雨一直下"
+        ids = store.add([NewChunk("narrative", text, embedder.embed([text])[0], embedder.label, "narrative",
+                                  None, entry.id, previous)], max_chunks=1000)
+        previous = ids[0]
+    snapshot = store.snapshot()
+    view = tree.branch()
+    as_view = visible_mask(snapshot, {"narrative"}, branch_ids_of(view))
+    as_set = visible_mask(snapshot, {"narrative"}, frozenset(e.id for e in view))
+    assert np.array_equal(as_view, as_set) and 0 < as_view.sum() < len(snapshot.chunks)
