@@ -106,13 +106,21 @@ class BranchIds(Collection[str]):
     def __iter__(self) -> Iterator[str]:
         return (entry.id for entry in islice(self._index.items, self._length))
 
-    def flags(self, entry_ids: Sequence[str]) -> list[bool]:
-        """``entry_id in self`` for each of ``entry_ids`` (one tight loop: a recall asks for thousands)."""
-        get, items, length = self._index.positions.get, self._index.items, self._length
+    @property
+    def list_key(self) -> object:
+        """Identifies the branch list this view reads (the same while the branch only grows)."""
+        return self._index
+
+    def places(self, entry_ids: Sequence[str]) -> list[int]:
+        """Where each of ``entry_ids`` sits on this view's branch list as it is now (``-1``:
+        not on it). The list only grows, so a place found stays right for every later view
+        of the same list (:attr:`list_key`); ``0 <= place < len(view)`` is membership."""
+        get, items = self._index.positions.get, self._index.items
+        size = len(items)
         out = []
         for entry_id in entry_ids:
             at = get(entry_id)
-            out.append(at is not None and at < length and items[at].id == entry_id)
+            out.append(at if at is not None and at < size and items[at].id == entry_id else -1)
         return out
 
 

@@ -19,6 +19,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from liyuan.session.branch import BranchIds
 from liyuan.vector.postings import PostingLog, PostingView
 
 __all__ = ["BRANCH_TAGGED", "Chunk", "Snapshot", "Source", "TermCache", "reusable_rows"]
@@ -100,6 +101,7 @@ class Snapshot:
     rewrites: int = 0
     """The store's count of in-place rewrites (re-embeds, deletions) this was built at."""
     _lexical: dict[str, PostingView] = field(default_factory=dict, repr=False)
+    _places: tuple[object, npt.NDArray[np.int64]] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
@@ -152,6 +154,19 @@ class Snapshot:
             else:
                 matrices[label] = (new_rows, new_matrix)
         return Snapshot(generation, kept + tuple(added), matrices, self.terms, self.rewrites)
+
+    def tag_places(self, ids: BranchIds) -> npt.NDArray[np.int64]:
+        """Where each tagged chunk's ``node_id`` sits on the branch list ``ids`` reads (``-1``:
+        not on it); found once per snapshot and branch list, so a recall on a branch that
+        only grew costs numpy, not a look-up per chunk."""
+        with self._lock:
+            cached = self._places
+            if cached is not None and cached[0] is ids.list_key:
+                return cached[1]
+        found = np.array(ids.places(self.tag_ids), dtype=np.int64)
+        with self._lock:
+            self._places = (ids.list_key, found)
+        return found
 
     def lexical(self, tokenizer: str) -> PostingView:
         """The BM25 index of every chunk for ``tokenizer`` (made once per snapshot; only

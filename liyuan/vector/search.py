@@ -104,9 +104,12 @@ def visible_mask(
     mask = np.isin(snapshot.store_codes, wanted)
     on_branch = np.ones(len(snapshot.chunks), dtype=np.bool_)
     if branch_ids is not None and snapshot.tag_ids:
-        member = (branch_ids.flags(snapshot.tag_ids) if isinstance(branch_ids, BranchIds)
-                  else [node_id in branch_ids for node_id in snapshot.tag_ids])
-        on_branch[snapshot.tag_positions[~np.array(member, dtype=np.bool_)]] = False
+        if isinstance(branch_ids, BranchIds):
+            places = snapshot.tag_places(branch_ids)
+            member = (places >= 0) & (places < len(branch_ids))
+        else:
+            member = np.array([node_id in branch_ids for node_id in snapshot.tag_ids], dtype=np.bool_)
+        on_branch[snapshot.tag_positions[~member]] = False
     pairs = snapshot.version_pairs
     # superseded by a version that is on the branch
     mask[pairs[on_branch[pairs[:, 0]], 1]] = False

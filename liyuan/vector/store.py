@@ -112,6 +112,24 @@ def _text_hash(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
 
+def _eviction_order(db: sqlite3.Connection, store: str, excess: int) -> list[int]:
+    """The ``excess`` rows of ``store`` to evict: those another version extends first
+    (their text lives on in it), then the oldest; each by ``seq``.
+
+    Both queries walk indexes (the parent index, then the store's), so a store at its
+    cap evicts in time that follows the rows evicted, not the rows kept.
+    """
+    superseded = [r[0] for r in db.execute(
+        "SELECT DISTINCT c.seq FROM chunks AS d CROSS JOIN chunks AS c ON c.id = d.parent"
+        " WHERE d.parent IS NOT NULL AND c.store = ? ORDER BY c.seq LIMIT ?", (store, excess))]
+    if len(superseded) >= excess:
+        return superseded
+    chosen = set(superseded)
+    oldest = [r[0] for r in db.execute("SELECT seq FROM chunks WHERE store = ? ORDER BY seq LIMIT ?",
+                                       (store, excess + len(superseded)))]
+    return superseded + [seq for seq in oldest if seq not in chosen][:excess - len(superseded)]
+
+
 def _chunk(row: Sequence[Any]) -> Chunk:
     seq, cid, store, text, embedder, source, title, node_id, parent, merges, created, updated = row
     return Chunk(id=cid, store=store, text=text, embedder=embedder, source=source, title=title, node_id=node_id,
@@ -214,11 +232,8 @@ class SqliteChunkStore:
                 excess = db.execute("SELECT COUNT(*) FROM chunks WHERE store = ?", (store,)).fetchone()[0]
                 excess -= max(1, max_chunks)
                 if excess > 0:
-                    db.execute(
-                        "DELETE FROM chunks WHERE seq IN (SELECT c.seq FROM chunks c WHERE c.store = ? ORDER BY"
-                        " EXISTS (SELECT 1 FROM chunks d WHERE d.parent = c.id) DESC, c.seq ASC LIMIT ?)",
-                        (store, excess),
-                    )
+                    doomed = _eviction_order(db, store, excess)
+                    db.execute(f"DELETE FROM chunks WHERE seq IN ({','.join('?' * len(doomed))})", doomed)
                     db.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET"
                                " value = CAST(value AS INTEGER) + excluded.value", (f"evicted:{store}", str(excess)))
                     evicted[store] = excess
@@ -375,9 +390,11 @@ class SqliteChunkStore:
         for row in db.execute(f"SELECT {_COLUMNS}, embedding FROM chunks WHERE seq > ? ORDER BY seq", (last,)):
             added.append(_chunk(row[:-1]))
             vectors.append(np.frombuffer(row[-1], dtype=np.float32))
-        kept = int(db.execute("SELECT COUNT(*) FROM chunks WHERE seq <= ?", (last,)).fetchone()[0])
+        # Counted and listed through indexes: a scan of the table would read every vector.
+        kept = int(db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]) - len(added)
         present = None
         if kept != len(current.chunks):
-            present = np.fromiter((r[0] for r in db.execute("SELECT seq FROM chunks WHERE seq <= ?", (last,))),
-                                  dtype=np.int64, count=kept)
+            rows = db.execute("SELECT seq FROM chunks INDEXED BY chunks_by_store WHERE store >= '' AND seq <= ?",
+                              (last,))
+            present = np.fromiter((r[0] for r in rows), dtype=np.int64, count=kept)
         return added, vectors, present

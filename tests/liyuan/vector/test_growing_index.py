@@ -90,7 +90,13 @@ def test_the_mask_from_a_branch_view_matches_the_mask_from_a_set(tmp_path: Path)
                                   None, entry.id, previous)], max_chunks=1000)
         previous = ids[0]
     snapshot = store.snapshot()
-    view = tree.branch()
-    as_view = visible_mask(snapshot, {"narrative"}, branch_ids_of(view))
-    as_set = visible_mask(snapshot, {"narrative"}, frozenset(e.id for e in view))
-    assert np.array_equal(as_view, as_set) and 0 < as_view.sum() < len(snapshot.chunks)
+    # The places found for one view are reused while the branch grows, and found again
+    # when the leaf moves back (a new branch list): the mask must match a set's each time.
+    for move in (None, made[5].id, forked[2].id, made[15].id):
+        if move is not None:
+            tree.navigate(move)
+        tree.append_message("user", "又一句")
+        view = tree.branch()
+        as_view = visible_mask(snapshot, {"narrative"}, branch_ids_of(view))
+        as_set = visible_mask(snapshot, {"narrative"}, frozenset(e.id for e in view))
+        assert np.array_equal(as_view, as_set) and 0 < as_view.sum() < len(snapshot.chunks)
