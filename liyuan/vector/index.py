@@ -70,6 +70,17 @@ class TermCache:
             return found
 
 
+@dataclass(frozen=True, slots=True)
+class _Derived:
+    store_names: tuple[str, ...]
+    store_codes: npt.NDArray[np.int32]
+    positions: dict[str, int]
+    tag_positions: npt.NDArray[np.int64]
+    tag_ids: tuple[str, ...]
+    version_pairs: npt.NDArray[np.int64]
+    places: tuple[object, npt.NDArray[np.int64]] | None
+
+
 @dataclass
 class Snapshot:
     """Everything a search needs, frozen at one generation of the store.
@@ -102,9 +113,20 @@ class Snapshot:
     """The store's count of in-place rewrites (re-embeds, deletions) this was built at."""
     _lexical: dict[str, PostingView] = field(default_factory=dict, repr=False)
     _places: tuple[object, npt.NDArray[np.int64]] | None = field(default=None, repr=False)
+    """Where the first tagged chunks' ids sit on one branch list (see :meth:`tag_places`)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _derived: _Derived | None = field(default=None, repr=False)
+    """The derived fields, when :meth:`extended` worked them out from the previous snapshot."""
 
     def __post_init__(self) -> None:
+        if self._derived is not None:
+            d, self._derived = self._derived, None
+            self.store_names, self.store_codes, self.positions = d.store_names, d.store_codes, d.positions
+            self.tag_positions, self.tag_ids, self.version_pairs = d.tag_positions, d.tag_ids, d.version_pairs
+            self.tagged = tuple(zip(d.tag_positions.tolist(), d.tag_ids, strict=True))
+            self.versions = tuple(zip(*d.version_pairs.T.tolist(), strict=True)) if d.version_pairs.size else ()
+            self._places = d.places
+            return
         names: dict[str, int] = {}
         codes = [names.setdefault(c.store, len(names)) for c in self.chunks]
         self.store_names = tuple(names)
@@ -153,7 +175,40 @@ class Snapshot:
                 matrices[label] = (np.concatenate([old[0], new_rows]), np.vstack([old[1], new_matrix]))
             else:
                 matrices[label] = (new_rows, new_matrix)
-        return Snapshot(generation, kept + tuple(added), matrices, self.terms, self.rewrites)
+        return Snapshot(generation, kept + tuple(added), matrices, self.terms, self.rewrites,
+                        _derived=self._derive(kept, added, keep))
+
+    def _derive(self, kept: tuple[Chunk, ...], added: Sequence[Chunk], keep: npt.NDArray[np.bool_] | None) -> _Derived:
+        """The derived fields of :meth:`extended`'s result, from this snapshot's (numpy on
+        what was kept, a loop over ``added`` only)."""
+        names = {name: code for code, name in enumerate(self.store_names)}
+        codes, tag_positions, tag_ids, pairs = self.store_codes, self.tag_positions, self.tag_ids, self.version_pairs
+        places = self._places
+        if keep is None:
+            positions = dict(self.positions)
+        else:
+            moved = np.cumsum(keep) - 1
+            codes = codes[keep]
+            tag_kept = keep[tag_positions]
+            tag_positions, tag_ids = moved[tag_positions[tag_kept]], tuple(compress(tag_ids, tag_kept.tolist()))
+            if places is not None:
+                places = (places[0], places[1][tag_kept[:places[1].size]])
+            pairs = pairs[keep[pairs[:, 0]] & keep[pairs[:, 1]]]
+            pairs = np.stack([moved[pairs[:, 0]], moved[pairs[:, 1]]], axis=1) if pairs.size else pairs
+            positions = dict(zip((c.id for c in kept), range(len(kept)), strict=True))
+        new_codes, new_tags, new_ids, new_pairs = [], [], [], []
+        for offset, chunk in enumerate(added, start=len(kept)):
+            positions[chunk.id] = offset
+            new_codes.append(names.setdefault(chunk.store, len(names)))
+            if chunk.source in BRANCH_TAGGED and chunk.node_id is not None:
+                new_tags.append(offset)
+                new_ids.append(chunk.node_id)
+            if chunk.parent is not None and chunk.parent in positions:
+                new_pairs.append((offset, positions[chunk.parent]))
+        return _Derived(
+            tuple(names), np.concatenate([codes, np.array(new_codes, dtype=np.int32)]), positions,
+            np.concatenate([tag_positions, np.array(new_tags, dtype=np.int64)]), tag_ids + tuple(new_ids),
+            np.concatenate([pairs.reshape(-1, 2), np.array(new_pairs, dtype=np.int64).reshape(-1, 2)]), places)
 
     def tag_places(self, ids: BranchIds) -> npt.NDArray[np.int64]:
         """Where each tagged chunk's ``node_id`` sits on the branch list ``ids`` reads (``-1``:
@@ -161,9 +216,11 @@ class Snapshot:
         only grew costs numpy, not a look-up per chunk."""
         with self._lock:
             cached = self._places
-            if cached is not None and cached[0] is ids.list_key:
-                return cached[1]
-        found = np.array(ids.places(self.tag_ids), dtype=np.int64)
+        known = cached[1] if cached is not None and cached[0] is ids.list_key else np.zeros(0, dtype=np.int64)
+        if known.size == len(self.tag_ids):
+            return known
+        # Places of chunks kept from the snapshot before are still right (the list only grew).
+        found = np.concatenate([known, np.array(ids.places(self.tag_ids[known.size:]), dtype=np.int64)])
         with self._lock:
             self._places = (ids.list_key, found)
         return found

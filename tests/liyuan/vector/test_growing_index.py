@@ -22,10 +22,13 @@ QUERIES = ["沈怀瑾 青伞", "雾港的雨", "茶馆", "第7段", "没有出�
 
 
 def _add(store: SqliteChunkStore, texts: list[str], cap: int) -> None:
+    """One chunk per text; every other one a new version of the chunk stored before it."""
     embedder = HashEmbedder()
     vectors = embedder.embed(texts)
-    store.add([NewChunk("narrative", t, vectors[i], embedder.label, "narrative", None, f"n{i}")
-               for i, t in enumerate(texts)], max_chunks=cap)
+    for i, text in enumerate(texts):
+        last = store.chunks()[-1].id if i % 2 and store.count() else None
+        store.add([NewChunk("narrative", text, vectors[i], embedder.label, "narrative", None, f"n{i}", last)],
+                  max_chunks=cap)
 
 
 def _reference(store: SqliteChunkStore, query: str) -> np.ndarray:
@@ -43,12 +46,15 @@ def test_extended_snapshot_ranks_like_a_rebuild(tmp_path: Path, cap: int) -> Non
         snapshot = store.snapshot()
         assert [c.id for c in snapshot.chunks] == [c.id for c in store.chunks()]
         fresh = SqliteChunkStore(tmp_path / "s.sqlite").snapshot()  # built from scratch
+        assert snapshot.tagged == fresh.tagged and snapshot.versions == fresh.versions
+        assert snapshot.positions == fresh.positions and np.array_equal(snapshot.store_codes, fresh.store_codes)
         for label, (rows, matrix) in fresh.matrices.items():
             grown_rows, grown_matrix = snapshot.matrices[label]
             assert np.array_equal(rows, grown_rows) and np.allclose(matrix, grown_matrix)
         for query in QUERIES:
             expected = _reference(store, query)
             assert np.allclose(snapshot.lexical("bigram").scores(bigram_terms(query)), expected, atol=1e-5)
+    assert cap < 100 or snapshot.versions  # the uncapped store kept versions to check
 
 
 def test_a_refresh_reads_only_the_new_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -100,3 +106,12 @@ def test_the_mask_from_a_branch_view_matches_the_mask_from_a_set(tmp_path: Path)
         as_view = visible_mask(snapshot, {"narrative"}, branch_ids_of(view))
         as_set = visible_mask(snapshot, {"narrative"}, frozenset(e.id for e in view))
         assert np.array_equal(as_view, as_set) and 0 < as_view.sum() < len(snapshot.chunks)
+    # A snapshot extended from this one keeps the places found so far and finds the new ones.
+    entry = tree.append_message("assistant", "新的一条：雾港的雨停了")
+    store.add([NewChunk("narrative", entry.text, embedder.embed([entry.text])[0], embedder.label, "narrative",
+                        None, entry.id)], max_chunks=1000)
+    grown = store.snapshot()
+    view = tree.branch()
+    as_view = visible_mask(grown, {"narrative"}, branch_ids_of(view))
+    assert np.array_equal(as_view, visible_mask(grown, {"narrative"}, frozenset(e.id for e in view)))
+    assert as_view[-1]
