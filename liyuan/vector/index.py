@@ -225,6 +225,14 @@ class Snapshot:
             self._places = (ids.list_key, found)
         return found
 
+    def lexical_pending(self, tokenizer: str) -> bool:
+        """True while this snapshot's BM25 index waits on a bulk load in another thread."""
+        return not self.lexical_ready(tokenizer) and self.terms.log(tokenizer).loading
+
+    def lexical_ready(self, tokenizer: str) -> bool:
+        """True once this snapshot's BM25 index for ``tokenizer`` is built."""
+        return tokenizer in self._lexical
+
     def lexical(self, tokenizer: str) -> PostingView:
         """The BM25 index of every chunk for ``tokenizer`` (made once per snapshot; only
         chunks new since the last snapshot are tokenized and appended)."""

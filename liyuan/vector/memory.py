@@ -44,6 +44,7 @@ from liyuan.vector.config import EXTERNAL, NARRATIVE, VectorConfig
 from liyuan.vector.embed import Embedder, embed_query, embedder_kind, one_blas_thread
 from liyuan.vector.factory import make_embedder
 from liyuan.vector.lexical import get_tokenizer, has_cjk
+from liyuan.vector.postings import BULK
 from liyuan.vector.results import Hit, IngestResult, SearchReport, StoreStatus, make_ref, parse_ref
 from liyuan.vector.search import Fusion, on_current_branch, rank, visible_mask
 from liyuan.vector.store import Chunk, NewChunk, Source, SqliteChunkStore
@@ -278,6 +279,8 @@ class VectorMemory:
             return []
         snapshot = self.store.snapshot()
         mode = self.config.recall_mode
+        if mode == "hybrid" and snapshot.lexical_pending(self.config.lexical_tokenizer):
+            mode = "semantic"  # a cold store's keyword index is still loading: do not wait for it
         with one_blas_thread():
             vector = embed_query(self.embedder, [query])[0] if mode != "lexical" else None
             terms = get_tokenizer(self.config.lexical_tokenizer)(query) if mode != "semantic" else []
@@ -292,16 +295,27 @@ class VectorMemory:
             )
         return [self._hit(r.chunk, r.score) for r in ranked]
 
-    def warm(self) -> None:
-        """Load the search snapshot and the lexical index now (e.g. when a chat opens).
+    def warm(self, *, lexical: bool = True) -> None:
+        """Load the search snapshot and (unless ``lexical`` is false) the lexical index now.
 
         A recall after a process start otherwise pays for reading every vector and
-        tokenizing every chunk: about 0.5 s at 5,000 chunks, several seconds at 50,000,
-        which the 5-second recall bound would cut off. Safe to run in a thread.
+        tokenizing every chunk: about 0.5 s at 5,000 chunks, a minute at 50,000, which
+        the 5-second recall bound would cut off (a hybrid recall while the keyword index
+        loads in another thread ranks by the vectors alone). Safe to run in a thread.
         """
         snapshot = self.store.snapshot()
-        if self.config.recall_mode != "semantic":
+        if self.config.recall_mode == "semantic":
+            return
+        log = snapshot.terms.log(self.config.lexical_tokenizer)
+        if not lexical:
+            # Marked before the caller starts the load elsewhere: a recall in between must
+            # not start building the same index itself.
+            log.loading = len(snapshot.chunks) > BULK and not snapshot.lexical_ready(self.config.lexical_tokenizer)
+            return
+        try:
             snapshot.lexical(self.config.lexical_tokenizer)
+        finally:
+            log.loading = False
 
     def _hit(self, chunk: Chunk, score: float) -> Hit:
         store = self.config.stores.get(chunk.store)

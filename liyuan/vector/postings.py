@@ -32,6 +32,8 @@ __all__ = ["PostingLog", "PostingView"]
 
 MERGE_RATIO = 4
 """A new segment is merged into the one before it while it is at least 1/4 of its size."""
+BULK = 2000
+"""More new documents than this at once is a bulk load (see :attr:`PostingLog.loading`)."""
 K1 = 1.2
 B = 0.75
 
@@ -82,6 +84,10 @@ class PostingLog:
         self._lengths: list[float] = []
         self._segments: tuple[_Segment, ...] = ()
         self._lock = threading.Lock()
+        self.loading = False
+        """Set while a bulk load (a cold store's first index) is under way in another
+        thread (:meth:`liyuan.vector.VectorMemory.warm`): a search may then go on without
+        the lexical list instead of waiting for it."""
 
     def view(self, chunk_ids: Sequence[str], texts: Sequence[str]) -> PostingView:
         """A frozen BM25 index over exactly these chunks (in this order)."""

@@ -113,12 +113,8 @@ def _text_hash(text: str) -> str:
 
 
 def _eviction_order(db: sqlite3.Connection, store: str, excess: int) -> list[int]:
-    """The ``excess`` rows of ``store`` to evict: those another version extends first
-    (their text lives on in it), then the oldest; each by ``seq``.
-
-    Both queries walk indexes (the parent index, then the store's), so a store at its
-    cap evicts in time that follows the rows evicted, not the rows kept.
-    """
+    """The ``excess`` rows of ``store`` to evict: those another version extends first (their
+    text lives on in it), then the oldest. Both queries walk indexes, not the table."""
     superseded = [r[0] for r in db.execute(
         "SELECT DISTINCT c.seq FROM chunks AS d CROSS JOIN chunks AS c ON c.id = d.parent"
         " WHERE d.parent IS NOT NULL AND c.store = ? ORDER BY c.seq LIMIT ?", (store, excess))]
@@ -346,10 +342,15 @@ class SqliteChunkStore:
                     db.execute("COMMIT")
                     self._snapshot = current.extended(generation, *grown)
                     return self._snapshot
-                chunks = tuple(_chunk(r) for r in db.execute(f"SELECT {_COLUMNS} FROM chunks ORDER BY seq"))
-                reuse = reusable_rows(current, chunks)
-                wanted = [c.id for c in chunks if c.id not in reuse]
                 fetched: dict[str, npt.NDArray[np.float32]] = {}
+                if current is None:  # a cold start: every vector is wanted, read them in the same pass
+                    rows = db.execute(f"SELECT {_COLUMNS}, embedding FROM chunks ORDER BY seq").fetchall()
+                    chunks = tuple(_chunk(r[:-1]) for r in rows)
+                    fetched = {r[1]: np.frombuffer(r[-1], dtype=np.float32) for r in rows}
+                else:
+                    chunks = tuple(_chunk(r) for r in db.execute(f"SELECT {_COLUMNS} FROM chunks ORDER BY seq"))
+                reuse = reusable_rows(current, chunks)
+                wanted = [c.id for c in chunks if c.id not in reuse and c.id not in fetched]
                 for start in range(0, len(wanted), 500):
                     part = wanted[start : start + 500]
                     for cid, blob in db.execute(
@@ -382,15 +383,14 @@ class SqliteChunkStore:
     @staticmethod
     def _grown(db: sqlite3.Connection, current: Snapshot) -> tuple[
             list[Chunk], list[npt.NDArray[np.float32]], npt.NDArray[np.int64] | None]:
-        """Rows added since ``current`` (with vectors), and the seqs of its rows still
-        there when some were evicted (``None``: none were)."""
+        """Rows added since ``current`` (with vectors); its rows' seqs still there if some went."""
         last = current.chunks[-1].seq if current.chunks else 0
         added: list[Chunk] = []
         vectors: list[npt.NDArray[np.float32]] = []
         for row in db.execute(f"SELECT {_COLUMNS}, embedding FROM chunks WHERE seq > ? ORDER BY seq", (last,)):
             added.append(_chunk(row[:-1]))
             vectors.append(np.frombuffer(row[-1], dtype=np.float32))
-        # Counted and listed through indexes: a scan of the table would read every vector.
+        # Through indexes: a scan of the table would read every vector.
         kept = int(db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]) - len(added)
         present = None
         if kept != len(current.chunks):

@@ -115,3 +115,25 @@ def test_the_mask_from_a_branch_view_matches_the_mask_from_a_set(tmp_path: Path)
     as_view = visible_mask(grown, {"narrative"}, branch_ids_of(view))
     assert np.array_equal(as_view, visible_mask(grown, {"narrative"}, frozenset(e.id for e in view)))
     assert as_view[-1]
+
+
+def test_a_recall_while_the_keyword_index_loads_ranks_by_vectors(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from liyuan.vector.config import VectorConfig
+    from liyuan.vector.index import Snapshot
+    from liyuan.vector.memory import VectorMemory
+
+    store = SqliteChunkStore(tmp_path / "s.sqlite")
+    _add(store, TEXTS[:12], 1000)
+    memory = VectorMemory(VectorConfig(enabled=True, embedder="hash"), store)
+    snapshot = store.snapshot()
+    snapshot.terms.log(memory.config.lexical_tokenizer).loading = True  # as warm() marks a cold bulk load
+
+    def waits(self: Snapshot, tokenizer: str) -> object:
+        raise AssertionError("the recall waited for the keyword index")
+
+    monkeypatch.setattr(Snapshot, "lexical", waits)
+    assert memory.search("沈怀瑾在雾港")
+    monkeypatch.undo()
+    snapshot.terms.log(memory.config.lexical_tokenizer).loading = False
+    assert memory.search("沈怀瑾在雾港")
