@@ -204,6 +204,11 @@ def _open_child(card_dir: Path, chat_id: str, vector: bool, cap: int) -> dict[st
     result["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     result["base_mb"] = base / 1024
     if chat.vector is not None:
+        # Warm means both indexes loaded: wait for the keyword index the open started loading.
+        tokenizer = chat.vector.config.lexical_tokenizer
+        while not chat.vector.store.snapshot().lexical_ready(tokenizer) and time.perf_counter() - started < 600:
+            time.sleep(0.2)
+        result["ready_s"] = time.perf_counter() - started
         times = []
         ids = branch_ids_of(chat.branch())
         for i in range(40):
@@ -345,7 +350,8 @@ def print_long(table: dict[str, Any]) -> None:
               f"（{grown:.0f} MB 对 {big['file_mb']:.0f} MB）")
     cap = table["recall_at_cap"]
     print(f"\n召回（{cap['chunks']} 段的库，新进程）：打开到首次 prepare {cap['open_s']:.2f} s，首次召回 "
-          f"{cap['first_recall_hits']} 条；热召回 p50 {cap['recall_p50_ms']:.1f} ms，p95 {cap['recall_p95_ms']:.1f} ms")
+          f"{cap['first_recall_hits']} 条；关键词索引 {cap['ready_s']:.1f} s 载完；"
+          f"之后热召回 p50 {cap['recall_p50_ms']:.1f} ms，p95 {cap['recall_p95_ms']:.1f} ms")
     print(f"目标：p95 < 100 ms 且首次召回有结果 → "
           f"{'达标' if cap['recall_p95_ms'] < 100 and cap['first_recall_hits'] else '未达标'}")
     chats = list(table["sync"])

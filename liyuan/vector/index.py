@@ -115,6 +115,8 @@ class Snapshot:
     _places: tuple[object, npt.NDArray[np.int64]] | None = field(default=None, repr=False)
     """Where the first tagged chunks' ids sit on one branch list (see :meth:`tag_places`)."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _places_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    """Not :attr:`_lock`: a recall must not wait for a keyword index being built."""
     _derived: _Derived | None = field(default=None, repr=False)
     """The derived fields, when :meth:`extended` worked them out from the previous snapshot."""
 
@@ -214,14 +216,14 @@ class Snapshot:
         """Where each tagged chunk's ``node_id`` sits on the branch list ``ids`` reads (``-1``:
         not on it); found once per snapshot and branch list, so a recall on a branch that
         only grew costs numpy, not a look-up per chunk."""
-        with self._lock:
+        with self._places_lock:
             cached = self._places
         known = cached[1] if cached is not None and cached[0] is ids.list_key else np.zeros(0, dtype=np.int64)
         if known.size == len(self.tag_ids):
             return known
         # Places of chunks kept from the snapshot before are still right (the list only grew).
         found = np.concatenate([known, np.array(ids.places(self.tag_ids[known.size:]), dtype=np.int64)])
-        with self._lock:
+        with self._places_lock:
             self._places = (ids.list_key, found)
         return found
 
