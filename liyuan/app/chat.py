@@ -22,7 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -205,6 +205,8 @@ class Chat:
             entry = self.tree.append_message("assistant", reply, **fields)
             if ledger is not None:
                 self.tree.append_custom(STATE_ENTRY_TYPE, ledger.to_dict())
+            if self._config.durability == "turn":
+                self.tree.sync()  # the beat's one fsync: its user line, reply and ledger
         if agent:
             if self._config.discussion_window and self._model is not None:
                 self._lane.submit(self._compact_discussion)
@@ -372,7 +374,7 @@ class Chat:
         # Bounded like the recall: a stuck store never holds the compaction up.
         return bounded_archive(self.vector, warn=self._line("vector")) if self.vector is not None else None
 
-    def _ingest(self, vector: VectorMemory, entry: Entry, branch_ids: frozenset[str]) -> None:
+    def _ingest(self, vector: VectorMemory, entry: Entry, branch_ids: Collection[str]) -> None:
         self._reported("vector", lambda say: ingest_for_beat(vector, entry.text, node_id=entry.id,
                                                              branch_ids=branch_ids, warn=say))
 

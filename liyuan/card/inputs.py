@@ -133,9 +133,14 @@ def _session_section(branch: Sequence[Entry], user_name: str, char_name: str) ->
     return "\n\n".join(parts), sum(1 for e in view if is_message(e, "user"))
 
 
+LoadedBranch = Callable[[Path], tuple[Sequence[Entry], list[str]] | None]
+"""For a session file, the branch to its last entry and its damage notes, as an open chat
+already holds them (``None``: not open here, read the file)."""
+
+
 def collect_chat_evidence(
     chat_dir: Path, *, user_name: str, char_name: str, max_chars: int = RECAP_INPUT_MAX_CHARS,
-    on_damage: Callable[[str], None] | None = None,
+    on_damage: Callable[[str], None] | None = None, loaded: LoadedBranch | None = None,
 ) -> ChatEvidence | None:
     """Gather one chat's evidence for its recap.
 
@@ -147,6 +152,9 @@ def collect_chat_evidence(
             after the first paragraph break at or after the excess.
         on_damage: Receives a note for every damaged line whose place on a branch was
             recovered or guessed (the recap still uses the whole branch).
+        loaded: Branches of session files an open chat has in memory already: used
+            instead of reading those files a second time (issue 24: a long chat's recap
+            on opening it would otherwise parse the whole file again beside the open copy).
 
     Returns:
         The evidence, or ``None`` when no session has a user turn or a summary.
@@ -160,10 +168,14 @@ def collect_chat_evidence(
         return None
     sections: list[str] = []
     beats = 0
-    last_branch: list[Entry] | None = None
+    last_branch: Sequence[Entry] | None = None
     for path in files:
+        held = loaded(path) if loaded is not None else None
         damage: list[str] = []
-        branch = branch_of_session_file(path, damage)
+        if held is not None:
+            branch, damage = held
+        else:
+            branch = branch_of_session_file(path, damage)
         if on_damage is not None:
             for note in damage:
                 on_damage(note)

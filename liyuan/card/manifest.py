@@ -217,6 +217,12 @@ def _is_journal_path(rel: str) -> bool:
 
 def manifest_problem(data: bytes) -> str | None:
     """Why these bytes are not a usable manifest (Chinese), or ``None`` when they are one."""
+    parsed = _parse(data)
+    return parsed if isinstance(parsed, str) else None
+
+
+def _parse(data: bytes) -> Manifest | str:
+    """The manifest these bytes hold, or why they hold none (Chinese); decoded once."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -231,9 +237,8 @@ def manifest_problem(data: bytes) -> str | None:
         return f"版本 {raw.get('version')!r} 不认识（这个版本的 liyuan 只读版本 {MANIFEST_VERSION}）"
     if not manifest_checksum_ok(raw):
         return "校验和不符，内容有字节损坏或被手工改过"
-    if Manifest.from_raw(raw) is None:
-        return "缺少 recaps 记录"
-    return None
+    manifest = Manifest.from_raw(raw)
+    return manifest if manifest is not None else "缺少 recaps 记录"
 
 
 REPAIR_HINT = ("修复请调用 card.repair_manifest()（liyuan.Card；只用 CardMemory 时是 CardMemory.repair_manifest()）："
@@ -254,14 +259,13 @@ def load_manifest(files: MemoryFiles) -> Manifest:
     data = files.read_bytes(path)
     if data is None:
         return Manifest()
-    problem = manifest_problem(data)
-    manifest = Manifest.from_json(data.decode("utf-8")) if problem is None else None
-    if manifest is None:
+    parsed = _parse(data)  # decoded and checked in one pass
+    if isinstance(parsed, str):
         raise ManifestError(
-            f"记忆清单 {path} 已损坏（{problem}）。这张卡的记忆同步和手工修改已停止，没有改动任何文件；"
+            f"记忆清单 {path} 已损坏（{parsed}）。这张卡的记忆同步和手工修改已停止，没有改动任何文件；"
             f"{REPAIR_HINT}"
         )
-    return manifest
+    return parsed
 
 
 def save_manifest(files: MemoryFiles, manifest: Manifest) -> None:

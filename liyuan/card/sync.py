@@ -54,7 +54,7 @@ from typing import Literal
 from liyuan.card import manual as card_manual
 from liyuan.card.files import CardLayout, MemoryFiles, session_heads, sessions_kept, sha256_text, source_mark_of
 from liyuan.card.handpath import HandPath
-from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS, RecapDiff, collect_chat_evidence, diff_recaps
+from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS, LoadedBranch, RecapDiff, collect_chat_evidence, diff_recaps
 from liyuan.card.lock import card_locks
 from liyuan.card.manifest import Manifest, finish_pending, load_manifest, save_manifest
 from liyuan.card.merge_check import check_merge, merge_needs_every_recap
@@ -110,6 +110,8 @@ class CardMemory(HandPath):
             text is left out (the prompt says how much).
         merge_recap_max_chars: Longest recap sent to a merge; ``None``: what one recap
             reply may be (:func:`liyuan.card.prompts.build_merge_prompt`).
+        loaded: Session branches an open chat holds already (see
+            :func:`~liyuan.card.inputs.collect_chat_evidence`); :class:`liyuan.Card` passes them.
     """
 
     def __init__(
@@ -126,10 +128,12 @@ class CardMemory(HandPath):
         ids: IdFactory = random_ids,
         recap_input_max_chars: int = RECAP_INPUT_MAX_CHARS,
         merge_recap_max_chars: int | None = None,
+        loaded: LoadedBranch | None = None,
     ) -> None:
         self.layout = CardLayout(Path(card_dir))
         self.recap_input_max_chars = recap_input_max_chars
         self.merge_recap_max_chars = merge_recap_max_chars
+        self._loaded = loaded
         self.model = model
         self.user_name = user_name
         self.char_name = char_name
@@ -169,8 +173,8 @@ class CardMemory(HandPath):
             self._say("这张卡的记忆正在别处同步，等它做完再接着同步…")
             run.acquire()
         try:
-            self._prepare()
-            recapped, failed = self._recap_all()
+            manifest = self._prepare()
+            recapped, failed = self._recap_all(manifest)
             merged, forgotten = self._merge()
         finally:
             run.release()
@@ -179,12 +183,13 @@ class CardMemory(HandPath):
             self._say(f"记忆已更新：复盘 {len(recapped)} 局{tail}")
         return SyncOutcome(recapped, failed, merged, forgotten)
 
-    def _prepare(self) -> None:
-        """Stop on a symlink or a damaged manifest; remove temp files a crashed write left behind."""
+    def _prepare(self) -> Manifest:
+        """Stop on a symlink or a damaged manifest; remove temp files a crashed write left behind.
+        Returns the manifest as read, for picking the chats with work."""
         try:
             with self._locks.write:
                 self.files.check_paths()
-                load_manifest(self.files)
+                manifest = load_manifest(self.files)
                 removed = self.files.remove_orphan_temps()
         except UnsafePathError as exc:
             self._say(f"记忆同步已停止：{exc}")
@@ -194,11 +199,20 @@ class CardMemory(HandPath):
             raise
         if removed:
             self._say(f"清理了 {removed} 个写入中断时留下的临时文件")
+        return manifest
 
-    def _recap_all(self) -> tuple[list[str], list[str]]:
+    def _recap_all(self, manifest: Manifest) -> tuple[list[str], list[str]]:
+        """Recap every chat whose sessions moved: picked with the manifest read once (a stat per
+        chat), each checked again under the write lock before its recap (:meth:`_recap_one`)."""
         recapped: list[str] = []
         failed: list[str] = []
         for chat_id in self.layout.chat_ids():
+            if _off_limits(manifest, chat_id):
+                continue
+            record = manifest.recaps.get(chat_id)
+            mark = source_mark_of(self.layout.sessions_dir(chat_id))
+            if not mark or (record is not None and record.source_mark == mark):
+                continue
             result = self._recap_one(chat_id)
             if result is True:
                 recapped.append(chat_id)
@@ -238,7 +252,7 @@ class CardMemory(HandPath):
                 return False
         evidence = collect_chat_evidence(
             chat_dir, user_name=self.user_name, char_name=self.char_name,
-            max_chars=self.recap_input_max_chars,
+            max_chars=self.recap_input_max_chars, loaded=self._loaded,
             on_damage=lambda note: self._say(f"「{name}」的会话文件有损坏的行：{note}"),
         )
         if evidence is None:

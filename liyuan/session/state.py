@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from liyuan.session.branch import BranchView
 from liyuan.session.entries import Entry
 
 __all__ = [
@@ -171,7 +172,14 @@ def format_roster(ledger: Ledger | None) -> str:
 
 
 def state_from_branch(branch: Sequence[Entry]) -> Ledger | None:
-    """The latest ``rp-state`` snapshot on the branch, or ``None``."""
+    """The latest ``rp-state`` snapshot on the branch, or ``None``.
+
+    On the tree's current branch (a :class:`~liyuan.session.branch.BranchView`) this is a
+    look-up in the branch's index, whatever the branch's length; on a list, a scan back.
+    """
+    if isinstance(branch, BranchView):
+        latest = branch.latest_custom(STATE_ENTRY_TYPE)
+        return Ledger.from_dict(latest.data) if latest is not None else None
     for entry in reversed(branch):
         if entry.type == "custom" and entry.custom_type == STATE_ENTRY_TYPE:
             return Ledger.from_dict(entry.data)

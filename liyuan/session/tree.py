@@ -17,9 +17,11 @@ Guarantees:
 - The leaf is the last appended entry unless the caller navigates to an earlier one
   (reroll, rewind); the next append then forks a new branch from there.
 - :meth:`SessionTree.branch` returns root-to-leaf and is safe against ``parentId`` cycles.
-  The current branch is cached: an append extends it in O(1), a navigation recomputes
-  it, and every :class:`BranchView` handed out is an immutable snapshot (the cached list
-  is only ever appended to, never changed in place; a navigation starts a new list).
+  The current branch is cached with its index (:class:`~liyuan.session.branch.BranchIndex`):
+  an append extends it in O(1), a navigation to an entry on it (reroll, rewind along the
+  branch) copies the prefix, any other navigation recomputes it; every
+  :class:`BranchView` handed out is an immutable snapshot (the cached list is only ever
+  appended to, never changed in place; a navigation starts a new list).
 
 The line format and the entry readers are in :mod:`liyuan.session.entries`.
 """
@@ -35,7 +37,7 @@ from typing import Any
 
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.errors import TreeError
-from liyuan.session.branch import BranchView, branch_to
+from liyuan.session.branch import BranchIndex, BranchView, branch_to
 from liyuan.session.entries import SESSION_VERSION, Entry, SessionProblem, read_entries
 
 __all__ = ["ID_DRAWS", "SessionTree"]
@@ -51,9 +53,10 @@ class SessionTree:
         session_id: Id written into a new file's header.
         clock: Timestamp source for new entries.
         ids: Id source for new entries (a collision is drawn again, see :data:`ID_DRAWS`).
-        fsync: Fsync after every append (the crash guarantee above). ``False`` only for
-            a file that is not a session yet, such as an import's temporary file, whose
-            writer fsyncs it once before moving it into place.
+        fsync: Fsync after every append (the crash guarantee above). ``False`` for a
+            file that is not a session yet, such as an import's temporary file, whose
+            writer fsyncs it once before moving it into place, and for a chat that
+            fsyncs once per beat (:meth:`sync`, ``MemoryConfig.durability="turn"``).
     """
 
     def __init__(
@@ -73,9 +76,11 @@ class SessionTree:
         self._entries: dict[str, Entry] = {}
         """Every entry by id, in file order (entries are only ever added, never removed)."""
         self._leaf: str | None = None
-        self._branch: list[Entry] | None = None
-        """Root-to-leaf path of the current leaf, or ``None`` until it is next needed.
-        Only ever appended to: views handed out read a prefix of it."""
+        self._branch: BranchIndex | None = None
+        """Root-to-leaf path of the current leaf with its index, or ``None`` until it is next
+        needed. Its list is only ever appended to: views handed out read a prefix of it."""
+        self._positions: dict[str, int] = {}
+        """Entry id to its index on any branch holding it (shared by every cached branch)."""
         self.problems: list[str] = []
         """Human-readable notes on every line skipped while loading."""
         self._mid_line = False
@@ -150,8 +155,21 @@ class SessionTree:
             if leaf_id is not None and leaf_id != self._leaf:
                 return BranchView(branch_to(self._entries, leaf_id))
             if self._branch is None:
-                self._branch = branch_to(self._entries, self._leaf)
-            return BranchView(self._branch)
+                self._branch = BranchIndex(branch_to(self._entries, self._leaf), self._positions)
+            return BranchView(self._branch.items, index=self._branch)
+
+    def written_branch(self, kinds: tuple[str, ...] = ("branch-cut", "link-recovered")) -> tuple[
+            BranchView, list[str]]:
+        """The branch to the last entry in file order (what a reader of the file alone
+        sees) and the notes of ``kinds`` problems on it; no file read, no copy when the
+        leaf is that entry."""
+        with self.lock:
+            last = next(reversed(self._entries), None)
+            branch = self.branch(last) if last is not None else BranchView([])
+            on_branch = branch.ids()
+            notes: list[str] = [p for p in self.problems
+                     if isinstance(p, SessionProblem) and p.kind in kinds and p.entry_id in on_branch]
+            return branch, notes
 
     def branch_breaks(self, leaf_id: str | None = None) -> list[SessionProblem]:
         """The guessed links (``branch-cut`` problems) on the branch ending at ``leaf_id``.
@@ -173,8 +191,16 @@ class SessionTree:
                 raise TreeError(f"没有这个条目：{entry_id!r}")
             if entry_id != self._leaf:
                 # A new list, never a truncation in place: views of the old branch stay valid.
-                self._branch = None
+                self._branch = self._prefix_to(entry_id)
             self._leaf = entry_id
+
+    def _prefix_to(self, entry_id: str | None) -> BranchIndex | None:
+        """The cached branch cut after ``entry_id`` when it lies on it (a copy), else ``None``."""
+        cached = self._branch
+        if cached is None:
+            return None
+        at = -1 if entry_id is None else cached.position(entry_id, len(cached.items))
+        return None if at is None else cached.prefix(at + 1)
 
     def append(self, entry_type: str, **fields: Any) -> Entry:
         """Append an entry as a child of the current leaf and make it the leaf.
@@ -216,6 +242,24 @@ class SessionTree:
                 return entry_id
             entry_id = self._ids()
         raise TreeError(f"id 工厂连续 {ID_DRAWS + 1} 次给出了重复的 id：{entry_id!r}")
+
+    def sync(self) -> None:
+        """Fsync the file now (a tree built with ``fsync=False`` calls this once per beat).
+
+        Raises:
+            TreeError: The file cannot be synced.
+        """
+        if self.path is None:
+            return
+        with self.lock:
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                raise TreeError(f"无法同步会话文件 {self.path}: {exc}") from exc
 
     def _write_line(self, obj: Mapping[str, Any]) -> None:
         line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"

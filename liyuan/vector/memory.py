@@ -44,6 +44,7 @@ from functools import partial
 import numpy as np
 
 from liyuan.errors import ConfigError, ModelOutputError
+from liyuan.session.branch import branch_ids as frozen_ids
 from liyuan.vector.checked import UNEMBEDDED, CheckedEmbedder
 from liyuan.vector.chunking import (
     ARCHIVE_CHUNK_CHARS,
@@ -60,6 +61,7 @@ from liyuan.vector.config import EXTERNAL, NARRATIVE, VectorConfig
 from liyuan.vector.embed import Embedder, embedder_kind, one_blas_thread
 from liyuan.vector.factory import make_embedder
 from liyuan.vector.lexical import get_tokenizer, has_cjk
+from liyuan.vector.postings import BULK
 from liyuan.vector.results import Hit, IngestResult, SearchReport, StoreStatus, make_ref, parse_ref
 from liyuan.vector.search import RESERVED, Fusion, on_current_branch, rank, visible_mask
 from liyuan.vector.store import Chunk, NewChunk, Source, SqliteChunkStore
@@ -228,7 +230,7 @@ class VectorMemory:
         narrative = self.config.stores.get(NARRATIVE)
         if not self._store_on(NARRATIVE) or narrative is None or narrative.every_n_turns <= 0:
             return IngestResult(False, reason="disabled")
-        branch = frozenset(branch_ids) if branch_ids is not None else None
+        branch = frozen_ids(branch_ids)
         stripped = text.strip()
         queued_now = (node_id, condense(stripped)) if len(stripped) >= MIN_INGEST_CHARS else None
         counter = self.store.next_turn(queued_now)
@@ -251,13 +253,13 @@ class VectorMemory:
             result, last = self._merge_narrative(beat_text, beat_id, branch, through, last)
         return result
 
-    def _last_visible(self, branch: frozenset[str] | None) -> Chunk | None:
+    def _last_visible(self, branch: Collection[str] | None) -> Chunk | None:
         snapshot = self.store.snapshot()
         mask = visible_mask(snapshot, {NARRATIVE}, branch)
         positions = np.flatnonzero(mask)
         return snapshot.chunks[int(positions[-1])] if positions.size else None
 
-    def _merge_narrative(self, text: str, node_id: str | None, branch: frozenset[str] | None,
+    def _merge_narrative(self, text: str, node_id: str | None, branch: Collection[str] | None,
                          clear_through: int | None, last: Chunk | None) -> tuple[IngestResult, Chunk | None]:
         """Store one queued beat, continuing ``last`` (the newest narrative chunk visible
         on ``branch``) when it fits; returns the result and the newest visible one after."""
@@ -352,6 +354,8 @@ class VectorMemory:
             return []
         snapshot = self.store.snapshot()
         mode = self.config.recall_mode
+        if mode == "hybrid" and snapshot.lexical_pending(self.config.lexical_tokenizer):
+            mode = "semantic"  # a cold store's keyword index is still loading: do not wait for it
         with one_blas_thread():
             vector = self._checked.vectors(self.embedder, [query], query=True)[0] if mode != "lexical" else None
             terms = get_tokenizer(self.config.lexical_tokenizer)(query) if mode != "semantic" else []
@@ -366,16 +370,27 @@ class VectorMemory:
             )
         return [self._hit(r.chunk, r.score) for r in ranked]
 
-    def warm(self) -> None:
-        """Load the search snapshot and the lexical index now (e.g. when a chat opens).
+    def warm(self, *, lexical: bool = True) -> None:
+        """Load the search snapshot and (unless ``lexical`` is false) the lexical index now.
 
         A recall after a process start otherwise pays for reading every vector and
-        tokenizing every chunk: about 0.5 s at 5,000 chunks, several seconds at 50,000,
-        which the 5-second recall bound would cut off. Safe to run in a thread.
+        tokenizing every chunk: about 0.5 s at 5,000 chunks, a minute at 50,000, which
+        the 5-second recall bound would cut off (a hybrid recall while the keyword index
+        loads in another thread ranks by the vectors alone). Safe to run in a thread.
         """
         snapshot = self.store.snapshot()
-        if self.config.recall_mode != "semantic":
+        if self.config.recall_mode == "semantic":
+            return
+        log = snapshot.terms.log(self.config.lexical_tokenizer)
+        if not lexical:
+            # Marked before the caller starts the load elsewhere: a recall in between must
+            # not start building the same index itself.
+            log.loading = len(snapshot.chunks) > BULK and not snapshot.lexical_ready(self.config.lexical_tokenizer)
+            return
+        try:
             snapshot.lexical(self.config.lexical_tokenizer)
+        finally:
+            log.loading = False
 
     def _hit(self, chunk: Chunk, score: float) -> Hit:
         store = self.config.stores.get(chunk.store)

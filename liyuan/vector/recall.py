@@ -19,6 +19,9 @@ Invariants:
   archive (issue 25: 28 chunks held the next recall for about 11 s).
 - One worker thread per store at most (it ends after :data:`WORKER_IDLE_S` idle
   seconds): hung beats queue behind the stuck call instead of each leaking a thread.
+- :func:`warm_in_background` loads a store's search snapshot and lexical index on the
+  store's worker when a chat opens, so the first recall queues behind it and finds it
+  ready instead of paying for it inside its 5-second bound.
 - The branch ids are frozen before the worker starts (a reroll would move the leaf).
 - One line per hit: ``- 【title】text`` with the text trimmed and its line breaks written
   `` / `` (:func:`one_line`), so recalled text cannot add a line that looks like another
@@ -28,11 +31,14 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Protocol
 
 from liyuan.errors import ModelOutputError
+from liyuan.session.branch import BranchView
+from liyuan.session.branch import branch_ids as frozen_ids
 from liyuan.session.entries import Entry
 from liyuan.vector.results import Hit, IngestResult
 from liyuan.vector.worker import MAX_DEFERRED_INGESTS, REFUSED, TIMED_OUT, WORKER_IDLE_S, worker_for
@@ -41,6 +47,7 @@ __all__ = [
     "INGEST_TIMEOUT_S",
     "MAX_DEFERRED_INGESTS",
     "RECALL_TIMEOUT_S",
+    "WARM_LINE",
     "WORKER_IDLE_S",
     "Archiver",
     "Ingester",
@@ -50,6 +57,7 @@ __all__ = [
     "format_recall_lines",
     "ingest_for_beat",
     "recall_for_beat",
+    "warm_in_background",
 ]
 
 RECALL_TIMEOUT_S = 5.0
@@ -91,8 +99,14 @@ def _worker_of(memory: object) -> object:
     return getattr(memory, "store", None) or memory
 
 
-def branch_ids_of(branch: Iterable[Entry]) -> frozenset[str]:
-    """The entry ids of a root-to-leaf branch, frozen."""
+def branch_ids_of(branch: Iterable[Entry]) -> Collection[str]:
+    """The entry ids of a root-to-leaf branch, frozen.
+
+    For the tree's current branch (a :class:`~liyuan.session.branch.BranchView`) this is
+    an O(1) view with O(1) membership, however long the chat; otherwise a ``frozenset``.
+    """
+    if isinstance(branch, BranchView):
+        return branch.ids()
     return frozenset(entry.id for entry in branch)
 
 
@@ -135,7 +149,7 @@ def recall_for_beat(
     Args:
         memory: The chat's vector memory, or ``None`` when there is none.
         query: The user's raw words for this beat (on a regenerate, the last user text).
-        branch_ids: Ids on the current branch; copied before the worker starts.
+        branch_ids: Ids on the current branch; frozen (copied unless already frozen) before the worker starts.
         timeout: Seconds to wait for the search (default 5).
         warn: Receives a Chinese warning when the search times out or fails (with the
             error, e.g. the embeddings endpoint's HTTP status); default: logged.
@@ -146,7 +160,7 @@ def recall_for_beat(
     if memory is None or not query.strip():
         return []
     report = warn if warn is not None else _log.warning
-    frozen = frozenset(branch_ids) if branch_ids is not None else None
+    frozen = frozen_ids(branch_ids)
     result = worker_for(_worker_of(memory)).run(lambda: memory.recall_for_turn(query, frozen), timeout,
                                                 urgent=True)
     if result is TIMED_OUT:
@@ -178,7 +192,7 @@ def ingest_for_beat(
         memory: The chat's vector memory, or ``None``.
         text: The finished beat's reply text.
         node_id: Id of the beat's assistant entry.
-        branch_ids: Ids on the current branch; copied before the worker starts.
+        branch_ids: Ids on the current branch; frozen (copied unless already frozen) before the worker starts.
         timeout: Seconds to wait (default 5).
         warn: Receives a Chinese warning on delay, drop or error (default: logged).
 
@@ -189,7 +203,7 @@ def ingest_for_beat(
     if memory is None:
         return IngestResult(False, reason="disabled")
     report = warn if warn is not None else _log.warning
-    frozen = frozenset(branch_ids) if branch_ids is not None else None
+    frozen = frozen_ids(branch_ids)
     result = worker_for(_worker_of(memory)).run(
         lambda: memory.ingest_beat(text, node_id=node_id, branch_ids=frozen), timeout, keep=True)
     if result is TIMED_OUT:
@@ -240,3 +254,58 @@ def bounded_archive(memory: Archiver, *, timeout: float = INGEST_TIMEOUT_S,
             report(f"压缩前归档超过 {timeout:g} 秒（库被占用），等库空出来再写")
 
     return archive
+
+
+class Warmable(Protocol):
+    """What :func:`warm_in_background` needs (:class:`~liyuan.vector.VectorMemory`)."""
+
+    def warm(self, *, lexical: bool = True) -> None:
+        """Load the search snapshot (and the lexical index) now."""
+        ...
+
+
+WARM_LINE = "向量记忆已载入，可以召回"
+"""The activity line once a chat's vector memory is warm (:func:`warm_in_background`)."""
+
+
+def warm_in_background(memory: Warmable, on_ready: Callable[[str], None] | None = None, *,
+                       background: bool = True) -> None:
+    """Warm ``memory``; returns at once.
+
+    The search snapshot (chunks and vectors) loads on the store's worker, so the first
+    recall queues behind it; the keyword index then loads on a thread of its own, and a
+    hybrid recall meanwhile ranks by the vectors alone instead of waiting (a cold store
+    at the 50,000-chunk cap takes about a minute to tokenize). ``on_ready`` gets one
+    Chinese line when both are loaded, or when loading failed (the next recall then
+    tries again, within its bound); how long it took goes to the log. With
+    ``background=False`` (a card whose memory work runs inline) it warms here and the
+    line comes before this returns, so a replay's activity lines keep their order.
+    """
+    report = on_ready if on_ready is not None else _log.info
+    started = time.monotonic()
+
+    def failed(exc: Exception) -> None:  # the recall retries; the app hears why it may be slow
+        report(f"向量记忆载入出错（{type(exc).__name__}: {exc}），第一次召回时再试")
+
+    def keywords() -> None:
+        try:
+            memory.warm()
+        except Exception as exc:
+            failed(exc)
+            return
+        _log.info("vector memory warm in %.1f s", time.monotonic() - started)
+        report(WARM_LINE)
+
+    if not background:
+        keywords()
+        return
+
+    def vectors() -> None:
+        try:
+            memory.warm(lexical=False)
+        except Exception as exc:
+            failed(exc)
+            return
+        threading.Thread(target=keywords, name="liyuan-warm", daemon=True).start()
+
+    worker_for(_worker_of(memory)).run(vectors, 0.0, keep=True)

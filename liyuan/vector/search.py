@@ -37,6 +37,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from liyuan.session.branch import BranchIds
 from liyuan.vector.config import RecallMode
 from liyuan.vector.index import BRANCH_TAGGED
 from liyuan.vector.store import Chunk, Snapshot
@@ -110,13 +111,16 @@ def visible_mask(
     wanted = [i for i, name in enumerate(snapshot.store_names) if name in stores]
     mask = np.isin(snapshot.store_codes, wanted)
     on_branch = np.ones(len(snapshot.chunks), dtype=np.bool_)
-    if branch_ids is not None:
-        for position, node_id in snapshot.tagged:
-            if node_id not in branch_ids:
-                on_branch[position] = False
-    for position, parent in snapshot.versions:
-        if on_branch[position]:
-            mask[parent] = False  # superseded by a version that is on the branch
+    if branch_ids is not None and snapshot.tag_ids:
+        if isinstance(branch_ids, BranchIds):
+            places = snapshot.tag_places(branch_ids)
+            member = (places >= 0) & (places < len(branch_ids))
+        else:
+            member = np.array([node_id in branch_ids for node_id in snapshot.tag_ids], dtype=np.bool_)
+        on_branch[snapshot.tag_positions[~member]] = False
+    pairs = snapshot.version_pairs
+    # superseded by a version that is on the branch
+    mask[pairs[on_branch[pairs[:, 0]], 1]] = False
     result: npt.NDArray[np.bool_] = mask & on_branch
     return result
 # --8<-- [end:visible_mask]

@@ -9,7 +9,11 @@ Invariants:
   in the same transaction; the beat counter and the pending queue are not chunks and
   leave it alone. A :class:`Snapshot` is refreshed only when the generation it was
   built from is stale, so a recall after a mere :meth:`SqliteChunkStore.next_turn` costs
-  one small query plus numpy, not a rebuild. A refresh reuses the vectors and encoded
+  one small query plus numpy, not a rebuild. When chunks were only added or evicted
+  since (``meta.rewrites``, bumped by a re-embed or a deletion, is unchanged), a refresh
+  reads just the new rows and drops the evicted ones: its cost follows what changed,
+  not the store's size (the BM25 postings are appended too,
+  :mod:`liyuan.vector.postings`); otherwise it rebuilds, reusing the vectors and encoded
   terms of chunks it already holds.
 - Rows are never edited in place except to re-embed: a narrative merge inserts a new
   version whose ``parent`` is the chunk it extends (copy-on-write), so a reroll that
@@ -108,6 +112,20 @@ def _text_hash(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
 
+def _eviction_order(db: sqlite3.Connection, store: str, excess: int) -> list[int]:
+    """The ``excess`` rows of ``store`` to evict: those another version extends first (their
+    text lives on in it), then the oldest. Both queries walk indexes, not the table."""
+    superseded = [r[0] for r in db.execute(
+        "SELECT DISTINCT c.seq FROM chunks AS d CROSS JOIN chunks AS c ON c.id = d.parent"
+        " WHERE d.parent IS NOT NULL AND c.store = ? ORDER BY c.seq LIMIT ?", (store, excess))]
+    if len(superseded) >= excess:
+        return superseded
+    chosen = set(superseded)
+    oldest = [r[0] for r in db.execute("SELECT seq FROM chunks WHERE store = ? ORDER BY seq LIMIT ?",
+                                       (store, excess + len(superseded)))]
+    return superseded + [seq for seq in oldest if seq not in chosen][:excess - len(superseded)]
+
+
 def _chunk(row: Sequence[Any]) -> Chunk:
     seq, cid, store, text, embedder, source, title, node_id, parent, merges, created, updated = row
     return Chunk(id=cid, store=store, text=text, embedder=embedder, source=source, title=title, node_id=node_id,
@@ -136,6 +154,7 @@ class SqliteChunkStore:
                 db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
                 db.execute("INSERT OR IGNORE INTO meta VALUES ('generation', '0')")
                 db.execute("INSERT OR IGNORE INTO meta VALUES ('turn_counter', '0')")
+                db.execute("INSERT OR IGNORE INTO meta VALUES ('rewrites', '0')")
         except sqlite3.DatabaseError as exc:
             raise ConfigError(f"向量记忆库无法打开（{self.path}）：{exc}") from exc
 
@@ -149,15 +168,20 @@ class SqliteChunkStore:
             db.close()
 
     @contextmanager
-    def _write(self, *, chunks_changed: bool = True) -> Iterator[sqlite3.Connection]:
+    def _write(self, *, chunks_changed: bool = True, rewrites: bool = False) -> Iterator[sqlite3.Connection]:
         """One write transaction; ``chunks_changed=False`` only for writes that touch no
-        chunk row (the snapshot built for the current generation stays valid)."""
+        chunk row (the snapshot built for the current generation stays valid);
+        ``rewrites`` for writes that change or delete rows other than by eviction (the
+        next snapshot is rebuilt rather than extended)."""
         with self._connect() as db:
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db
                 if chunks_changed:
                     db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+                if rewrites:
+                    db.execute("INSERT INTO meta VALUES ('rewrites', '1') ON CONFLICT(key) DO UPDATE SET"
+                               " value = CAST(value AS INTEGER) + 1")
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -204,11 +228,8 @@ class SqliteChunkStore:
                 excess = db.execute("SELECT COUNT(*) FROM chunks WHERE store = ?", (store,)).fetchone()[0]
                 excess -= max(1, max_chunks)
                 if excess > 0:
-                    db.execute(
-                        "DELETE FROM chunks WHERE seq IN (SELECT c.seq FROM chunks c WHERE c.store = ? ORDER BY"
-                        " EXISTS (SELECT 1 FROM chunks d WHERE d.parent = c.id) DESC, c.seq ASC LIMIT ?)",
-                        (store, excess),
-                    )
+                    doomed = _eviction_order(db, store, excess)
+                    db.execute(f"DELETE FROM chunks WHERE seq IN ({','.join('?' * len(doomed))})", doomed)
                     db.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET"
                                " value = CAST(value AS INTEGER) + excluded.value", (f"evicted:{store}", str(excess)))
                     evicted[store] = excess
@@ -223,7 +244,7 @@ class SqliteChunkStore:
 
     def set_embeddings(self, updates: Sequence[tuple[str, npt.NDArray[np.float32]]], embedder: str) -> None:
         """Store new vectors for existing chunks (re-embedding); texts are untouched."""
-        with self._write() as db:
+        with self._write(rewrites=True) as db:
             now = self._clock()
             for chunk_id, vector in updates:
                 row = np.ascontiguousarray(vector, dtype=np.float32)
@@ -233,7 +254,7 @@ class SqliteChunkStore:
 
     def delete(self, chunk_id: str) -> bool:
         """Delete one chunk and the older versions it extends; ``False`` if there was none."""
-        with self._write() as db:
+        with self._write(rewrites=True) as db:
             doomed: list[str] = []
             current: str | None = chunk_id
             while current is not None and current not in doomed:
@@ -314,10 +335,22 @@ class SqliteChunkStore:
                 if current is not None and current.generation == generation:
                     db.execute("COMMIT")
                     return current
-                chunks = tuple(_chunk(r) for r in db.execute(f"SELECT {_COLUMNS} FROM chunks ORDER BY seq"))
-                reuse = reusable_rows(current, chunks)
-                wanted = [c.id for c in chunks if c.id not in reuse]
+                row = db.execute("SELECT value FROM meta WHERE key = 'rewrites'").fetchone()
+                rewrites = int(row[0]) if row else 0
+                if current is not None and current.rewrites == rewrites:
+                    grown = self._grown(db, current)
+                    db.execute("COMMIT")
+                    self._snapshot = current.extended(generation, *grown)
+                    return self._snapshot
                 fetched: dict[str, npt.NDArray[np.float32]] = {}
+                if current is None:  # a cold start: every vector is wanted, read them in the same pass
+                    rows = db.execute(f"SELECT {_COLUMNS}, embedding FROM chunks ORDER BY seq").fetchall()
+                    chunks = tuple(_chunk(r[:-1]) for r in rows)
+                    fetched = {r[1]: np.frombuffer(r[-1], dtype=np.float32) for r in rows}
+                else:
+                    chunks = tuple(_chunk(r) for r in db.execute(f"SELECT {_COLUMNS} FROM chunks ORDER BY seq"))
+                reuse = reusable_rows(current, chunks)
+                wanted = [c.id for c in chunks if c.id not in reuse and c.id not in fetched]
                 for start in range(0, len(wanted), 500):
                     part = wanted[start : start + 500]
                     for cid, blob in db.execute(
@@ -344,5 +377,24 @@ class SqliteChunkStore:
                     if chunks[p].id not in reuse:
                         matrix[i] = fetched[chunks[p].id]
                 matrices[label] = (np.array(keep, dtype=np.int64), matrix)
-            self._snapshot = Snapshot(generation, chunks, matrices, self._terms)
+            self._snapshot = Snapshot(generation, chunks, matrices, self._terms, rewrites)
             return self._snapshot
+
+    @staticmethod
+    def _grown(db: sqlite3.Connection, current: Snapshot) -> tuple[
+            list[Chunk], list[npt.NDArray[np.float32]], npt.NDArray[np.int64] | None]:
+        """Rows added since ``current`` (with vectors); its rows' seqs still there if some went."""
+        last = current.chunks[-1].seq if current.chunks else 0
+        added: list[Chunk] = []
+        vectors: list[npt.NDArray[np.float32]] = []
+        for row in db.execute(f"SELECT {_COLUMNS}, embedding FROM chunks WHERE seq > ? ORDER BY seq", (last,)):
+            added.append(_chunk(row[:-1]))
+            vectors.append(np.frombuffer(row[-1], dtype=np.float32))
+        # Through indexes: a scan of the table would read every vector.
+        kept = int(db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]) - len(added)
+        present = None
+        if kept != len(current.chunks):
+            rows = db.execute("SELECT seq FROM chunks INDEXED BY chunks_by_store WHERE store >= '' AND seq <= ?",
+                              (last,))
+            present = np.fromiter((r[0] for r in rows), dtype=np.int64, count=kept)
+        return added, vectors, present

@@ -1,8 +1,10 @@
 """Child process for test_crash: append entries to a session file until killed.
 
-Usage: ``python crash_child.py PATH COUNT``. After each append returns (the line is
-written and fsynced), the entry's id is printed and flushed: the parent counts a line
-as "reported" only once it has read it whole.
+Usage: ``python crash_child.py PATH COUNT [entry|turn]``. After each append returns (the
+line is written and fsynced), the entry's id is printed and flushed: the parent counts a
+line as "reported" only once it has read it whole. With ``turn`` (``MemoryConfig.durability``)
+the tree does not fsync per append; every second entry (a beat's reply) is followed by
+one :meth:`SessionTree.sync`, as :meth:`liyuan.Chat.record` does.
 """
 
 from __future__ import annotations
@@ -21,9 +23,12 @@ def body(i: int) -> str:
 
 def main() -> None:
     path, count = sys.argv[1], int(sys.argv[2])
-    tree = SessionTree(path, clock=fixed_clock(), ids=counter_ids())
+    per_turn = len(sys.argv) > 3 and sys.argv[3] == "turn"
+    tree = SessionTree(path, clock=fixed_clock(), ids=counter_ids(), fsync=not per_turn)
     for i in range(1, count + 1):
         entry = tree.append_message("user" if i % 2 else "assistant", body(i))
+        if per_turn and i % 2 == 0:
+            tree.sync()
         sys.stdout.write(entry.id + "\n")
         sys.stdout.flush()
     time.sleep(60)  # stay alive so the parent's kill always finds a running process

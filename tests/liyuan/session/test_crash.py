@@ -26,10 +26,10 @@ CHILD = Path(__file__).with_name("crash_child.py")
 TOTAL = 1000
 
 
-def kill_at_random_point(path: Path, target: int) -> int:
+def kill_at_random_point(path: Path, target: int, durability: str = "entry") -> int:
     """Run the child, SIGKILL it after ``target`` reports; return how many were reported."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.Popen([sys.executable, str(CHILD), str(path), str(TOTAL)],
+    proc = subprocess.Popen([sys.executable, str(CHILD), str(path), str(TOTAL), durability],
                             stdout=subprocess.PIPE, env=env)
     assert proc.stdout is not None
     reported: list[str] = []
@@ -50,11 +50,12 @@ def kill_at_random_point(path: Path, target: int) -> int:
     return len(reported)
 
 
+@pytest.mark.parametrize("durability", ["entry", "turn"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_sigkill_loses_nothing_completed_and_adds_nothing(tmp_path: Path, seed: int) -> None:
+def test_sigkill_loses_nothing_completed_and_adds_nothing(tmp_path: Path, seed: int, durability: str) -> None:
     path = tmp_path / "chat.jsonl"
     target = random.Random(seed).randint(1, TOTAL - 1)
-    reported = kill_at_random_point(path, target)
+    reported = kill_at_random_point(path, target, durability)
 
     tree = SessionTree(path)
     ids = [e.id for e in tree]

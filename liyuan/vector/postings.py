@@ -1,0 +1,186 @@
+"""BM25 postings that grow as chunks arrive: documents are appended, never re-indexed.
+
+One :class:`PostingLog` per store and tokenizer lives as long as the store object. Each
+chunk is tokenized once and gets a *slot*; its postings go to a small segment, and
+segments of similar size are merged (so a store of n chunks holds O(log n) segments and
+each posting is re-sorted O(log n) times over its life). A search snapshot reads the
+log through a :class:`PostingView`: the segments as they were and the snapshot's own
+slots, so documents evicted since (or added later) never count, and scores, document
+frequencies and the average length are exactly those of a BM25 index built over the
+snapshot's chunks alone (:class:`liyuan.vector.lexical.BM25Index`).
+
+Evicted documents stay in the segments until they outnumber the live ones; the log is
+then rebuilt from the live documents' cached encodings (no tokenizing again).
+
+Invariants: segments are immutable once built (a merge makes a new one); a view never
+changes after it is made; a slot is never reused by a log.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from liyuan.vector.lexical import Encoded, encode_terms, get_tokenizer
+
+__all__ = ["PostingLog", "PostingView"]
+
+MERGE_RATIO = 4
+"""A new segment is merged into the one before it while it is at least 1/4 of its size."""
+BULK = 2000
+"""More new documents than this at once is a bulk load (see :attr:`PostingLog.loading`)."""
+K1 = 1.2
+B = 0.75
+
+
+@dataclass(frozen=True, slots=True)
+class _Segment:
+    terms: npt.NDArray[np.int32]
+    """The distinct term ids of the segment, ascending."""
+    starts: npt.NDArray[np.int64]
+    """Postings of ``terms[i]`` are ``docs[starts[i]:starts[i+1]]``."""
+    docs: npt.NDArray[np.int64]
+    freqs: npt.NDArray[np.float32]
+
+    @classmethod
+    def build(cls, terms: npt.NDArray[np.int32], docs: npt.NDArray[np.int64],
+              freqs: npt.NDArray[np.float32]) -> _Segment:
+        order = np.argsort(terms, kind="stable")
+        terms, docs, freqs = terms[order], docs[order], freqs[order]
+        distinct, first = np.unique(terms, return_index=True)
+        starts = np.append(first, terms.size).astype(np.int64)
+        return cls(distinct.astype(np.int32), starts, docs, freqs)
+
+    @property
+    def size(self) -> int:
+        return int(self.docs.size)
+
+    def flat(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        counts = np.diff(self.starts)
+        return np.repeat(self.terms, counts), self.docs, self.freqs
+
+    def postings(self, term_id: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]] | None:
+        at = int(np.searchsorted(self.terms, term_id))
+        if at >= self.terms.size or int(self.terms[at]) != term_id:
+            return None
+        start, end = int(self.starts[at]), int(self.starts[at + 1])
+        return self.docs[start:end], self.freqs[start:end]
+
+
+class PostingLog:
+    """The growing postings of one store for one tokenizer (thread-safe)."""
+
+    def __init__(self, tokenizer: str) -> None:
+        self._split = get_tokenizer(tokenizer)
+        self.vocabulary: dict[str, int] = {}
+        self._encoded: dict[str, Encoded] = {}
+        """Every live chunk's encoding by id (chunk texts never change under an id)."""
+        self._slot_of: dict[str, int] = {}
+        self._lengths: list[float] = []
+        self._segments: tuple[_Segment, ...] = ()
+        self._lock = threading.Lock()
+        self.loading = False
+        """Set while a bulk load (a cold store's first index) is under way in another
+        thread (:meth:`liyuan.vector.VectorMemory.warm`): a search may then go on without
+        the lexical list instead of waiting for it."""
+
+    def view(self, chunk_ids: Sequence[str], texts: Sequence[str]) -> PostingView:
+        """A frozen BM25 index over exactly these chunks (in this order)."""
+        with self._lock:
+            fresh = [(cid, text) for cid, text in zip(chunk_ids, texts, strict=True) if cid not in self._slot_of]
+            if len(self._slot_of) - len(chunk_ids) > max(len(chunk_ids), 1000):
+                self._rebuild(set(chunk_ids))  # evicted documents outnumber the live ones
+            if fresh:
+                self._append(fresh)
+            slots = np.fromiter((self._slot_of[cid] for cid in chunk_ids), dtype=np.int64, count=len(chunk_ids))
+            lengths = np.asarray(self._lengths, dtype=np.float32)
+            return PostingView(self._segments, slots, lengths, self.vocabulary)
+
+    def _append(self, fresh: Sequence[tuple[str, str]]) -> None:
+        rows: list[tuple[int, Encoded]] = []
+        for cid, text in fresh:
+            encoded = self._encoded.get(cid)
+            if encoded is None:
+                encoded = self._encoded[cid] = encode_terms(self._split(text), self.vocabulary)
+            slot = self._slot_of[cid] = len(self._lengths)
+            self._lengths.append(float(encoded[1].sum()))
+            rows.append((slot, encoded))
+        segments = [*self._segments, _segment_of(rows)]
+        while len(segments) > 1 and segments[-1].size * MERGE_RATIO >= segments[-2].size:
+            last, before = segments.pop(), segments.pop()
+            segments.append(_merge(before, last))
+        self._segments = tuple(segments)
+
+    def _rebuild(self, live: set[str]) -> None:
+        kept = [(cid, self._encoded[cid]) for cid in self._slot_of if cid in live and cid in self._encoded]
+        self._encoded = dict(kept)
+        self._slot_of = {}
+        self._lengths = []
+        self._segments = ()
+        rows: list[tuple[int, Encoded]] = []
+        for cid, encoded in kept:
+            slot = self._slot_of[cid] = len(self._lengths)
+            self._lengths.append(float(encoded[1].sum()))
+            rows.append((slot, encoded))
+        if rows:
+            self._segments = (_segment_of(rows),)
+
+
+def _segment_of(rows: Sequence[tuple[int, Encoded]]) -> _Segment:
+    terms = np.concatenate([ids for _, (ids, _c) in rows]) if rows else np.zeros(0, np.int32)
+    freqs = np.concatenate([c for _, (_ids, c) in rows]) if rows else np.zeros(0, np.float32)
+    docs = np.repeat(np.array([slot for slot, _ in rows], dtype=np.int64), [ids.size for _, (ids, _c) in rows])
+    return _Segment.build(terms.astype(np.int32), docs, freqs.astype(np.float32))
+
+
+def _merge(first: _Segment, second: _Segment) -> _Segment:
+    a, b = first.flat(), second.flat()
+    return _Segment.build(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]), np.concatenate([a[2], b[2]]))
+
+
+class PostingView:
+    """BM25 over one snapshot's chunks, read from the log's segments (immutable)."""
+
+    def __init__(self, segments: tuple[_Segment, ...], slots: npt.NDArray[np.int64],
+                 lengths: npt.NDArray[np.float32], vocabulary: dict[str, int]) -> None:
+        self.size = int(slots.size)
+        self._segments = segments
+        self._vocabulary = vocabulary
+        self._position = np.full(lengths.size, -1, dtype=np.int64)
+        self._position[slots] = np.arange(slots.size)
+        mine = lengths[slots]
+        average = float(mine.mean()) if self.size and mine.sum() > 0 else 1.0
+        self._norm = np.zeros(lengths.size, dtype=np.float32)
+        self._norm[slots] = K1 * (1 - B + B * mine / average)
+
+    def scores(self, query_terms: Sequence[str]) -> npt.NDArray[np.float32]:
+        """BM25 score of every chunk of the snapshot, in its order, for the (deduplicated) terms."""
+        out = np.zeros(self.size, dtype=np.float32)
+        for term in dict.fromkeys(query_terms):
+            term_id = self._vocabulary.get(term)
+            if term_id is None:
+                continue
+            hits = []
+            for segment in self._segments:
+                found = segment.postings(term_id)
+                if found is None:
+                    continue
+                docs, freqs = found
+                inside = docs < self._position.size
+                docs, freqs = docs[inside], freqs[inside]
+                at = self._position[docs]
+                live = at >= 0
+                if live.any():
+                    hits.append((at[live], docs[live], freqs[live]))
+            count = sum(h[0].size for h in hits)
+            if not count:
+                continue
+            idf = math.log(1 + (self.size - count + 0.5) / (count + 0.5))
+            for at, docs, freqs in hits:
+                out[at] += idf * freqs * (K1 + 1) / (freqs + self._norm[docs])
+        return out
