@@ -31,9 +31,10 @@ Invariants:
   chat produced 536 of them, one per beat): a compaction's archive reports once, with
   what it evicted; any other write reports the first eviction of a store and then once
   per :data:`EVICTION_NOTICE_EVERY` chunks evicted.
-- A compaction's archive is embedded and stored in batches of :data:`ARCHIVE_BATCH`
-  chunks (:meth:`VectorMemory.archive_batches`), so a beat's recall never waits for
-  more than one batch (:func:`liyuan.vector.recall.bounded_archive`).
+- A compaction's archive is embedded outside the store's worker, one chunk at a time,
+  and only its store writes queue there (:meth:`VectorMemory.archive_batches`,
+  :func:`liyuan.vector.recall.bounded_archive`): a beat's recall never waits for an
+  archive's embedding.
 """
 
 from __future__ import annotations
@@ -84,9 +85,7 @@ _DEDUP_HEAD = 80
 _DEDUP_MIN = 24
 DISABLED_MESSAGE = "向量记忆已停用：请先在配置里打开 enabled"
 ARCHIVE_BATCH = 1
-"""Archive chunks embedded and stored per job. One: a 600-character chunk is about the
-512 tokens e5 reads, a few hundred ms with one thread and seconds on a crowded machine,
-so a recall queued behind the archive waits for one chunk at most."""
+"""Archive chunks per store write (each is embedded just before, outside the worker)."""
 EVICTION_NOTICE_EVERY = 100
 """Outside a compaction, an eviction line is shown for a store's first eviction and then
 once per this many chunks evicted."""
@@ -154,24 +153,41 @@ class VectorMemory:
 
     def _insert(self, store_id: str, texts: Sequence[str], source: Source, title: str | None,
                 node_id: str | None = None, on_evict: Callable[[str, int], None] | None = None) -> list[str]:
+        return self._prepared(store_id, texts, source, title, node_id, on_evict)()
+
+    def _prepared(self, store_id: str, texts: Sequence[str], source: Source, title: str | None,
+                  node_id: str | None = None,
+                  on_evict: Callable[[str, int], None] | None = None) -> Callable[[], list[str]]:
+        """Embed ``texts`` now; return the store write (to run wherever the store is written)."""
         pieces = [t.strip()[:MAX_CHUNK_CHARS] for t in texts]
         pieces = list(dict.fromkeys(p for p in pieces if len(p) >= MIN_CHUNK_CHARS))
         if not pieces:
-            return []
-        self._checked.embed_waiting(self.embedder)
+            return list
         cap = self.config.store(store_id).max_chunks
+        evict = on_evict or self._evicted
         try:
             vectors = self._checked.vectors(self.embedder, pieces)
         except ModelOutputError as exc:
+            refused = exc
             # Keep the text (keyword search finds it); its vector is made at the next write.
             empty = np.zeros(0, dtype=np.float32)
-            self.store.add([NewChunk(store_id, text, empty, UNEMBEDDED, source, title, node_id) for text in pieces],
-                           max_chunks=cap, on_evict=on_evict or self._evicted)
-            self._checked.mark_waiting()
-            raise ModelOutputError(f"{exc}；文字已先存下（关键词检索找得到），向量在下次写入时重算") from exc
+            kept = [NewChunk(store_id, text, empty, UNEMBEDDED, source, title, node_id) for text in pieces]
+
+            def keep_text() -> list[str]:
+                self.store.add(kept, max_chunks=cap, on_evict=evict)
+                self._checked.mark_waiting()
+                raise ModelOutputError(f"{refused}；文字已先存下（关键词检索找得到），"
+                                       "向量在下次写入时重算") from refused
+
+            return keep_text
         rows = [NewChunk(store_id, text, vectors[i], self.embedder.label, source, title, node_id)
                 for i, text in enumerate(pieces)]
-        return self.store.add(rows, max_chunks=cap, on_evict=on_evict or self._evicted)
+
+        def write() -> list[str]:
+            self._checked.embed_waiting(self.embedder)  # earlier refused chunks, if any, get their vectors
+            return self.store.add(rows, max_chunks=cap, on_evict=evict)
+
+        return write
 
     def archive_compacted(self, text: str, anchor_id: str | None = None) -> int:
         """Store the original text a compaction is about to cover (the compaction seam).
@@ -190,14 +206,16 @@ class VectorMemory:
         Returns:
             Number of chunks added (0 when disabled or the text is under 20 characters).
         """
-        return sum(job() for job in self.archive_batches(text, anchor_id))
+        return sum(step()() for step in self.archive_batches(text, anchor_id))
 
-    def archive_batches(self, text: str, anchor_id: str | None = None) -> list[Callable[[], int]]:
-        """:meth:`archive_compacted` as jobs of :data:`ARCHIVE_BATCH` chunks each, to run in order.
+    def archive_batches(self, text: str, anchor_id: str | None = None) -> list[Callable[[], Callable[[], int]]]:
+        """:meth:`archive_compacted` in steps of :data:`ARCHIVE_BATCH` chunks, to run in order.
 
-        Each job embeds and stores its chunks and returns how many were added; the last
-        one reports, in one line, whatever the archive evicted (once per compaction).
-        The chunks overlap by one turn (:func:`~liyuan.vector.chunking.split_text_chunks`).
+        Calling a step embeds its chunks where it is called and returns the store write,
+        which returns how many chunks were added: so the embedding can run outside the
+        store's worker (:func:`~liyuan.vector.recall.bounded_archive`). The last write
+        reports, in one line, whatever the archive evicted (once per compaction). The
+        chunks overlap by one turn (:func:`~liyuan.vector.chunking.split_text_chunks`).
         Empty when the store is off or the text is under 20 characters.
         """
         if not self._store_on(NARRATIVE) or len(text.strip()) < MIN_INGEST_CHARS:
@@ -208,15 +226,18 @@ class VectorMemory:
         def tally(store_id: str, count: int) -> None:
             evicted[store_id] = evicted.get(store_id, 0) + count
 
-        def batch(part: Sequence[str], last: bool) -> int:
-            added = len(self._insert(NARRATIVE, part, "archive", ARCHIVE_TITLE, anchor_id, on_evict=tally))
+        def write(store: Callable[[], list[str]], last: bool) -> int:
+            added = len(store())
             if last:
                 for store_id, count in evicted.items():
                     self._archive_evicted(store_id, count)
             return added
 
+        def step(part: Sequence[str], last: bool) -> Callable[[], int]:
+            return partial(write, self._prepared(NARRATIVE, part, "archive", ARCHIVE_TITLE, anchor_id, tally), last)
+
         starts = range(0, len(pieces), ARCHIVE_BATCH)
-        return [partial(batch, pieces[s : s + ARCHIVE_BATCH], s + ARCHIVE_BATCH >= len(pieces)) for s in starts]
+        return [partial(step, pieces[s : s + ARCHIVE_BATCH], s + ARCHIVE_BATCH >= len(pieces)) for s in starts]
 
     def ingest_beat(self, text: str, *, node_id: str | None,
                     branch_ids: Collection[str] | None) -> IngestResult:

@@ -12,11 +12,11 @@ Invariants:
   ``deferred`` after ``timeout`` and the beat stays queued on the worker: it is ingested
   once the store frees up (at most :data:`MAX_DEFERRED_INGESTS` wait; beyond that a beat
   is dropped, with a warning). A recall whose caller gave up is never run late.
-- :func:`bounded_archive` does the same for the compaction's archive, in small batches
-  (:meth:`~liyuan.vector.VectorMemory.archive_batches`), each its own job on the worker.
-- Recall first: a recall is queued ahead of waiting ingests and archive batches, so it
-  waits at most for the one batch being embedded, never for a whole compaction's
-  archive (issue 25: 28 chunks held the next recall for about 11 s).
+- :func:`bounded_archive` does the same for the compaction's archive; its chunks are
+  embedded in a thread of their own and only the store writes queue on the worker.
+- Recall first: a recall is queued ahead of waiting ingests and archive writes, and
+  never waits for an archive's embedding (issue 25: 28 chunks held the next recall for
+  about 11 s).
 - One worker thread per store at most (it ends after :data:`WORKER_IDLE_S` idle
   seconds): hung beats queue behind the stuck call instead of each leaking a thread.
 - :func:`warm_in_background` loads a store's search snapshot and lexical index on the
@@ -90,8 +90,8 @@ class Archiver(Protocol):
         """Store the text a compaction is about to cover."""
         ...
 
-    # Optional: ``archive_batches(text, anchor_id)`` returning the same work as a list
-    # of small jobs (:meth:`liyuan.vector.VectorMemory.archive_batches`).
+    # Optional: ``archive_batches(text, anchor_id)`` returning the same work as steps
+    # that embed and hand back the store write (:meth:`liyuan.vector.VectorMemory.archive_batches`).
 
 
 def _worker_of(memory: object) -> object:
@@ -222,36 +222,57 @@ def ingest_for_beat(
     return IngestResult(False, reason="error")
 
 
+ARCHIVE_WRITE_WAIT_S = 600.0
+"""How long the archive's thread waits for one store write before queuing the next."""
+
+
 def bounded_archive(memory: Archiver, *, timeout: float = INGEST_TIMEOUT_S,
                     warn: Callable[[str], None] | None = None) -> Callable[[str, str], None]:
     """The ``archive`` argument of :func:`liyuan.story.compact.run_compaction`, bounded like the ingest.
 
-    ``memory.archive_compacted`` runs on the store's worker, as small batches when the
-    memory offers them (a recall may run between two batches); when the store is stuck, the
-    compaction goes on after ``timeout`` (the covered text stays in the session file
-    anyway) and the archive is written once the store frees up. Never raises.
+    When the memory offers :meth:`~liyuan.vector.VectorMemory.archive_batches`, a thread
+    of the archive's own embeds the chunks one at a time and hands only the store
+    writes to the store's worker, so a recall never waits for the embedding (issue 25:
+    28 chunks used to hold the next recall for about 11 s). Otherwise
+    ``memory.archive_compacted`` runs on the worker as one job. Either way the compaction
+    goes on after ``timeout`` (the covered text stays in the session file anyway) and
+    the archive is finished in the background. Never raises.
     """
     report = warn if warn is not None else _log.warning
 
     def archive(text: str, anchor_id: str) -> None:
         worker = worker_for(_worker_of(memory))
-        batches = getattr(memory, "archive_batches", None)
-        jobs: Sequence[Callable[[], object]] = (
-            batches(text, anchor_id) if callable(batches) else [lambda: memory.archive_compacted(text, anchor_id)])
-        deadline = time.monotonic() + timeout
-        late = False
-        for job in jobs:
-            result = worker.run(job, max(0.0, deadline - time.monotonic()), keep=True)
+        steps_of = getattr(memory, "archive_batches", None)
+        if not callable(steps_of):
+            result = worker.run(lambda: memory.archive_compacted(text, anchor_id), timeout, keep=True)
             if result is TIMED_OUT:
-                late = True  # the rest are queued without waiting
+                report(f"压缩前归档超过 {timeout:g} 秒（库被占用），等库空出来再写")
             elif result is REFUSED:
                 report(f"向量记忆已有 {MAX_DEFERRED_INGESTS} 项排队等写入，这次归档不再写入")
-                return
             elif isinstance(result, BaseException):
                 report(f"压缩前归档出错（{type(result).__name__}: {result}）")
-                return
-        if late:
-            report(f"压缩前归档超过 {timeout:g} 秒（库被占用），等库空出来再写")
+            return
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                for step in steps_of(text, anchor_id):
+                    write = step()  # the embedding, here: outside the store's worker
+                    result = worker.run(write, ARCHIVE_WRITE_WAIT_S, keep=True)
+                    if result is REFUSED:
+                        report(f"向量记忆已有 {MAX_DEFERRED_INGESTS} 项排队等写入，这次归档没有写完")
+                        return
+                    if isinstance(result, BaseException):
+                        report(f"压缩前归档出错（{type(result).__name__}: {result}）")
+                        return
+            except Exception as exc:  # the embedder's errors: reported, never raised
+                report(f"压缩前归档出错（{type(exc).__name__}: {exc}）")
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="liyuan-archive", daemon=True).start()
+        if not done.wait(max(timeout, 0.0)):
+            report(f"压缩前归档超过 {timeout:g} 秒，压缩照常进行，归档在后台接着写")
 
     return archive
 
