@@ -16,6 +16,7 @@ from liyuan import Activity, Card, Completion, FunctionModel, MemoryConfig, Mode
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.vector.config import EXTERNAL, NARRATIVE, StoreConfig, VectorConfig
 from liyuan.vector.memory import VectorMemory
+from liyuan.vector.recall import WARM_LINE
 from liyuan.vector.store import SqliteChunkStore
 
 BODY = "雾" * 80
@@ -54,7 +55,8 @@ def test_eviction_lines_reach_the_app(tmp_path: Path) -> None:
         vector.import_text(document, title="设定")
         assert vector.store.count(EXTERNAL) == 100  # the rest evicted
     assert direct  # the import did evict, and the memory said so
-    assert [a.text for a in seen if a.kind == "vector"] == direct
+    assert [a.text for a in seen if a.kind == "vector" and a.text != WARM_LINE] == direct
+    assert [a.text for a in seen if a.text == WARM_LINE] == [WARM_LINE]  # warm on open, said once
     assert all(a.chat_id == "jA" for a in seen if a.kind == "vector")
 
 
