@@ -137,13 +137,26 @@ def test_harness_uses_no_private_name_of_liyuan() -> None:
 
 
 MAX_MODULE_LINES = 400
+"""The budget of one module. A module past it gets split, unless it is named below."""
+
+OVER_BUDGET: dict[str, tuple[int, str]] = {
+    "liyuan.app.card": (460, "the facade an app reads top to bottom: opening, chats, sync, lifecycle in one class"),
+    "liyuan.vector.memory": (460, "one class owns the store's write path (checked embedding, eviction notices, "
+                                  "archive batches); a split would pass its private state around"),
+    "liyuan.card.sync": (420, "the recap-then-merge protocol and its locks read best in one place"),
+    "liyuan.vector.config": (420, "one schema: the dataclasses, the strict loader and the writer side by side"),
+    "harness.bench.long": (430, "one benchmark series with its child-process entry point"),
+}
+"""Named exceptions to the budget (issue 21): the ceiling each may not pass, and why a split hurts more."""
 
 
-def test_no_module_is_over_400_lines() -> None:
-    """Small modules that each do one thing; a module past the limit gets split, not waved through."""
-    long = {name: n for name, path in modules().items()
-            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
-    assert long == {}
+def test_no_module_is_over_its_line_budget() -> None:
+    """Small modules that each do one thing; past the budget a module is split or named in OVER_BUDGET."""
+    lines = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in modules().items()}
+    over = {name: n for name, n in lines.items() if n > OVER_BUDGET.get(name, (MAX_MODULE_LINES, ""))[0]}
+    assert over == {}
+    stale = sorted(name for name in OVER_BUDGET if lines.get(name, 0) <= MAX_MODULE_LINES)
+    assert stale == [], "back under the budget: take it off the list"
 
 
 def test_only_the_lore_store_reads_yaml_and_the_wheel_ships_liyuan_alone() -> None:
