@@ -10,25 +10,48 @@
    file of the site at the same path (``sim/out/memory.json``), so a page links to the JSON
    instead of inlining hundreds of kilobytes of highlighted dump.
 
-Invariant: page Markdown changes only by the added ``hl_lines`` attribute.
+3. **Quoted output is run, not copied.** A line ``<!-- 输出: examples/quickstart.py -->``
+   becomes a ``text`` block holding what that script prints when the build runs it (in a
+   temporary folder, with the repository on ``PYTHONPATH``). A script that fails, or prints
+   nothing, fails the build.
+
+4. **Cited tests are links, not English inside Chinese sentences.** A parenthesis holding
+   only test names, ``（`test_a`、`test_b`）``, becomes ``（测试 1、2）`` linking to entries of
+   the test index; the line ``<!-- 测试索引 -->`` (on the reference page) becomes that index:
+   every test the pages cite, with its file and line. A cited test that does not exist
+   fails the build.
+
+Invariant: page Markdown changes only by the added ``hl_lines`` attribute, the output
+blocks, the test links and the test index.
 """
 
 from __future__ import annotations
 
+import os
+import posixpath
 import re
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
-__all__ = ["RAW_DIRS", "mark_removed", "on_files", "on_page_markdown", "removed_lines"]
+__all__ = ["RAW_DIRS", "mark_removed", "on_files", "on_page_markdown", "removed_lines", "run_outputs",
+           "script_output", "test_index", "test_links", "tests_defined"]
 
 ROOT = Path(__file__).resolve().parents[2]
 RAW_DIRS = ("sim/out",)
 """Folders whose JSON files are published as downloadable files."""
 
 _PAIR = re.compile(r'<div class="grid compare diff" markdown>\n(?P<body>.*?)\n</div>', re.S)
+_OUTPUT = re.compile(r"^<!-- 输出: (?P<script>[\w/.-]+\.py) -->$", re.M)
+_CITED = re.compile(r"（(?P<names>`test_\w+`(?:、`test_\w+`)*)）")
+_TEST_INDEX = "<!-- 测试索引 -->"
+INDEX_PAGE = "reference.md"
+"""The page that holds the test index."""
 _FENCE = re.compile(r'^(?P<open>```[^\n]*)\n--8<-- "(?P<path>[^"]+)"\n```', re.M)
 
 
@@ -58,11 +81,77 @@ def mark_removed(markdown: str, root: Path = ROOT) -> str:
     return _PAIR.sub(pair, markdown)
 
 
+def script_output(script: str, root: Path = ROOT) -> str:
+    """What ``script`` prints, run with the repository on ``PYTHONPATH`` and a temporary folder as argument."""
+    path = root / script
+    if not path.is_file():
+        raise ValueError(f"找不到脚本 {script}")
+    with tempfile.TemporaryDirectory() as folder:
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        done = subprocess.run([sys.executable, str(path), folder], cwd=folder, env=env, capture_output=True,
+                              text=True, timeout=300, check=False)
+    if done.returncode != 0 or not done.stdout.strip():
+        raise ValueError(f"{script} 退出码 {done.returncode}，输出 {len(done.stdout)} 字：{done.stderr[-500:]}")
+    return done.stdout.rstrip("\n")
+
+
+def run_outputs(markdown: str, root: Path = ROOT) -> str:
+    """Replace every output marker with the script's output as a text block."""
+    return _OUTPUT.sub(lambda m: f"```text\n{script_output(m['script'], root)}\n```", markdown)
+
+
+def tests_defined(root: Path = ROOT) -> dict[str, tuple[str, int]]:
+    """Every ``def test_*`` under ``tests/``: name → (file, 1-based line)."""
+    found: dict[str, tuple[str, int]] = {}
+    for path in sorted((root / "tests").rglob("test_*.py")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            match = re.match(r"(?:async )?def (test_\w+)", line)
+            if match:
+                found.setdefault(match.group(1), (path.relative_to(root).as_posix(), number))
+    return found
+
+
+def _anchor(name: str) -> str:
+    return "t-" + name.removeprefix("test_").replace("_", "-")
+
+
+def test_links(markdown: str, src_uri: str, defined: dict[str, tuple[str, int]]) -> str:
+    """``（`test_a`、`test_b`）`` → ``（测试 [1](…#t-a)、[2](…#t-b)）`` linking to the index."""
+    target = posixpath.relpath(INDEX_PAGE, posixpath.dirname(src_uri) or ".")
+
+    def one(match: re.Match[str]) -> str:
+        names = re.findall(r"`(test_\w+)`", match.group("names"))
+        missing = [n for n in names if n not in defined]
+        if missing:
+            raise ValueError(f"页面引用的测试不存在：{'、'.join(missing)}")
+        links = "、".join(f'[{i}]({target}#{_anchor(n)} "{n}")' for i, n in enumerate(names, 1))
+        return f"（测试 {links}）" if len(names) > 1 else f'（[测试]({target}#{_anchor(names[0])} "{names[0]}")）'
+
+    return _CITED.sub(one, markdown)
+
+
+def test_index(cited: list[str], defined: dict[str, tuple[str, int]]) -> str:
+    """The list of cited tests, each with an anchor, its file and line."""
+    rows = []
+    for name in sorted(set(cited)):
+        path, line = defined[name]
+        rows.append(f'- <span id="{_anchor(name)}"></span>`{name}`：`{path}:{line}`')
+    return "\n".join(rows)
+
+
 def on_page_markdown(markdown: str, /, *, page: Any, config: Any, files: Any, **_: Any) -> str:
     """MkDocs event: runs before Markdown (and the snippets extension) sees the page."""
     try:
-        return mark_removed(markdown)
-    except (OSError, ValueError) as error:
+        markdown = run_outputs(mark_removed(markdown))
+        defined = tests_defined()
+        if _TEST_INDEX in markdown:
+            docs = Path(config["docs_dir"])
+            cited = [n for page in sorted(docs.rglob("*.md"))
+                     for m in _CITED.finditer(page.read_text(encoding="utf-8"))
+                     for n in re.findall(r"`(test_\w+)`", m.group("names"))]
+            markdown = markdown.replace(_TEST_INDEX, test_index(cited, defined))
+        return test_links(markdown, page.file.src_uri, defined)
+    except (OSError, ValueError, subprocess.TimeoutExpired) as error:
         raise PluginError(f"{page.file.src_uri}: {error}") from error
 
 

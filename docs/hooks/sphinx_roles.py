@@ -10,7 +10,9 @@ rewriting every docstring, the reference converts them when griffe loads the pac
   marked ``optional``: a name with no entry on any page (a private helper) is shown as code,
   not as a broken link or a build warning;
 - ``text::`` plus its indented block becomes ``text:`` plus a fenced code block (Python if
-  it parses as Python, else text), so the example is highlighted like every other block.
+  it parses as Python, else text), so the example is highlighted like every other block;
+  a block laid out as two columns (a name, spaces, a note) becomes a list instead, since
+  columns holding CJK text only line up where the monospace font has CJK glyphs.
 
 Registered in ``mkdocs.yml`` under the Python handler's ``extensions``. The conversion is
 pure (:func:`convert`), so it is tested without a build.
@@ -56,6 +58,9 @@ def convert(text: str, resolve: Callable[[str], str | None]) -> str:
     return literal_blocks(ROLE.sub(one, text))
 
 
+_LISTING_ROW = re.compile(r"^(?P<name>\S+(?:, \S+)*) {2,}(?P<note>\S.*)$")
+
+
 def _language(code: str) -> str:
     try:
         ast.parse(code)
@@ -89,6 +94,10 @@ def literal_blocks(text: str) -> str:
             block.pop()
         code = textwrap.dedent("\n".join(block)).strip("\n")
         pad = " " * indent
+        rows = [_LISTING_ROW.match(c.strip()) for c in code.splitlines() if c.strip()]
+        if len(rows) >= 3 and all(rows):  # name, spaces, note: a list, not columns that CJK misaligns
+            out += ["", *(f"{pad}- `{m['name']}`: {m['note']}" for m in rows if m), ""]
+            continue
         out += ["", f"{pad}```{_language(code)}", *(pad + c if c else c for c in code.splitlines()), f"{pad}```", ""]
     return "\n".join(out)
 

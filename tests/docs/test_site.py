@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import io
 import threading
 import urllib.error
 import urllib.parse
@@ -31,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from .hook import ROOT
+from .hook import ROOT, load_hook
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -46,6 +47,41 @@ DIAGRAM_TEXT_PX = 13
 """The smallest text size in the diagrams' SVG source."""
 MIN_TEXT_PX = 11
 SEARCH_TERMS = ("前情提要", "按来源遗忘", "常驻摘要")
+MIN_CODE_PX = 12
+MIN_COLUMN_CHARS = 3
+FIRST_VISIT_BEFORE = 1.47 * 1024 * 1024
+"""The memory page's first visit (page, styles, scripts, images, search index) before issue 27."""
+SUB_PATH = "/liyuan/"
+"""The path part of the default ``site_url`` in mkdocs.yml: where a local build is addressed."""
+
+# What a reader meets on a page without opening anything, and then with every block open:
+# code boxes cut by a scroll box (open evidence must be whole), reST roles printed raw,
+# table columns narrower than MIN_COLUMN_CHARS characters, code text below MIN_CODE_PX.
+READING = r"""([minCode, minChars]) => {
+  const visible = el => { const r = el.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+  const label = el => (el.innerText || '').slice(0, 40).replace(/\s+/g, ' ');
+  const clipped = () => [...document.querySelectorAll('.md-content pre, .md-content pre > code')]
+    .filter(el => visible(el) && el.scrollHeight > el.clientHeight + 1)
+    .map(el => 'cut ' + (el.scrollHeight - el.clientHeight) + ' px: ' + label(el));
+  const out = {closed: clipped()};
+  document.querySelectorAll('details').forEach(d => d.open = true);
+  out.open = clipped();
+  const prose = document.querySelector('.md-content').cloneNode(true);
+  prose.querySelectorAll('pre').forEach(block => block.remove());  // source listings quote code as is
+  out.roles = (prose.textContent.match(/:(?:func|mod|class|meth|attr|data|exc|obj):`?|\w::(?=\s)/g) || []);
+  out.narrow = [];
+  for (const cell of document.querySelectorAll('.md-content table th, .md-content table td')) {
+    if (!visible(cell) || !cell.innerText.trim()) continue;
+    const style = getComputedStyle(cell);
+    const inner = cell.getBoundingClientRect().width - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    if (inner < minChars * parseFloat(style.fontSize) - 0.5)
+      out.narrow.push((inner / parseFloat(style.fontSize)).toFixed(1) + ' chars: ' + label(cell));
+  }
+  out.small = [...new Set([...document.querySelectorAll('.md-content code, .md-content kbd')]
+    .filter(el => visible(el) && parseFloat(getComputedStyle(el).fontSize) < minCode)
+    .map(el => getComputedStyle(el).fontSize + ': ' + label(el)))];
+  return out;
+}"""
 
 # Elements in the page column that stick out of it, or scroll sideways (content wider than
 # their box). A diagram on a phone pans inside its figure on purpose and is reported apart.
@@ -332,3 +368,116 @@ def test_search_finds_and_highlights_whole_terms(server: str, browser: Any, term
     on_page = page.eval_on_selector_all(".md-content mark", "els => els.map(e => e.textContent)")
     assert on_page and set(on_page) == {term}, f"page highlights for {term}: {sorted(set(on_page))}"
     page.close()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_evidence_is_whole_and_legible(built_site: Path, server: str, browser: Any, width: int) -> None:
+    """Issue 27: open 效果 not clipped, no raw reST role, columns of 3+ characters, code at 12+ px."""
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    found: dict[str, dict[str, list[str]]] = {}
+    for url in page_urls(built_site, server):
+        page.goto(url, wait_until="networkidle")
+        result = page.evaluate(READING, [MIN_CODE_PX, MIN_COLUMN_CHARS])
+        if width != PHONE:
+            result.pop("narrow")  # the column rule is a phone rule
+        problems = {kind: items for kind, items in result.items() if items}
+        if problems:
+            found[shot_name(url, server)] = problems
+    page.close()
+    assert found == {}, f"at {width} px: {found}"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_removed_lines_of_forget_are_marked_and_visible(server: str, browser: Any, width: int) -> None:
+    evidence = load_hook("evidence")
+    before, after = ((ROOT / "sim" / "txt" / n).read_text(encoding="utf-8") for n in ("resident-1.txt", "resident-2.txt"))
+    removed = [before.splitlines()[n - 1].strip() for n in evidence.removed_lines(before, after)]
+    assert removed  # the pair shows a removal
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    page.goto(server + "memory/#forget", wait_until="networkidle")
+    pair = page.locator("#forget ~ .grid.compare.diff").first
+    marked = pair.locator("pre").first.locator(".hll")
+    assert marked.count() == len(removed)
+    assert sorted(t.strip() for t in marked.all_inner_texts()) == sorted(removed)
+    for index in range(marked.count()):  # inside its block's box: nothing cut off, nothing hidden
+        line = marked.nth(index)
+        line.scroll_into_view_if_needed()
+        assert line.is_visible()
+        box, pre = line.bounding_box(), pair.locator("pre").first.bounding_box()
+        assert box is not None and pre is not None and box["y"] + box["height"] <= pre["y"] + pre["height"] + 1
+    page.close()
+
+
+def test_search_finds_the_short_word_inside_a_compound(server: str, browser: Any) -> None:
+    # The glossary says only 按来源遗忘; a reader types 遗忘.
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    search(page, server, "遗忘")
+    hrefs = page.eval_on_selector_all(".md-search-result__link", "els => els.map(e => e.getAttribute('href'))")
+    assert any("reference/" in h and h.endswith("#glossary") for h in hrefs), hrefs
+    marks = set(page.eval_on_selector_all(".md-search-result mark", "els => els.map(e => e.textContent)"))
+    assert marks and all("遗忘" in m for m in marks), marks
+    page.close()
+
+
+def _serve(directory: Path, prefix: str = "/", not_found: bytes | None = None) -> tuple[http.server.ThreadingHTTPServer, list[int]]:
+    """Serve ``directory`` under ``prefix``, counting the bytes of every file sent; 404 → ``not_found``."""
+    sent: list[int] = []
+
+    class Handler(_QuietHandler):
+        def translate_path(self, path: str) -> str:
+            clean = urllib.parse.urlsplit(path).path
+            return super().translate_path("/" + clean[len(prefix):] if clean.startswith(prefix) else "/__outside_the_sub_path__")
+
+        def send_head(self) -> Any:
+            target = Path(self.translate_path(self.path))
+            target = target / "index.html" if target.is_dir() else target
+            if not target.is_file() and not_found is not None:
+                self.send_response(404)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(not_found)))
+                self.end_headers()
+                sent.append(len(not_found))
+                return io.BytesIO(not_found)
+            if target.is_file():
+                sent.append(target.stat().st_size)
+            return super().send_head()
+
+    httpd = _QuietServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(directory)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, sent
+
+
+def test_the_memory_page_first_visit_weighs_at_most_half_of_before(built_site: Path, browser: Any) -> None:
+    httpd, sent = _serve(built_site)
+    try:
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        page.goto(f"http://127.0.0.1:{httpd.server_address[1]}/memory/", wait_until="networkidle")
+        page.wait_for_timeout(1000)  # anything the page fetches after load counts too
+        page.close()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert sum(sent) <= FIRST_VISIT_BEFORE / 2, f"{sum(sent):,} bytes in {len(sent)} files"
+
+
+def test_the_404_page_works_under_the_sub_path(built_site: Path, browser: Any) -> None:
+    # Served the way a static host serves a missing page: 404.html's bytes at any depth.
+    httpd, _ = _serve(built_site, SUB_PATH, (built_site / "404.html").read_bytes())
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    failed: list[str] = []
+    try:
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        page.on("requestfailed", lambda req: failed.append(req.url))
+        page.on("response", lambda r: failed.append(r.url) if r.status >= 400 and r.request.resource_type != "document"
+                else None)
+        response = page.goto(base + SUB_PATH + "no/such/page/", wait_until="networkidle")
+        assert response is not None and response.status == 404
+        # The theme's stylesheet applied (the header is coloured), and the logo links home.
+        assert page.evaluate("getComputedStyle(document.querySelector('.md-header')).position") == "sticky"
+        home = page.locator("a.md-logo").get_attribute("href") or ""
+        assert fetch_status(urllib.parse.urljoin(page.url, home)) == 200
+        page.close()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert failed == []
