@@ -21,8 +21,13 @@
    every test the pages cite, with its file and line. A cited test that does not exist
    fails the build.
 
+5. **The scenario list is the scenario files.** The line ``<!-- 场景一览 -->`` becomes a
+   table with one row per ``sim/scenarios/*.yaml``: its name, its own title and
+   description, and the files its steps write. A new scenario appears without anyone
+   editing the page.
+
 Invariant: page Markdown changes only by the added ``hl_lines`` attribute, the output
-blocks, the test links and the test index.
+blocks, the test links, the test index and the scenario table.
 """
 
 from __future__ import annotations
@@ -36,11 +41,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import yaml
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
 __all__ = ["RAW_DIRS", "mark_removed", "on_files", "on_page_markdown", "removed_lines", "run_outputs",
-           "script_output", "test_index", "test_links", "tests_defined"]
+           "scenario_table", "script_output", "test_index", "test_links", "tests_defined"]
 
 ROOT = Path(__file__).resolve().parents[2]
 RAW_DIRS = ("sim/out",)
@@ -50,6 +56,7 @@ _PAIR = re.compile(r'<div class="grid compare diff" markdown>\n(?P<body>.*?)\n</
 _OUTPUT = re.compile(r"^<!-- 输出: (?P<script>[\w/.-]+\.py) -->$", re.M)
 _CITED = re.compile(r"（(?P<names>`test_\w+`(?:、`test_\w+`)*)）")
 _TEST_INDEX = "<!-- 测试索引 -->"
+_SCENARIOS = "<!-- 场景一览 -->"
 INDEX_PAGE = "reference.md"
 """The page that holds the test index."""
 _FENCE = re.compile(r'^(?P<open>```[^\n]*)\n--8<-- "(?P<path>[^"]+)"\n```', re.M)
@@ -139,10 +146,42 @@ def test_index(cited: list[str], defined: dict[str, tuple[str, int]]) -> str:
     return "\n".join(rows)
 
 
+def _cell(text: str) -> str:
+    plain = " ".join(str(text).split())
+    return plain.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+
+
+def _file_names(files: object) -> list[str]:
+    """The file names of a step's ``files`` (per-chat keys hold a mapping of chat → name)."""
+    if isinstance(files, dict):
+        return [n for v in files.values() for n in _file_names(v)]
+    return [str(files)] if files else []
+
+
+def scenario_table(root: Path = ROOT) -> str:
+    """One row per scenario file: name, title and description, the files its steps write."""
+    rows = ["| 场景 | 演示什么 | 产物 |", "|---|---|---|"]
+    for path in sorted((root / "sim" / "scenarios").glob("*.yaml")):
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        name = str(data.get("name", path.stem))
+        outs: list[str] = []
+        txts: list[str] = []
+        for step in data.get("steps") or []:
+            out = str(step.get("out") or data.get("out") or name)
+            if out not in outs:
+                outs.append(out)
+            txts += [n for n in _file_names(step.get("files") or {}) if n not in txts]
+        made = "、".join([*(f"`sim/out/{o}.json`" for o in outs), *(f"`{t}`" for t in txts)])
+        rows.append(f"| `{name}` | **{_cell(data.get('title', ''))}**：{_cell(data.get('description', ''))} | {made} |")
+    return "\n".join(rows)
+
+
 def on_page_markdown(markdown: str, /, *, page: Any, config: Any, files: Any, **_: Any) -> str:
     """MkDocs event: runs before Markdown (and the snippets extension) sees the page."""
     try:
         markdown = run_outputs(mark_removed(markdown))
+        if _SCENARIOS in markdown:
+            markdown = markdown.replace(_SCENARIOS, scenario_table())
         defined = tests_defined()
         if _TEST_INDEX in markdown:
             docs = Path(config["docs_dir"])

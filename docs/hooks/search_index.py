@@ -110,7 +110,8 @@ def compact_index(text: str) -> str:
 #   merge(of(location.protocol !== "file:"), watchToggle("search")).pipe(first(a => a), switchMap(...))
 #   fetchSearchIndex: ....pipe(map(() => __index), shareReplay(1))
 _INDEX_FETCH = re.compile(r'([\w$]+)=document\.forms\.namedItem\("search"\)\?([\w$]+)\(\):([\w$]+)')
-_WORKER_SETUP = re.compile(r'(?P<merge>[\w$]+)\((?P<of>[\w$]+)\(location\.protocol!=="file:"\),(?P<toggle>[\w$]+)\("search"\)\)'
+_WORKER_SETUP = re.compile(r'(?P<merge>[\w$]+)\((?P<of>[\w$]+)\(location\.protocol!=="file:"\),'
+                           r'(?P<toggle>[\w$]+)\("search"\)\)'
                            r'\.pipe\((?P<first>[\w$]+)\((?P<arg>[\w$]+)=>(?P=arg)\),(?P<switch>[\w$]+)\(')
 _SHARE = re.compile(r'\.pipe\([\w$]+\(\(\)=>__index\),([\w$]+)\(1\)\)')
 

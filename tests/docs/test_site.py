@@ -390,7 +390,8 @@ def test_evidence_is_whole_and_legible(built_site: Path, server: str, browser: A
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_removed_lines_of_forget_are_marked_and_visible(server: str, browser: Any, width: int) -> None:
     evidence = load_hook("evidence")
-    before, after = ((ROOT / "sim" / "txt" / n).read_text(encoding="utf-8") for n in ("resident-1.txt", "resident-2.txt"))
+    before, after = ((ROOT / "sim" / "txt" / n).read_text(encoding="utf-8")
+                     for n in ("resident-1.txt", "resident-2.txt"))
     removed = [before.splitlines()[n - 1].strip() for n in evidence.removed_lines(before, after)]
     assert removed  # the pair shows a removal
     page = browser.new_page(viewport={"width": width, "height": 900})
@@ -419,14 +420,16 @@ def test_search_finds_the_short_word_inside_a_compound(server: str, browser: Any
     page.close()
 
 
-def _serve(directory: Path, prefix: str = "/", not_found: bytes | None = None) -> tuple[http.server.ThreadingHTTPServer, list[int]]:
+def _serve(directory: Path, prefix: str = "/",
+           not_found: bytes | None = None) -> tuple[http.server.ThreadingHTTPServer, list[int]]:
     """Serve ``directory`` under ``prefix``, counting the bytes of every file sent; 404 → ``not_found``."""
     sent: list[int] = []
 
     class Handler(_QuietHandler):
         def translate_path(self, path: str) -> str:
             clean = urllib.parse.urlsplit(path).path
-            return super().translate_path("/" + clean[len(prefix):] if clean.startswith(prefix) else "/__outside_the_sub_path__")
+            inside = clean.startswith(prefix)
+            return super().translate_path("/" + clean[len(prefix):] if inside else "/__outside_the_sub_path__")
 
         def send_head(self) -> Any:
             target = Path(self.translate_path(self.path))
