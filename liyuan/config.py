@@ -122,15 +122,15 @@ class MemoryConfig:
 DESCRIPTIONS_ZH: dict[str, str] = {
     "MemoryConfig.keep": "压缩后逐字保留的最近轮数（一条用户消息算一轮），续演从这些原文接。",
     "MemoryConfig.every_n_turns": "压缩周期：没被摘要覆盖的轮数达到「保留轮数 + 周期」才自动压；填 0 关闭自动压缩，"
-                                  "手动的 compact_now 照样能用。",
+                                  "手动的 `compact_now` 照样能用。",
     "MemoryConfig.min_chars": "一次压缩至少要裁掉这么多字（序列化后的 UTF-16 字数），不够就不压。",
     "MemoryConfig.language": "旁路模型写摘要、复盘和手册用的语言。",
     "MemoryConfig.budget_chars": "常驻摘要、本局摘要、账本和登场名录每轮合用的字数上限；超了只截常驻摘要"
                                  "（在段落处截断，剩得太少就整段不送）。",
-    "MemoryConfig.vector": "向量记忆的设置，默认关闭；VectorConfig(enabled=True) 打开。",
+    "MemoryConfig.vector": "向量记忆的设置，默认关闭；`VectorConfig(enabled=True)` 打开。",
     "MemoryConfig.recall_timeout_s": "每轮等向量召回的最长秒数；超时这一轮就不出【剧情记忆】。",
-    "MemoryConfig.background_wait_s": "prepare、compact_now 和 with Card 块结束时，最多等这一局的后台活"
-                                      "（上一轮的压缩和入库）多少秒；None 表示一直等。",
+    "MemoryConfig.background_wait_s": "`prepare`、`compact_now` 和 `with Card` 块结束时，最多等这一局的后台活"
+                                      "（上一轮的压缩和入库）多少秒；`None` 表示一直等。",
     "MemoryConfig.discussion_window": "agent 模式讨论压缩用的上下文窗口（token 数）；默认 0，即不做讨论压缩。",
     "MemoryConfig.discussion_reserve": "讨论上下文超过「窗口 − 预留」个 token 才压。",
     "MemoryConfig.discussion_keep": "讨论压缩后逐字保留的最新内容，约这么多 token。",

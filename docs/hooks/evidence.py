@@ -22,9 +22,9 @@
    fails the build.
 
 5. **The scenario list is the scenario files.** The line ``<!-- 场景一览 -->`` becomes a
-   table with one row per ``sim/scenarios/*.yaml``: its name, its own title and
-   description, and the files its steps write. A new scenario appears without anyone
-   editing the page.
+   table with one row per ``sim/scenarios/*.yaml``: its name, then its own title and
+   description with the files its steps write (two columns: a third would not fit a
+   phone). A new scenario appears without anyone editing the page.
 
 Invariant: page Markdown changes only by the added ``hl_lines`` attribute, the output
 blocks, the test links, the test index and the scenario table.
@@ -160,7 +160,7 @@ def _file_names(files: object) -> list[str]:
 
 def scenario_table(root: Path = ROOT) -> str:
     """One row per scenario file: name, title and description, the files its steps write."""
-    rows = ["| 场景 | 演示什么 | 产物 |", "|---|---|---|"]
+    rows = ["| 场景 | 演示什么，写出哪些文件 |", "|---|---|"]
     for path in sorted((root / "sim" / "scenarios").glob("*.yaml")):
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
         name = str(data.get("name", path.stem))
@@ -172,7 +172,8 @@ def scenario_table(root: Path = ROOT) -> str:
                 outs.append(out)
             txts += [n for n in _file_names(step.get("files") or {}) if n not in txts]
         made = "、".join([*(f"`sim/out/{o}.json`" for o in outs), *(f"`{t}`" for t in txts)])
-        rows.append(f"| `{name}` | **{_cell(data.get('title', ''))}**：{_cell(data.get('description', ''))} | {made} |")
+        rows.append(f"| `{name}` | **{_cell(data.get('title', ''))}**：{_cell(data.get('description', ''))}"
+                    f"<br>产物：{made} |")
     return "\n".join(rows)
 
 

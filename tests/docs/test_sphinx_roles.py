@@ -46,3 +46,13 @@ def test_the_built_api_reference_has_no_raw_role_and_links_its_names(built_site:
     # The facade example is highlighted code, each comment on its own line (no wrap to column 0).
     example = facade[facade.index("An app needs only what this module exports"):][:4000]
     assert 'class="language-python highlight"' in example
+
+
+def test_the_facade_example_fits_a_phone_line_by_line() -> None:
+    # Docstring code has no hanging indent: a line longer than a phone's column wraps to column 0.
+    import liyuan
+
+    doc = liyuan.__doc__ or ""
+    example = doc[doc.index("exports::") + len("exports::"):doc.index("The packages below")]
+    lines = [line.strip() for line in example.splitlines() if line.strip()]
+    assert len(lines) > 5 and max(map(len, lines)) <= 38, lines
