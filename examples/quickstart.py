@@ -2,9 +2,9 @@
 
 Run it: ``python examples/quickstart.py [FOLDER]`` (default: a temporary folder).
 
-The side model here is :func:`side_model.demo_side_model`: rule-made placeholder replies,
-labelled, not model output (no capable chat model runs where this is tested). The
-role-play replies are scripted lines too. Everything else is the real library, used
+The side model here is :func:`liyuan.testing.placeholder_side_model`, the library's test
+double: rule-made placeholder replies, labelled, not model output (no capable chat model
+runs where this is tested). The role-play replies are scripted lines too. Everything else is the real library, used
 exactly as an app would use it.
 """
 
@@ -14,10 +14,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from side_model import demo_side_model
-
 from liyuan import Activity, Card, Ledger
 from liyuan.model import ChatMessage
+from liyuan.testing import placeholder_side_model
 
 USER_LINES = ["我把伞递给她。", "雾太大了，今晚能借宿吗？", "我去看看那台坏掉的电台。", "灯室的曲柄又卡住了。",
               "北礁那边好像有光。", "我把海图摊在桌上。"]
@@ -33,7 +32,7 @@ def main(root: Path) -> list[ChatMessage]:
     """Play the story; returns the messages of the last turn (checked by the test suite)."""
     log: list[Activity] = []
     # --8<-- [start:quickstart]
-    card = Card.open(root / "cards" / "雾港", side_model=demo_side_model(),
+    card = Card.open(root / "cards" / "雾港", side_model=placeholder_side_model(),
                      user_name="阿简", char_name="林溯", on_activity=log.append)
     chat = card.chat("jA", title="大雾夜借宿", greeting="铁门外起了大雾。")
     for beat in range(50):

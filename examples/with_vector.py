@@ -14,9 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from side_model import demo_side_model
-
 from liyuan import Card, MemoryConfig, VectorConfig
+from liyuan.testing import placeholder_side_model
 
 DETAILS = ["林溯把工具间的铜钥匙搁在你碗边。", "七号浮标去年秋天就熄了。", "补给船海鹞号后天上午到。",
            "灯油只剩两桶。", "电台坏了一个礼拜。", "北礁的雾里亮起一点绿光，闪了三下。"]
@@ -26,7 +25,7 @@ def main(root: Path) -> list[str]:
     """Play 40 beats, then ask about an early detail; returns the recalled lines."""
     # --8<-- [start:vector]
     config = MemoryConfig(vector=VectorConfig(enabled=True, embedder="hash"))
-    with Card.open(root / "cards" / "雾港", side_model=demo_side_model(), config=config,
+    with Card.open(root / "cards" / "雾港", side_model=placeholder_side_model(), config=config,
                    user_name="阿简", char_name="林溯") as card:
         chat = card.chat("jA")
         for beat in range(40):

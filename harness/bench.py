@@ -28,6 +28,9 @@ committed):
 - ``import.json``: a 5,000-message SillyTavern chat imported into a scenario and into
   a session tree, then run through the memory with the scripted model
   (:mod:`harness.import_bench`).
+- ``lore.json``: the lore layer's per-turn activation cost at 1,000, 10,000 and 100,000
+  entries with 6 kept turns, and the lore file's write and read times
+  (:mod:`harness.bench_lore`; target under 5 ms at 10,000 entries).
 - ``bench.json`` / ``bench.md``: the per-beat overhead of the memory code at 100, 1,000
   and 10,000 beats and the wall times of ``harness run`` and ``mkdocs build``
   (:func:`harness.eval.run_bench`).
@@ -181,14 +184,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness bench", description="召回、延迟与 token 估算基准")
     parser.add_argument("--out", type=Path, default=ROOT / "sim" / "bench", help="JSON 输出目录")
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 5000, 50000], help="延迟测试的段数")
-    parser.add_argument("--only", choices=["recall", "variants", "weights", "latency", "tokens", "overhead", "import"],
+    parser.add_argument("--only", choices=["recall", "variants", "weights", "latency", "tokens", "overhead", "import",
+                                           "lore"],
                         action="append",
                         help="只跑某几项（可重复）；"
                              "variants 是量过、没有采用的关键词检索变体（harness.bench_lexical）；"
                              "overhead 是每轮开销和整体用时（harness.eval），"
-                             "import 是导入 5,000 条消息的聊天并跑一遍（harness.import_bench）")
+                             "import 是导入 5,000 条消息的聊天并跑一遍（harness.import_bench），"
+                             "lore 是设定集每轮激活的开销（harness.bench_lore）")
     args = parser.parse_args(argv)
-    only = set(args.only or ["recall", "variants", "weights", "latency", "tokens", "overhead", "import"])
+    only = set(args.only or ["recall", "variants", "weights", "latency", "tokens", "overhead", "import", "lore"])
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -220,6 +225,12 @@ def main(argv: list[str] | None = None) -> int:
             table = latency_table(folder, args.sizes, args.out / "cache", progress)
             print_latency(table)
             _write(args.out, "latency.json", table)
+        if "lore" in only:
+            from .bench_lore import lore_table, print_lore
+
+            table = lore_table(progress=progress)
+            print_lore(table)
+            _write(args.out, "lore.json", table)
         if "import" in only:
             from .import_bench import import_table, print_import
 

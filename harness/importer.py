@@ -285,8 +285,8 @@ def import_drift(root: Path) -> list[FileDiff]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m harness import",
-                                     description="把已有的聊天记录导入成场景（sim/scenarios/<名字>.yaml）")
-    parser.add_argument("file", type=Path, help="聊天记录文件")
+                                     description="把已有的聊天记录、角色卡或设定集导入成场景（sim/scenarios/<名字>.yaml）")
+    parser.add_argument("file", type=Path, help="聊天记录文件，或角色卡（JSON、PNG、CHARX）、设定集、世界书")
     parser.add_argument("--format", choices=FORMATS, default=None, help="文件格式（默认自动识别）")
     parser.add_argument("--card", default=None, help="卡名（默认用聊天里的角色名）")
     parser.add_argument("--chat", default=None, help="局的名字或 id（不是合法 id 时自动换成一个）")
@@ -311,6 +311,17 @@ def main(argv: Sequence[str]) -> int:
         if not args.quiet:
             print(f"[import] {line}", file=sys.stderr, flush=True)
 
+    from .card_import import import_card_file, looks_like_card
+
+    if args.format is None and looks_like_card(args.file):  # a character card or lore book (issue 23)
+        try:
+            written = import_card_file(args.file, root=root, user=args.user, out=args.out)
+        except LiyuanError as exc:
+            print(f"错误：{exc}（什么都没有写）", file=sys.stderr)
+            return 2
+        shown = written.relative_to(root).as_posix() if written.is_relative_to(root) else str(written)
+        print(f"写出 {shown}；运行：python -m harness run {written.stem}")
+        return 0
     try:
         result = import_file(args.file, root=root, fmt=args.format, card=args.card, chat_id=args.chat,
                              out=args.out, user_name=args.user, conversation=args.conversation, say=say)

@@ -75,6 +75,8 @@ class ScenarioRun:
     services: dict[str, Any] = field(default_factory=dict)
     """Lazily created helpers shared by steps (card memory, vector memory ...)."""
     current: StepSpec | None = None
+    root: Path | None = None
+    """The repository root (steps that read a fixture from the repository resolve against it)."""
 
     @property
     def card_dir(self) -> Path:

@@ -65,7 +65,7 @@ def _run_one(scenario: Scenario, setup: ModelSetup, artifacts: ArtifactSet, prog
     workdir = Path(tempfile.mkdtemp(prefix=f"liyuan-sim-{scenario.name}-", dir=_work_base()))
     try:
         run = ScenarioRun(scenario=scenario, recorder=recorder, setup=setup, workdir=workdir,
-                          artifacts=artifacts, progress=progress,
+                          artifacts=artifacts, progress=progress, root=root,
                           clock=fixed_clock(scenario.config.get("clock_start", DEFAULT_CLOCK_START)))
         label = "占位回复（导入的聊天，不是模型输出）" if setup.kind == "scripted" and scenario.source else setup.label
         progress.scenario(scenario.name, len(scenario.steps), label)

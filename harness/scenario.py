@@ -81,7 +81,7 @@ STEP_KINDS: dict[str, StepKind] = {
                  files=("log", "prompt_1", "prompt_2", "prompt_3", "summary_1", "summary_2", "summary_3")),
         StepKind("compact", "压缩一次：auto 按周期和 2000 字门槛，manual 即 /compact（周期 1、500 字）",
                  required={"chat": is_str, "mode": is_str},
-                 optional={"keep": is_int, "every_n_turns": is_int, "min_chars": is_int},
+                 optional={"keep": is_int, "every_n_turns": is_int, "min_chars": is_int, "input_max_chars": is_int},
                  files=("prompt", "prompt_user", "summary", "outcome")),
         StepKind("assemble", "来一条新的用户消息，组装发给主模型的上下文",
                  required={"chat": is_str, "user": is_str},
@@ -108,13 +108,23 @@ STEP_KINDS: dict[str, StepKind] = {
                  required={"chat": is_str, "query": is_str}, files=("recall", "hidden")),
         StepKind("discussion", "agent 讨论：按真实用量压缩讨论区",
                  required={"chat": is_str},
-                 optional={"context_window": is_int, "reserve": is_int, "keep_recent": is_int},
+                 optional={"context_window": is_int, "reserve": is_int, "keep_recent": is_int,
+                           "input_max_chars": is_int},
                  files=("prompt", "summary", "history", "outcome")),
         StepKind("generic_compact", "在我们每次剧情压缩的同一时刻、同一分支上，跑一次通用 agent 压缩作对照",
                  required={"chat": is_str},
                  optional={"keep_recent_tokens": is_int, "reserve": is_int},
                  files=tuple(f"{key}_{n}" for n in (1, 2, 3)
                              for key in ("prompt", "prefix_prompt", "cut", "ours", "summary"))),
+        StepKind("import_card",
+                 "导入角色卡或设定集文件（Card.import_card）：V2/V3 的 JSON、PNG、CHARX，lorebook_v3，世界书",
+                 required={"file": is_str}, chat_params=(), files=("book", "card")),
+        StepKind("lore_play", "逐轮演，每轮先按新消息和最近几轮原文激活设定集，记下激活日志（可在每轮后自动压缩）",
+                 required={"chat": is_str}, optional={"upto": is_int, "auto_compact": is_bool},
+                 files=("log", "prompt_1", "prompt_2", "prompt_3", "summary_1", "summary_2", "summary_3")),
+        StepKind("lore_turn", "来一条新的用户消息，带设定集组装上下文：【相关设定】、【设定集索引】和这一轮的设定记录",
+                 required={"chat": is_str, "user": is_str}, optional={"resident": is_bool},
+                 files=("history", "injection", "report")),
     )
 }
 # --8<-- [end:step_kinds]
@@ -124,7 +134,7 @@ STEP_KINDS: dict[str, StepKind] = {
 _SCENARIO_KEYS = {"name", "title", "description", "card", "user", "char", "language", "config",
                   "chats", "steps", "out", "gold", "source"}
 _CONFIG_KEYS = {"every_n_turns": is_int, "keep": is_int, "min_chars": is_int, "recap_input_max_chars": is_int,
-                "vector": is_bool, "clock_start": is_str}
+                "merge_recap_max_chars": is_int, "vector": is_bool, "clock_start": is_str}
 _STEP_COMMON = {"id", "kind", "note", "files", "out"}
 
 

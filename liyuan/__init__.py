@@ -2,7 +2,8 @@
 
 "The earlier, the harder it is compressed": the last 6 turns verbatim; older turns
 compacted into a five-section relay summary replayed as one 【前情提要】 message;
-optional vector memory of the trimmed text; cross-session card memory (recaps merged
+optional vector memory of the trimmed text; a lore book that is never compressed
+(【相关设定】 and 【设定集索引】, imported from character cards); cross-session card memory (recaps merged
 into a handbook and a resident summary under a shared budget); forgetting by source.
 
 An app needs only what this module exports::
@@ -31,14 +32,17 @@ from liyuan.app import Activity, AsyncCard, AsyncChat, Card, Chat, Turn
 from liyuan.card.sync import CardMemory, SyncOutcome
 from liyuan.config import MemoryConfig
 from liyuan.errors import (
+    CardImportError,
     ConfigError,
     LiyuanError,
+    LoreError,
     MemoryFileError,
     ModelError,
     ModelOutputError,
     TreeError,
     VersionConflict,
 )
+from liyuan.lore import LoreBook, LoreEntry
 from liyuan.model import (
     ChatMessage,
     ChatModel,
@@ -61,6 +65,7 @@ __all__ = [
     "AsyncCard",
     "AsyncChat",
     "Card",
+    "CardImportError",
     "CardMemory",
     "Character",
     "Chat",
@@ -73,6 +78,9 @@ __all__ = [
     "FunctionModel",
     "Ledger",
     "LiyuanError",
+    "LoreBook",
+    "LoreEntry",
+    "LoreError",
     "MemoryConfig",
     "MemoryFileError",
     "ModelError",

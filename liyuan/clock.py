@@ -27,8 +27,14 @@ def system_clock() -> str:
 
 
 def random_ids() -> str:
-    """A random 8-hex-digit id, as the original's entries use."""
-    return uuid.uuid4().hex[:8]
+    """A random 16-hex-digit id (64 random bits).
+
+    The original's entries use 8 hex digits; at 32 bits a 100,000-message chat
+    collides more often than not. At 64 bits, a million entries collide with a chance
+    of about 3 in 100 million; :class:`~liyuan.session.tree.SessionTree` draws again on
+    a collision anyway. Files with 8-hex ids read as before (ids are opaque strings).
+    """
+    return uuid.uuid4().hex[:16]
 
 
 def counter_ids(prefix: str = "e") -> IdFactory:

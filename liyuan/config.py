@@ -17,6 +17,7 @@ from typing import Any
 from liyuan.context.budget import RESIDENT_ENVELOPE_CHARS
 from liyuan.discussion.messages import KEEP_RECENT_TOKENS, RESERVE_TOKENS
 from liyuan.errors import ConfigError
+from liyuan.lore.activate import DEFAULT_LORE_SHARE
 from liyuan.story.compact import DEFAULT_EVERY_N_TURNS, KEEP_RECENT_BEATS, MIN_COMPACT_CHARS
 from liyuan.vector.config import VectorConfig, config_from_dict
 from liyuan.vector.recall import RECALL_TIMEOUT_S
@@ -61,6 +62,9 @@ class MemoryConfig:
     budget_chars: int = RESIDENT_ENVELOPE_CHARS
     """The envelope the resident summary shares with the relay summary, the ledger and
     the roster each beat; only the resident summary yields (cut at a paragraph, or dropped)."""
+    lore_share: float = DEFAULT_LORE_SHARE
+    """The share of ``budget_chars`` the lore blocks (【相关设定】 and 【设定集索引】) may take
+    each beat (0.4: 1720 of 4300 characters); entries that do not fit are cut whole and reported."""
     vector: VectorConfig = field(default_factory=VectorConfig)
     """Vector memory of the trimmed text (off by default: ``VectorConfig(enabled=True)``
     turns it on; ``embedder`` picks ``e5`` (the default), ``hash``, ``semantic`` or ``openai``)."""
@@ -86,6 +90,9 @@ class MemoryConfig:
         _int_field("discussion_window", self.discussion_window, 0)
         _int_field("discussion_reserve", self.discussion_reserve, 0)
         _int_field("discussion_keep", self.discussion_keep, 1)
+        if isinstance(self.lore_share, bool) or not isinstance(self.lore_share, int | float) \
+                or not 0 <= self.lore_share <= 1:
+            raise ConfigError(f"lore_share 应为 0 到 1 之间的数，实际是 {self.lore_share!r}")
         if not isinstance(self.language, str) or not self.language.strip():
             raise ConfigError(f"language 应为非空文本，实际是 {self.language!r}")
         if not isinstance(self.vector, VectorConfig):
@@ -127,6 +134,8 @@ DESCRIPTIONS_ZH: dict[str, str] = {
     "MemoryConfig.language": "旁路模型写摘要、复盘和手册用的语言。",
     "MemoryConfig.budget_chars": "常驻摘要、本局摘要、账本和登场名录每轮合用的字数上限；超了只截常驻摘要"
                                  "（在段落处截断，剩得太少就整段不送）。",
+    "MemoryConfig.lore_share": "设定集的两块（【相关设定】和【设定集索引】）每轮最多占 `budget_chars` 的几成"
+                               "（0.4 即 4300 字里的 1720 字）；放不下的条目整条略去，并报告略去了哪些。",
     "MemoryConfig.vector": "向量记忆的设置，默认关闭；`VectorConfig(enabled=True)` 打开。",
     "MemoryConfig.recall_timeout_s": "每轮等向量召回的最长秒数；超时这一轮就不出【剧情记忆】。",
     "MemoryConfig.background_wait_s": "`prepare`、`compact_now` 和 `with Card` 块结束时，最多等这一局的后台活"

@@ -8,7 +8,9 @@ The tree separates the caller's mistakes from runtime failures::
     ├── MemoryFileError      a card-memory file that cannot be read or written safely
     │   ├── VersionConflict  a hand edit raced another change (stale version)
     │   ├── ManifestError    the manifest is damaged: the card's sync stops until it is repaired
-    │   └── UnsafePathError  a memory path goes through a symlink or leaves the card folder
+    │   ├── UnsafePathError  a memory path goes through a symlink or leaves the card folder
+    │   └── LoreError        the card's lore book (设定集.yaml) cannot be read or has a bad entry
+    ├── CardImportError      a character card or lore book file cannot be imported (nothing written)
     └── ModelError           the side model failed: transport, HTTP status, empty or malformed reply
         └── ModelOutputError the model answered, but the answer does not have the required shape
 """
@@ -16,8 +18,10 @@ The tree separates the caller's mistakes from runtime failures::
 from __future__ import annotations
 
 __all__ = [
+    "CardImportError",
     "ConfigError",
     "LiyuanError",
+    "LoreError",
     "ManifestError",
     "MemoryFileError",
     "ModelError",
@@ -61,6 +65,23 @@ class UnsafePathError(MemoryFileError):
     """A memory path is a symlink, goes through one, or resolves outside the card folder.
 
     Nothing is read or written there: a card folder may come from someone else.
+    """
+
+
+class LoreError(MemoryFileError):
+    """The card's lore book cannot be read or written: bad YAML, a bad entry, an unsafe path.
+
+    The message names the file and the entry; nothing is activated from a book that
+    does not read (a half-read book would silently drop entries).
+    """
+
+
+class CardImportError(LiyuanError, ValueError):
+    """A character card or lore book file cannot be imported.
+
+    Raised before anything is written: a PNG without a card, broken base64 or JSON, a
+    file over the size limit, a zip bomb, a CHARX member that escapes, a regex key that
+    would run for seconds.
     """
 
 

@@ -10,11 +10,52 @@ fsynced after it so the rename itself survives a power cut.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "fsync_dir"]
+__all__ = ["atomic_write_bytes", "atomic_write_text", "exchange", "fsync_dir"]
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+_UNSUPPORTED = {errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP}
+
+
+def _load_renameat2() -> Callable[..., int] | None:
+    try:
+        function: Callable[..., int] = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):  # not Linux, or a C library without it
+        return None
+    return function
+
+
+_renameat2 = _load_renameat2()
+
+
+def exchange(first: Path, second: Path) -> bool:
+    """Swap two existing paths in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``).
+
+    Afterwards ``first`` names what ``second`` named the instant before, and the other
+    way round: nothing is replaced, so nothing a concurrent writer saved can be lost.
+
+    Returns:
+        False when this system or filesystem cannot exchange (nothing changed).
+
+    Raises:
+        FileNotFoundError: One of the paths does not exist.
+        OSError: Any other failure (nothing changed).
+    """
+    if _renameat2 is None:
+        return False
+    if _renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in _UNSUPPORTED:
+        return False
+    raise OSError(code, os.strerror(code), str(second))
 
 
 def fsync_dir(folder: Path) -> None:

@@ -31,7 +31,7 @@ from liyuan.completion import (
     require_finished,
     split_reasoning,
 )
-from liyuan.endpoint import PLACEHOLDER_KEY, TIMED_OUT, redact, url_secrets, within
+from liyuan.endpoint import PLACEHOLDER_KEY, TIMED_OUT, redact, safe_url, url_secrets, within
 from liyuan.errors import ConfigError, ModelError, ModelOutputError
 from liyuan.text import has_lone_surrogate, replace_lone_surrogates
 
@@ -196,6 +196,8 @@ def _max_tokens_param_from_env() -> MaxTokensParam:
     return _max_tokens_param(os.environ.get("LIYUAN_MAX_TOKENS_PARAM", "").strip() or "max_tokens")
 
 
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+"""Where the ``openai`` SDK sends requests when neither ``base_url`` nor ``OPENAI_BASE_URL`` is set."""
 DEFAULT_DEADLINE_S = 600.0
 """Total wall time of one side call, retries and backoff included (:attr:`OpenAIModel.deadline`).
 
@@ -272,6 +274,10 @@ class OpenAIModel:
         # error; never pass either on.
         return redact(error, [self.api_key, *url_secrets(self.base_url)])
 
+    def _where(self) -> str:
+        """Where the request went, for error texts: no user, password or query (``safe_url``)."""
+        return f"（请求地址：{safe_url(self.base_url or DEFAULT_BASE_URL).rstrip('/')}/chat/completions）"
+
     def _status_error(self, exc: Any, retried: int) -> ModelError:
         # The server's own words are what a user needs to fix their endpoint ("model not
         # found", "use max_completion_tokens"); the key is redacted, the length capped.
@@ -284,7 +290,8 @@ class OpenAIModel:
         if len(text) > _ERROR_DETAIL_CHARS:
             text = text[:_ERROR_DETAIL_CHARS] + "…"
         tried = f"（已重试 {retried} 次）" if retried else ""
-        return ModelError(f"模型请求失败{tried}：HTTP {exc.status_code}" + (f"：{text}" if text else ""))
+        return ModelError(f"模型请求失败{tried}：HTTP {exc.status_code}" + (f"：{text}" if text else "")
+                          + self._where())
 
     def _classify(self, outcome: BaseException, attempt: int) -> tuple[ModelError, bool]:
         """The error for a failed attempt, and whether another attempt may help."""
@@ -294,14 +301,15 @@ class OpenAIModel:
         if isinstance(outcome, openai.RateLimitError | openai.InternalServerError):
             return self._status_error(outcome, attempt), True
         if isinstance(outcome, openai.APITimeoutError | openai.APIConnectionError):
-            return ModelError(f"模型请求失败{tried}：{self._redact(outcome)}"), True
+            return ModelError(f"模型请求失败{tried}：{self._redact(outcome)}{self._where()}"), True
         if isinstance(outcome, openai.APIStatusError):
             return self._status_error(outcome, attempt), outcome.status_code >= 500
         if isinstance(outcome, openai.OpenAIError):
-            return ModelError(f"模型请求失败：{self._redact(outcome)}"), False
+            return ModelError(f"模型请求失败：{self._redact(outcome)}{self._where()}"), False
         # The SDK could not read the response (not JSON, wrong shapes): the endpoint
         # answered, but with nothing usable.
-        return ModelOutputError(f"模型接口的回复无法解读（{type(outcome).__name__}：{self._redact(outcome)}）"), False
+        return ModelOutputError(f"模型接口的回复无法解读（{type(outcome).__name__}：{self._redact(outcome)}）"
+                                f"{self._where()}"), False
 
     def _abandon(self) -> None:
         client, self._client = self._client, None
@@ -331,7 +339,7 @@ class OpenAIModel:
                              timeout=min(self.timeout, max(remaining, 0.001)))
             outcome = within(remaining, create, self._abandon, name="liyuan-model-call")
             if outcome is TIMED_OUT:
-                raise ModelError(f"模型请求超过总时限 {self.deadline:g} 秒（已重试 {attempt} 次）")
+                raise ModelError(f"模型请求超过总时限 {self.deadline:g} 秒（已重试 {attempt} 次）{self._where()}")
             if not isinstance(outcome, BaseException):
                 break
             if not isinstance(outcome, Exception):

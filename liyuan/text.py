@@ -16,7 +16,9 @@ __all__ = ["has_lone_surrogate", "replace_lone_surrogates", "strip_fence", "utf1
 
 def utf16_len(text: str) -> int:
     """Length in UTF-16 code units (JavaScript ``String.length``): astral chars count 2."""
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+    # The codec counts in C (a 16-million-character message: 0.05 s instead of 2 s); a
+    # lone surrogate passes through as the one unit it is.
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def has_lone_surrogate(text: str) -> bool:

@@ -21,7 +21,7 @@ def examples() -> Iterator[None]:
         yield
     finally:
         sys.path.remove(str(EXAMPLES))
-        for name in ("quickstart", "with_vector", "with_endpoint", "side_model"):
+        for name in ("quickstart", "with_vector", "with_endpoint"):
             sys.modules.pop(name, None)
 
 
@@ -45,10 +45,11 @@ def test_vector_example_recalls_an_early_detail(examples: None, tmp_path: Path) 
     assert lines and any("铜钥匙" in line for line in lines)
 
 
-def test_the_stand_in_side_model_labels_every_reply(examples: None) -> None:
+def test_the_stand_in_side_model_labels_every_reply() -> None:
     from liyuan import ChatMessage, ModelRequest
+    from liyuan.testing import placeholder_side_model
 
-    model = load("side_model").demo_side_model()
+    model = placeholder_side_model()
     reply = model.complete(ModelRequest((ChatMessage("system", "s"), ChatMessage("user", "a\n\nb")), "summary"))
     assert reply.provenance == "scripted" and "不是模型输出" in reply.text
 
@@ -62,8 +63,9 @@ def test_the_endpoint_example_is_valid_python_that_needs_a_model_name() -> None:
 
 def test_sync_reports_what_background_syncs_did_since_it_last_reported(examples: None, tmp_path: Path) -> None:
     from liyuan import Card
+    from liyuan.testing import placeholder_side_model
 
-    side = load("side_model").demo_side_model()
+    side = placeholder_side_model()
     with Card.open(tmp_path / "cards" / "雾港", side_model=side, user_name="阿简", char_name="林溯") as card:
         chat = card.chat("jA", title="大雾夜")
         chat.prepare("我敲门。")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sysconfig
@@ -31,13 +32,17 @@ def test_actionlint_finds_nothing() -> None:
 
 def test_the_tests_workflow_runs_the_readme_command_and_the_prompt_diff() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    command = "pip install nox && nox -s tests"
+    command = "pip install nox && nox -s tests libtests"
     assert command in readme
-    assert "\nnox -s tests\n" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")  # .ci/run stays the entry point
+    assert "\nnox -s tests libtests\n" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")  # the entry point
     flow = _load("tests.yml")
     assert {"push", "pull_request"} <= set(flow[True])  # PyYAML reads the key `on` as True
-    runs = [step.get("run", "") for step in flow["jobs"]["tests"]["steps"]]
+    steps = flow["jobs"]["tests"]["steps"]
+    runs = [step.get("run", "") for step in steps]
     assert command in runs
+    [setup] = [s for s in steps if s.get("uses", "").startswith("actions/setup-python")]
+    assert setup["with"]["python-version"].split() == ["3.12", "3.13", "3.11"]  # 3.11, the default, last
+    assert "chromium-driver" not in str(steps)  # nothing drives Chromium through a WebDriver
     diff = flow["jobs"]["prompt-diff"]
     assert diff["if"] == "github.event_name == 'pull_request'"
     script = "\n".join(step.get("run", "") for step in diff["steps"])
@@ -52,3 +57,25 @@ def test_pages_are_built_and_deployed_from_main_only() -> None:
     deploy = flow["jobs"]["deploy"]
     assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
     assert any("actions/deploy-pages" in step.get("uses", "") for step in deploy["steps"])
+
+
+def _noxfile_constant(name: str) -> object:
+    tree = ast.parse((ROOT / "noxfile.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"noxfile.py has no {name}")
+
+
+def test_ci_tests_every_python_the_project_supports() -> None:
+    full, newer = _noxfile_constant("PYTHON"), _noxfile_constant("NEWER_PYTHONS")
+    assert isinstance(newer, list) and full == "3.11" and newer == ["3.12", "3.13"]
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'requires-python = ">=3.11"' in pyproject  # the oldest supported is the one of the full suite
+    [setup] = [s for s in _load("tests.yml")["jobs"]["tests"]["steps"]
+               if s.get("uses", "").startswith("actions/setup-python")]
+    assert sorted(setup["with"]["python-version"].split()) == sorted([full, *newer])
+    run = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert f"for version in {' '.join(sorted([full, *newer]))}; do" in run  # .ci/run finds each of them
+    for path in _noxfile_constant("LIBRARY_TESTS"):  # type: ignore[attr-defined]
+        assert (ROOT / path).exists(), path

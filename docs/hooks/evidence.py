@@ -26,8 +26,15 @@
    description with the files its steps write (two columns: a third would not fit a
    phone). A new scenario appears without anyone editing the page.
 
+6. **Long names in table cells may break at their dots, slashes and underscores.** A table's narrowest
+   width is its longest unbreakable word; one ``liyuan.discussion.compact.validate_…`` in a
+   cell makes a phone's table pan sideways. The built page gets a ``<wbr>`` after every
+   ``.``, ``/`` and ``_`` inside code in a table cell (the text and the search index are unchanged),
+   so a name wraps between its parts, never inside one.
+
 Invariant: page Markdown changes only by the added ``hl_lines`` attribute, the output
-blocks, the test links, the test index and the scenario table.
+blocks, the test links, the test index and the scenario table; the built HTML only by
+``<wbr>`` inside code in table cells.
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
 __all__ = ["RAW_DIRS", "mark_removed", "on_files", "on_page_markdown", "removed_lines", "run_outputs",
-           "scenario_table", "script_output", "test_index", "test_links", "tests_defined"]
+           "break_table_names", "on_post_page", "scenario_table", "script_output", "test_index", "test_links", "tests_defined"]
 
 ROOT = Path(__file__).resolve().parents[2]
 RAW_DIRS = ("sim/out",)
@@ -193,6 +200,25 @@ def on_page_markdown(markdown: str, /, *, page: Any, config: Any, files: Any, **
         return test_links(markdown, page.file.src_uri, defined)
     except (OSError, ValueError, subprocess.TimeoutExpired) as error:
         raise PluginError(f"{page.file.src_uri}: {error}") from error
+
+
+_CELL = re.compile(r"<td[^>]*>.*?</td>", re.S)
+_CELL_CODE = re.compile(r"<code>([^<]+)</code>")
+
+
+def break_table_names(html: str) -> str:
+    """A ``<wbr>`` after each ``.``, ``/`` and ``_`` of code inside table cells (not at its ends)."""
+
+    def code(match: re.Match[str]) -> str:
+        text = match.group(1)
+        return "<code>" + re.sub(r"(?<=[./_])(?=[^\s./_])", "<wbr>", text) + "</code>"
+
+    return _CELL.sub(lambda cell: _CELL_CODE.sub(code, cell.group(0)), html)
+
+
+def on_post_page(output: str, /, *, page: Any, config: Any) -> str:
+    """MkDocs event: the page's final HTML, after the search plugin has read it."""
+    return break_table_names(output)
 
 
 def on_files(files: Files, /, *, config: Any) -> Files:

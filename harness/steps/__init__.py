@@ -7,4 +7,11 @@ once this package is imported; a handler reads its parameters from the validated
 
 from __future__ import annotations
 
-from . import agent_steps, discussion_steps, memory_steps, story_steps, vector_steps  # noqa: F401  (registration side effects)
+from . import (  # noqa: F401  (registration side effects)
+    agent_steps,
+    discussion_steps,
+    lore_steps,
+    memory_steps,
+    story_steps,
+    vector_steps,
+)

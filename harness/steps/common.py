@@ -76,7 +76,8 @@ def card_memory(run: ScenarioRun) -> Any:
 
     memory = CardMemory(run.card_dir, run.recorder, user_name=run.scenario.user, char_name=run.scenario.char,
                         language=run.scenario.language, clock=run.clock, on_activity=run.on_activity,
-                        recap_input_max_chars=run.config("recap_input_max_chars", RECAP_INPUT_MAX_CHARS))
+                        recap_input_max_chars=run.config("recap_input_max_chars", RECAP_INPUT_MAX_CHARS),
+                        merge_recap_max_chars=run.config("merge_recap_max_chars", None))
     run.services["card_memory"] = memory
     return memory
 

@@ -69,8 +69,9 @@ def discussion(run: ScenarioRun, step: StepSpec) -> StepResult:
     reserve = step.params.get("reserve", RESERVE_TOKENS)
     keep_recent = step.params.get("keep_recent", KEEP_RECENT_TOKENS)
     sizes = _sizes(tree.branch())
+    bound = {"max_input_chars": step.params["input_max_chars"]} if "input_max_chars" in step.params else {}
     outcome = run_discussion_compaction(tree, run.recorder, context_window=window, reserve=reserve,
-                                        keep_recent=keep_recent, on_activity=run.on_activity)
+                                        keep_recent=keep_recent, on_activity=run.on_activity, **bound)
     calls = run.recorder.step_calls(step.id, "discussion")
     if calls:
         run.write_txt("prompt", prompt_text(calls[0]), header=prompt_label(run))

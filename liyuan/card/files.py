@@ -22,7 +22,14 @@ Invariants:
   Memory that cannot be read must not look like memory that was deleted.
 - Every path :class:`MemoryFiles` touches is checked first: a symlink anywhere below the
   card folder, or a path that leaves it, raises :class:`~liyuan.errors.UnsafePathError`
-  and nothing is read or written (see :mod:`liyuan.card.housekeeping`).
+  and nothing is read or written (see :mod:`liyuan.card.housekeeping`). The same holds for
+  the chats: :class:`CardLayout` checks every chat path it gives, a symlink in ``对话/`` is
+  no chat, and a chat folder is deleted relative to directory descriptors, never
+  following a link (:func:`~liyuan.card.housekeeping.remove_inside`).
+- A sync or hard-path write replaces a document only if it still holds the text the
+  change was based on, with no window between that check and the replace
+  (:meth:`MemoryFiles.replace_text`, :mod:`liyuan.card.swap`): an editor's save landing during the write is put
+  back and kept in ``.history/``.
 - Before a document is overwritten or retired, a copy goes to ``.history/``; the newest
   :data:`~liyuan.card.housekeeping.HISTORY_KEEP` copies of each document are kept.
 """
@@ -52,6 +59,7 @@ from liyuan.card.layout import (
     is_valid_chat_id,
     validate_chat_id,
 )
+from liyuan.card.swap import replace_text
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.errors import MemoryFileError
 
@@ -223,14 +231,24 @@ class MemoryFiles:
         """See :func:`atomic_write_text` (after :meth:`safe`)."""
         atomic_write_text(self.safe(path), text)
 
+    def replace_text(self, path: Path, text: str, expected: str | None) -> bool:
+        """Write ``text`` to ``path`` only if it still holds ``expected`` (``None``: missing), with no
+        window; False (nothing of ``text`` stays) when it did not. See :func:`liyuan.card.swap.replace_text`."""
+        return replace_text(self, path, text, expected)
+
+    def keep_displaced(self, path: Path, data: bytes) -> None:
+        """Keep a displaced version of ``path`` (bytes) in ``.history/``, older copies pruned."""
+        fileio.atomic_write_bytes(self.history_path(path), data)
+        prune_history(self.layout.history_dir, self._history_name(path), HISTORY_KEEP)
+
     def check_paths(self) -> None:
-        """Check every fixed memory path and every entry of ``局/`` (no symlink, inside the card).
+        """Check ``对话/``, every fixed memory path and every entry of ``局/`` (no symlink, inside the card).
 
         Raises:
             UnsafePathError: One of them is a symlink or leads outside the card.
         """
         layout = self.layout
-        for path in (layout.handbook, layout.resident, layout.manifest, layout.history_dir):
+        for path in (layout.chats_dir, layout.handbook, layout.resident, layout.manifest, layout.history_dir):
             self.safe(path)
         try:
             names = [entry.name for entry in os.scandir(self.safe(layout.recaps_dir))]
@@ -289,6 +307,13 @@ class MemoryFiles:
 
     def _history_name(self, path: Path) -> str:
         return "-" + self.layout.relative(path).replace("/", "-")
+
+    def new_id(self) -> str:
+        return self._ids()
+
+    def history_path(self, path: Path) -> Path:
+        """A fresh ``.history/`` name for a copy of ``path`` (timestamp, unique id, the document's name)."""
+        return self._history_path(path)
 
     def _history_path(self, path: Path) -> Path:
         stamp = re.sub(r"[^0-9A-Za-z]", "", self._clock())[:18]

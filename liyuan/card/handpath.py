@@ -8,10 +8,9 @@ with a sync's read-decide-write, in this process or another.
 
 from __future__ import annotations
 
-import shutil
-
 from liyuan.card import manual as card_manual
-from liyuan.card.files import CardLayout, MemoryFiles
+from liyuan.card.files import CHATS_DIR, CardLayout, MemoryFiles
+from liyuan.card.housekeeping import remove_inside
 from liyuan.card.lock import CardLocks
 from liyuan.card.repair import ManifestRepair, repair_manifest
 from liyuan.errors import MemoryFileError
@@ -109,17 +108,18 @@ class HandPath:
 
         Raises:
             ConfigError: Invalid chat id.
+            UnsafePathError: ``对话/`` or the chat folder is a symlink (nothing is removed).
             MemoryFileError: Something could not be removed.
         """
         recap = self.layout.recap_path(chat_id)  # validates the id before any path is used
-        folder = self.layout.chat_dir(chat_id)
+        folder = self.layout.chat_dir(chat_id)  # a symlink on the way: UnsafePathError, nothing removed
         with self._locks.write:
             existed = recap.exists() or folder.exists()
             self.files.delete(recap)
             try:
-                shutil.rmtree(folder)
-            except FileNotFoundError:
-                pass
+                # Relative to directory descriptors: a link swapped in after the check above
+                # still cannot make this remove anything outside the card.
+                remove_inside(self.layout.card_dir, (CHATS_DIR, chat_id))
             except OSError as exc:
                 raise MemoryFileError(f"无法删除这一局的文件夹 {folder}：{exc}") from exc
         if existed:

@@ -3,6 +3,9 @@
 - :func:`check_inside` refuses a memory path that is a symlink, passes through one below
   the card folder, or resolves outside it. A card folder may come from someone else (a
   shared card archive): its memory must never make liyuan read or write elsewhere.
+- :func:`remove_inside` removes a folder of the card (a chat) recursively, opening every
+  folder on the way relative to its parent and never following a symlink, so even a link
+  swapped in after :func:`check_inside` ran cannot make it remove anything outside.
 - :func:`prune_history` keeps the newest :data:`HISTORY_KEEP` copies of each document
   in ``.history/`` and removes older ones, so backups before every overwrite stay bounded.
 - :func:`remove_orphan_temps` removes the temp files a crash in the middle of an atomic
@@ -12,19 +15,23 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import shutil
+import stat
 from pathlib import Path
 
 from liyuan.errors import MemoryFileError, UnsafePathError
 
-__all__ = ["HISTORY_KEEP", "check_inside", "prune_history", "remove_orphan_temps"]
+__all__ = ["HISTORY_KEEP", "check_inside", "prune_history", "remove_inside", "remove_orphan_temps"]
 
 HISTORY_KEEP = 20
 """Copies of each memory document kept in ``.history/`` (older ones are pruned)."""
 
 # fileio's temp names: "." + target name + "." + mkstemp's random part + ".tmp".
-_TEMP_RE = re.compile(r"\..+\.[A-Za-z0-9_]+\.tmp")
+# MemoryFiles.replace_text's staged texts: "." + id + ".staged." + target name.
+_TEMP_RE = re.compile(r"\..+\.[A-Za-z0-9_]+\.tmp|\.[^.]+\.staged\..+")
 
 
 def check_inside(card_dir: Path, path: Path) -> Path:
@@ -41,18 +48,76 @@ def check_inside(card_dir: Path, path: Path) -> Path:
     try:
         relative = path.relative_to(card_dir)
     except ValueError:
-        raise UnsafePathError(f"记忆路径不在卡片文件夹里，已拒绝读写：{path}") from None
+        raise UnsafePathError(f"路径不在卡片文件夹里，已拒绝读写：{path}") from None
     if ".." in relative.parts:
-        raise UnsafePathError(f"记忆路径含“..”，已拒绝读写：{path}")
+        raise UnsafePathError(f"路径含“..”，已拒绝读写：{path}")
     current = card_dir
     for part in relative.parts:
         current = current / part
         if current.is_symlink():
-            raise UnsafePathError(
-                f"记忆路径是符号链接，已拒绝读写：{current}（卡片里的记忆文件和文件夹不能指向别处，"
-                "请换成普通文件或文件夹）"
-            )
+            raise UnsafePathError(_LINK_MESSAGE.format(current))
     return path
+
+
+_LINK_MESSAGE = ("卡片里的路径是符号链接，已拒绝读写：{}（卡片里的对话、记忆文件和文件夹不能指向别处，"
+                 "请换成普通文件或文件夹）")
+_NO_FOLLOW = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+
+
+def remove_inside(card_dir: Path, parts: tuple[str, ...]) -> bool:
+    """Remove ``card_dir/<parts...>`` recursively without ever leaving the card.
+
+    Each folder on the way is opened relative to the one before with ``O_NOFOLLOW``,
+    and the last one is removed by :func:`shutil.rmtree` relative to its parent's
+    descriptor (which removes a tree without following any symlink inside it). The card
+    folder itself may be a symlink, as in :func:`check_inside`.
+
+    Returns:
+        False when the path does not exist.
+
+    Raises:
+        UnsafePathError: A component is a symlink (nothing is removed).
+        OSError: The removal failed part-way.
+    """
+    if not parts or any(part in ("", ".", "..") or "/" in part for part in parts):
+        raise UnsafePathError(f"路径不合法，已拒绝删除：{parts!r}")
+    if not shutil.rmtree.avoids_symlink_attacks:  # pragma: no cover - platforms without *at calls
+        path = check_inside(card_dir, card_dir.joinpath(*parts))
+        if not path.exists():
+            return False
+        shutil.rmtree(path)
+        return True
+    try:
+        fd = os.open(card_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except FileNotFoundError:
+        return False
+    current = card_dir
+    try:
+        for index, part in enumerate(parts):
+            current = current / part
+            try:
+                mode = os.lstat(part, dir_fd=fd).st_mode
+            except FileNotFoundError:
+                return False
+            if stat.S_ISLNK(mode):
+                raise UnsafePathError(_LINK_MESSAGE.format(current))
+            if index == len(parts) - 1:
+                break
+            try:
+                inner = os.open(part, _NO_FOLLOW, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # swapped for a link or a file meanwhile
+                    raise UnsafePathError(_LINK_MESSAGE.format(current)) from exc
+                raise
+            os.close(fd)
+            fd = inner
+        if stat.S_ISDIR(mode):
+            shutil.rmtree(parts[-1], dir_fd=fd)  # refuses a symlink in its place, follows none inside
+        else:
+            os.unlink(parts[-1], dir_fd=fd)
+        return True
+    finally:
+        os.close(fd)
 
 
 def prune_history(history_dir: Path, suffix: str, keep: int = HISTORY_KEEP) -> int:
@@ -77,7 +142,7 @@ def prune_history(history_dir: Path, suffix: str, keep: int = HISTORY_KEEP) -> i
 
 
 def remove_orphan_temps(folders: list[Path]) -> int:
-    """Remove fileio's leftover temp files (``.<name>.<random>.tmp``) in ``folders``.
+    """Remove leftover temp files (``.<name>.<random>.tmp``, ``.<id>.staged.<name>``) in ``folders``.
 
     Symlinks and folders are never touched; a missing folder is fine. Returns the count.
 

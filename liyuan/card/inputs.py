@@ -153,7 +153,9 @@ def collect_chat_evidence(
     """
     sessions_dir = chat_dir / SESSIONS_DIR
     try:
-        files = sorted(p for p in sessions_dir.iterdir() if p.name.endswith(".jsonl") and p.is_file())
+        # A symlinked session file would read from outside the card: it is no session.
+        files = sorted(p for p in sessions_dir.iterdir()
+                       if p.name.endswith(".jsonl") and p.is_file() and not p.is_symlink())
     except OSError:
         return None
     sections: list[str] = []
@@ -186,7 +188,7 @@ def collect_chat_evidence(
     return ChatEvidence(full, beats, omitted, format_state(state_from_branch(last_branch)))
 
 
-def diff_recaps(files: MemoryFiles, manifest: Manifest) -> RecapDiff:
+def diff_recaps(files: MemoryFiles, manifest: Manifest, *, every: bool = False) -> RecapDiff:
     """Compare ``局/*.md`` with the manifest.
 
     A recap file emptied by hand counts as removed. Chats the hard path forgot are
@@ -195,6 +197,8 @@ def diff_recaps(files: MemoryFiles, manifest: Manifest) -> RecapDiff:
     Args:
         files: The card's file adapter (every recap is read through it).
         manifest: The loaded manifest.
+        every: Count every recap on disk as changed (a handbook without any chat block
+            must be rebuilt from all of them: a merge can only write blocks it is sent).
 
     Returns:
         New or changed recaps (sorted by id), deleted chats, and current hashes.
@@ -209,7 +213,7 @@ def diff_recaps(files: MemoryFiles, manifest: Manifest) -> RecapDiff:
     changed = [
         ChangedRecap(chat_id, layout.chat_name(chat_id), on_disk[chat_id].strip())
         for chat_id in sorted(on_disk)
-        if (record := manifest.recaps.get(chat_id)) is None or record.merged_hash != hashes[chat_id]
+        if every or (record := manifest.recaps.get(chat_id)) is None or record.merged_hash != hashes[chat_id]
     ]
     # --8<-- [start:deleted_chats]
     # A chat is deleted when the manifest says its recap was merged and the recap is
@@ -221,4 +225,3 @@ def diff_recaps(files: MemoryFiles, manifest: Manifest) -> RecapDiff:
     )
     # --8<-- [end:deleted_chats]
     return RecapDiff(changed, deleted, hashes)
-

@@ -3,16 +3,24 @@
 See :mod:`liyuan.card.files` for the layout of one card and its invariants; this module
 only names paths (and validates chat ids before they become part of one). It reads
 nothing but folder listings and ``meta.json``.
+
+Every path it gives for a chat (:meth:`CardLayout.chat_dir`, :meth:`CardLayout.sessions_dir`,
+:meth:`CardLayout.chat_file`) and the listing of ``对话/`` are checked by
+:func:`~liyuan.card.housekeeping.check_inside` first: a symlink anywhere below the card
+folder raises :class:`~liyuan.errors.UnsafePathError`, so no caller can read, write or
+delete outside the card through a chat. A symlink inside ``对话/`` is no chat.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from liyuan.errors import ConfigError
+from liyuan.card.housekeeping import check_inside
+from liyuan.errors import ConfigError, UnsafePathError
 
 __all__ = [
     "CHATS_DIR",
@@ -114,12 +122,21 @@ class CardLayout:
         return self.memory_dir / HISTORY_DIR
 
     def chat_dir(self, chat_id: str) -> Path:
-        """``对话/<chatId>``; the id is validated first."""
-        return self.chats_dir / validate_chat_id(chat_id)
+        """``对话/<chatId>``; the id is validated and the path checked (no symlink) first.
+
+        Raises:
+            ConfigError: An invalid chat id.
+            UnsafePathError: ``对话/`` or the chat folder is a symlink.
+        """
+        return check_inside(self.card_dir, self.chats_dir / validate_chat_id(chat_id))
 
     def sessions_dir(self, chat_id: str) -> Path:
-        """``对话/<chatId>/会话``."""
-        return self.chat_dir(chat_id) / SESSIONS_DIR
+        """``对话/<chatId>/会话`` (checked like :meth:`chat_dir`)."""
+        return check_inside(self.card_dir, self.chat_dir(chat_id) / SESSIONS_DIR)
+
+    def chat_file(self, chat_id: str, *names: str) -> Path:
+        """A file of the chat, ``对话/<chatId>/<names...>`` (checked like :meth:`chat_dir`)."""
+        return check_inside(self.card_dir, self.chat_dir(chat_id).joinpath(*names))
 
     def recap_path(self, chat_id: str) -> Path:
         """``记忆/局/<chatId>.md``; the id is validated first."""
@@ -128,19 +145,24 @@ class CardLayout:
     def chat_ids(self) -> list[str]:
         """Ids of the chat folders under ``对话/`` that are valid ids, sorted.
 
-        A folder whose name is not a valid id is not a chat of this system and is left alone.
+        A folder whose name is not a valid id is not a chat of this system and is left
+        alone, as is a symlink (it would lead outside the card).
+
+        Raises:
+            UnsafePathError: ``对话/`` itself is a symlink.
         """
+        chats_dir = check_inside(self.card_dir, self.chats_dir)
         try:
-            entries = list(self.chats_dir.iterdir())
+            entries = list(os.scandir(chats_dir))
         except OSError:
             return []
-        return sorted(p.name for p in entries if p.is_dir() and is_valid_chat_id(p.name))
+        return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False) and is_valid_chat_id(e.name))
 
     def chat_name(self, chat_id: str) -> str:
         """The chat's display name from ``meta.json`` (``name``), else its id."""
         try:
-            raw = json.loads((self.chat_dir(chat_id) / CHAT_META_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):
+            raw = json.loads(self.chat_file(chat_id, CHAT_META_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError, UnsafePathError):
             # ValueError covers bad UTF-8, bad JSON and numbers too long to convert;
             # RecursionError, nesting too deep to parse. A name is never worth a crash.
             return chat_id

@@ -32,6 +32,7 @@ from liyuan.errors import ManifestError
 
 __all__ = [
     "MANIFEST_VERSION",
+    "REPAIR_HINT",
     "Manifest",
     "ManualState",
     "RecapRecord",
@@ -235,6 +236,11 @@ def manifest_problem(data: bytes) -> str | None:
     return None
 
 
+REPAIR_HINT = ("修复请调用 card.repair_manifest()（liyuan.Card；只用 CardMemory 时是 CardMemory.repair_manifest()）："
+               "它先把损坏的文件原样存进 .history/，再重建清单，读不回的部分按最保守的方式处理。")
+"""The sentence every damaged-manifest error and activity line ends with: exactly what to call."""
+
+
 def load_manifest(files: MemoryFiles) -> Manifest:
     """The card's manifest; empty only when the file does not exist.
 
@@ -253,7 +259,7 @@ def load_manifest(files: MemoryFiles) -> Manifest:
     if manifest is None:
         raise ManifestError(
             f"记忆清单 {path} 已损坏（{problem}）。这张卡的记忆同步和手工修改已停止，没有改动任何文件；"
-            "请调用 repair_manifest() 重建清单（损坏的文件会原样保存在 .history/ 里）。"
+            f"{REPAIR_HINT}"
         )
     return manifest
 

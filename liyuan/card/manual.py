@@ -204,7 +204,8 @@ def change_memory(files: MemoryFiles, ref: str, version: str, content: str | Non
         latest = files.read_text(path)
         if latest is None or sha256_text(latest) != version:
             raise VersionConflict(STALE_VERSION_MESSAGE)
-        files.write_text(path, content.rstrip() + "\n")
+        if not files.replace_text(path, content.rstrip() + "\n", latest):  # a save during the write
+            raise VersionConflict(STALE_VERSION_MESSAGE)
     finish_pending(files, manifest)
 
 

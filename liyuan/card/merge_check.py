@@ -39,7 +39,9 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from liyuan.card.prompts import MERGE_MAX_TOKENS, RESIDENT_HEADING, parse_merge_result
+from liyuan.card.inputs import RecapDiff
+from liyuan.card.manifest import Manifest
+from liyuan.card.prompts import MERGE_MAX_TOKENS, RESIDENT_HEADING, merge_reply_problem, parse_merge_result
 from liyuan.completion import Completion, require_finished
 from liyuan.context.budget import RESIDENT_MAX_CHARS, fit_resident_summary
 from liyuan.errors import ModelOutputError
@@ -53,6 +55,7 @@ __all__ = [
     "CheckedMerge",
     "chat_refs",
     "check_merge",
+    "merge_needs_every_recap",
     "source_ids",
 ]
 
@@ -131,7 +134,7 @@ def check_merge(
         raise ModelOutputError(f"合并结果有 {utf16_len(text)} 字，超过任何一次合并可能的长度 {MERGE_MAX_REPLY_CHARS}")
     parsed = parse_merge_result(text)
     if parsed is None:
-        raise ModelOutputError("回复格式不对（缺少或重复标记行、顺序颠倒、有一份为空或照抄了输入）")
+        raise ModelOutputError(f"回复格式不对：{merge_reply_problem(text)}")
     handbook, resident = parsed
     echo = echoed_instructions(text, instructions) if instructions else None
     if echo is not None:
@@ -158,3 +161,16 @@ def check_merge(
         cut = fit_resident_summary(resident, 0)  # the allowance is the full 1,200: never None
         resident = cut if cut is not None else resident
     return CheckedMerge(handbook, resident, written)
+
+
+def merge_needs_every_recap(handbook: str | None, resident: str | None, diff: RecapDiff, manifest: Manifest) -> bool:
+    """True when a merge is due that could never pass: aggregates exist, yet the handbook names
+    no chat's block and some recap is not sent (a reply can only write blocks for recaps it is
+    given, and :func:`check_merge` refuses a handbook without any). A hand edit does this."""
+    manual = manifest.manual
+    if manual is not None and (manual.aggregate_pinned or manual.pending):
+        return False  # no merge now anyway
+    due = not diff.empty or (manual is not None and manual.merge_requested)
+    sent = {recap.chat_id for recap in diff.changed}
+    return (due and bool(handbook or resident) and not source_ids(handbook or "")
+            and bool(set(diff.hashes) - sent))

@@ -15,6 +15,11 @@ say, they cannot change the structure of a prompt or of a parsed reply.
 - :func:`parse_merge_result` accepts a reply only when each mark appears exactly once,
   alone on its line, handbook mark first, and both parts are non-empty. A forged or
   repeated mark makes the reply malformed: nothing is written, the merge is retried.
+- Sizes are bounded (:mod:`liyuan.bounds`): a recap reply far over :data:`RECAP_MAX_TOKENS`
+  is refused; a previous recap and each recap sent to the merge are cut to what one
+  recap may be (the merge prompt says how much of a recap was left out), the resident
+  summary to what one merge may return. The handbook is sent whole: the merge rewrites
+  it, so a cut would lose the rest.
 
 Invariant: every function here is pure (text in, text out).
 """
@@ -25,10 +30,12 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from liyuan.bounds import check_reply_size, keep_oldest, reply_max_chars
 from liyuan.context.budget import RESIDENT_MAX_CHARS
 from liyuan.errors import ModelOutputError
+from liyuan.model import split_reasoning
 from liyuan.prompts import Prompt, echoed_tag, neutralize, render
-from liyuan.story.scribe import parse_sections
+from liyuan.story.scribe import STATE_INPUT_MAX_CHARS, parse_sections
 from liyuan.text import strip_fence
 
 if TYPE_CHECKING:
@@ -43,6 +50,7 @@ __all__ = [
     "RESIDENT_MARK",
     "build_merge_prompt",
     "build_recap_prompt",
+    "merge_reply_problem",
     "neutralize",
     "parse_merge_result",
     "strip_fence",
@@ -88,7 +96,7 @@ def build_recap_prompt(
         The rendered prompt.
     """
     system = render("recap_system.j2", language=language, user_name=user_name, char_name=char_name)
-    previous = previous_recap.strip() if previous_recap else ""
+    previous = keep_oldest(previous_recap.strip(), reply_max_chars(RECAP_MAX_TOKENS))[0] if previous_recap else ""
     user = render(
         "recap_user.j2",
         omitted_chars=evidence.omitted_chars,
@@ -96,7 +104,7 @@ def build_recap_prompt(
         beats=evidence.beats,
         transcript=neutralize(evidence.transcript),
         previous_recap=neutralize(previous) if previous else None,
-        state_snapshot=neutralize(evidence.state_snapshot),
+        state_snapshot=neutralize(keep_oldest(evidence.state_snapshot, STATE_INPUT_MAX_CHARS)[0]),
     )
     return Prompt("recap", system, user, "recap_system.j2", "recap_user.j2", RECAP_MAX_TOKENS)
 
@@ -110,6 +118,7 @@ def build_merge_prompt(
     language: str,
     user_name: str,
     char_name: str,
+    recap_max_chars: int | None = None,
 ) -> Prompt:
     """The merge prompt (purpose ``merge``, max 8192 tokens): both documents, one call.
 
@@ -121,10 +130,17 @@ def build_merge_prompt(
         language: Output language.
         user_name: The user's name (names the preferences section).
         char_name: The card's character name.
+        recap_max_chars: Longest recap sent (UTF-16 units); a longer one (written by
+            hand: a recap reply cannot be) is cut at a paragraph and the prompt says how
+            much was left out. Default: :func:`~liyuan.bounds.reply_max_chars` of
+            :data:`RECAP_MAX_TOKENS`.
 
     Returns:
         The rendered prompt.
     """
+    limit = recap_max_chars if recap_max_chars is not None else reply_max_chars(RECAP_MAX_TOKENS)
+    recaps = [(r, *keep_oldest(r.text, limit)) for r in changed]
+    resident = keep_oldest(resident, reply_max_chars(MERGE_MAX_TOKENS))[0] if resident else resident
     system = render(
         "merge_system.j2",
         language=language,
@@ -141,7 +157,8 @@ def build_merge_prompt(
         resident=neutralize(resident.strip(), source_tags=False) if resident and resident.strip() else None,
         deleted=list(deleted),
         changed=[
-            {"chat_id": r.chat_id, "name": _attr(r.name), "text": neutralize(r.text)} for r in changed
+            {"chat_id": r.chat_id, "name": _attr(r.name), "text": neutralize(text), "omitted_chars": omitted}
+            for r, text, omitted in recaps
         ],
     )
     return Prompt("merge", system, user, "merge_system.j2", "merge_user.j2", MERGE_MAX_TOKENS)
@@ -155,23 +172,43 @@ def parse_merge_result(text: str) -> tuple[str, str] | None:
 
     Returns:
         Both documents, trimmed and fence-stripped; ``None`` when a mark is missing or
-        appears more than once, the resident mark comes first, or either part is empty.
+        appears more than once, the resident mark comes first, or either part is empty
+        (:func:`merge_reply_problem` says which).
         Text before the handbook mark (a model's preamble) is ignored.
     """
+    split = _split_merge_reply(text)
+    return split if isinstance(split, tuple) else None
+
+
+def merge_reply_problem(text: str) -> str | None:
+    """Why :func:`parse_merge_result` cannot split ``text`` (a Chinese reason), or ``None``."""
+    split = _split_merge_reply(text)
+    return None if isinstance(split, tuple) else split
+
+
+def _split_merge_reply(text: str) -> tuple[str, str] | str:
     lines = strip_fence(text).split("\n")
     handbook_at = [i for i, line in enumerate(lines) if line.strip() == HANDBOOK_MARK]
     resident_at = [i for i, line in enumerate(lines) if line.strip() == RESIDENT_MARK]
-    if len(handbook_at) != 1 or len(resident_at) != 1:
-        return None
+    if not handbook_at and not resident_at:
+        return f"没有两行标记「{HANDBOOK_MARK}」「{RESIDENT_MARK}」：两份文件都要写，各自以标记行开头"
+    for mark, found in ((HANDBOOK_MARK, handbook_at), (RESIDENT_MARK, resident_at)):
+        if not found:
+            return f"缺少标记行「{mark}」（每份文件前单独一行）"
+        if len(found) > 1:
+            return f"标记行「{mark}」出现了 {len(found)} 次"
     start, middle = handbook_at[0], resident_at[0]
     if middle < start:
-        return None
+        return f"两份文件顺序颠倒：「{HANDBOOK_MARK}」应在「{RESIDENT_MARK}」之前"
     handbook = strip_fence("\n".join(lines[start + 1 : middle]))
     resident = strip_fence("\n".join(lines[middle + 1 :]))
-    if not handbook or not resident:
-        return None
-    if echoed_tag(handbook) or echoed_tag(resident):
-        return None  # the reply copied its input (<recap ...>, <handbook> ...): not a merge
+    for name, part in (("记忆.md", handbook), ("常驻摘要.md", resident)):
+        if not part:
+            return f"{name} 一份是空的"
+    tag = echoed_tag(handbook) or echoed_tag(resident)
+    if tag:
+        # The reply copied its input (<recap ...>, <handbook> ...): not a merge.
+        return f"里面有 prompt 自己的标签 {tag}：像是照抄了输入"
     return handbook, resident
 
 
@@ -189,8 +226,10 @@ def validate_recap(text: str, *, instructions: str = "") -> str:
         cleans them (no reasoning, fence or closing chatter; headings written canonically).
 
     Raises:
-        ModelOutputError: With a Chinese reason.
+        ModelOutputError: With a Chinese reason (also when the reply is far longer than
+            :data:`RECAP_MAX_TOKENS` allows).
     """
+    check_reply_size(split_reasoning(text)[0], RECAP_MAX_TOKENS, "复盘")
     sections = parse_sections(text, RECAP_HEADINGS, what="复盘", instructions=instructions)
     titles = [line.strip() for line in sections.preamble if line.startswith("# ") and line[2:].strip()]
     if not titles:

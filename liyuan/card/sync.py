@@ -26,7 +26,8 @@ Invariants:
   activity line) before anything is read or written; :meth:`CardMemory.repair_manifest`
   repairs it. Temp files a crashed write left behind are removed when a sync starts.
 - A hand-edited aggregate pins merging: sync recaps as usual but skips the merge (and
-  says so) until :meth:`CardMemory.resume_merging`.
+  says so) until :meth:`CardMemory.resume_merging`. A handbook left without any chat
+  block (``来源：局/<id>.md``) is rebuilt from every recap by the next merge due, and says so.
 - Write order makes every crash heal at the next sync without losing memory: the recap
   file is written before the manifest records its fingerprint (a crash costs one
   repeated recap); both aggregates are written before the manifest records the merge
@@ -56,7 +57,7 @@ from liyuan.card.handpath import HandPath
 from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS, RecapDiff, collect_chat_evidence, diff_recaps
 from liyuan.card.lock import card_locks
 from liyuan.card.manifest import Manifest, finish_pending, load_manifest, save_manifest
-from liyuan.card.merge_check import check_merge
+from liyuan.card.merge_check import check_merge, merge_needs_every_recap
 from liyuan.card.prompts import build_merge_prompt, build_recap_prompt, validate_recap
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.context.budget import RESIDENT_MAX_CHARS
@@ -107,6 +108,8 @@ class CardMemory(HandPath):
         ids: Unique suffixes for temp and backup files.
         recap_input_max_chars: Transcript budget of one recap call; beyond it the earliest
             text is left out (the prompt says how much).
+        merge_recap_max_chars: Longest recap sent to a merge; ``None``: what one recap
+            reply may be (:func:`liyuan.card.prompts.build_merge_prompt`).
     """
 
     def __init__(
@@ -122,9 +125,11 @@ class CardMemory(HandPath):
         files: MemoryFiles | None = None,
         ids: IdFactory = random_ids,
         recap_input_max_chars: int = RECAP_INPUT_MAX_CHARS,
+        merge_recap_max_chars: int | None = None,
     ) -> None:
         self.layout = CardLayout(Path(card_dir))
         self.recap_input_max_chars = recap_input_max_chars
+        self.merge_recap_max_chars = merge_recap_max_chars
         self.model = model
         self.user_name = user_name
         self.char_name = char_name
@@ -204,7 +209,12 @@ class CardMemory(HandPath):
     def _recap_one(self, chat_id: str) -> bool | None:
         """True: recapped; False: failed; None: nothing to do."""
         layout, files = self.layout, self.files
-        sessions = layout.sessions_dir(chat_id)
+        try:
+            sessions = layout.sessions_dir(chat_id)
+            chat_dir = layout.chat_dir(chat_id)
+        except UnsafePathError as exc:  # this chat's folder leads outside: skip it, sync the others
+            self._say(f"复盘「{chat_id}」已跳过：{exc}")
+            return False
         # Decide and stamp in one critical section: a forget landing between the two
         # would otherwise get the recap of the chat it just forgot written back.
         with self._locks.write:
@@ -227,7 +237,7 @@ class CardMemory(HandPath):
                 self._say(f"复盘「{name}」失败：{exc}")
                 return False
         evidence = collect_chat_evidence(
-            layout.chat_dir(chat_id), user_name=self.user_name, char_name=self.char_name,
+            chat_dir, user_name=self.user_name, char_name=self.char_name,
             max_chars=self.recap_input_max_chars,
             on_damage=lambda note: self._say(f"「{name}」的会话文件有损坏的行：{note}"),
         )
@@ -270,7 +280,9 @@ class CardMemory(HandPath):
             except ModelOutputError as exc:
                 self._say(f"复盘「{name}」失败：{exc}")
                 return False
-            files.write_text(layout.recap_path(chat_id), text + "\n")
+            if not files.replace_text(layout.recap_path(chat_id), text + "\n", previous):
+                self._say(f"复盘「{name}」已丢弃：写入时复盘正好被改动（改动已保留）")
+                return False
             record = manifest.record(chat_id)
             record.source_mark = mark  # taken before the call: newer sessions get a new recap
             record.recap_at = self._clock()
@@ -293,6 +305,9 @@ class CardMemory(HandPath):
                 diff = diff_recaps(files, manifest)
                 handbook = files.read_text(layout.handbook)
                 resident = files.read_text(layout.resident)
+                unsourced = merge_needs_every_recap(handbook, resident, diff, manifest)
+                if unsourced:
+                    diff = diff_recaps(files, manifest, every=True)
             except (ManifestError, UnsafePathError):
                 raise
             except MemoryFileError as exc:
@@ -310,9 +325,13 @@ class CardMemory(HandPath):
         requested = manual is not None and manual.merge_requested and bool(handbook or resident)
         if diff.empty and not requested:
             return "no-change", []
+        if unsourced:
+            self._say(f"手册里没有任何「来源：局/<id>.md」行（像是手改的）：这次合并附上全部 {len(diff.changed)} "
+                      "局的复盘，以手改的内容为底按局重建；以后手改手册请保留各局的来源行")
         prompt = build_merge_prompt(
             handbook=handbook, resident=resident, changed=diff.changed, deleted=diff.deleted,
             language=self.language, user_name=self.user_name, char_name=self.char_name,
+            recap_max_chars=self.merge_recap_max_chars,
         )
         tail = f"，遗忘 {len(diff.deleted)} 局" if diff.deleted else ""
         self._say(f"正在合并记忆（{len(diff.changed)} 局有更新{tail}）…")
@@ -363,9 +382,8 @@ class CardMemory(HandPath):
         # checked again right before its own write, and its previous text kept in .history.
         for path, text, old in targets:
             files.backup_copy(path)
-            if not self._still(path, old):
+            if not self._still(path, old) or not files.replace_text(path, text + "\n", old):
                 return False
-            files.write_text(path, text + "\n")
         resident_chars = utf16_len(resident)  # within RESIDENT_MAX_CHARS: check_merge cut it
         now = self._clock()
         for chat_id, digest in diff.hashes.items():

@@ -27,9 +27,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from liyuan.context.budget import RESIDENT_ENVELOPE_CHARS, fit_resident_summary, other_chars_for
+from liyuan.lore.activate import DEFAULT_LORE_SHARE, LoreReport, lore_for_turn, lore_share_chars
+from liyuan.lore.match import LoreIndex
 from liyuan.model import ChatMessage
 from liyuan.session.entries import Entry
 from liyuan.story.history import History, HistoryItem, rebuild_history
+from liyuan.text import utf16_len
 
 __all__ = ["BLOCK_NAMES", "SUMMARY_OPENING", "Injection", "PreparedTurn", "assemble_turn", "build_context",
            "inert_block_headings", "prepare_turn"]
@@ -37,7 +40,7 @@ __all__ = ["BLOCK_NAMES", "SUMMARY_OPENING", "Injection", "PreparedTurn", "assem
 SUMMARY_OPENING = "【前情提要】以下是更早剧情的接力摘要，是既定事实："
 """Fixed first sentence of the summary message; the system prompt defines the tag."""
 
-BLOCK_NAMES = ("前情提要", "世界状态", "登场名录", "设定集索引", "剧情记忆")
+BLOCK_NAMES = ("前情提要", "世界状态", "登场名录", "相关设定", "设定集索引", "剧情记忆")
 """The names of the blocks this module writes as ``【name】``."""
 _BLOCK_HEADING_RE = re.compile(r"【(\s*(?:" + "|".join(BLOCK_NAMES) + r")\s*)】")
 
@@ -59,10 +62,10 @@ def inert_block_headings(text: str) -> str:
 class Injection:
     """The per-turn data block placed right before the user's words.
 
-    Blocks appear in the original's order: 【世界状态】, 【登场名录】, 【设定集索引】,
-    【剧情记忆】, then any ``extra`` blocks (author's end note, language line ...), each
-    separated by a blank line. Empty blocks are left out. The texts of the first four
-    are material: a block heading inside them is made inert (:func:`inert_block_headings`);
+    Blocks appear in the original's order: 【世界状态】, 【登场名录】, 【相关设定】,
+    【设定集索引】, 【剧情记忆】, then any ``extra`` blocks (author's end note, language
+    line ...), each separated by a blank line. Empty blocks are left out. The texts of the
+    first five are material: a block heading inside them is made inert (:func:`inert_block_headings`);
     ``extra`` blocks are the caller's own and sent as given.
     """
 
@@ -76,6 +79,8 @@ class Injection:
     """Vector-memory hits, one ``- ...`` line each."""
     extra: Sequence[str] = ()
     """Further complete blocks, appended in order."""
+    lore_text: str = ""
+    """【相关设定】: the full text of the activated lore entries, already fitted."""
 
     def render(self) -> str:
         """The injection text; empty when every block is empty."""
@@ -84,8 +89,12 @@ class Injection:
             blocks.append(f"【世界状态】\n{inert_block_headings(self.state_text.strip())}")
         if self.roster.strip():
             blocks.append(f"【登场名录】\n{inert_block_headings(self.roster.strip())}")
+        # --8<-- [start:lore_blocks]
+        if self.lore_text.strip():  # lore is material too: a heading inside an entry is made inert
+            blocks.append(f"【相关设定】\n{inert_block_headings(self.lore_text.strip())}")
         if self.lore_index.strip():
             blocks.append(f"【设定集索引】\n{inert_block_headings(self.lore_index.strip())}")
+        # --8<-- [end:lore_blocks]
         # --8<-- [start:recall_block]
         recall = [inert_block_headings(line.strip()) for line in self.recall_lines if line.strip()]
         if recall:  # no hits, no block: an empty 【剧情记忆】 would only invite invention
@@ -166,6 +175,8 @@ class PreparedTurn:
     """The resident summary as sent: fitted to the envelope, or ``None`` when dropped."""
     injection: Injection
     """The tail's data block."""
+    lore: LoreReport | None = None
+    """What the lore book did this turn (activated, included, cut), when the card has one."""
 
 
 def prepare_turn(
@@ -179,17 +190,37 @@ def prepare_turn(
     recall_lines: Sequence[str] = (),
     extra: Sequence[str] = (),
     budget_chars: int = RESIDENT_ENVELOPE_CHARS,
+    lore: LoreIndex | None = None,
+    lore_share: float = DEFAULT_LORE_SHARE,
 ) -> PreparedTurn:
     """:func:`assemble_turn`, keeping what went into the messages (for records and tests).
 
-    Arguments as for :func:`assemble_turn`.
+    Arguments as for :func:`assemble_turn`, and:
+
+    Args:
+        lore: The card's lore book, indexed: the kept turns and the new words activate its
+            entries (【相关设定】) and its titles fill 【设定集索引】, within
+            ``lore_share`` of ``budget_chars``. A ``lore_index`` given as text replaces the
+            book's index. What lore sends counts into the envelope before the resident summary.
+        budget_chars: The envelope (default 4300).
+        lore_share: The lore blocks' share of the envelope (default 0.4).
     """
     history = rebuild_history(branch)
-    other = other_chars_for(history.summary, state_text, roster)
+    lore_text, report = "", None
+    if lore is not None:
+        items = [(item.role, item.text) for item in history.items]
+        new_words = user_text.strip()
+        if not new_words and items and items[-1][0] == "user":
+            new_words = items.pop()[1]
+        blocks = lore_for_turn(lore, items, new_words, lore_share_chars(budget_chars, lore_share))
+        lore_text, report = blocks.text, blocks.report
+        lore_index = lore_index if lore_index.strip() else blocks.index
+    other = other_chars_for(history.summary, state_text, roster) + utf16_len(lore_text) + utf16_len(lore_index)
     resident = fit_resident_summary(resident_summary, other, budget_chars)
     injection = Injection(state_text=state_text, roster=roster, lore_index=lore_index,
-                          recall_lines=tuple(recall_lines), extra=tuple(extra))
-    return PreparedTurn(_assemble(history, user_text, resident, injection), history.summary, resident, injection)
+                          recall_lines=tuple(recall_lines), extra=tuple(extra), lore_text=lore_text)
+    return PreparedTurn(_assemble(history, user_text, resident, injection), history.summary, resident, injection,
+                        report)
 
 
 def assemble_turn(

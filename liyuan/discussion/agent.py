@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from liyuan.bounds import check_reply_size
 from liyuan.errors import ModelError
 from liyuan.model import ChatModel, side_call, split_reasoning
 from liyuan.prompts import Prompt, neutralize, render
@@ -359,7 +360,9 @@ def run_generic_compaction(
     def ask(prompt: Prompt) -> str:
         completion = side_call(model, prompt.request())
         provenance.append(completion.provenance)
-        return split_reasoning(completion.text)[0]
+        answer = split_reasoning(completion.text)[0]
+        check_reply_size(answer, prompt.max_tokens, "摘要")  # a ModelOutputError: the compaction fails
+        return answer
 
     try:
         summary = ""

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from liyuan.bounds import SIDE_INPUT_MAX_CHARS, check_reply_size, keep_newest, keep_oldest, reply_max_chars
 from liyuan.discussion.messages import (
     DISCUSSION_MAX_TOKENS,
     DISCUSSION_OPENING,
@@ -150,16 +151,23 @@ def plan_discussion_compaction(
 # --8<-- [end:plan_discussion_compaction]
 
 
-def build_discussion_prompt(plan: DiscussionPlan) -> Prompt:
-    """The summariser's prompt for ``plan`` (templates ``discussion_system/user.j2``)."""
+def build_discussion_prompt(plan: DiscussionPlan, *, max_input_chars: int = SIDE_INPUT_MAX_CHARS) -> Prompt:
+    """The summariser's prompt for ``plan`` (templates ``discussion_system/user.j2``).
+
+    The newest ``max_input_chars`` UTF-16 units of the covered discussion are sent (the
+    prompt says how much older text was left out); the previous summary is cut to what
+    one summary may be (:func:`liyuan.bounds.reply_max_chars`).
+    """
+    sent, omitted = keep_newest(plan.conversation_text, max_input_chars)
+    previous = keep_oldest(plan.previous_summary or "", reply_max_chars(DISCUSSION_MAX_TOKENS))[0]
     return Prompt(
         purpose="discussion",
         system=render("discussion_system.j2"),
         # The discussion and the old summary are material: neutralised, they cannot
         # close <conversation> or forge a <previous-summary> of their own.
-        user=render("discussion_user.j2",
-                    conversation_text=neutralize(plan.conversation_text, source_tags=False),
-                    previous_summary=neutralize(plan.previous_summary or "", source_tags=False)),
+        user=render("discussion_user.j2", omitted_chars=omitted,
+                    conversation_text=neutralize(sent, source_tags=False),
+                    previous_summary=neutralize(previous, source_tags=False)),
         system_template="discussion_system.j2",
         user_template="discussion_user.j2",
         max_tokens=DISCUSSION_MAX_TOKENS,
@@ -196,7 +204,8 @@ def validate_discussion_summary(text: str, plan: DiscussionPlan, *, instructions
     it summarises (no compression). Given the system prompt as ``instructions``, it also
     refuses a reply that repeats it (:func:`liyuan.prompts.echoed_instructions`): the
     prompt's own numbered list and ``-`` lines pass the list-item check, so an echo of
-    the prompt landed as the summary before this check.
+    the prompt landed as the summary before this check. A reply far longer than
+    :data:`DISCUSSION_MAX_TOKENS` allows is refused first (:func:`liyuan.bounds.check_reply_size`).
 
     Raises:
         ModelOutputError: With a Chinese reason.
@@ -204,6 +213,7 @@ def validate_discussion_summary(text: str, plan: DiscussionPlan, *, instructions
     answer, _reasoning = split_reasoning(text)
     if not answer:
         raise ModelOutputError("摘要为空")
+    check_reply_size(answer, DISCUSSION_MAX_TOKENS, "摘要")
     tag = echoed_tag(answer)
     if tag is not None:
         raise ModelOutputError(f"摘要里出现了 prompt 自己的标签 {tag}：像是照抄了输入")
@@ -226,6 +236,7 @@ def run_discussion_compaction(
     reserve: int = RESERVE_TOKENS,
     keep_recent: int = KEEP_RECENT_TOKENS,
     on_activity: Callable[[str], None] | None = None,
+    max_input_chars: int = SIDE_INPUT_MAX_CHARS,
 ) -> DiscussionOutcome:
     """Compact the agent discussion on the current branch if it is due.
 
@@ -233,7 +244,8 @@ def run_discussion_compaction(
     non-blank summary and the leaf did not move meanwhile. Never raises for model
     failures: whatever the model object's ``complete()`` raises (an ``Exception``), and a
     reply with a lone surrogate, is a ``failed`` outcome (:func:`liyuan.model.side_call`).
-    Arguments are those of :func:`plan_discussion_compaction`.
+    Arguments are those of :func:`plan_discussion_compaction`, and ``max_input_chars``
+    those of :func:`build_discussion_prompt`.
     """
 
     def done(outcome: DiscussionOutcome) -> DiscussionOutcome:
@@ -246,9 +258,11 @@ def run_discussion_compaction(
     if plan is None:
         return done(DiscussionOutcome("skipped", "讨论还不长，暂不需要压缩", reason="not-due"))
     leaf_before = tree.leaf_id
+    prompt = build_discussion_prompt(plan, max_input_chars=max_input_chars)
     if on_activity is not None:
-        on_activity(f"正在压缩讨论（{plan.turns} 轮 · 约 {plan.tokens_before} token）…")
-    prompt = build_discussion_prompt(plan)
+        omitted = keep_newest(plan.conversation_text, max_input_chars)[1]
+        left_out = f"；最早的 {omitted} 字放不进一次请求，没有发给旁路模型" if omitted else ""
+        on_activity(f"正在压缩讨论（{plan.turns} 轮 · 约 {plan.tokens_before} token{left_out}）…")
     try:
         completion = side_call(model, prompt.request())
     except ModelError as exc:

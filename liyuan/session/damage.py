@@ -18,6 +18,11 @@ kept entry has:
   the summary and the story before it stay on the branch; the guess is reported loudly
   (a problem of this kind, :meth:`~liyuan.session.tree.SessionTree.branch_breaks`).
 
+An entry that is kept but has lost its ``parentId`` key (a flipped byte inside the key
+leaves valid JSON) is damage too, never a new root: :func:`near_miss_link` reads the link
+from the damaged key (``link-recovered``), else the entry hangs under the entry before it
+in the file (``branch-cut``), see :func:`liyuan.session.entries.read_entries`.
+
 Pure functions on plain data; :func:`liyuan.session.entries.read_entries` uses them.
 """
 
@@ -29,7 +34,17 @@ import json
 import re
 from dataclasses import dataclass
 
-__all__ = ["PROBLEM_KINDS", "Bridge", "SessionProblem", "Skipped", "bridge", "describe", "encodable", "salvage_link"]
+__all__ = [
+    "PROBLEM_KINDS",
+    "Bridge",
+    "SessionProblem",
+    "Skipped",
+    "bridge",
+    "describe",
+    "encodable",
+    "near_miss_link",
+    "salvage_link",
+]
 
 PROBLEM_KINDS = (
     "bad-line",
@@ -96,6 +111,21 @@ def _json_string(body: str) -> str | None:
     except ValueError:
         return None
     return value if isinstance(value, str) and value and encodable(value) else None
+
+
+def near_miss_link(obj: dict[str, object], key: str) -> tuple[str, str | None] | None:
+    """``(damaged key, value)`` when exactly one key of ``obj`` is ``key`` with one character changed.
+
+    The value must be a usable id (a non-empty string that can be written as UTF-8) or
+    ``null``; anything else, or several such keys, gives ``None``.
+    """
+    found: list[tuple[str, str | None]] = []
+    for name, value in obj.items():
+        if len(name) != len(key) or name == key or sum(a != b for a, b in zip(name, key, strict=True)) != 1:
+            continue
+        if value is None or (isinstance(value, str) and value and encodable(value)):
+            found.append((name, value))
+    return found[0] if len(found) == 1 else None
 
 
 @dataclass

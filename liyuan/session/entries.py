@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from liyuan.session.damage import SessionProblem, Skipped, bridge, describe, encodable, salvage_link
+from liyuan.session.damage import SessionProblem, Skipped, bridge, describe, encodable, near_miss_link, salvage_link
 
 __all__ = [
     "DAMAGED_ENTRY_TYPE",
@@ -188,7 +188,10 @@ def read_entries(raw: bytes, name: str = "") -> SessionContent:
     and duplicate ids are skipped with a note; the ``session`` header gives its id, and
     a version newer than :data:`SESSION_VERSION` is noted (``newer-version``). When kept
     entries name a parent that was skipped, a :data:`DAMAGED_ENTRY_TYPE` placeholder
-    takes its place, so the branch stays whole (see :mod:`liyuan.session.damage`).
+    takes its place, so the branch stays whole (see :mod:`liyuan.session.damage`). An
+    entry without a ``parentId`` key after the first is damage too (a flipped byte in the
+    key): relinked from the damaged key, or hung under the entry before it and reported
+    as a ``branch-cut``.
 
     Args:
         raw: The whole file.
@@ -202,6 +205,7 @@ def read_entries(raw: bytes, name: str = "") -> SessionContent:
     session_id: str | None = None
     line_of: dict[str, int] = {}
     skipped: list[Skipped] = []
+    unlinked: list[tuple[str, int, tuple[str, str | None] | None]] = []
     lines = raw.split(b"\n")
     torn_tail = bool(lines) and lines[-1] != b""
     for number, line in enumerate(lines, start=1):
@@ -221,6 +225,8 @@ def read_entries(raw: bytes, name: str = "") -> SessionContent:
             session_id = _header(obj, where, number, problems) or session_id
             continue
         entry = parse_entry(obj)
+        if entry is not None and "parentId" not in obj:
+            unlinked.append((entry.id, number, near_miss_link(obj, "parentId")))
         if entry is None:
             problems.append(SessionProblem(f"{where}: 缺少 id/type 或字段类型不对，已跳过", "not-entry", number))
             skipped.append(salvage_link(line, number))
@@ -229,6 +235,8 @@ def read_entries(raw: bytes, name: str = "") -> SessionContent:
         else:
             entries[entry.id] = entry
             line_of[entry.id] = number
+    if unlinked:
+        _relink(entries, line_of, unlinked, name, problems)
     _place_bridges(entries, line_of, skipped, name, problems)
     return SessionContent(entries, problems, torn_tail, session_id)
 
@@ -242,6 +250,42 @@ def _header(obj: dict[str, Any], where: str, number: int, problems: list[str]) -
             "只读取能读懂的条目，不会再往里追加", "newer-version", number))
     sid = obj.get("id")
     return sid if isinstance(sid, str) and encodable(sid) else None
+
+
+def _relink(entries: dict[str, Entry], line_of: dict[str, int],
+            unlinked: list[tuple[str, int, tuple[str, str | None] | None]], name: str, problems: list[str]) -> None:
+    """Give a parent to every entry whose ``parentId`` key is gone (a flipped byte in the key).
+
+    Every writer puts ``parentId`` on every entry (``null`` for a root), so an entry without
+    it is damage, never a new root: read as one, it would cut every earlier entry off the
+    branch. A lone key one character off (``parentID``) still holds the link; otherwise the
+    entry hangs under the entry before it in the file, reported as a cut. The first entry
+    of a file has nothing before it and stays a root.
+    """
+    order = list(entries)
+    position = {entry_id: index for index, entry_id in enumerate(order)}
+    for entry_id, number, found in unlinked:
+        entry = entries.get(entry_id)
+        if entry is None or line_of.get(entry_id) != number:
+            continue  # a duplicate id's line, skipped already
+        body = dict(entry.body)
+        if found is not None:
+            key, parent = found
+            del body[key]
+            problem = SessionProblem(
+                f"{name}:{number}: 字段名 parentId 损坏成了 {key!r}，按它的值接在 {parent!r} 之后",
+                "link-recovered", number, entry_id)
+        else:
+            index = position[entry_id]
+            if index == 0:
+                continue
+            parent = order[index - 1]
+            problem = SessionProblem(
+                f"{name}:{number}: 分支在这里断了：{entry_id!r} 缺少 parentId，已按文件顺序接到 {parent!r} 之后，"
+                "前文（包括前情提要）因此保留；如果这里曾经回退或重写过，这个接法可能不对",
+                "branch-cut", number, entry_id)
+        entries[entry_id] = Entry(entry_id, parent, entry.type, body)
+        problems.append(problem)
 
 
 def _place_bridges(

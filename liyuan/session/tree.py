@@ -38,7 +38,10 @@ from liyuan.errors import TreeError
 from liyuan.session.branch import BranchView, branch_to
 from liyuan.session.entries import SESSION_VERSION, Entry, SessionProblem, read_entries
 
-__all__ = ["SessionTree"]
+__all__ = ["ID_DRAWS", "SessionTree"]
+
+ID_DRAWS = 8
+"""How often an append draws a new id when the factory gives one the tree already has."""
 
 class SessionTree:
     """An append-only session tree, backed by a JSONL file or held in memory.
@@ -47,7 +50,7 @@ class SessionTree:
         path: The JSONL file, or ``None`` for an in-memory tree.
         session_id: Id written into a new file's header.
         clock: Timestamp source for new entries.
-        ids: Id source for new entries.
+        ids: Id source for new entries (a collision is drawn again, see :data:`ID_DRAWS`).
         fsync: Fsync after every append (the crash guarantee above). ``False`` only for
             a file that is not a session yet, such as an import's temporary file, whose
             writer fsyncs it once before moving it into place.
@@ -183,9 +186,7 @@ class SessionTree:
         with self.lock:
             if self._read_only_reason is not None:
                 raise TreeError(f"不能往这个会话文件追加：{self._read_only_reason}")
-            entry_id = self._ids()
-            if entry_id in self._entries:
-                raise TreeError(f"id 工厂给出了重复的 id：{entry_id!r}")
+            entry_id = self._fresh_id()
             body = {"timestamp": self._clock(), **fields}
             entry = Entry(entry_id, self._leaf, entry_type, body)
             if self.path is not None:
@@ -206,6 +207,15 @@ class SessionTree:
     def append_custom(self, custom_type: str, data: Mapping[str, Any]) -> Entry:
         """Append a custom entry such as ``rp-summary`` or ``rp-state``."""
         return self.append("custom", customType=custom_type, data=dict(data))
+
+    def _fresh_id(self) -> str:
+        """A new id from the factory, drawn again (up to :data:`ID_DRAWS` times) on a collision."""
+        entry_id = self._ids()
+        for _ in range(ID_DRAWS):
+            if entry_id not in self._entries:
+                return entry_id
+            entry_id = self._ids()
+        raise TreeError(f"id 工厂连续 {ID_DRAWS + 1} 次给出了重复的 id：{entry_id!r}")
 
     def _write_line(self, obj: Mapping[str, Any]) -> None:
         line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from liyuan.bounds import SIDE_INPUT_MAX_CHARS, keep_newest
 from liyuan.errors import ConfigError, ModelError, ModelOutputError, TreeError
 from liyuan.model import ChatModel, cut_off_note, require_finished, side_call
 from liyuan.session.entries import Entry, awaits_reply
@@ -182,6 +183,7 @@ def run_compaction(
     on_activity: Callable[[str], None] | None = None,
     state_text: str | None = None,
     backoff: bool = True,
+    max_input_chars: int = SIDE_INPUT_MAX_CHARS,
 ) -> CompactionOutcome:
     """Compact the current branch if due: summarise, guard, archive, append.
 
@@ -193,10 +195,11 @@ def run_compaction(
     finishReason}`` instead (unless the leaf moved); the next trigger tries again, and
     after a few failures in a row only once the wait of
     :func:`liyuan.story.backoff.backoff_wait` has passed (a waiting beat plans nothing: its
-    outcome has ``plan=None``). Never raises for model failures: whatever the model
-    object's ``complete()`` raises (an ``Exception``), and a reply with a lone surrogate,
-    is a ``failed`` outcome (see :func:`liyuan.model.side_call`); errors in this
-    package's own code are not caught.
+    outcome has ``plan=None``; the backoff line goes to ``on_activity`` once per failure,
+    on the first beat that waits, and is on every waiting beat's outcome). Never raises
+    for model failures: whatever the model object's ``complete()`` raises (an
+    ``Exception``), and a reply with a lone surrogate, is a ``failed`` outcome (see
+    :func:`liyuan.model.side_call`); errors in this package's own code are not caught.
 
     Args:
         tree: The session tree; only its current branch is read.
@@ -211,6 +214,9 @@ def run_compaction(
         on_activity: Receives every activity/result line as it happens.
         state_text: The ledger text; default: :func:`format_state` of the branch's latest snapshot.
         backoff: Honour the failure backoff (automatic runs); ``/compact`` passes False.
+        max_input_chars: Budget of the covered text sent to the model (UTF-16 units);
+            beyond it the oldest text is left out (the prompt and the activity line say
+            how much). The archive still gets all of it.
 
     Returns:
         The outcome; ``message`` is the line shown to the user.
@@ -232,7 +238,12 @@ def run_compaction(
         # region, so a beat that waits must not pay for a plan it will not use.
         streak, wait = compaction_backoff(branch, every_n_turns)
         if wait > 0:
-            return done("skipped", backoff_message(streak, wait), "backoff")
+            message = backoff_message(streak, wait)
+            if streak.beats_since > 1:
+                # Said once per failure (on the first beat that waits), not on every beat of
+                # the wait: the outcome still carries the line with the beats left.
+                return CompactionOutcome("skipped", message, None, None, None, "backoff")
+            return done("skipped", message, "backoff")
     plan = plan_compaction(branch, user_name=user_name, char_name=char_name, keep=keep,
                            every_n_turns=every_n_turns, min_chars=min_chars)
     if plan is None:
@@ -242,9 +253,12 @@ def run_compaction(
     # --8<-- [start:leaf_guard]
     leaf_before = branch[-1].id if branch else None  # the leaf the plan was made on
     chars = utf16_len(plan.conversation_text)
-    emit(f"正在压缩前情（{plan.turns} 轮 · {chars} 字）…")
+    sent, omitted = keep_newest(plan.conversation_text, max_input_chars)
+    left_out = f"；最早的 {omitted} 字放不进一次请求，没有发给旁路模型" if omitted else ""
+    emit(f"正在压缩前情（{plan.turns} 轮 · {chars} 字{left_out}）…")
     prompt = build_summary_prompt(
-        plan.conversation_text,
+        sent,
+        omitted_chars=omitted,
         state_text=state_text if state_text is not None else format_state(state_from_branch(branch)),
         previous_summary=plan.previous_summary,
         language=language,
@@ -308,6 +322,7 @@ def compact_now(
     on_activity: Callable[[str], None] | None = None,
     state_text: str | None = None,
     busy: bool = False,
+    max_input_chars: int = SIDE_INPUT_MAX_CHARS,
 ) -> CompactionOutcome:
     """Manual ``/compact``: no waiting for the period (``every_n_turns=1``), a 500-char floor,
     no failure backoff (the user asked; a failure is still recorded).
@@ -322,5 +337,5 @@ def compact_now(
     return run_compaction(
         tree, model, user_name=user_name, char_name=char_name, language=language,
         every_n_turns=1, min_chars=MANUAL_MIN_COMPACT_CHARS, keep=keep, archive=archive,
-        on_activity=on_activity, state_text=state_text, backoff=False,
+        on_activity=on_activity, state_text=state_text, backoff=False, max_input_chars=max_input_chars,
     )

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from liyuan.bounds import check_reply_size, keep_oldest, reply_max_chars
 from liyuan.errors import ModelOutputError
 from liyuan.model import split_reasoning
 from liyuan.prompts import Prompt, echoed_instructions, echoed_tag, neutralize, render
@@ -41,6 +42,8 @@ __all__ = [
 SUMMARY_HEADINGS = ("## 前情提要", "## 人物", "## 承诺与伏笔", "## 事实账", "## 当前场景")
 SUMMARY_MAX_TOKENS = 4096
 """Room for the five sections plus everything merged in from the previous summary."""
+STATE_INPUT_MAX_CHARS = 20000
+"""The ledger sent with a summary call is cut to its start beyond this (UTF-16 units)."""
 
 
 def build_summary_prompt(
@@ -50,8 +53,14 @@ def build_summary_prompt(
     previous_summary: str | None,
     language: str,
     user_name: str,
+    omitted_chars: int = 0,
 ) -> Prompt:
     """Render the five-section relay-summary prompt.
+
+    The caller bounds the conversation (:func:`liyuan.bounds.keep_newest`) and passes how
+    much it left out, which the prompt says. The previous summary is cut to what one
+    summary may be (:func:`liyuan.bounds.reply_max_chars`; only a summary stored before
+    replies were bounded is longer), the ledger to :data:`STATE_INPUT_MAX_CHARS`.
 
     Args:
         conversation_text: The covered region, as :func:`liyuan.story.history.serialize_for_summary` writes it.
@@ -59,17 +68,19 @@ def build_summary_prompt(
         previous_summary: The summary this one replaces; merged in when given.
         language: Output language, e.g. ``中文``.
         user_name: The user's character name, used in the 人物 section's instructions.
+        omitted_chars: UTF-16 units of the oldest covered text not sent (0: all sent).
 
     Returns:
         A :class:`~liyuan.prompts.Prompt` with purpose ``summary`` and max_tokens 4096.
     """
     system = render("summary_system.j2", language=language, user_name=user_name)
-    previous = (previous_summary or "").strip()
+    previous = keep_oldest((previous_summary or "").strip(), reply_max_chars(SUMMARY_MAX_TOKENS))[0]
     user = render(
         "summary_user.j2",
+        omitted_chars=omitted_chars,
         conversation_text=neutralize(conversation_text, source_tags=False),
         previous_summary=neutralize(previous, source_tags=False) if previous else None,
-        state_text=neutralize(state_text, source_tags=False),
+        state_text=neutralize(keep_oldest(state_text, STATE_INPUT_MAX_CHARS)[0], source_tags=False),
     )
     return Prompt(
         purpose="summary",
@@ -187,9 +198,10 @@ def parse_sections(text: str, headings: tuple[str, ...], *, what: str = "摘要"
         if heading is not None:
             found[heading].append(number)
             lines[number] = heading
+    missing = [h for h in headings if not found[h]]
+    if missing:
+        raise ModelOutputError(_missing_reason(missing, headings, what))
     for heading, positions in found.items():
-        if not positions:
-            raise ModelOutputError(f"缺少小节「{heading}」（可能被截断了）")
         if len(positions) > 1:
             raise ModelOutputError(f"小节「{heading}」出现了 {len(positions)} 次")
     starts = [found[h][0] for h in headings]
@@ -212,6 +224,18 @@ def parse_sections(text: str, headings: tuple[str, ...], *, what: str = "摘要"
     return Sections(tuple(preamble), "\n".join(body).strip())
 
 
+def _missing_reason(missing: list[str], headings: tuple[str, ...], what: str) -> str:
+    """Which sections a reply lacks, and the likeliest why: none at all (plain text), only the
+    last ones (the reply ended early: cut off), or some in the middle (a heading renamed)."""
+    names = "".join(f"「{h}」" for h in headings)
+    if len(missing) == len(headings):
+        return f"{what}里没有一个小节标题：应依次有 {names}，每个标题单独一行（回复像是一段纯文本）"
+    listed = "".join(f"「{h}」" for h in missing)
+    if list(headings[-len(missing):]) == missing:
+        return f"缺少小节{listed}：回复在「{headings[-len(missing) - 1]}」之后就没有了，可能被截断了"
+    return f"缺少小节{listed}：应依次有 {names}，标题要逐字一致、单独一行"
+
+
 def validate_summary(text: str, *, instructions: str = "") -> str:
     """Check a relay-summary reply and return it cleaned.
 
@@ -224,7 +248,9 @@ def validate_summary(text: str, *, instructions: str = "") -> str:
         The summary starting at ``## 前情提要``, trimmed.
 
     Raises:
-        ModelOutputError: When :func:`parse_sections` rejects it for the five
-            :data:`SUMMARY_HEADINGS`.
+        ModelOutputError: When the answer is far longer than :data:`SUMMARY_MAX_TOKENS`
+            allows (:func:`liyuan.bounds.check_reply_size`), or :func:`parse_sections`
+            rejects it for the five :data:`SUMMARY_HEADINGS`.
     """
+    check_reply_size(split_reasoning(text)[0], SUMMARY_MAX_TOKENS, "摘要")
     return parse_sections(text, SUMMARY_HEADINGS, instructions=instructions).document

@@ -11,7 +11,8 @@ Invariant of the package: nothing here runs unless ``VectorConfig.enabled`` is t
 and nothing here can fail or hold up a beat (see :func:`recall_for_beat` and
 :func:`ingest_for_beat`). The names below are imported on first use, so the
 configuration (:mod:`liyuan.vector.config`) and the ``liyuan`` facade work without the
-``vector`` extra (numpy, jieba) installed.
+``vector`` extra installed; a name that needs it, asked for without it, is a
+:class:`~liyuan.errors.ConfigError` naming the extra.
 
 Typical wiring::
 
@@ -27,6 +28,9 @@ from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
+
+from liyuan.errors import ConfigError
+from liyuan.vector.requires import install_hint
 
 if TYPE_CHECKING:
     from liyuan.vector.chunking import condense, split_text_chunks
@@ -138,10 +142,21 @@ __all__ = [
 ]
 
 
+_EXTRA_MODULES = {"numpy": "numpy", "Stemmer": "PyStemmer", "jieba": "jieba"}
+"""Modules of the ``vector`` extra that the submodules import, and their package names."""
+
+
 def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'liyuan.vector' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"liyuan.vector.{home}"), name)
+    try:
+        module = importlib.import_module(f"liyuan.vector.{home}")
+    except ModuleNotFoundError as exc:
+        if exc.name not in _EXTRA_MODULES:
+            raise
+        raise ConfigError(f"liyuan.vector.{name} 需要 {_EXTRA_MODULES[exc.name]}（vector 附加依赖）："
+                          f"{install_hint('vector')}") from exc
+    value = getattr(module, name)
     globals()[name] = value
     return value

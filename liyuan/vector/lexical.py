@@ -56,6 +56,7 @@ import numpy as np
 import numpy.typing as npt
 
 from liyuan.errors import ConfigError
+from liyuan.vector.requires import install_hint
 
 __all__ = [
     "ENGLISH_STOPWORDS",
@@ -108,7 +109,7 @@ def _stemmer() -> Any:
             try:
                 module = importlib.import_module("Stemmer")
             except ImportError as exc:
-                raise ConfigError("英文词干提取需要 PyStemmer：pip install 'liyuan-memory[vector]'") from exc
+                raise ConfigError(f"英文词干提取需要 PyStemmer（vector 附加依赖）：{install_hint('vector')}") from exc
             _STEMMER = module.Stemmer("english")
         return _STEMMER
 

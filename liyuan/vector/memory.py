@@ -20,6 +20,13 @@ Invariants:
   keeping only beats still on the current branch. (The original stored just the text
   of that one beat, losing the beats between; the queue keeps them.)
 - Recall never rewrites the query: it searches the user's raw words.
+- No vector is stored or compared before it passes
+  :func:`~liyuan.vector.embed.check_vectors` (finite, one row per text, the width the
+  embedder declares or its stored vectors have). A refused batch raises
+  :class:`~liyuan.errors.ModelOutputError` and is embedded again later: a beat stays
+  queued for the next ingest; an archive, import or note is stored without a vector
+  (label :data:`UNEMBEDDED`: keyword search finds it) and embedded at the next write;
+  a re-embed keeps the old vectors.
 """
 
 from __future__ import annotations
@@ -28,7 +35,8 @@ from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 
-from liyuan.errors import ConfigError
+from liyuan.errors import ConfigError, ModelOutputError
+from liyuan.vector.checked import UNEMBEDDED, CheckedEmbedder
 from liyuan.vector.chunking import (
     ARCHIVE_CHUNK_CHARS,
     IMPORT_CHUNK_CHARS,
@@ -40,7 +48,7 @@ from liyuan.vector.chunking import (
     split_text_chunks,
 )
 from liyuan.vector.config import EXTERNAL, NARRATIVE, VectorConfig
-from liyuan.vector.embed import Embedder, embed_query, embedder_kind, one_blas_thread
+from liyuan.vector.embed import Embedder, embedder_kind, one_blas_thread
 from liyuan.vector.factory import make_embedder
 from liyuan.vector.lexical import get_tokenizer, has_cjk
 from liyuan.vector.results import Hit, IngestResult, SearchReport, StoreStatus, make_ref, parse_ref
@@ -51,6 +59,7 @@ __all__ = [
     "ARCHIVE_TITLE",
     "MERGE_MAX_CHARS",
     "SEARCH_TOOL_TOP",
+    "UNEMBEDDED",
     "VectorMemory",
 ]
 
@@ -88,6 +97,7 @@ class VectorMemory:
         self._on_activity = on_activity
         self.embedder = embedder if embedder is not None else make_embedder(config, on_fallback=self._emit)
         self.fusion: Fusion = fusion
+        self._checked = CheckedEmbedder(store)
 
     def _emit(self, line: str) -> None:
         if self._on_activity is not None:
@@ -116,10 +126,20 @@ class VectorMemory:
         pieces = list(dict.fromkeys(p for p in pieces if len(p) >= MIN_CHUNK_CHARS))
         if not pieces:
             return []
-        vectors = self.embedder.embed(pieces)
+        self._checked.embed_waiting(self.embedder)
+        cap = self.config.store(store_id).max_chunks
+        try:
+            vectors = self._checked.vectors(self.embedder, pieces)
+        except ModelOutputError as exc:
+            # Keep the text (keyword search finds it); its vector is made at the next write.
+            empty = np.zeros(0, dtype=np.float32)
+            self.store.add([NewChunk(store_id, text, empty, UNEMBEDDED, source, title, node_id) for text in pieces],
+                           max_chunks=cap, on_evict=self._evicted)
+            self._checked.mark_waiting()
+            raise ModelOutputError(f"{exc}；文字已先存下（关键词检索找得到），向量在下次写入时重算") from exc
         rows = [NewChunk(store_id, text, vectors[i], self.embedder.label, source, title, node_id)
                 for i, text in enumerate(pieces)]
-        return self.store.add(rows, max_chunks=self.config.store(store_id).max_chunks, on_evict=self._evicted)
+        return self.store.add(rows, max_chunks=cap, on_evict=self._evicted)
 
     def archive_compacted(self, text: str, anchor_id: str | None = None) -> int:
         """Store the original text a compaction is about to cover (the compaction seam).
@@ -160,6 +180,7 @@ class VectorMemory:
         counter = self.store.next_turn(queued_now)
         if counter % narrative.every_n_turns != 0:
             return IngestResult(False, reason="not-due" if queued_now else "too-short")
+        self._checked.embed_waiting(self.embedder)
         queued = self.store.pending()
         result = IngestResult(False, reason="too-short")
         # One snapshot for the whole queue; each merge hands back the chunk to continue.
@@ -203,7 +224,7 @@ class VectorMemory:
         ):
             parent = last
             text = f"{last.text}\n\n{text}"
-        vector = self.embedder.embed([text])[0]
+        vector = self._checked.vectors(self.embedder, [text])[0]  # refused: the queue stays, the next ingest retries
         row = NewChunk(NARRATIVE, text, vector, self.embedder.label, "narrative", None,
                        node_id if node_id is not None or parent is None else parent.node_id,
                        parent.id if parent else None, parent.merge_count + 1 if parent else 1)
@@ -263,7 +284,7 @@ class VectorMemory:
         chunks = [c for c in self.store.chunks() if c.embedder != self.embedder.label]
         for start in range(0, len(chunks), batch):
             part = chunks[start : start + batch]
-            vectors = self.embedder.embed([c.text for c in part])
+            vectors = self._checked.vectors(self.embedder, [c.text for c in part])
             self.store.set_embeddings([(c.id, vectors[i]) for i, c in enumerate(part)], self.embedder.label)
         return len(chunks)
 
@@ -278,7 +299,7 @@ class VectorMemory:
         snapshot = self.store.snapshot()
         mode = self.config.recall_mode
         with one_blas_thread():
-            vector = embed_query(self.embedder, [query])[0] if mode != "lexical" else None
+            vector = self._checked.vectors(self.embedder, [query], query=True)[0] if mode != "lexical" else None
             terms = get_tokenizer(self.config.lexical_tokenizer)(query) if mode != "semantic" else []
             weight = self.config.semantic_weight(embedder_kind(self.embedder.label),
                                                  "cjk" if has_cjk(query) else "latin")

@@ -16,7 +16,9 @@ Invariants:
 - One worker thread per store at most (it ends after :data:`WORKER_IDLE_S` idle
   seconds): hung beats queue behind the stuck call instead of each leaking a thread.
 - The branch ids are frozen before the worker starts (a reroll would move the leaf).
-- One line per hit: ``- 【title】text`` with the text trimmed; zero hits, no lines.
+- One line per hit: ``- 【title】text`` with the text trimmed and its line breaks written
+  `` / `` (:func:`one_line`), so recalled text cannot add a line that looks like another
+  hit; zero hits, no lines.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Protocol
 
+from liyuan.errors import ModelOutputError
 from liyuan.session.entries import Entry
 from liyuan.vector.results import Hit, IngestResult
 from liyuan.vector.worker import MAX_DEFERRED_INGESTS, REFUSED, TIMED_OUT, WORKER_IDLE_S, worker_for
@@ -86,13 +89,27 @@ def branch_ids_of(branch: Iterable[Entry]) -> frozenset[str]:
 
 
 # --8<-- [start:recall_lines]
+LINE_JOIN = " / "
+"""Stands for a line break inside a recalled chunk: each hit stays one line."""
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: its non-blank lines trimmed and joined by :data:`LINE_JOIN`.
+
+    Every line break ``str.splitlines`` knows counts (``\r``, ``\u2028``, ``\x85`` ...):
+    a chunk holding ``\n- 【剧情数据库】...`` must not add a line that reads as another hit.
+    """
+    return LINE_JOIN.join(part for line in text.splitlines() if (part := line.strip()))
+
+
 def format_recall_lines(hits: Sequence[Hit]) -> list[str]:
-    """``- 【title】text`` per hit (a hit without a title gets no brackets)."""
+    """``- 【title】text`` per hit, one line each (a hit without a title gets no brackets)."""
     lines = []
     for hit in hits:
-        text = hit.text.strip()
+        text = one_line(hit.text)
+        title = " ".join(hit.title.split())
         if text:
-            lines.append(f"- 【{hit.title}】{text}" if hit.title else f"- {text}")
+            lines.append(f"- 【{title}】{text}" if title else f"- {text}")
     return lines
 # --8<-- [end:recall_lines]
 
@@ -175,7 +192,10 @@ def ingest_for_beat(
     if isinstance(result, IngestResult):
         return result
     detail = f"{type(result).__name__}: {result}" if isinstance(result, BaseException) else "返回值不对"
-    report(f"向量记忆写入出错（{detail}），这一轮没有写入")
+    if isinstance(result, ModelOutputError):  # refused vectors: the beat stays queued
+        report(f"向量记忆写入出错（{detail}），这一轮留在队列里，下次写入时重试")
+    else:
+        report(f"向量记忆写入出错（{detail}），这一轮没有写入")
     return IngestResult(False, reason="error")
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import liyuan
 
-PACKAGES = ("session", "story", "context", "card", "vector", "discussion")
+PACKAGES = ("session", "story", "context", "lore", "card", "vector", "discussion")
 
 
 def anchors(page: Path) -> set[str]:

@@ -125,3 +125,12 @@ def test_the_bench_page_speaks_of_turns_not_beats() -> None:
     bench = json.loads((ROOT / "sim" / "eval" / "bench.json").read_text(encoding="utf-8"))
     assert "拍" not in bench["overhead"]["target"] and "拍" not in (ROOT / "sim" / "eval" / "bench.md").read_text(
         encoding="utf-8")
+
+
+def test_long_names_in_table_cells_may_break_between_their_parts() -> None:
+    html = ("<p><code>a.b</code></p><table><tr><td><code>liyuan.story.scribe.validate_summary</code> and "
+            "<code>cards/&lt;卡&gt;/记忆.md</code></td></tr></table>")
+    out = hook.break_table_names(html)
+    assert "<td><code>liyuan.<wbr>story.<wbr>scribe.<wbr>validate_<wbr>summary</code>" in out
+    assert "<code>cards/<wbr>&lt;卡&gt;/<wbr>记忆.<wbr>md</code>" in out
+    assert out.startswith("<p><code>a.b</code></p>")  # prose code is left alone

@@ -230,3 +230,23 @@ def test_scripted_replies_are_labelled_scripted() -> None:
     assert FunctionModel(lambda r: r.purpose).complete(ask()).provenance == "scripted"
     with pytest.raises(ModelError):
         ScriptedModel([ModelError("429")]).complete(ask())
+
+
+@pytest.mark.parametrize("failure", ["refused", "unreachable", "timeout"])
+def test_a_failed_request_names_the_url_it_tried_without_credentials(allow_model_requests: None,
+                                                                       failure: str) -> None:
+    def server(req: httpx2.Request) -> httpx2.Response:
+        if failure == "unreachable":
+            raise httpx2.ConnectError("connection refused", request=req)
+        if failure == "timeout":
+            raise httpx2.ReadTimeout("slow", request=req)
+        return httpx2.Response(404, json={"error": {"message": "model not found"}})
+
+    model = OpenAIModel(model="m", base_url="http://user42:pa55@side.test:8080/v1?token=x", api_key=SECRET,
+                        max_retries=1, sleep=lambda _s: None, deadline=60,
+                        http_client=httpx2.Client(transport=httpx2.MockTransport(server)))
+    with pytest.raises(ModelError) as info:
+        model.complete(ask())
+    message = str(info.value)
+    assert "http://side.test:8080/v1/chat/completions" in message, message
+    assert "pa55" not in message and "token=x" not in message and SECRET not in message

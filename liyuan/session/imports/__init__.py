@@ -19,10 +19,18 @@ from liyuan.session.imports.model import (
     safe_chat_id,
     safe_folder_name,
 )
-from liyuan.session.imports.reader import ChatReader, import_chat, read_chat, write_messages
+from liyuan.session.imports.reader import (
+    IMPORT_TEMP_MARK,
+    ChatReader,
+    import_chat,
+    read_chat,
+    remove_dead_import_temps,
+    write_messages,
+)
 
 __all__ = [
     "FORMATS",
+    "IMPORT_TEMP_MARK",
     "ChatImportError",
     "ChatReader",
     "ChatSource",
@@ -30,6 +38,7 @@ __all__ = [
     "ImportedMessage",
     "import_chat",
     "read_chat",
+    "remove_dead_import_temps",
     "safe_chat_id",
     "safe_folder_name",
     "write_messages",

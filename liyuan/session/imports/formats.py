@@ -41,7 +41,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from liyuan.session.imports.model import ChatImportError, ImportedMessage, MessageRole
-from liyuan.session.imports.source import TextSource
+from liyuan.session.imports.source import TextSource, load_json
 
 __all__ = ["OPENAI_ROLES", "Options", "Tally", "detect_format", "parse_messages"]
 
@@ -129,7 +129,7 @@ def _sillytavern(source: TextSource, tally: Tally) -> Iterator[ImportedMessage]:
         if not text.strip():
             continue
         try:
-            data = json.loads(text)
+            data = load_json(text, number)
         except json.JSONDecodeError as exc:
             raise ChatImportError(f"不是合法的 JSON（{exc.msg}，第 {exc.colno} 列）", line=number) from exc
         if not isinstance(data, dict):

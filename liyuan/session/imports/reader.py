@@ -7,7 +7,9 @@ Invariants:
   :class:`~liyuan.session.tree.SessionTree` into a temporary file beside the target,
   and links that file into place only when every entry is in. A failure at any point
   leaves no file behind and never touches an existing session (an existing target is
-  refused, not overwritten).
+  refused, not overwritten). A process killed mid-import cannot clean up: its temporary
+  file (named after its pid) is removed by :func:`remove_dead_import_temps` once that
+  process is gone, which :class:`liyuan.Card` calls when it opens the card.
 - Both passes stream the file (:mod:`liyuan.session.imports.source`); the importer
   holds one message at a time. The tree it writes holds its entries in memory, as any
   open :class:`SessionTree` does.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -35,10 +38,51 @@ from liyuan.session.imports.model import FORMATS, ChatImportError, ChatSource, I
 from liyuan.session.imports.source import MAX_VALUE_CHARS, TextSource
 from liyuan.session.tree import SessionTree
 
-__all__ = ["ChatReader", "import_chat", "read_chat", "write_messages"]
+__all__ = ["IMPORT_TEMP_MARK", "ChatReader", "import_chat", "read_chat", "remove_dead_import_temps", "write_messages"]
 
 PROGRESS_EVERY = 1000
 """Messages between two progress callbacks."""
+IMPORT_TEMP_MARK = ".importing-"
+"""An import's temporary file is ``.<target>.importing-<pid>-<thread>`` beside its target."""
+_TEMP_RE = re.compile(r"\..+" + re.escape(IMPORT_TEMP_MARK) + r"(\d+)-(\d+)")
+
+
+def _alive(pid: int) -> bool:
+    """True unless process ``pid`` certainly does not exist (on this machine)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else (or cannot tell): never remove under it
+    return True
+
+
+def remove_dead_import_temps(folder: Path) -> int:
+    """Remove the temporary files imports left in ``folder`` when their process died (a kill).
+
+    A file whose process is still alive is an import under way and is left alone (a pid
+    reused since only delays the cleanup). Symlinks and folders are never touched; a
+    missing folder is fine. Returns how many were removed.
+
+    Raises:
+        OSError: The folder cannot be listed or a file cannot be removed.
+    """
+    removed = 0
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return 0
+    for entry in entries:
+        match = _TEMP_RE.fullmatch(entry.name)
+        if match is None or not entry.is_file(follow_symlinks=False) or _alive(int(match.group(1))):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(folder / entry.name)
+            removed += 1
+    return removed
 
 
 class ChatReader:
@@ -169,7 +213,7 @@ def import_chat(path: str | os.PathLike[str], session_path: str | os.PathLike[st
     created = [p for p in (target.parent, *target.parent.parents) if not p.exists()]
     target.parent.mkdir(parents=True, exist_ok=True)
     # One temporary file per process and thread: two imports into one target never share it.
-    temp = target.with_name(f".{target.name}.importing-{os.getpid()}-{threading.get_ident()}")
+    temp = target.with_name(f".{target.name}{IMPORT_TEMP_MARK}{os.getpid()}-{threading.get_ident()}")
     try:
         with contextlib.suppress(FileNotFoundError):
             temp.unlink()  # a leftover of an import that died; never a session

@@ -11,6 +11,14 @@ Invariants:
   the buffer without end.
 - :attr:`TextSource.sha256` is the hash of the file's bytes, known once a pass has read
   to the end.
+- Only a regular file is read: a named pipe, a device or a folder is refused before a
+  byte is read (it is opened without blocking, so a pipe with no writer cannot hang it).
+- A JSON value nested deeper than :data:`JSON_MAX_DEPTH`, holding a number longer than
+  :data:`NUMBER_MAX_CHARS` characters or a string with a lone surrogate (``"\\ud800"``,
+  which no UTF-8 file can hold) is refused, naming its line and the innermost field
+  around it. The limits are this module's, not the ``json`` module's, so a file is
+  accepted or refused the same way on every Python version (3.12 parses nesting 3.11
+  refuses).
 
 JSON values are decoded with the standard library's ``JSONDecoder.raw_decode`` on a
 sliding buffer, so a file that is one huge array (``[{...},{...}, ...]`` on one line)
@@ -23,19 +31,133 @@ import codecs
 import hashlib
 import json
 import os
+import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 from liyuan.session.imports.model import ChatImportError
 
-__all__ = ["CHUNK_BYTES", "MAX_VALUE_CHARS", "JsonItem", "TextSource"]
+__all__ = [
+    "CHUNK_BYTES",
+    "JSON_MAX_DEPTH",
+    "MAX_VALUE_CHARS",
+    "NUMBER_MAX_CHARS",
+    "JsonItem",
+    "TextSource",
+    "load_json",
+]
 
 CHUNK_BYTES = 1 << 20
 MAX_VALUE_CHARS = 32 << 20
 """Longest line or JSON value accepted (characters): one message, not the file."""
 
+JSON_MAX_DEPTH = 100
+"""Deepest nesting of arrays and objects accepted in one JSON value (a chat needs a few)."""
+NUMBER_MAX_CHARS = 100
+"""Longest number accepted, in characters (a count or a timestamp needs 20)."""
+
 _WHITESPACE = " \t\r\n"
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+# A number over the limit has a run of at least a third of it in digits (integer part,
+# fraction, exponent): a run of a quarter is a safe, rare trigger for the exact scan.
+_LONG_NUMBER = re.compile(f"[0-9]{{{NUMBER_MAX_CHARS // 4}}}")
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}:]|-?[0-9][0-9.eE+-]*')
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _suspect(text: str, start: int, end: int) -> bool:
+    """Cheap test (C speed) that a decoded value may break a limit; :func:`_fault` decides."""
+    return (text.count("[", start, end) + text.count("{", start, end) > JSON_MAX_DEPTH
+            or _LONG_NUMBER.search(text, start, end) is not None
+            or _SURROGATE_ESCAPE.search(text, start, end) is not None)
+
+
+def _printable(key: str) -> str:
+    return key.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _fault(text: str, start: int, end: int) -> tuple[int, str, str] | None:
+    """``(offset, field, reason)`` of the first limit the JSON value at ``start`` breaks.
+
+    Scans tokens (strings, brackets, colons, numbers) without recursion, so it works
+    on any depth; stops where the value ends. ``field`` is the innermost key around
+    the fault (``""`` when there is none).
+    """
+    keys: list[str | None] = []
+    pending: str | None = None
+    for match in _TOKEN.finditer(text, start, end):
+        token = match.group()
+        head = token[0]
+        if head in "[{":
+            keys.append(None)
+            if len(keys) > JSON_MAX_DEPTH:
+                return match.start(), _field(keys), f"JSON 嵌套超过 {JSON_MAX_DEPTH} 层，不像一条聊天记录"
+        elif head in "]}":
+            if keys:
+                keys.pop()
+            if not keys:
+                return None
+        elif head == ":":
+            if keys and pending is not None:
+                keys[-1] = pending
+        elif head == '"':
+            pending = None
+            try:
+                value = json.loads(token)
+            except ValueError:
+                continue
+            if isinstance(value, str) and _LONE_SURROGATE.search(value):
+                return (match.start(), _field(keys) or _printable(value),
+                        "含孤立的代理项（如 \\ud800）：这不是能存成 UTF-8 的文字")
+            pending = value
+            continue
+        elif len(token) > NUMBER_MAX_CHARS:
+            reason = f"数字有 {len(token)} 位，超过 {NUMBER_MAX_CHARS} 位，不像聊天记录里的数"
+            return match.start(), _field(keys), reason
+        pending = None
+    return None
+
+
+def _refuse(text: str, start: int, end: int, line: int, fallback: str, cause: BaseException | None) -> None:
+    """Raise the error of the limit the value at ``start`` breaks; ``fallback`` (if any) when none is found.
+
+    ``line`` is the line ``start`` is on.
+    """
+    found = _fault(text, start, end)
+    if found is None:
+        if not fallback:
+            return
+        raise ChatImportError(fallback, line=line) from cause
+    offset, field, reason = found
+    raise ChatImportError(reason, line=line + text.count("\n", start, offset), field=field) from cause
+
+
+def load_json(text: str, line: int) -> Any:
+    """``json.loads`` of one line under this module's limits (nesting, number length, surrogates).
+
+    Raises:
+        json.JSONDecodeError: Not JSON (the caller words that error).
+        ChatImportError: A limit is broken; the line and the innermost field are named.
+    """
+    try:
+        value = json.loads(text)
+    except RecursionError as exc:
+        _refuse(text, 0, len(text), line, "JSON 嵌套太深，不像一条聊天记录", exc)
+        raise  # unreachable: _refuse always raises with a fallback
+    except json.JSONDecodeError:
+        raise
+    except ValueError as exc:  # a number too long for int()
+        _refuse(text, 0, len(text), line, "数字太长，不像聊天记录里的数", exc)
+        raise
+    if _suspect(text, 0, len(text)):
+        _refuse(text, 0, len(text), line, "", None)
+    return value
+
+
+def _field(keys: list[str | None]) -> str:
+    return next((_printable(k) for k in reversed(keys) if k is not None), "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,10 +197,7 @@ class TextSource:
         decoder = codecs.getincrementaldecoder("utf-8")("strict")
         newlines = 0
         first = True
-        try:
-            handle = open(self.path, "rb")  # noqa: SIM115 (closed below, generator-safe)
-        except OSError as exc:
-            raise ChatImportError(f"读不了这个文件：{exc.strerror or exc}") from exc
+        handle = _open_regular(self.path)
         with handle:
             while True:
                 raw = handle.read(self.chunk_bytes)
@@ -165,6 +284,8 @@ class TextSource:
             while True:
                 try:
                     value, end = decoder.raw_decode(buffer, pos)
+                except RecursionError as exc:  # deeper than this Python's stack: find the field
+                    refuse(len(buffer), "JSON 嵌套太深，不像一条聊天记录", exc)
                 except json.JSONDecodeError as exc:
                     if len(buffer) - pos > self.max_value_chars:
                         raise ChatImportError(f"一个 JSON 值超过 {self.max_value_chars} 个字符，或者不是合法的 JSON",
@@ -175,12 +296,19 @@ class TextSource:
                     ended = exc.pos >= len(buffer) - 1 or exc.msg.startswith("Unterminated")
                     reason = "JSON 没有写完（文件被截断了？）" if ended else f"不是合法的 JSON（{exc.msg}）"
                     raise ChatImportError(reason, line=at) from exc
+                except ValueError as exc:  # a number too long for int()
+                    refuse(len(buffer), "数字太长，不像聊天记录里的数", exc)
                 # A number at the end of a buffer may continue in the next chunk.
                 if end == len(buffer) and not exhausted and isinstance(value, int | float) and more():
                     continue
+                if _suspect(buffer, pos, end):
+                    refuse(end, "", None)
                 line += buffer.count("\n", pos, end)
                 pos = end
                 return value
+
+        def refuse(end: int, fallback: str, cause: BaseException | None) -> None:
+            _refuse(buffer, pos, end, line, fallback, cause)
 
         while skip_space():
             char = buffer[pos]
@@ -215,3 +343,20 @@ class TextSource:
             yield JsonItem(start, decode(), 0, index)
         if in_array:
             raise ChatImportError("JSON 数组没有结束（缺少 ]，文件被截断了？）", line=line)
+
+
+def _open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+    """Open ``path`` for reading if it is a regular file (never blocking on a pipe)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        raise ChatImportError(f"读不了这个文件：{exc.strerror or exc}") from exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ChatImportError("不是普通文件（是命名管道、设备或文件夹），不能导入：请先把聊天记录存成文件")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise

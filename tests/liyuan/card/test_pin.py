@@ -5,6 +5,7 @@ Every recap and merge reply here is hand-written (ScriptedModel / FunctionModel)
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,37 @@ def test_resume_keeps_hand_edited_recaps_protected(tmp_path: Path) -> None:
     write_chat(tmp_path, "B", [("user", "又下雪了。"), ("assistant", "嗯。")])
     out = mem.sync()
     assert (out.recapped, out.merged) == ([], "ok")  # B's hand-edited recap is never rewritten
+
+
+# -- issue 26, item 6: a handbook hand-edited without source lines ----------------------
+# Before: after resume_merging() the merge sent the hand-edited handbook and no recap
+# (none had changed); a reply can only hold a chat's block (来源：局/<id>.md) for a chat
+# it was given, so every reply was refused for having none, and every later sync paid
+# for the same refused merge again.
+
+
+def _blocks_for_what_it_was_given(calls: list[str]) -> FunctionModel:
+    """A stand-in merge that, like a model, writes a block only for the recaps it was sent."""
+    def fn(request: ModelRequest) -> str:
+        text = user_text(request)
+        calls.append(request.purpose)
+        given = re.findall(r'<recap chat-id="([^"]+)"', text)
+        blocks = "\n\n".join(f"# 局：{c}\n- 东门\n来源：局/{c}.md" for c in given)
+        handbook = f"用户更正：东门\n\n{blocks}" if blocks else "用户更正：东门"
+        return merge_reply(handbook, RESIDENT_EAST)
+    return FunctionModel(fn)
+
+
+def test_a_handbook_edited_without_source_lines_merges_again_after_resume(tmp_path: Path) -> None:
+    _synced(tmp_path)
+    _edit(tmp_path, "card:handbook", "用户更正：东门")  # every 来源：局/… line gone
+    calls: list[str] = []
+    notes: list[str] = []
+    mem = memory(tmp_path, _blocks_for_what_it_was_given(calls), on_activity=notes.append)
+    assert mem.resume_merging() is True
+    outcomes = [mem.sync().merged for _ in range(3)]
+    assert outcomes == ["ok", "no-change", "no-change"]  # merged once, then nothing more to pay for
+    assert calls == ["merge"]
+    handbook = (_mem(tmp_path) / "记忆.md").read_text(encoding="utf-8")
+    assert "用户更正：东门" in handbook and "来源：局/A.md" in handbook and "来源：局/B.md" in handbook
+    assert any("来源" in n and "全部" in n for n in notes)  # said what it did about it

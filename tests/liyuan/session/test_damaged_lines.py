@@ -84,11 +84,13 @@ def test_read_entries_reports_the_kinds(tmp_path: Path) -> None:
     assert content.entries["b"].parent_id == "a" and content.entries["b"].type == DAMAGED_ENTRY_TYPE
 
 
-DEEP = '{"id":"d","parentId":"a","type":"message","x":' + "[" * 1000 + "]" * 1000 + "}"
+# Deeper than any supported Python's parser goes (3.11 refuses 1,000 levels, 3.12 about
+# 3,000, 3.13 about 10,000): the line is unreadable on every version.
+DEEP = '{"id":"d","parentId":"a","type":"message","x":' + "[" * 100_000 + "]" * 100_000 + "}"
 HUGE = '{"id":"d","parentId":"a","type":"message","x":' + "9" * 5000 + "}"
 
 
-@pytest.mark.parametrize("line", [DEEP, HUGE], ids=["1000-deep", "5000-digits"])
+@pytest.mark.parametrize("line", [DEEP, HUGE], ids=["100000-deep", "5000-digits"])
 def test_hostile_lines_are_skipped_not_crashes(tmp_path: Path, line: str) -> None:
     path = tmp_path / "s.jsonl"
     path.write_text('{"type":"session","version":1,"id":"s"}\n'
@@ -126,3 +128,68 @@ def test_a_newer_version_is_read_but_never_appended_to(tmp_path: Path) -> None:
     with pytest.raises(TreeError, match="版本 99"):
         tree.append_message("user", "2")
     assert path.read_bytes() == raw
+
+
+# -- issue 26, item 5: a flipped "parentId" key ----------------------------------------
+# Before: a byte flip inside the key (e.g. "parentID") left valid JSON; the entry was read
+# as a new root and every earlier entry, the summary with it, left the branch unnoticed.
+
+
+def test_a_flipped_parent_key_is_read_back_from_the_damaged_key(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    full = _session(path)
+    _damage(path, 20, b'"parentId"', b'"parentID"')
+    tree = SessionTree(path)
+    branch = tree.branch()
+    assert [e.id for e in branch] == full  # nothing detached
+    assert [p.kind for p in tree.problems] == ["link-recovered"]
+    assert "parentID" in tree.problems[0] and tree.problems[0].line == 20
+    assert "parentID" not in branch[18].body  # the damaged key is read as the link, not kept as data
+    assert active_summary(story_view(branch)) is not None
+
+
+def test_a_missing_parent_key_is_a_loud_cut_that_keeps_the_summary(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    full = _session(path)
+    lines = path.read_bytes().split(b"\n")
+    record = json.loads(lines[19])
+    del record["parentId"]
+    lines[19] = json.dumps(record, ensure_ascii=False).encode("utf-8")
+    path.write_bytes(b"\n".join(lines))
+    tree = SessionTree(path)
+    branch = tree.branch()
+    assert [e.id for e in branch] == full  # hung under the entry before it in the file
+    assert [p.kind for p in tree.problems] == ["branch-cut"]
+    assert [p.entry_id for p in tree.branch_breaks()] == [full[18]]
+    assert active_summary(story_view(branch)) is not None
+    assert branch[18].text == record["text"]  # the entry's own content is intact
+
+
+def test_every_bit_flip_in_the_parent_key_keeps_the_branch_and_is_noted(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    full = _session(path)
+    good = path.read_bytes()
+    lines = good.split(b"\n")
+    start = lines[19].index(b'"parentId"')
+    silent: list[str] = []
+    for offset in range(start, start + len(b'"parentId"')):
+        for bit in range(8):
+            line = bytearray(lines[19])
+            line[offset] ^= 1 << bit
+            path.write_bytes(b"\n".join([*lines[:19], bytes(line), *lines[20:]]))
+            tree = SessionTree(path)
+            branch = tree.branch()
+            assert [e.id for e in branch] == full, bytes(line[:60])
+            assert active_summary(story_view(branch)) is not None
+            if not tree.problems:
+                silent.append(bytes(line[:40]).decode("utf-8", "replace"))
+    assert silent == []  # every damage is noted
+
+
+def test_the_first_entry_without_a_parent_key_is_still_the_root(tmp_path: Path) -> None:
+    raw = (b'{"type":"session","version":1,"id":"s"}\n'
+           b'{"id":"a","type":"message","role":"user","text":"x"}\n'
+           b'{"id":"b","parentId":"a","type":"message","role":"assistant","text":"y"}\n')
+    content = read_entries(raw, "s.jsonl")
+    assert [(e.id, e.parent_id) for e in content.entries.values()] == [("a", None), ("b", "a")]
+    assert [p.kind for p in content.problems] == []  # nothing before it: nothing is cut

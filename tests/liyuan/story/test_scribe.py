@@ -83,7 +83,7 @@ def test_validate_accepts_and_cleans() -> None:
         (SUMMARY_REPLY.replace("## 前情提要", "## X").replace("## 当前场景", "## 前情提要")
          .replace("## X", "## 当前场景"), "顺序不对"),
         (SUMMARY_REPLY.replace("阿箬答应明早带路。", "").replace("- ", ""), "「## 承诺与伏笔」没有内容"),
-        ("前情提要\n人物\n承诺与伏笔\n事实账\n当前场景", "缺少小节"),
+        ("前情提要\n人物\n承诺与伏笔\n事实账\n当前场景", "没有一个小节标题"),
     ],
 )
 def test_validate_rejects(reply: str, reason: str) -> None:
@@ -172,7 +172,7 @@ def test_mixed_heading_styles_in_one_reply() -> None:
 
 @pytest.mark.parametrize("style", ["#### {}", "{}", "{}：", "*{}*", "## {}（续）", "- {}"])
 def test_lines_that_are_not_headings_stay_content(style: str) -> None:
-    with pytest.raises(ModelOutputError, match="缺少小节"):
+    with pytest.raises(ModelOutputError, match="没有一个小节标题"):
         validate_summary(restyle(style))
 
 

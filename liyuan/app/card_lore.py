@@ -1,0 +1,110 @@
+"""The lore side of a :class:`~liyuan.app.card.Card`: import a card, read and edit its lore book.
+
+Invariants: an import writes nothing unless the whole file reads
+(:class:`~liyuan.errors.CardImportError` otherwise); the lore book is written atomically
+and the next turn uses it; lore learnt from the handbook keeps its source chats, and
+deleting a chat removes the learnt entries only it supported (an activity line names them).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from liyuan.app.activity import Activity
+from liyuan.card.manual import HANDBOOK_REF
+from liyuan.card.sync import CardMemory
+from liyuan.errors import ConfigError, MemoryFileError
+from liyuan.lore.cards import ImportedCard, card_greetings, read_card
+from liyuan.lore.model import LoreBook, LoreEntry
+from liyuan.lore.provenance import adopt, propose_from_handbook
+from liyuan.lore.store import LORE_FILE, LoreShelf, load_card_data, save_card_data
+
+__all__ = ["CardLore"]
+
+
+class CardLore:
+    """Mixed into :class:`~liyuan.app.card.Card` (which sets these attributes)."""
+
+    path: Path
+    user_name: str
+    _lore: LoreShelf
+    _emit: Callable[[Activity], None]
+
+    @property
+    def memory(self) -> CardMemory:  # provided by Card
+        raise NotImplementedError
+
+    def import_card(self, path: str | os.PathLike[str], *, replace: bool = False) -> ImportedCard:
+        """Bring in a character card (V3/V2/V1 as JSON, PNG or CHARX) or a lore book
+        (``lorebook_v3``, SillyTavern World Info); see :mod:`liyuan.lore.cards`.
+
+        A card is kept whole as ``角色卡.json`` (unknown fields too) and gives new chats
+        their greeting; its ``character_book`` (or the lore book) becomes ``设定集.yaml``.
+
+        Args:
+            path: The file.
+            replace: Replace a lore book the card already has (it is refused otherwise).
+
+        Returns:
+            What was read (name, greetings, lore book, the JSON).
+
+        Raises:
+            CardImportError: The file cannot be imported (the message says why); nothing is written.
+            ConfigError: The card has a lore book already and ``replace`` is False; nothing is written.
+        """
+        card = read_card(path, user_name=self.user_name)
+        if card.book is not None and not replace and (self.path / LORE_FILE).exists():
+            raise ConfigError(f"这张卡已经有设定集（{LORE_FILE}）：要用导入的换掉它，传 replace=True")
+        if card.book is not None:
+            self._lore.save(card.book)
+        if card.is_card:
+            save_card_data(self.path, card.data)
+        return card
+
+    @property
+    def lore(self) -> LoreBook | None:
+        """The card's lore book as stored (``设定集.yaml``), or ``None``.
+
+        Raises:
+            LoreError: The file does not read (the message names the entry).
+        """
+        index = self._lore.index()
+        return index.book if index is not None else None
+
+    def save_lore(self, book: LoreBook) -> None:
+        """Replace the card's lore book (written atomically; the next turn uses it)."""
+        self._lore.save(book)
+
+    def propose_lore(self, *, min_sources: int = 2) -> list[LoreEntry]:
+        """Lore entries learnt from the handbook's stable lines, each with its source chats.
+
+        Nothing is written: pass the ones you want to :meth:`adopt_lore`. Deleting a chat
+        later removes an adopted entry that only that chat supported.
+        """
+        found = self.memory.read_memory(HANDBOOK_REF)
+        return propose_from_handbook(found[0] if found else "", min_sources=min_sources)
+
+    def adopt_lore(self, entries: list[LoreEntry]) -> None:
+        """Add proposed entries to the lore book (a learnt entry of the same title is replaced,
+        an entry a person wrote is kept)."""
+        self._lore.save(adopt(self.lore, entries))
+
+    def _forget_lore(self, chat_id: str) -> None:
+        try:
+            removed = self._lore.forget_chat(chat_id)
+        except MemoryFileError as exc:
+            self._emit(Activity("error", f"删掉局 {chat_id} 后没能更新设定集：{exc}"))
+            return
+        if removed:
+            self._emit(Activity("lore", f"设定集：局 {chat_id} 删掉了，只由它支撑的设定也删了："
+                                        + "、".join(f"「{t}」" for t in removed)))
+
+    def greetings(self) -> tuple[str, ...]:
+        """The imported card's greetings (``first_mes``, then the alternates); empty if none."""
+        try:
+            data = load_card_data(self.path)
+        except MemoryFileError:
+            return ()
+        return card_greetings(data, user_name=self.user_name) if data is not None else ()

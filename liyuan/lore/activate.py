@@ -1,0 +1,335 @@
+"""Which lore entries a turn activates, and what of them fits: 【相关设定】 and 【设定集索引】.
+
+Rules, one by one (each has its test):
+
+- Scanned text: the user's new words (depth 0), then the kept turns newest first, one
+  segment per turn (user words and reply); an entry scans ``scan_turns`` turns back
+  (default :data:`~liyuan.lore.model.DEFAULT_SCAN_TURNS`, the 6 verbatim turns).
+- An enabled entry is active when it is ``constant``, or one of its keys occurs in its
+  window and its secondary keys pass its ``logic``. Plain keys match as substrings
+  (casefolded unless ``case_sensitive``); with ``whole_word`` a key ending in a Latin
+  letter or digit must not touch another one there; CJK keys match anywhere.
+- Recursion (when the book asks for it): the content of what was just activated is
+  scanned as well, for at most ``recursion_steps`` further steps (capped at 5). An entry
+  with ``recursive: false`` is never activated this way; one with ``prevent_recursion``
+  never activates others.
+- Order: constant entries first, then higher ``priority``, then lower ``order``, then
+  the book's own order.
+- Budget (the lore share, :func:`lore_share_chars`): 【相关设定】 takes whole entries in
+  that order; the first entry that does not fit, and every one after it, is cut: listed
+  in :attr:`LoreReport.cut`, never dropped silently, and its title goes first into the
+  index. 【设定集索引】 lists the titles of the other enabled entries with what is left,
+  at most :data:`~liyuan.lore.model.LORE_INDEX_MAX_CHARS`, cut at a title.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from itertools import chain
+
+from liyuan.lore.match import KeyHits, LoreIndex, RegexClock
+from liyuan.lore.model import LOGICS, LORE_INDEX_MAX_CHARS, MAX_RECURSION_STEPS, Logic, LoreEntry
+
+__all__ = [
+    "DEFAULT_LORE_SHARE",
+    "LoreBlocks",
+    "LoreCut",
+    "LoreHit",
+    "LoreReport",
+    "activate_entries",
+    "fit_lore",
+    "lore_for_turn",
+    "lore_share_chars",
+    "turn_segments",
+]
+
+DEFAULT_LORE_SHARE = 0.4
+"""The lore blocks' share of the per-turn envelope (``MemoryConfig.budget_chars``, 4300):
+1720 characters. More than the resident summary's own cap (1200, 28 %), because lore is the
+layer that is never compressed; less than half, so the in-session summary and the ledger
+keep most of the envelope. The resident summary yields to what lore takes, as it yields
+to the other blocks."""
+
+
+def utf16_len(text: str) -> int:
+    """:func:`liyuan.text.utf16_len`, computed by the codec (the lore blocks are measured every turn)."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def lore_share_chars(budget_chars: int, share: float = DEFAULT_LORE_SHARE) -> int:
+    """Characters 【相关设定】 and 【设定集索引】 may take together this turn."""
+    return max(0, int(budget_chars * share))
+
+
+@dataclass(frozen=True)
+class LoreHit:
+    """One activated entry and why."""
+
+    title: str
+    why: str
+    """Chinese: ``常驻``, ``关键词「雾港」（新消息）``, ``递归第 1 步：……``."""
+    step: int = 0
+    """0: activated by the chat text; n: by content, recursion step n."""
+
+
+@dataclass(frozen=True)
+class LoreCut:
+    """An activated entry whose full text did not fit this turn."""
+
+    title: str
+    chars: int
+    """Its block's length (UTF-16 units)."""
+    left: int
+    """What was left of the share when it came up."""
+
+
+@dataclass(frozen=True)
+class LoreReport:
+    """What the lore layer did this turn (kept on the turn's record)."""
+
+    activated: tuple[LoreHit, ...]
+    included: tuple[str, ...]
+    """Titles whose full text is in 【相关设定】, in order."""
+    cut: tuple[LoreCut, ...]
+    share_chars: int
+    text_chars: int
+    index_chars: int
+    index_titles: int
+    """Titles listed in 【设定集索引】."""
+    index_left_out: int
+    """Enabled entries neither in full nor in the index (the index ran out of room)."""
+    entries: int
+    """Entries in the book."""
+    regex_timeouts: tuple[str, ...] = ()
+    regex_skipped: int = 0
+
+    def lines(self) -> list[str]:
+        """The activity lines (Chinese) for this turn: one summary, one per cut entry."""
+        if not self.activated and not self.index_titles:
+            return []
+        constant = sum(1 for hit in self.activated if hit.why == "常驻")
+        lines = [f"设定集：激活 {len(self.activated)} 条（常驻 {constant} 条），【相关设定】放进 "
+                 f"{len(self.included)} 条 {self.text_chars} 字，【设定集索引】列 {self.index_titles} 条标题 "
+                 f"{self.index_chars} 字（份额 {self.share_chars} 字）"]
+        lines += [f"设定集：「{cut.title}」已激活但放不下（{cut.chars} 字，份额只剩 {cut.left} 字），"
+                  "本轮只在索引里列标题" for cut in self.cut]
+        if self.regex_timeouts:
+            lines.append(f"设定集：{len(self.regex_timeouts)} 个正则关键词超时，按没匹配算："
+                         + "、".join(self.regex_timeouts[:5]))
+        if self.regex_skipped:
+            lines.append(f"设定集：本轮正则时限用完，{self.regex_skipped} 个正则关键词没有检查")
+        return lines
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-able (for the harness's turn record)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class LoreBlocks:
+    """The two blocks' bodies (labels not included) and the report."""
+
+    text: str
+    """【相关设定】: the included entries, each ``「标题」`` then its content."""
+    index: str
+    """【设定集索引】: ``- 标题`` lines."""
+    report: LoreReport
+
+
+def turn_segments(items: Sequence[tuple[str, str]], new_words: str, turns: int) -> list[str]:
+    """The scanned text, newest first: the new words, then up to ``turns`` kept turns.
+
+    Args:
+        items: The kept history as ``(role, text)``, oldest first, without the new words.
+        new_words: The user's message this turn answers.
+        turns: How many turns back to go (a turn starts at a user item).
+    """
+    segments = [new_words]
+    current: list[str] = []
+    for role, text in reversed(items):
+        if len(segments) > turns:
+            break
+        current.insert(0, text)
+        if role == "user":
+            segments.append("\n".join(current))
+            current = []
+    if current and len(segments) <= turns:
+        segments.append("\n".join(current))  # an opening reply before the first user turn
+    return segments
+
+
+def _logic_passes(logic: Logic, present: Sequence[bool]) -> bool:
+    if not present:
+        return True
+    if logic == "and_any":
+        return any(present)
+    if logic == "and_all":
+        return all(present)
+    if logic == "not_any":
+        return not any(present)
+    return not all(present)
+
+
+def _where(depth: int) -> str:
+    return "新消息" if depth == 0 else f"前第 {depth} 轮"
+
+
+class _Activation:
+    def __init__(self, index: LoreIndex, segments: Sequence[str], clock: RegexClock) -> None:
+        self.index = index
+        self.segments = segments
+        self.clock = clock
+        self.hits: KeyHits = index.scan(segments)
+        self.found: dict[int, LoreHit] = {}
+        self.lore_texts: list[tuple[str, str]] = []
+
+    def plain(self, number: int, step: int) -> LoreHit | None:
+        index, entry, hits = self.index, self.index.entries[number], self.hits
+        within = index.depth[number]
+        why = None
+        for key_id, key in zip(index.primary[number], entry.keys, strict=True):
+            first = hits.depth.get(key_id)
+            if index.found(hits, key_id, within, entry.whole_word):
+                why = f"关键词「{key}」（{_where(first or 0)}）"
+                break
+            if step and any(index.text_found(key_id, t, f, entry.whole_word) for t, f in self.lore_texts):
+                why = f"递归第 {step} 步：关键词「{key}」在已激活的设定里"
+                break
+        if why is None:
+            return None
+        present = [index.found(hits, k, within, entry.whole_word)
+                   or any(index.text_found(k, t, f, entry.whole_word) for t, f in self.lore_texts)
+                   for k in index.secondary[number]]
+        if not _logic_passes(entry.logic, present):
+            return None
+        if present:
+            why += f"，次要关键词{LOGICS[entry.logic]}"
+        return LoreHit(entry.title, why, step)
+
+    def regex(self, number: int, step: int) -> LoreHit | None:
+        entry = self.index.entries[number]
+        primary, secondary = self.index.patterns[number]
+        window = "\n".join(self.segments[:self.index.depth[number] + 1])
+        texts = [window] + ([t for t, _ in self.lore_texts] if step else [])
+        key = next((p.pattern for p in primary if any(self.clock.search(p, t) for t in texts)), None)
+        if key is None:
+            return None
+        present = [any(self.clock.search(p, t) for t in texts) for p in secondary]
+        if not _logic_passes(entry.logic, present):
+            return None
+        return LoreHit(entry.title, f"正则「{key}」" if not step else f"递归第 {step} 步：正则「{key}」", step)
+
+    def add(self, numbers: Sequence[int]) -> None:
+        for number in numbers:
+            entry: LoreEntry = self.index.entries[number]
+            if not entry.prevent_recursion and entry.content.strip():
+                self.lore_texts.append((entry.content, entry.content.casefold()))
+
+
+# --8<-- [start:activate]
+def activate_entries(index: LoreIndex, segments: Sequence[str],
+                     clock: RegexClock | None = None) -> list[tuple[int, LoreHit]]:
+    """The active entries (book positions and why), constant first, then by rank.
+
+    Args:
+        index: The book, indexed.
+        segments: :func:`turn_segments`.
+        clock: The regex time budget of this turn (a fresh one by default).
+    """
+    run = _Activation(index, segments, clock or RegexClock())
+    for number in index.constant:
+        run.found[number] = LoreHit(index.entries[number].title, "常驻")
+    candidates: set[int] = set()
+    for key_id in run.hits.depth:
+        candidates.update(index.primary_of_key.get(key_id, ()))
+    candidates.update(index.patterns)
+    step = 0
+    while True:
+        new: list[int] = []
+        for number in sorted(candidates - run.found.keys()):
+            entry = index.entries[number]
+            if step and not entry.recursive:
+                continue
+            hit = run.regex(number, step) if entry.regex else run.plain(number, step)
+            if hit is not None:
+                run.found[number] = hit
+                new.append(number)
+        if step == 0:
+            new += index.constant
+        step += 1
+        if step > min(index.book.recursion_steps, MAX_RECURSION_STEPS) or not new:
+            break
+        before = len(run.lore_texts)
+        run.add(new)
+        if len(run.lore_texts) == before:
+            break
+        candidates = set()
+        for text, _ in run.lore_texts[before:]:
+            for key_id in index.keys_in(text):
+                candidates.update(index.primary_of_key.get(key_id, ()))
+        candidates.update(index.patterns)
+    return sorted(run.found.items(), key=lambda item: index.rank(item[0]))
+# --8<-- [end:activate]
+
+
+def _block(entry: LoreEntry) -> str:
+    return f"「{entry.title.strip()}」\n{entry.content.strip()}"
+
+
+def fit_lore(index: LoreIndex, active: Sequence[tuple[int, LoreHit]], share_chars: int,
+             clock: RegexClock | None = None) -> LoreBlocks:
+    """Fill 【相关设定】 and then 【设定集索引】 within ``share_chars`` (see the module docstring)."""
+    # --8<-- [start:fit_lore]
+    parts: list[str] = []
+    used = 0
+    included: list[int] = []
+    cut: list[LoreCut] = []
+    cut_numbers: list[int] = []
+    for number, _hit in active:
+        entry = index.entries[number]
+        if not entry.content.strip():
+            continue  # an empty content adds nothing, as the card spec says
+        block = _block(entry)
+        cost = utf16_len(block) + (2 if parts else 0)  # the blank line between two entries
+        if cut or used + cost > share_chars:
+            cut.append(LoreCut(entry.title, utf16_len(block), share_chars - used))  # cut at an entry, reported
+            cut_numbers.append(number)
+            continue
+        parts.append(block)
+        used += cost
+        included.append(number)
+    # The index: cut entries first (they matched), then every other enabled title, by rank.
+    room = min(LORE_INDEX_MAX_CHARS, share_chars - used - (2 if parts else 0))
+    shown = {*included, *cut_numbers}
+    lines: list[str] = []
+    index_used = 0
+    for number in chain(cut_numbers, (n for n in index.by_rank if n not in shown)):
+        line = f"- {index.entries[number].title.strip()}"
+        cost = utf16_len(line) + (1 if lines else 0)
+        if index_used + cost > room:
+            break
+        lines.append(line)
+        index_used += cost
+    # --8<-- [end:fit_lore]
+    listed = len(lines)
+    report = LoreReport(
+        activated=tuple(hit for _, hit in active), included=tuple(index.entries[n].title for n in included),
+        cut=tuple(cut), share_chars=share_chars, text_chars=used, index_chars=index_used, index_titles=listed,
+        index_left_out=max(0, len(index.by_rank) - len(included) - listed), entries=len(index.entries),
+        regex_timeouts=tuple(clock.timeouts) if clock else (), regex_skipped=clock.skipped if clock else 0)
+    return LoreBlocks("\n\n".join(parts), "\n".join(lines), report)
+
+
+def lore_for_turn(index: LoreIndex, items: Sequence[tuple[str, str]], new_words: str, share_chars: int) -> LoreBlocks:
+    """Activate and fit in one call: what a turn's assembly uses.
+
+    Args:
+        index: The card's lore book, indexed.
+        items: The kept history as ``(role, text)``, oldest first, without the new words.
+        new_words: The user's message.
+        share_chars: :func:`lore_share_chars` of the turn's envelope.
+    """
+    clock = RegexClock()
+    segments = turn_segments(items, new_words, index.max_depth)
+    return fit_lore(index, activate_entries(index, segments, clock), share_chars, clock)

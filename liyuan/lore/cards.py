@@ -1,0 +1,318 @@
+"""Reading the cards and lore books people already have into a :class:`ImportedCard`.
+
+Accepted (detected from the content, not the file name): Character Card V3
+(``chara_card_v3``) and V2 (``chara_card_v2``), V1 (the flat card), each as JSON, PNG or
+CHARX (:mod:`liyuan.lore.containers`); a standalone ``lorebook_v3`` export; a
+SillyTavern World Info file (``{"entries": {...}}``).
+
+Mapping, from the specifications:
+
+- Greetings: ``first_mes``, then ``alternate_greetings``, in order.
+- ``{{char}}`` (the ``nickname`` if the card has one, else the ``name``), ``{{user}}``,
+  and ``<char>`` / ``<bot>`` / ``<user>`` are substituted, case-insensitively, in the
+  greetings and in the lore entries (titles, keys, content).
+- Lore entry: ``keys``, ``content``, ``enabled``, ``constant``, ``case_sensitive``,
+  ``use_regex``, ``priority``, ``insertion_order`` (our ``order``); ``secondary_keys``
+  only when ``selective``. The title is ``name``, else ``comment``, else the first key.
+  Decorators (``@@...`` lines at the top of the content) are taken off the content and
+  kept; ``@@activate``, ``@@dont_activate``, ``@@scan_depth``, ``@@additional_keys`` and
+  ``@@exclude_keys`` are honoured. Every other field is kept in ``extra``.
+- Scan depths count messages in the specs and turns here: ``ceil(messages / 2)``.
+  ``recursive_scanning: true`` (and SillyTavern files, which recurse by default) give
+  3 recursion steps.
+- SillyTavern World Info: ``key``, ``keysecondary`` with ``selectiveLogic`` (0 AND ANY,
+  1 NOT ALL, 2 NOT ANY, 3 AND ALL), ``comment`` as the title, ``order`` as the priority
+  (higher first there too), ``disable``, ``excludeRecursion``, ``preventRecursion``,
+  ``scanDepth``, ``caseSensitive``, ``matchWholeWords``; keys written ``/pattern/flags``
+  make the entry a regex entry.
+
+A regex key that does not compile, or that runs out of time on the probe texts
+(:func:`probe_regex`), is refused with the entry named: such a key would run for seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import regex
+
+from liyuan.errors import CardImportError, LoreError
+from liyuan.lore.containers import Container, read_container
+from liyuan.lore.model import DEFAULT_SCAN_TURNS, MAX_SCAN_TURNS, Logic, LoreBook, LoreEntry, compile_key
+
+__all__ = ["MAX_ENTRIES", "RECURSION_ON_IMPORT", "ImportedCard", "card_from_json", "card_greetings", "probe_regex",
+           "read_card"]
+
+MAX_ENTRIES = 200_000
+"""A lore book with more entries than this is refused."""
+RECURSION_ON_IMPORT = 3
+"""Recursion steps an imported book gets when it asks for recursion."""
+PROBE_TIMEOUT_S = 0.02
+_PROBE_LENGTH = 3000
+
+_MACRO_RE = re.compile(r"\{\{\s*(char|user)\s*\}\}|<(char|bot|user)>", re.IGNORECASE)
+_ST_LOGIC: dict[int, Logic] = {0: "and_any", 1: "not_all", 2: "not_any", 3: "and_all"}
+_ST_REGEX_KEY = re.compile(r"^/(.+)/([a-z]*)$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class ImportedCard:
+    """What a card or lore book file holds, in liyuan's terms."""
+
+    kind: str
+    """``chara_card_v3``, ``chara_card_v2``, ``chara_card_v1``, ``lorebook_v3`` or ``sillytavern_world_info``."""
+    container: Container
+    name: str
+    """The character's name (empty for a lore book alone)."""
+    greetings: tuple[str, ...]
+    book: LoreBook | None
+    data: dict[str, Any]
+    """The file's JSON as read, every field kept (stored as ``角色卡.json`` for cards)."""
+
+    @property
+    def is_card(self) -> bool:
+        """A character card (not a lore book alone)."""
+        return self.kind.startswith("chara_card")
+
+
+def _substitute(text: str, char: str, user: str) -> str:
+    def one(match: re.Match[str]) -> str:
+        word = (match.group(1) or match.group(2)).lower()
+        return user if word == "user" else char
+    return _MACRO_RE.sub(one, text) if ("{" in text or "<" in text) else text
+
+
+def probe_regex(pattern: regex.Pattern[str]) -> bool:
+    """True when the pattern stays fast on texts built to make backtracking explode."""
+    letters = {ch for ch in pattern.pattern if ch.isalnum()} | {"a", "0", " ", "中", "x"}
+    for ch in sorted(letters)[:12]:
+        for tail in ("!", "\n", "\u3002"):
+            try:
+                pattern.search(ch * _PROBE_LENGTH + tail, timeout=PROBE_TIMEOUT_S)
+            except TimeoutError:
+                return False
+    return True
+
+
+def _turns(messages: Any) -> int | None:
+    if isinstance(messages, bool) or not isinstance(messages, int | float) or messages < 0:
+        return None
+    return min(MAX_SCAN_TURNS, math.ceil(messages / 2))
+
+
+def _texts(value: Any) -> list[str]:
+    if isinstance(value, str):
+        value = [part for part in value.split(",")]
+    if not isinstance(value, list):
+        return []
+    return [str(v).strip() for v in value if isinstance(v, str | int | float) and str(v).strip()]
+
+
+def _split_decorators(content: str) -> tuple[str, list[str]]:
+    lines = content.split("\n")
+    decorators: list[str] = []
+    while lines and lines[0].startswith("@@"):
+        decorators.append(lines.pop(0).strip())
+    return "\n".join(lines).strip("\n"), decorators
+
+
+def _int(value: Any, default: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return default
+    return int(value)
+
+
+def _bool(value: Any, default: bool) -> bool:
+    return value if isinstance(value, bool) else default
+
+
+def _checked(fields: dict[str, Any], where: str) -> LoreEntry:
+    try:
+        entry = LoreEntry(**fields)
+    except LoreError as exc:
+        raise CardImportError(f"{where}：{exc}") from None
+    if entry.regex:
+        for key in (*entry.keys, *entry.secondary_keys):
+            if not probe_regex(compile_key(key, entry.case_sensitive)):
+                limit = f"{_PROBE_LENGTH} 字跑不完 {PROBE_TIMEOUT_S * 1000:.0f} 毫秒"
+                raise CardImportError(f"{where}「{entry.title}」的正则关键词 {key!r} 在测试文本上超时（{limit}，"
+                                      "会回溯几秒），没有导入")
+    return entry
+
+
+_CARD_ENTRY_FIELDS = {"keys", "content", "enabled", "insertion_order", "case_sensitive", "use_regex", "constant",
+                      "priority", "secondary_keys"}
+
+
+def _card_entry(raw: Any, number: int, char: str, user: str) -> LoreEntry:
+    where = f"设定集第 {number} 条"
+    if not isinstance(raw, Mapping):
+        raise CardImportError(f"{where} 不是对象")
+    def sub(text: str) -> str:
+        return _substitute(text, char, user)
+
+    content, decorators = _split_decorators(str(raw.get("content") or ""))
+    keys = [sub(k) for k in _texts(raw.get("keys"))]
+    secondary = [sub(k) for k in _texts(raw.get("secondary_keys"))] if raw.get("selective") else []
+    title = next((str(raw[k]).strip() for k in ("name", "comment") if isinstance(raw.get(k), str)
+                  and str(raw[k]).strip()), keys[0] if keys else f"条目 {number}")
+    fields: dict[str, Any] = {
+        "title": sub(title), "content": sub(content), "keys": tuple(keys), "secondary_keys": tuple(secondary),
+        "regex": _bool(raw.get("use_regex"), False), "constant": _bool(raw.get("constant"), False),
+        "enabled": _bool(raw.get("enabled"), True), "order": _int(raw.get("insertion_order"), 100),
+        "priority": _int(raw.get("priority"), 0), "case_sensitive": _bool(raw.get("case_sensitive"), False),
+    }
+    found = raw.get("extensions")
+    extensions: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    if extensions.get("selectiveLogic") in _ST_LOGIC and secondary:
+        fields["logic"] = _ST_LOGIC[extensions["selectiveLogic"]]
+    if isinstance(extensions.get("match_whole_words"), bool):
+        fields["whole_word"] = extensions["match_whole_words"]
+    if (turns := _turns(extensions.get("scan_depth"))) is not None:
+        fields["scan_turns"] = turns
+    if isinstance(extensions.get("exclude_recursion"), bool):
+        fields["recursive"] = not extensions["exclude_recursion"]
+    if isinstance(extensions.get("prevent_recursion"), bool):
+        fields["prevent_recursion"] = extensions["prevent_recursion"]
+    for line in decorators:
+        name, _, value = line[2:].partition(" ")
+        if name == "activate":
+            fields["constant"] = True
+        elif name == "dont_activate" and "@@activate" not in decorators:
+            fields["enabled"] = False
+        elif name == "scan_depth" and value.strip().isdigit():
+            fields["scan_turns"] = _turns(int(value))
+        elif name in ("additional_keys", "exclude_keys") and not fields["secondary_keys"]:
+            fields["secondary_keys"] = tuple(sub(k) for k in _texts(value))
+            fields["logic"] = "and_any" if name == "additional_keys" else "not_any"
+    extra = {k: v for k, v in raw.items() if k not in _CARD_ENTRY_FIELDS}
+    if not raw.get("selective") and raw.get("secondary_keys"):
+        extra["secondary_keys"] = raw.get("secondary_keys")  # kept, unused (selective is off)
+    if decorators:
+        extra["decorators"] = decorators
+    fields["extra"] = extra
+    return _checked(fields, where)
+
+
+def _st_entry(raw: Any, number: int, char: str, user: str) -> LoreEntry:
+    where = f"世界书第 {number} 条"
+    if not isinstance(raw, Mapping):
+        raise CardImportError(f"{where} 不是对象")
+    def sub(text: str) -> str:
+        return _substitute(text, char, user)
+
+    keys = [sub(k) for k in _texts(raw.get("key"))]
+    secondary = [sub(k) for k in _texts(raw.get("keysecondary"))]
+    is_regex = any(_ST_REGEX_KEY.match(k) for k in keys + secondary)
+    if is_regex:
+        keys = [m.group(1) if (m := _ST_REGEX_KEY.match(k)) else regex.escape(k) for k in keys]
+        secondary = [m.group(1) if (m := _ST_REGEX_KEY.match(k)) else regex.escape(k) for k in secondary]
+    title = str(raw.get("comment") or "").strip() or (keys[0] if keys else f"条目 {number}")
+    fields: dict[str, Any] = {
+        "title": sub(title), "content": sub(str(raw.get("content") or "").strip("\n")),
+        "keys": tuple(keys), "secondary_keys": tuple(secondary) if raw.get("selective", True) else (),
+        "logic": _ST_LOGIC.get(_int(raw.get("selectiveLogic"), 0), "and_any"), "regex": is_regex,
+        "constant": _bool(raw.get("constant"), False), "enabled": not _bool(raw.get("disable"), False),
+        "priority": _int(raw.get("order"), 0), "case_sensitive": _bool(raw.get("caseSensitive"), False),
+        "whole_word": _bool(raw.get("matchWholeWords"), True),
+        "recursive": not _bool(raw.get("excludeRecursion"), False),
+        "prevent_recursion": _bool(raw.get("preventRecursion"), False),
+    }
+    if (turns := _turns(raw.get("scanDepth"))) is not None:
+        fields["scan_turns"] = turns
+    used = {"key", "keysecondary", "comment", "content", "selectiveLogic", "constant", "disable", "order",
+            "caseSensitive", "matchWholeWords", "excludeRecursion", "preventRecursion", "scanDepth"}
+    fields["extra"] = {k: v for k, v in raw.items() if k not in used}
+    return _checked(fields, where)
+
+
+def _entries_list(entries: Any, where: str) -> list[Any]:
+    if isinstance(entries, Mapping):
+        entries = list(entries.values())
+    if not isinstance(entries, list):
+        raise CardImportError(f"{where} 的 entries 应为列表或对象")
+    if len(entries) > MAX_ENTRIES:
+        raise CardImportError(f"{where} 有 {len(entries)} 条，超过上限 {MAX_ENTRIES}")
+    return entries
+
+
+def _card_book(raw: Any, char: str, user: str) -> LoreBook:
+    if not isinstance(raw, Mapping):
+        raise CardImportError("character_book 应为对象")
+    entries = _entries_list(raw.get("entries") or [], "character_book")
+    extra = {k: v for k, v in raw.items() if k not in ("name", "description", "scan_depth", "recursive_scanning",
+                                                        "entries")}
+    scan = _turns(raw.get("scan_depth"))
+    return LoreBook(tuple(_card_entry(e, i, char, user) for i, e in enumerate(entries, start=1)),
+                    name=str(raw.get("name") or ""), description=str(raw.get("description") or ""),
+                    scan_turns=DEFAULT_SCAN_TURNS if scan is None else scan,
+                    recursion_steps=RECURSION_ON_IMPORT if raw.get("recursive_scanning") is True else 0,
+                    extra=extra)
+
+
+def card_from_json(raw: Any, container: Container = "json", *, user_name: str = "你") -> ImportedCard:
+    """Read a card or lore book already parsed from JSON (see the module docstring).
+
+    Raises:
+        CardImportError: Not one of the accepted shapes, or a bad entry.
+    """
+    if not isinstance(raw, dict):
+        raise CardImportError("文件里不是 JSON 对象，认不出是角色卡还是设定集")
+    spec = raw.get("spec")
+    if spec in ("chara_card_v3", "chara_card_v2"):
+        data = raw.get("data")
+        if not isinstance(data, dict):
+            raise CardImportError(f"{spec} 的 data 应为对象")
+        kind = str(spec)
+    elif spec == "lorebook_v3":
+        return ImportedCard("lorebook_v3", container, "", (), _card_book(raw.get("data"), "", user_name), raw)
+    elif spec is None and isinstance(raw.get("entries"), Mapping | list) and "first_mes" not in raw:
+        entries = _entries_list(raw["entries"], "世界书")
+        world = LoreBook(tuple(_st_entry(e, i, "", user_name) for i, e in enumerate(entries, start=1)),
+                         recursion_steps=RECURSION_ON_IMPORT,
+                         extra={k: v for k, v in raw.items() if k != "entries"})
+        return ImportedCard("sillytavern_world_info", container, "", (), world, raw)
+    elif spec is None and isinstance(raw.get("name"), str) and ("first_mes" in raw or "description" in raw):
+        data, kind = raw, "chara_card_v1"
+    else:
+        raise CardImportError(f"认不出这个文件：spec 是 {spec!r}（支持 chara_card_v3、chara_card_v2、lorebook_v3、"
+                              "V1 角色卡和 SillyTavern 世界书）")
+    name = str(data.get("name") or "").strip()
+    if not name:
+        raise CardImportError("角色卡没有名字（data.name）")
+    book = _card_book(data["character_book"], _char_of(data), user_name) if data.get("character_book") else None
+    return ImportedCard(kind, container, name, card_greetings(raw, user_name=user_name), book, raw)
+
+
+def _char_of(data: Mapping[str, Any]) -> str:
+    nickname = data.get("nickname")
+    return nickname.strip() if isinstance(nickname, str) and nickname.strip() else str(data.get("name") or "").strip()
+
+
+def card_greetings(raw: Mapping[str, Any], *, user_name: str = "你") -> tuple[str, ...]:
+    """A card's greetings (``first_mes``, then ``alternate_greetings``), macros substituted."""
+    data = raw.get("data") if isinstance(raw.get("data"), Mapping) else raw
+    assert isinstance(data, Mapping)
+    alternates = data.get("alternate_greetings")
+    found = [data.get("first_mes"), *(alternates if isinstance(alternates, list) else [])]
+    char = _char_of(data)
+    return tuple(_substitute(g.strip(), char, user_name) for g in found if isinstance(g, str) and g.strip())
+
+
+def read_card(path: str | os.PathLike[str], *, user_name: str = "你") -> ImportedCard:
+    """Read a card or lore book file (JSON, PNG, CHARX); nothing is written.
+
+    Args:
+        path: The file.
+        user_name: What ``{{user}}`` becomes.
+
+    Raises:
+        CardImportError: The file cannot be imported; the message says why (and which entry).
+    """
+    container, raw = read_container(path)
+    return card_from_json(raw, container, user_name=user_name)
