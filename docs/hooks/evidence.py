@@ -52,8 +52,9 @@ import yaml
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
-__all__ = ["RAW_DIRS", "mark_removed", "on_files", "on_page_markdown", "removed_lines", "run_outputs",
-           "break_table_names", "on_post_page", "scenario_table", "script_output", "test_index", "test_links", "tests_defined"]
+__all__ = ["RAW_DIRS", "break_table_names", "mark_removed", "on_files", "on_page_markdown", "on_post_page",
+    "removed_lines", "run_outputs", "scenario_table", "script_output", "test_index", "test_links",
+    "tests_defined"]
 
 ROOT = Path(__file__).resolve().parents[2]
 RAW_DIRS = ("sim/out",)

@@ -37,7 +37,7 @@ def test_a_literal_block_becomes_fenced_code_and_a_two_column_listing_a_list() -
 
 def test_the_built_api_reference_has_no_raw_role_and_links_its_names(built_site: Path) -> None:
     pages = sorted((built_site / "api").rglob("index.html"))
-    assert len(pages) == 7
+    assert len(pages) >= 7
     raw = {p.parent.name: RAW_ROLE.findall(re.sub(r"<pre>.*?</pre>", "", p.read_text(encoding="utf-8"), flags=re.S))
            for p in pages}
     assert {name: found for name, found in raw.items() if found} == {}
