@@ -366,6 +366,8 @@ def test_search_finds_and_highlights_whole_terms(server: str, browser: Any, term
     assert f"h={urllib.parse.quote(term)}" in (section.get_attribute("href") or "")
     section.click()
     page.wait_for_load_state("networkidle")
+    # The page fetches the search index only now (it arrived from a result), then highlights.
+    page.wait_for_function("document.querySelector('.md-content mark') !== null", timeout=15_000)
     page.wait_for_timeout(300)
     on_page = page.eval_on_selector_all(".md-content mark", "els => els.map(e => e.textContent)")
     assert on_page and set(on_page) == {term}, f"page highlights for {term}: {sorted(set(on_page))}"
