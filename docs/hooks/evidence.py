@@ -32,9 +32,14 @@
    ``.``, ``/`` and ``_`` inside code in a table cell (the text and the search index are unchanged),
    so a name wraps between its parts, never inside one.
 
+7. **Code lines are ``<span class="l">``.** pymdownx.highlight gives every source line a
+   ``<span id="__span-N-M">`` (docs/assets/extra.css hangs wrapped lines on it). Nothing
+   links to those ids, and on the memory page they are 50 KB of its first visit; the built
+   page names the line spans by a class instead.
+
 Invariant: page Markdown changes only by the added ``hl_lines`` attribute, the output
 blocks, the test links, the test index and the scenario table; the built HTML only by
-``<wbr>`` inside code in table cells.
+``<wbr>`` inside code in table cells and the line spans' class.
 """
 
 from __future__ import annotations
@@ -217,9 +222,12 @@ def break_table_names(html: str) -> str:
     return _CELL.sub(lambda cell: _CELL_CODE.sub(code, cell.group(0)), html)
 
 
+_LINE_SPAN = re.compile(r'<span id="__span-\d+-\d+">')
+
+
 def on_post_page(output: str, /, *, page: Any, config: Any) -> str:
     """MkDocs event: the page's final HTML, after the search plugin has read it."""
-    return break_table_names(output)
+    return _LINE_SPAN.sub('<span class="l">', break_table_names(output))
 
 
 def on_files(files: Files, /, *, config: Any) -> Files:
