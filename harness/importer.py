@@ -10,7 +10,7 @@ memory (recap, handbook, resident summary). Run it with ``python -m harness run 
 Invariants:
 
 - Nothing is written unless the whole file reads; the scenario file is replaced
-  atomically, and it loads (it is checked with :func:`harness.scenario.load_scenario`
+  atomically, and it loads (it is checked with :func:`harness.running.scenario.load_scenario`
   before it is moved into place).
 - The scenario records where the chat came from (format, sha256, counts) and never the
   file's path or name; the only names in it are those the chat itself holds.
@@ -38,11 +38,13 @@ from liyuan.fileio import atomic_write_text
 from liyuan.session.imports import FORMATS, ChatReader, ChatSource, ImportedMessage, safe_chat_id, safe_folder_name
 from liyuan.story.compact import DEFAULT_EVERY_N_TURNS, KEEP_RECENT_BEATS, MIN_COMPACT_CHARS
 
-from .artifacts import FileDiff, unified
-from .replies import dump_yaml
-from .scenario import load_scenario
+from .running.artifacts import FileDiff, unified
+from .running.command import Subcommand, add_root_option, find_root
+from .running.replies import dump_yaml
+from .running.scenario import load_scenario
 
-__all__ = ["ImportResult", "build_scenario", "import_drift", "import_file", "main", "render_scenario"]
+__all__ = ["COMMANDS", "IMPORT", "ImportResult", "build_scenario", "import_drift", "import_file", "main",
+           "render_scenario"]
 
 CLOSING_USER = "（框架补的一条用户消息：导入的聊天到这里为止，用它看下一轮组装出的上下文）"
 PROGRESS_EVERY = 1000
@@ -176,7 +178,7 @@ def build_scenario(name: str, source: ChatSource, chat: ChatBeats, *, card: str 
         "source": source.to_json(),
         "chats": {cid: spec},
         "steps": [
-            {"id": "play", "kind": "play", "chat": cid, "auto_compact": True,
+            {"id": "play", "kind": "play", "chat": cid,
              "note": (f"逐轮写进会话树；每轮之后照常检查一次压缩（周期 {DEFAULT_EVERY_N_TURNS} 轮、"
                       f"保留 {KEEP_RECENT_BEATS} 轮、{MIN_COMPACT_CHARS} 字门槛）。"),
              "files": play_files},
@@ -254,7 +256,7 @@ def import_drift(root: Path) -> list[FileDiff]:
 
     A scenario is matched to its file by the sha256 it records (it records no path);
     one whose file is not in ``sim/imports/`` (a chat someone brought) is left alone.
-    Paths in the result are relative to ``sim/``, as :func:`harness.review.check` reports.
+    Paths in the result are relative to ``sim/``, as :func:`harness.running.review.check` reports.
     """
     folder = root / "sim" / "imports"
     if not folder.is_dir():
@@ -283,9 +285,7 @@ def import_drift(root: Path) -> list[FileDiff]:
     return diffs
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m harness import",
-                                     description="把已有的聊天记录、角色卡或设定集导入成场景（sim/scenarios/<名字>.yaml）")
+def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help="聊天记录文件，或角色卡（JSON、PNG、CHARX）、设定集、世界书")
     parser.add_argument("--format", choices=FORMATS, default=None, help="文件格式（默认自动识别）")
     parser.add_argument("--card", default=None, help="卡名（默认用聊天里的角色名）")
@@ -294,18 +294,21 @@ def _parser() -> argparse.ArgumentParser:
                         help="场景文件（默认 sim/scenarios/import-<sha256 前 8 位>.yaml）")
     parser.add_argument("--user", default=None, help="纯文本记录：哪个说话人是用户（默认第二个出场的人）")
     parser.add_argument("--conversation", type=int, default=1, help="OpenAI JSONL 里有多段对话时导入第几段（默认 1）")
-    parser.add_argument("--root", type=Path, default=None, help="仓库根目录（默认自动找）")
+    add_root_option(parser)
     parser.add_argument("-q", "--quiet", action="store_true", help="不打印进度")
-    return parser
 
 
-def main(argv: Sequence[str]) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m harness import``; 0 success, 2 bad input."""
-    args = _parser().parse_args(list(argv))
-    # As harness.cli.default_root finds it (not imported: cli -> review -> importer).
-    cwd = Path.cwd()
-    root = (args.root or (cwd if (cwd / "sim" / "scenarios").is_dir() else Path(__file__).resolve().parent.parent))
-    root = root.resolve()
+    return IMPORT.main(argv)
+
+
+def _import(args: argparse.Namespace) -> int:
+    try:
+        root = find_root(args.root)
+    except LiyuanError as exc:
+        print(f"错误：{exc}（什么都没有写）", file=sys.stderr)
+        return 2
 
     def say(line: str) -> None:
         if not args.quiet:
@@ -336,3 +339,12 @@ def main(argv: Sequence[str]) -> int:
     shown = result.path.relative_to(root).as_posix() if result.path.is_relative_to(root) else str(result.path)
     print(f"写出 {shown}；运行：python -m harness run {result.name}")
     return 0
+
+
+IMPORT = Subcommand("import", "把已有的聊天记录、角色卡或设定集导入成场景",
+                    "把已有的聊天记录（SillyTavern JSONL、OpenAI 消息、纯文本）转成一个场景文件"
+                    " sim/scenarios/<名字>.yaml："
+                    "对话原样、备选回复成旁支、戏外消息另记；角色卡（V2/V3 的 JSON、PNG、CHARX）、"
+                    "设定集和世界书导入成带设定集的卡；之后 python -m harness run <名字> 逐轮演它。",
+                    _configure, _import)
+COMMANDS = (IMPORT,)

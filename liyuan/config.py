@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from liyuan.bounds import SIDE_INPUT_MAX_CHARS
+from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS
 from liyuan.context.budget import RESIDENT_ENVELOPE_CHARS
 from liyuan.discussion.messages import KEEP_RECENT_TOKENS, RESERVE_TOKENS
 from liyuan.errors import ConfigError
@@ -81,6 +83,16 @@ class MemoryConfig:
     """Discussion compaction fires when the context exceeds ``window - reserve`` tokens."""
     discussion_keep: int = KEEP_RECENT_TOKENS
     """About this many tokens of the newest discussion stay verbatim."""
+    recap_input_max_chars: int = RECAP_INPUT_MAX_CHARS
+    """Transcript budget of one recap call (characters); beyond it the earliest part of a
+    chat is left out of the recap prompt, which says how much was left out."""
+    side_input_max_chars: int = SIDE_INPUT_MAX_CHARS
+    """Budget of the covered text one story or discussion compaction sends to the side
+    model (characters); beyond it the earliest part is left out, and the prompt and an
+    activity line say how much (the vector archive still gets all of it)."""
+    merge_recap_max_chars: int | None = None
+    """Longest recap sent to a merge (characters); ``None``: the longest a recap reply may
+    be. A recap over it is cut, and the merge prompt says how much was left out."""
 
     def __post_init__(self) -> None:
         _int_field("keep", self.keep, 1)
@@ -93,6 +105,10 @@ class MemoryConfig:
         if isinstance(self.lore_share, bool) or not isinstance(self.lore_share, int | float) \
                 or not 0 <= self.lore_share <= 1:
             raise ConfigError(f"lore_share 应为 0 到 1 之间的数，实际是 {self.lore_share!r}")
+        _int_field("recap_input_max_chars", self.recap_input_max_chars, 1)
+        _int_field("side_input_max_chars", self.side_input_max_chars, 1)
+        if self.merge_recap_max_chars is not None:
+            _int_field("merge_recap_max_chars", self.merge_recap_max_chars, 1)
         if not isinstance(self.language, str) or not self.language.strip():
             raise ConfigError(f"language 应为非空文本，实际是 {self.language!r}")
         if not isinstance(self.vector, VectorConfig):
@@ -136,6 +152,12 @@ DESCRIPTIONS_ZH: dict[str, str] = {
                                  "（在段落处截断，剩得太少就整段不送）。",
     "MemoryConfig.lore_share": "设定集的两块（【相关设定】和【设定集索引】）每轮最多占 `budget_chars` 的几成"
                                "（0.4 即 4300 字里的 1720 字）；放不下的条目整条略去，并报告略去了哪些。",
+    "MemoryConfig.recap_input_max_chars": "一次复盘交给旁路模型的原文字数上限；超了这一局最早的部分放不进去，"
+                                          "复盘 prompt 会说明省了多少。",
+    "MemoryConfig.side_input_max_chars": "一次剧情压缩或讨论压缩交给旁路模型的原文字数上限；超了最早的部分放不进去，"
+                                         "prompt 和活动行会说明省了多少（向量记忆的归档仍然收下全部）。",
+    "MemoryConfig.merge_recap_max_chars": "合并时每份复盘最多交进去多少字；`None` 表示一份复盘回复允许的最大长度。"
+                                          "超了就截断，合并 prompt 会说明省了多少。",
     "MemoryConfig.vector": "向量记忆的设置，默认关闭；`VectorConfig(enabled=True)` 打开。",
     "MemoryConfig.recall_timeout_s": "每轮等向量召回的最长秒数；超时这一轮就不出【剧情记忆】。",
     "MemoryConfig.background_wait_s": "`prepare`、`compact_now` 和 `with Card` 块结束时，最多等这一局的后台活"

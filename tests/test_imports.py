@@ -144,3 +144,20 @@ def test_no_module_is_over_400_lines() -> None:
     long = {name: n for name, path in modules().items()
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
     assert long == {}
+
+
+def test_only_the_lore_store_reads_yaml_and_the_wheel_ships_liyuan_alone() -> None:
+    """YAML in the library is the lore book's file format (``设定集.yaml``, edited by hand),
+    read and written in one module; everything else YAML is the harness's (extra ``harness``).
+    The wheel holds liyuan only."""
+    import tomllib
+
+    readers = sorted(name for name, path in modules().items() if name.split(".")[0] == "liyuan"
+                     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                     if (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "yaml" for a in node.names))
+                     or (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "yaml"))
+    assert readers == ["liyuan.lore.store"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert any(dep.lower().startswith("pyyaml") for dep in project["project"]["dependencies"])
+    assert any(dep.lower().startswith("pyyaml") for dep in project["project"]["optional-dependencies"]["harness"])
+    assert project["tool"]["setuptools"]["packages"]["find"]["include"] == ["liyuan*"]

@@ -14,27 +14,28 @@
 - No command: ``scorecards`` and ``strategies`` (both deterministic).
 
 Invariant: everything except ``bench`` is a pure function of committed files, written
-byte-stably (:func:`harness.artifacts.canonical_json`); ``--check`` recomputes instead
+byte-stably (:func:`harness.running.artifacts.canonical_json`); ``--check`` recomputes instead
 of writing and exits 1 with a diff when a committed result is out of date.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EVAL_DIR", "main", "results", "run_bench", "scorecard_files", "strategy_files"]
+from ..running.command import Subcommand, add_root_option, find_root
+
+__all__ = ["COMMANDS", "EVAL", "EVAL_DIR", "main", "results", "scorecard_files", "strategy_files"]
 
 EVAL_DIR = "sim/eval"
 CHART = "docs/assets/strategy-chart.svg"
 
 
 def _text(data: Any) -> str:
-    from ..artifacts import canonical_json
+    from ..running.artifacts import canonical_json
 
     return canonical_json(data)
 
@@ -85,15 +86,24 @@ def results(root: Path, which: Sequence[str]) -> dict[str, str]:
 
 
 def _write(root: Path, files: dict[str, str]) -> None:
-    from ..artifacts import atomic_write
+    """Write the files whose content changed; say which were written and how many were already current."""
+    from ..running.artifacts import atomic_write
 
+    same = 0
     for rel, text in sorted(files.items()):
-        atomic_write(root / rel, text.encode("utf-8"))
+        data = text.encode("utf-8")
+        target = root / rel
+        if target.is_file() and target.read_bytes() == data:
+            same += 1
+            continue
+        atomic_write(target, data)
         print(f"写出 {rel}")
+    if same:
+        print(f"{same} 个文件没有变化，没有重写")
 
 
 def _check(root: Path, files: dict[str, str]) -> int:
-    from ..artifacts import compare_trees
+    from ..running.artifacts import compare_trees
 
     diffs = compare_trees(root, {rel: text.encode("utf-8") for rel, text in files.items()})
     for diff in diffs:
@@ -105,73 +115,47 @@ def _check(root: Path, files: dict[str, str]) -> int:
     return 0
 
 
-def run_bench(root: Path, out: Path, *, sizes: Sequence[int] = (100, 1000, 10000), sample: int = 100,
-              repeat: int = 3, wall: bool = True) -> dict[str, Any]:
-    """Measure, print the tables, write ``bench.json`` and ``bench.md`` into ``out``.
-
-    This is the entry ``harness.bench`` calls for ``nox -s bench``; ``python -m harness
-    eval bench`` calls it with ``out = sim/eval`` to refresh the committed snapshot.
-
-    Args:
-        root: The repository root (``harness run`` and ``mkdocs build`` run there).
-        out: Folder for the two files.
-        sizes: Chat lengths (beats) for the per-beat overhead.
-        sample: Timed beats at the end of each chat.
-        repeat: Runs of each wall-time command.
-        wall: Also time ``harness run`` and ``mkdocs build``.
-
-    Returns:
-        The measurements (machine, overhead, wall times).
-    """
-    from ..artifacts import atomic_write
-    from .overhead import machine_info, overhead_table, wall_times
-    from .report import bench_markdown
-
-    def progress(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
-
-    bench: dict[str, Any] = {"machine": machine_info()}
-    bench["overhead"] = overhead_table(sizes, sample, progress)
-    if wall:
-        progress("整体用时：harness run、mkdocs build …")
-        bench["wall_times"] = wall_times(root, repeat=repeat)
-    markdown = bench_markdown(bench)
-    print(markdown)
-    for name, text in (("bench.json", json.dumps(bench, ensure_ascii=False, indent=2) + "\n"),
-                       ("bench.md", markdown)):
-        atomic_write(out / name, text.encode("utf-8"))
-        print(f"写出 {(out / name).as_posix()}")
-    return bench
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m harness eval``; returns the exit code."""
-    from ..cli import default_root
-
-    parser = argparse.ArgumentParser(prog="python -m harness eval", description="评分卡、策略对比和每轮开销基准")
+def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("what", nargs="?", default="default", choices=["default", "scorecards", "strategies",
-                                                                         "bench", "all"])
-    parser.add_argument("--root", type=Path, default=None, help="仓库根目录（默认自动找）")
+                                                                         "bench", "all"],
+                        help="default：评分卡和策略对比（确定的，可以 --check）；bench：每轮开销快照；all：全部")
+    add_root_option(parser)
     parser.add_argument("--check", action="store_true", help="只重新计算并比较，不写文件；过期则退出码 1")
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000], help="bench：对话轮数")
     parser.add_argument("--sample", type=int, default=100, help="bench：每种长度计时的轮数")
     parser.add_argument("--repeat", type=int, default=3, help="bench：整体用时重复次数")
     parser.add_argument("--no-wall", action="store_true", help="bench：不测 harness run 和 mkdocs build")
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    root = (args.root or default_root()).resolve()
-    which = {"default": ["scorecards", "strategies"], "all": ["scorecards", "strategies"]}.get(
-        args.what, [args.what])
+
+
+def _eval(args: argparse.Namespace) -> int:
     from liyuan.errors import LiyuanError
 
+    which = {"default": ["scorecards", "strategies"], "all": ["scorecards", "strategies"]}.get(
+        args.what, [args.what])
     try:
+        root = find_root(args.root)
         files = results(root, [w for w in which if w != "bench"])
         if args.check:
             return _check(root, files)
         _write(root, files)
         if args.what in ("bench", "all"):
+            from ..bench.overhead import run_bench
+
             run_bench(root, root / EVAL_DIR, sizes=args.sizes, sample=args.sample, repeat=args.repeat,
                       wall=not args.no_wall)
     except LiyuanError as exc:
         print(f"错误：{exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m harness eval``; returns the exit code."""
+    return EVAL.main(argv)
+
+
+EVAL = Subcommand("eval", "评分卡和策略对比（sim/eval/）",
+                  "重新计算评分卡（每个运行目录一份）和四种策略的对比，写进 sim/eval/ 和文档的图；"
+                  "只写内容变了的文件。--check 只比较不写；bench 另外测每轮开销（机器相关，单独提交）。",
+                  _configure, _eval)
+COMMANDS = (EVAL,)

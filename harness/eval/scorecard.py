@@ -15,7 +15,7 @@ and its reason, and the report scores it 0. A reply that mostly copies its own p
 scored without the copied lines (:mod:`harness.eval.echo`). Replies no model wrote are
 scored too, and the card says so: a scripted run checks the checkers, it says nothing
 about a model. The one exception: a scenario whose every reply is a placeholder (an
-imported chat run without a model, :mod:`harness.placeholder`) has no card, since there
+imported chat run without a model, :mod:`harness.running.placeholder`) has no card, since there
 is nothing written by anyone to score.
 """
 
@@ -158,6 +158,8 @@ class _Scorer:
             self.state.recaps.pop(chat, None)
         elif kind == "sync":
             self.sync(step, calls, outcome)
+        elif kind == "edit_memory" and params.get("ref") == "card:resident" and not step.get("failed"):
+            self.state.resident = str(params.get("text", "")).strip()  # the user's version is what is sent now
         elif kind == "assemble":
             self.assemble(step, chat, params, outcome)
         elif kind == "fit":
@@ -270,7 +272,7 @@ class _Scorer:
             self.card["budget"].append({**record, "ok": None, "problems": ["没有找到这一步写出的上下文文件"]})
             return
         first = context[0][1] if context[0][1].startswith(SUMMARY_OPENING) else ""
-        original = self.state.resident if params.get("resident", True) else None
+        original = self.state.resident
         sent: str | None = None
         at = first.find(RESIDENT_HEADING)
         if at >= 0:
@@ -318,7 +320,7 @@ def _read_outs(base: Path) -> tuple[dict[str, list[dict[str, Any]]], dict[str, l
 
 
 def _placeholders_only(outs: Sequence[Mapping[str, Any]]) -> bool:
-    """True when every reply of these records is a placeholder (harness.placeholder)."""
+    """True when every reply of these records is a placeholder (harness.running.placeholder)."""
     replies = [c.get("reply") or {} for out in outs for s in out.get("steps", []) for c in s.get("calls", [])]
     return bool(replies) and all(r.get("provenance") == "placeholder" for r in replies)
 

@@ -1,7 +1,7 @@
 """Four ways to keep a long chat in context, run on the same synthetic chat.
 
 Invariant: the comparison is a pure function of its :class:`Settings`: the chat comes
-from :mod:`harness.eval.synth`, every summary comes from :func:`scripted_summariser` (a
+from :mod:`harness.fixtures.synth`, every summary comes from :func:`scripted_summariser` (a
 :class:`~liyuan.model.FunctionModel` that writes a labelled, rule-made summary from the
 request text; no model is involved), ids and clock are fixed. Two runs give the same
 numbers byte for byte. Context sizes measure what each strategy would send; they say
@@ -15,28 +15,34 @@ message is a user message (between turns) or not (inside a turn).
 
 from __future__ import annotations
 
-import re
+import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Protocol
 
+from liyuan.app import Activity, Card, Chat
 from liyuan.clock import counter_ids, fixed_clock
-from liyuan.context.assemble import SUMMARY_OPENING, prepare_turn
+from liyuan.context.assemble import SUMMARY_OPENING
 from liyuan.discussion.agent import run_generic_compaction, visible_entries
-from liyuan.model import ChatMessage, FunctionModel, ModelRequest
+from liyuan.model import ChatMessage, FunctionModel
 from liyuan.session.entries import Entry
-from liyuan.session.state import STATE_ENTRY_TYPE, format_roster, format_state, state_from_branch
+from liyuan.session.state import STATE_ENTRY_TYPE, Ledger, format_roster, format_state, state_from_branch
 from liyuan.session.tree import SessionTree
-from liyuan.story.compact import run_compaction
+from liyuan.story.compact import CompactionOutcome
 from liyuan.tokens import chars4, estimate_tokens
 
+from ..fixtures.synth import SynthBeat, SynthChat, generate_chat
+from ..running.runfolder import work_base
 from .checks import fact_in, fact_in_normalized, normalize
 from .memory_checks import check_budget
-from .synth import SynthChat, generate_chat
+from .scripted import SCRIPTED_LABEL, scripted_summariser
 
 __all__ = [
     "SCRIPTED_LABEL",
+    "Ours",
     "Settings",
     "Strategy",
     "StrategyRun",
@@ -44,7 +50,6 @@ __all__ = [
     "scripted_summariser",
 ]
 
-SCRIPTED_LABEL = "（脚本摘要：按规则从压缩请求的文字拼出，不是模型输出）"
 AGENT_SUMMARY_OPENING = "此前的会话已压缩成下面的摘要："
 """How the generic strategy replays its summary (as the coding agent does, a user message)."""
 
@@ -78,41 +83,6 @@ def _chars4(text: str) -> int:
     return chars4(text)
 
 
-_CONVERSATION_RE = re.compile(r"<conversation>\n(.*?)\n</conversation>", re.DOTALL)
-_PREVIOUS_RE = re.compile(r"<previous-summary>\n(.*?)\n</previous-summary>", re.DOTALL)
-
-
-def scripted_summariser(user_name: str, char_name: str) -> FunctionModel:
-    """A stand-in summariser: a deterministic summary made by rule from the request.
-
-    It counts the covered blocks and characters, quotes the start of the first and last
-    block, and takes the scene from the ledger lines; it condenses nothing. Its replies
-    carry :data:`SCRIPTED_LABEL` and ``provenance="scripted"``.
-    """
-
-    def reply(request: ModelRequest) -> str:
-        user = "\n\n".join(m.content for m in request.messages if m.role == "user")
-        match = _CONVERSATION_RE.search(user)
-        conversation = match.group(1) if match else ""
-        blocks = [b for b in conversation.split("\n\n") if b.strip()]
-        previous = _PREVIOUS_RE.search(user)
-        merged = f"；并入此前摘要 {len(previous.group(1))} 字" if previous else ""
-        first = blocks[0][:30] if blocks else ""
-        last = blocks[-1][:30] if blocks else ""
-        scope = f"覆盖 {len(blocks)} 段、{len(conversation)} 字{merged}"
-        if request.purpose == "summary":
-            when = next((ln for ln in user.splitlines() if ln.startswith("时间：")), "时间：（账本没有记）")
-            where = next((ln for ln in user.splitlines() if ln.startswith("地点：")), "地点：（账本没有记）")
-            return (f"## 前情提要\n- {SCRIPTED_LABEL}{scope}。\n- 开头：{first}…\n- 结尾：{last}…\n\n"
-                    f"## 人物\n- {user_name}、{char_name}（脚本摘要不提炼人物）\n\n"
-                    f"## 承诺与伏笔\n- （脚本摘要不提炼伏笔）\n\n## 事实账\n- （脚本摘要不抄账本）\n\n"
-                    f"## 当前场景\n- {when}；{where}")
-        return (f"## Goal\n- {SCRIPTED_LABEL}{scope}。\n\n## Progress\n### Done\n- 开头：{first}…\n\n"
-                f"## Critical Context\n- 结尾：{last}…")
-
-    return FunctionModel(reply)
-
-
 @dataclass(frozen=True)
 class Cut:
     """One cut: at which beat, and whether the first kept message starts a turn."""
@@ -122,18 +92,22 @@ class Cut:
     """``between`` (the kept part starts with a user message) or ``inside`` (it does not)."""
 
 
+CLOCK_START = "2026-03-01T08:00:00+08:00"
+
+
 class Strategy(Protocol):
-    """A way to build the context for a beat and to maintain the tree after one."""
+    """A way to keep a long chat in context: plays each beat and says what it sent."""
 
     name: str
     label: str
 
-    def context(self, tree: SessionTree, user_text: str) -> list[ChatMessage]:
-        """The messages sent to generate the reply to ``user_text``."""
+    def turn(self, beat: SynthBeat) -> tuple[list[ChatMessage], list[Cut]]:
+        """Play one beat: the messages sent to generate its reply, then the beat written
+        (the swiped reply first, at the reroll beat) and maintained; the cuts it made."""
         ...
 
-    def after_beat(self, tree: SessionTree, beat: int) -> list[Cut]:
-        """End-of-beat maintenance (compaction); the cuts it made."""
+    def final(self, user_text: str) -> list[ChatMessage]:
+        """What would be sent for ``user_text`` after the last beat (nothing written)."""
         ...
 
 
@@ -145,96 +119,151 @@ def _messages(entries: Sequence[Entry]) -> list[ChatMessage]:
     return out
 
 
-@dataclass
-class FullReplay:
-    """What a chat web page does: the whole branch, every time."""
+class _OnTree:
+    """The peers' strategies: a bare session tree, a context rule and an end-of-beat rule."""
 
-    name: str = "full"
-    label: str = "全量回放"
+    def __init__(self, greeting: str) -> None:
+        self.tree = SessionTree(None, session_id="synth", clock=fixed_clock(CLOCK_START), ids=counter_ids("s"))
+        self.tree.append_message("assistant", greeting, greeting=True)
 
-    def context(self, tree: SessionTree, user_text: str) -> list[ChatMessage]:
-        return [*_messages(tree.branch()), ChatMessage("user", user_text)]
+    def context(self, user_text: str) -> list[ChatMessage]:
+        raise NotImplementedError
 
-    def after_beat(self, tree: SessionTree, beat: int) -> list[Cut]:
+    def after_beat(self, beat: int) -> list[Cut]:
         return []
 
+    def turn(self, beat: SynthBeat) -> tuple[list[ChatMessage], list[Cut]]:
+        messages = self.context(beat.user)
+        cuts: list[Cut] = []
+        user = self.tree.append_message("user", beat.user)
+        if beat.swiped_reply is not None:
+            self.tree.append_message("assistant", beat.swiped_reply)
+            self.tree.append_custom(STATE_ENTRY_TYPE, dict(beat.ledger))
+            cuts += self.after_beat(beat.number)
+            self.tree.navigate(user.id)  # the reroll: the next reply forks from the same user message
+        self.tree.append_message("assistant", beat.reply)
+        self.tree.append_custom(STATE_ENTRY_TYPE, dict(beat.ledger))
+        return messages, cuts + self.after_beat(beat.number)
 
-@dataclass
-class Truncation:
+    def final(self, user_text: str) -> list[ChatMessage]:
+        return self.context(user_text)
+
+
+class FullReplay(_OnTree):
+    """What a chat web page does: the whole branch, every time."""
+
+    name = "full"
+    label = "全量回放"
+
+    def context(self, user_text: str) -> list[ChatMessage]:
+        return [*_messages(self.tree.branch()), ChatMessage("user", user_text)]
+
+
+class Truncation(_OnTree):
     """Keep only the last ``turns`` turns; older ones are dropped unseen."""
 
-    turns: int
-    name: str = "truncate"
-    label: str = "截断"
+    name = "truncate"
+    label = "截断"
 
-    def context(self, tree: SessionTree, user_text: str) -> list[ChatMessage]:
-        messages = _messages(tree.branch())
+    def __init__(self, greeting: str, turns: int) -> None:
+        super().__init__(greeting)
+        self.turns = turns
+
+    def context(self, user_text: str) -> list[ChatMessage]:
+        messages = _messages(self.tree.branch())
         starts = [i for i, m in enumerate(messages) if m.role == "user"]
         keep_from = starts[-self.turns] if len(starts) >= self.turns else 0
         return [*messages[keep_from:], ChatMessage("user", user_text)]
 
-    def after_beat(self, tree: SessionTree, beat: int) -> list[Cut]:
-        users = sum(1 for e in tree.branch() if e.type == "message" and e.role == "user")
+    def after_beat(self, beat: int) -> list[Cut]:
+        users = sum(1 for e in self.tree.branch() if e.type == "message" and e.role == "user")
         # The window slides every beat once it is full; it always starts at a user message.
         return [Cut(beat, "between")] if users > self.turns else []
 
 
-@dataclass
-class GenericAgent:
+class GenericAgent(_OnTree):
     """The coding agent's compaction (:mod:`liyuan.discussion.agent`): token trigger, cut anywhere."""
 
-    model: FunctionModel
-    window: int
-    reserve: int
-    keep_recent: int
-    name: str = "agent"
-    label: str = "通用 agent 压缩"
+    name = "agent"
+    label = "通用 agent 压缩"
 
-    def context(self, tree: SessionTree, user_text: str) -> list[ChatMessage]:
-        summary, entries = visible_entries(tree.branch())
+    def __init__(self, greeting: str, model: FunctionModel, window: int, reserve: int, keep_recent: int) -> None:
+        super().__init__(greeting)
+        self.model, self.window, self.reserve, self.keep_recent = model, window, reserve, keep_recent
+
+    def context(self, user_text: str) -> list[ChatMessage]:
+        summary, entries = visible_entries(self.tree.branch())
         head = [ChatMessage("user", f"{AGENT_SUMMARY_OPENING}\n\n{summary}")] if summary else []
         return [*head, *_messages(entries), ChatMessage("user", user_text)]
 
-    def after_beat(self, tree: SessionTree, beat: int) -> list[Cut]:
+    def after_beat(self, beat: int) -> list[Cut]:
         # The library's own trigger: it counts what the agent would send now.
-        outcome = run_generic_compaction(tree, self.model, context_window=self.window, reserve_tokens=self.reserve,
-                                         keep_recent_tokens=self.keep_recent, estimate=_chars4)
+        outcome = run_generic_compaction(self.tree, self.model, context_window=self.window,
+                                         reserve_tokens=self.reserve, keep_recent_tokens=self.keep_recent,
+                                         estimate=_chars4)
         if outcome.kind != "compacted" or outcome.plan is None:
             return []
         return [Cut(beat, "inside" if outcome.plan.is_split_turn else "between")]
 
 
-@dataclass
 class Ours:
-    """Liyuan's story compaction (:mod:`liyuan.story.compact`): six whole turns kept, period 30."""
+    """Liyuan as an app runs it: a :class:`liyuan.Card` and its :class:`liyuan.Chat`, default settings.
 
-    model: FunctionModel
-    user_name: str
-    char_name: str
-    name: str = "ours"
-    label: str = "梨园（本项目）"
-    budget_failures: int = 0
-    """Contexts whose shared blocks broke the 4300-character envelope (:func:`check_budget`)."""
+    Each beat is ``chat.prepare`` (what is sent) then ``chat.record`` (the compaction
+    check runs inline: six whole turns kept, period 30); the swiped reply is recorded and
+    rerolled. The card lives in a private temporary folder, removed by :meth:`close`.
+    """
 
-    def context(self, tree: SessionTree, user_text: str) -> list[ChatMessage]:
-        branch = tree.branch()
-        ledger = state_from_branch(branch)
+    name = "ours"
+    label = "梨园（本项目）"
+
+    def __init__(self, greeting: str, model: FunctionModel, user_name: str, char_name: str) -> None:
+        self.model = model
+        self.budget_failures = 0
+        """Contexts whose shared blocks broke the 4300-character envelope (:func:`check_budget`)."""
+        self._folder = Path(tempfile.mkdtemp(prefix="liyuan-eval-", dir=work_base()))
+        self._events: list[Activity] = []
+        self.card = Card.open(self._folder / "card", side_model=model, user_name=user_name, char_name=char_name,
+                              on_activity=self._events.append, background=False, clock=fixed_clock(CLOCK_START),
+                              ids=counter_ids("s"), auto_sync=False)
+        self.chat: Chat = self.card.chat("synth", greeting=greeting)
+
+    def turn(self, beat: SynthBeat) -> tuple[list[ChatMessage], list[Cut]]:
+        ledger = state_from_branch(self.chat.branch())
         state_text, roster = format_state(ledger), format_roster(ledger)
-        # One history read gives the messages and the summary they carry.
-        turn = prepare_turn(branch, user_text, state_text=state_text, roster=roster)
+        turn = self.chat.prepare(beat.user)
         if not check_budget(turn.summary, state_text, roster, None, None).ok:
             self.budget_failures += 1
-        return turn.messages
+        cuts: list[Cut] = []
+        if beat.swiped_reply is not None:
+            cuts += self._record(beat.swiped_reply, beat)
+            self.chat.reroll()
+        return turn.messages, cuts + self._record(beat.reply, beat)
 
-    def after_beat(self, tree: SessionTree, beat: int) -> list[Cut]:
-        outcome = run_compaction(tree, self.model, user_name=self.user_name, char_name=self.char_name)
-        if outcome.kind != "compacted" or outcome.plan is None:
-            return []
-        branch = tree.branch()
-        ids = [e.id for e in branch]
-        after = branch[ids.index(outcome.plan.covers_through_id) + 1:]
-        first = next((e for e in after if e.type == "message"), None)
-        return [Cut(beat, "between" if first is not None and first.role == "user" else "inside")]
+    def _record(self, reply: str, beat: SynthBeat) -> list[Cut]:
+        seen = len(self._events)
+        self.chat.record(reply, ledger=Ledger.from_dict(beat.ledger))
+        cuts: list[Cut] = []
+        for event in self._events[seen:]:
+            outcome = event.outcome
+            if not isinstance(outcome, CompactionOutcome) or outcome.kind != "compacted" or outcome.plan is None:
+                continue
+            if cuts:
+                continue  # one compaction, several lines
+            branch = self.chat.branch()
+            ids = [e.id for e in branch]
+            after = branch[ids.index(outcome.plan.covers_through_id) + 1:]
+            first = next((e for e in after if e.type == "message"), None)
+            cuts.append(Cut(beat.number, "between" if first is not None and first.role == "user" else "inside"))
+        return cuts
+
+    def final(self, user_text: str) -> list[ChatMessage]:
+        return self.chat.preview(user_text).messages
+
+    def close(self) -> None:
+        """Close the card and remove its folder."""
+        self.card.close()
+        shutil.rmtree(self._folder, ignore_errors=True)
 
 
 @dataclass
@@ -275,26 +304,15 @@ class StrategyRun:
 
 
 def _play(chat: SynthChat, strategy: Strategy, model: FunctionModel | None) -> StrategyRun:
-    tree = SessionTree(None, session_id="synth", clock=fixed_clock("2026-03-01T08:00:00+08:00"),
-                       ids=counter_ids("s"))
-    tree.append_message("assistant", chat.greeting, greeting=True)
     run = StrategyRun(strategy.name, strategy.label)
     for beat in chat.beats:
-        messages = strategy.context(tree, beat.user)
+        before = len(model.calls) if model is not None else 0
+        messages, cuts = strategy.turn(beat)
         run.chars.append(sum(len(m.content) for m in messages))
         run.tokens.append(sum(_tokens(m.content) for m in messages))
-        before = len(model.calls) if model is not None else 0
-        user = tree.append_message("user", beat.user)
-        if beat.swiped_reply is not None:
-            tree.append_message("assistant", beat.swiped_reply)
-            tree.append_custom(STATE_ENTRY_TYPE, dict(beat.ledger))
-            run.cuts.extend(strategy.after_beat(tree, beat.number))
-            tree.navigate(user.id)  # the reroll: the next reply forks from the same user message
-        tree.append_message("assistant", beat.reply)
-        tree.append_custom(STATE_ENTRY_TYPE, dict(beat.ledger))
-        run.cuts.extend(strategy.after_beat(tree, beat.number))
+        run.cuts.extend(cuts)
         run.calls.append((len(model.calls) if model is not None else 0) - before)
-    final = strategy.context(tree, "（收尾）")
+    final = strategy.final("（收尾）")
     # The last message is the tail: for ours the ledger block plus the user's words, for
     # the others the user's words alone. Everything before it, minus summaries, is kept text.
     kept = normalize("\n\n".join(m.content for m in final[:-1] if not _is_summary(m)))
@@ -323,16 +341,21 @@ def compare(settings: Settings = Settings(), *, progress: Callable[[str], None] 
     chat = generate_chat(settings.beats, settings.seed, settings.reroll_beat)
     runs = []
     for make in (
-        lambda: (FullReplay(), None),
-        lambda: (Truncation(settings.truncate_turns), None),
-        lambda: _with_model(chat, lambda m: GenericAgent(m, settings.window_tokens, settings.agent_reserve_tokens,
+        lambda: (FullReplay(chat.greeting), None),
+        lambda: (Truncation(chat.greeting, settings.truncate_turns), None),
+        lambda: _with_model(chat, lambda m: GenericAgent(chat.greeting, m, settings.window_tokens,
+                                                         settings.agent_reserve_tokens,
                                                          settings.agent_keep_recent_tokens)),
-        lambda: _with_model(chat, lambda m: Ours(m, chat.user_name, chat.char_name)),
+        lambda: _with_model(chat, lambda m: Ours(chat.greeting, m, chat.user_name, chat.char_name)),
     ):
         strategy, model = make()
         if progress is not None:
             progress(f"策略：{strategy.label}")
-        run = _play(chat, strategy, model)
+        try:
+            run = _play(chat, strategy, model)
+        finally:
+            if isinstance(strategy, Ours):
+                strategy.close()
         if isinstance(strategy, Ours):
             run.budget_failures = strategy.budget_failures
         runs.append(run.to_json(settings.window_tokens))

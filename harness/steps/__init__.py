@@ -1,8 +1,8 @@
-"""Step handlers, one per step kind, registered in :data:`harness.run_state.HANDLERS`.
+"""Step handlers, one per step kind, registered in :data:`harness.running.state.HANDLERS`.
 
-Invariant: every kind in :data:`harness.scenario.STEP_KINDS` has exactly one handler
+Invariant: every kind in :data:`harness.running.scenario.STEP_KINDS` has exactly one handler
 once this package is imported; a handler reads its parameters from the validated
-:class:`~harness.scenario.StepSpec` and reports a JSON-able outcome.
+:class:`~harness.running.scenario.StepSpec` and reports a JSON-able outcome.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The coding agent's generic compaction, run on the same branch where ours compacted (#why-own).
 
-Invariant: the step never touches the chat's tree. It copies the chat's current branch,
+A comparison baseline, not the app's path. Invariant: the step never touches the chat's
+tree. It copies the chat's current branch,
 without our ``rp-summary`` entries, into a private in-memory tree (the agent's own view of
 the chat: messages and custom entries it ignores), and at every point where our compaction
 wrote a summary it runs :func:`liyuan.discussion.agent.run_generic_compaction` on that copy
@@ -28,9 +29,9 @@ from liyuan.session.tree import SessionTree
 from liyuan.story.view import SUMMARY_ENTRY_TYPE
 from liyuan.text import utf16_len
 
-from ..recorder import CallRecord
-from ..run_state import ScenarioRun, StepResult, handler
-from ..scenario import StepSpec
+from ..running.recorder import CallRecord
+from ..running.scenario import StepSpec
+from ..running.state import ScenarioRun, StepResult, handler
 from .common import prompt_label, prompt_text
 
 __all__ = ["beat_numbers"]
@@ -164,7 +165,7 @@ def generic_compact(run: ScenarioRun, step: StepSpec) -> StepResult:
     chat_id = step.params["chat"]
     keep = step.params.get("keep_recent_tokens", KEEP_RECENT_TOKENS)
     reserve = step.params.get("reserve", RESERVE_TOKENS)
-    branch = list(run.tree(chat_id).branch())
+    branch = list(run.chat(chat_id).branch())
     beats = beat_numbers(branch)
     points = [i for i, e in enumerate(branch) if _is_ours(e)]
     agent = SessionTree(None, session_id=f"{chat_id}-agent", clock=run.clock, ids=counter_ids(f"{chat_id}-agent-"))

@@ -1,22 +1,14 @@
-"""Helpers shared by step handlers: prompt text, provenance lines, shared services.
+"""Helpers shared by step handlers: prompt text and provenance lines.
 
-Invariant: services (card memory, vector memory) are created once per scenario run,
-inside the run's private work dir, with the run's fixed clock; nothing here touches the
-repository.
+Invariant: nothing here touches the repository or the card; it only formats.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
-from liyuan.card.files import CHAT_META_FILE
-
-from ..recorder import CallRecord
-from ..run_state import ScenarioRun
+from ..running.recorder import CallRecord
+from ..running.state import ScenarioRun
 
 __all__ = [
-    "card_memory",
     "context_label",
     "prompt_label",
     "prompt_text",
@@ -56,36 +48,6 @@ def context_label(run: ScenarioRun) -> str:
     return CONTEXT_LINE_SCRIPTED if run.setup.kind == "scripted" else CONTEXT_LINE_LIVE
 
 
-def card_memory(run: ScenarioRun) -> Any:
-    """The card's :class:`liyuan.card.sync.CardMemory`, created on first use.
-
-    Every chat of the scenario gets its folder and ``meta.json`` (its display name), so a
-    chat with no sessions (one that exists only as a hand-written recap) still has a name.
-    """
-    if "card_memory" in run.services:
-        return run.services["card_memory"]
-    from liyuan.card import CardMemory
-
-    for chat_id, spec in run.scenario.chats.items():
-        folder = run.chat_dir(chat_id)
-        folder.mkdir(parents=True, exist_ok=True)
-        meta = folder / CHAT_META_FILE
-        if not meta.exists():
-            meta.write_text(json.dumps({"name": spec.name}, ensure_ascii=False) + "\n", encoding="utf-8")
-    from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS
-
-    memory = CardMemory(run.card_dir, run.recorder, user_name=run.scenario.user, char_name=run.scenario.char,
-                        language=run.scenario.language, clock=run.clock, on_activity=run.on_activity,
-                        recap_input_max_chars=run.config("recap_input_max_chars", RECAP_INPUT_MAX_CHARS),
-                        merge_recap_max_chars=run.config("merge_recap_max_chars", None))
-    run.services["card_memory"] = memory
-    return memory
-
-
 def resident_text(run: ScenarioRun) -> str | None:
-    """The card's resident summary as stored (unfitted: :func:`liyuan.context.assemble.assemble_turn` fits it)."""
-    memory = run.services.get("card_memory")
-    if memory is None:
-        return None
-    text: str | None = memory.load_resident_summary()
-    return text
+    """The card's resident summary as stored (:meth:`liyuan.Card.resident_summary`; unfitted)."""
+    return run.card.resident_summary()

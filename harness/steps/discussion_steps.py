@@ -1,7 +1,10 @@
 """Agent discussion compaction in a scenario: triggered by the real usage the app stored.
 
-Invariant: the step calls :func:`liyuan.discussion.compact.run_discussion_compaction` as the app
-would after an agent turn, and records beside its outcome the three ways to size the
+Invariant: the step shows one layer on its own: it calls
+:func:`liyuan.discussion.compact.run_discussion_compaction` on the chat's tree with the
+step's window (what :meth:`liyuan.Chat.record` runs after an agent turn when
+``MemoryConfig.discussion_window`` is set), and its scenario note says so. It records
+beside its outcome the three ways to size the
 context (the last request's real usage, the CJK-aware estimate, ``chars / 4``), so the
 artifact shows why usage decides and ``chars / 4`` would come too late.
 """
@@ -23,8 +26,8 @@ from liyuan.discussion.messages import (
 from liyuan.session.entries import Entry, args_json, last_usage
 from liyuan.tokens import chars4
 
-from ..run_state import ScenarioRun, StepResult, handler
-from ..scenario import StepSpec
+from ..running.scenario import StepSpec
+from ..running.state import ScenarioRun, StepResult, handler
 from .common import context_label, prompt_label, prompt_text
 
 __all__ = ["render_agent_history"]
@@ -64,14 +67,14 @@ def _sizes(branch: Sequence[Entry]) -> dict[str, Any]:
 def discussion(run: ScenarioRun, step: StepSpec) -> StepResult:
     """One end-of-turn check of the agent discussion; compacts when the usage says so."""
     chat_id = step.params["chat"]
-    tree = run.tree(chat_id)
+    tree = run.chat(chat_id).tree
     window = step.params.get("context_window", DEFAULT_CONTEXT_WINDOW)
     reserve = step.params.get("reserve", RESERVE_TOKENS)
     keep_recent = step.params.get("keep_recent", KEEP_RECENT_TOKENS)
     sizes = _sizes(tree.branch())
     bound = {"max_input_chars": step.params["input_max_chars"]} if "input_max_chars" in step.params else {}
     outcome = run_discussion_compaction(tree, run.recorder, context_window=window, reserve=reserve,
-                                        keep_recent=keep_recent, on_activity=run.on_activity, **bound)
+                                        keep_recent=keep_recent, on_activity=run.note, **bound)
     calls = run.recorder.step_calls(step.id, "discussion")
     if calls:
         run.write_txt("prompt", prompt_text(calls[0]), header=prompt_label(run))

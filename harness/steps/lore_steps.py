@@ -1,56 +1,46 @@
-"""Steps of the lore layer (issue 23): import a card, play with activation, assemble a turn with lore.
+"""Steps of the lore layer (issue 23): import a card, play with activation, look at a turn with lore.
 
-Invariant: these steps call the library as the app does. ``import_card`` is
-:meth:`liyuan.Card.import_card` on the scenario's card folder; ``lore_play`` and
-``lore_turn`` assemble each turn with :func:`liyuan.context.assemble.prepare_turn` and the
-card's :class:`~liyuan.lore.LoreShelf` (what :meth:`liyuan.Chat.prepare` uses), so the
-activation log, the tail and the turn record are those an app would get.
+Invariant: these steps go through the app's objects. ``import_card`` is
+:meth:`liyuan.Card.import_card` on the scenario's card; ``lore_play`` plays beats through
+:class:`liyuan.Chat` (``prepare`` activates the card's lore book, ``record`` runs the
+compaction check), and ``lore_turn`` is :meth:`liyuan.Chat.preview`: the activation log,
+the tail and the turn record are the ones an app gets.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
-from liyuan import Card
+from liyuan.app import Turn
 from liyuan.config import MemoryConfig
-from liyuan.context.assemble import PreparedTurn, prepare_turn
 from liyuan.errors import ConfigError
-from liyuan.lore import LORE_FILE, LoreIndex, LoreReport, LoreShelf, lore_share_chars
-from liyuan.session.state import format_roster, format_state, state_from_branch
-from liyuan.session.tree import SessionTree
+from liyuan.lore import LORE_FILE, LoreBook, LoreReport, lore_share_chars
 
-from ..run_state import ScenarioRun, StepResult, handler
-from ..scenario import StepSpec
-from ..story import append_beat, chat_beats
-from .common import context_label, prompt_label, prompt_text, resident_text
-from .story_steps import _compaction, _outcome, render_messages
+from ..running.scenario import StepSpec
+from ..running.state import ScenarioRun, StepResult, handler
+from ..running.story import chat_beats
+from .common import context_label, prompt_label, prompt_text
+from .story_steps import compactions_since, keep_turn, play_beat, record_table, render_messages
 
 __all__ = ["report_text"]
 
 
-def _index(run: ScenarioRun) -> LoreIndex:
-    shelf = run.services.get("lore")
-    if shelf is None:
-        shelf = run.services["lore"] = LoreShelf(run.card_dir)
-    index = shelf.index()
-    if index is None:
+def _told(run: ScenarioRun, chat_id: str, turns: list[Turn], how: str, turn: Turn) -> None:
+    keep_turn(run, chat_id, how, turn)
+    turns.append(turn)
+
+
+def _book(run: ScenarioRun) -> LoreBook:
+    book = run.card.lore
+    if book is None:
         raise ConfigError(f"{run.scenario.card} 还没有设定集：先用 import_card 步骤导入角色卡")
-    assert isinstance(index, LoreIndex)
-    return index
+    return book
 
 
-def _turn(run: ScenarioRun, tree: SessionTree, user: str, *, resident: bool = True) -> PreparedTurn:
-    ledger = state_from_branch(tree.branch())
-    config = MemoryConfig()
-    return prepare_turn(tree.branch(), user, resident_summary=resident_text(run) if resident else None,
-                        state_text=format_state(ledger), roster=format_roster(ledger), lore=_index(run),
-                        budget_chars=config.budget_chars, lore_share=config.lore_share)
-
-
-def report_text(report: LoreReport, index: LoreIndex, tail: str) -> str:
+def report_text(report: LoreReport, book: LoreBook, tail: str, config: MemoryConfig) -> str:
     """The lore part of a turn's record, as a person reads it."""
-    budget = MemoryConfig()
-    lines = [f"份额：{report.share_chars} 字（budget_chars {budget.budget_chars} × lore_share {budget.lore_share:g}）",
+    lines = [f"份额：{report.share_chars} 字（budget_chars {config.budget_chars} × lore_share {config.lore_share:g}）",
              f"设定集共 {report.entries} 条；激活 {len(report.activated)} 条，按放入的顺序："]
     included = set(report.included)
     cut = {c.title: c for c in report.cut}
@@ -61,7 +51,7 @@ def report_text(report: LoreReport, index: LoreIndex, tail: str) -> str:
         lines.append(f"{number}. {hit.title} · {hit.why} · {fate}")
     lines.append(f"【相关设定】{report.text_chars} 字；【设定集索引】列 {report.index_titles} 条标题 "
                  f"{report.index_chars} 字；索引放不下的 {report.index_left_out} 条")
-    by_title = {entry.title: entry for entry in index.entries}
+    by_title = {entry.title: entry for entry in book.entries}
     verbatim = all(by_title[title].content.strip() in tail for title in report.included)
     same = "一字不差" if verbatim else "不同"
     lines.append(f"逐字核对：放进【相关设定】的 {len(report.included)} 条正文和 {LORE_FILE} 里{same}")
@@ -71,16 +61,15 @@ def report_text(report: LoreReport, index: LoreIndex, tail: str) -> str:
 
 @handler("import_card")
 def import_card(run: ScenarioRun, step: StepSpec) -> StepResult:
-    """Import a card file into the scenario's card folder, as :meth:`liyuan.Card.import_card` does."""
+    """Import a card file into the scenario's card: :meth:`liyuan.Card.import_card`."""
     if run.root is None:
         raise ConfigError(f"{step.id}: 不知道仓库根目录，找不到 {step.params['file']}")
-    path = run.root / step.params["file"]
-    with Card.open(run.card_dir, background=False, user_name=run.scenario.user) as card:
-        imported = card.import_card(path)
-        greetings = card.greetings()
+    card = run.card
+    imported = card.import_card(run.root / step.params["file"])
+    greetings = card.greetings()
     book = imported.book
     entries = len(book.entries) if book else 0
-    book_text = (run.card_dir / LORE_FILE).read_text(encoding="utf-8") if book else ""
+    book_text = (run.card.path / LORE_FILE).read_text(encoding="utf-8") if book else ""
     run.write_txt("book", book_text)
     scan = f"扫描 {book.scan_turns} 轮，递归 {book.recursion_steps} 步" if book else "没有"
     card_lines = [f"格式：{imported.kind}（{imported.container}）", f"角色：{imported.name}",
@@ -96,10 +85,11 @@ def import_card(run: ScenarioRun, step: StepSpec) -> StepResult:
 
 @handler("lore_play")
 def lore_play(run: ScenarioRun, step: StepSpec) -> StepResult:
-    """Play beats; before each, activate lore for the user's words as the app's prepare does."""
+    """Play beats through the chat; log what each turn's ``prepare`` activated."""
     chat_id = step.params["chat"]
-    tree = run.tree(chat_id)
-    beats = chat_beats(run.chat(chat_id))
+    chat = run.chat(chat_id)
+    spec = run.chat_spec(chat_id)
+    beats = chat_beats(spec)
     start = run.played[chat_id]
     stop = step.params.get("upto", len(beats))
     if not start <= stop <= len(beats):
@@ -109,27 +99,25 @@ def lore_play(run: ScenarioRun, step: StepSpec) -> StepResult:
     summaries: list[str] = []
     activations: list[dict[str, Any]] = []
     for number in range(start + 1, stop + 1):
-        beat = beats[number - 1]
-        turn = _turn(run, tree, beat.user, resident=False)
-        report = turn.lore
-        assert report is not None
-        hits = "、".join(f"{hit.title}（{hit.why}）" for hit in report.activated if hit.why != "常驻")
-        cut = f"；截掉 {len(report.cut)} 条" if report.cut else ""
-        log.append(f"第 {number} 轮：{hits or '只有常驻条目'}；【相关设定】{len(report.included)} 条 "
-                   f"{report.text_chars} 字{cut}")
-        activations.append({"beat": number, "activated": [hit.title for hit in report.activated],
-                            "cut": [c.title for c in report.cut]})
-        append_beat(tree, beat)
+        seen = len(run.events)
+        turns: list[Turn] = []
+        play_beat(chat, beats[number - 1], mode=spec.mode, on_turn=partial(_told, run, chat_id, turns))
         run.played[chat_id] = number
-        if step.params.get("auto_compact", False):
-            outcome = _compaction(run, tree, chat_id, manual=False, params={})
-            if run.recorder.fatal is not None:
-                break
-            if outcome.kind != "skipped":
-                compactions.append({"after_beat": number, **_outcome(outcome)})
-                if outcome.summary is not None:
-                    summaries.append(outcome.summary)
-                log.append(f"第 {number} 轮后：{outcome.message}（设定集不参与压缩，下一轮照样按原文激活）")
+        report = turns[-1].lore if turns else None
+        if report is not None:
+            hits = "、".join(f"{hit.title}（{hit.why}）" for hit in report.activated if hit.why != "常驻")
+            cut = f"；截掉 {len(report.cut)} 条" if report.cut else ""
+            log.append(f"第 {number} 轮：{hits or '只有常驻条目'}；【相关设定】{len(report.included)} 条 "
+                       f"{report.text_chars} 字{cut}")
+            activations.append({"beat": number, "activated": [hit.title for hit in report.activated],
+                                "cut": [c.title for c in report.cut]})
+        if run.recorder.fatal is not None:
+            break
+        for data, summary in compactions_since(run, seen):
+            compactions.append({"after_beat": number, **data})
+            if summary is not None:
+                summaries.append(summary)
+            log.append(f"第 {number} 轮后：{data['message']}（设定集不参与压缩，下一轮照样按原文激活）")
     calls = run.recorder.step_calls(step.id, "summary")
     for i, call in enumerate(calls, start=1):
         run.write_txt(f"prompt_{i}", prompt_text(call), header=prompt_label(run))
@@ -144,18 +132,19 @@ def lore_play(run: ScenarioRun, step: StepSpec) -> StepResult:
 
 @handler("lore_turn")
 def lore_turn(run: ScenarioRun, step: StepSpec) -> StepResult:
-    """Assemble a new turn with the card's lore book (the message is not persisted)."""
+    """The next turn with the card's lore book, as :meth:`liyuan.Chat.preview` assembles it (nothing written)."""
     chat_id = step.params["chat"]
-    tree = run.tree(chat_id)
-    turn = _turn(run, tree, step.params["user"], resident=step.params.get("resident", True))
+    turn = run.chat(chat_id).preview(step.params["user"])
+    keep_turn(run, chat_id, "preview", turn)
     report = turn.lore
-    assert report is not None
-    tail = turn.injection.render()
+    if report is None:
+        raise ConfigError(f"{step.id}: 这一轮没有用到设定集（卡里没有设定集？）")
     run.write_txt("history", render_messages(turn.messages), header=context_label(run))
-    run.write_txt("injection", tail, header=context_label(run))
-    index = _index(run)
-    run.write_txt("report", report_text(report, index, tail))
-    share = lore_share_chars(MemoryConfig().budget_chars, MemoryConfig().lore_share)
+    run.write_txt("injection", turn.injection, header=context_label(run))
+    run.write_txt("report", report_text(report, _book(run), turn.injection, run.config))
+    if turn.record is not None:
+        run.write_txt("record", record_table(turn.record.to_json()))
+    share = lore_share_chars(run.config.budget_chars, run.config.lore_share)
     outcome = {"summary_message": turn.summary is not None, "share_chars": share, "lore": report.to_dict(),
                "activity": report.lines()}
     return StepResult(outcome, f"激活 {len(report.activated)} 条，放进 {len(report.included)} 条，"

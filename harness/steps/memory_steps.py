@@ -1,6 +1,11 @@
 """Steps on the card's cross-session memory: sync, hand-written recap, deletions, budget fit.
 
-Invariant: card memory runs on real files in the run's private work dir; artifacts get
+Invariants: a sync is :meth:`liyuan.Card.sync` and deleting a chat
+:meth:`liyuan.Card.delete_chat`, as the app calls them; writing or deleting a recap
+file is the user's own edit in the memory folder (the seed's soft path, no library
+call), at the path :attr:`liyuan.Card.memory` names. The ``fit`` step shows one layer
+(:func:`liyuan.context.budget.fit_resident_summary`) on its own, and its scenario note
+says so. Card memory runs on real files in the run's private work dir; artifacts get
 only memory-relative paths and file contents (never mtimes, fingerprints or absolute
 paths). A sync step records the memory files' hashes before and after, so "nothing
 changed" is visible in the record, not just claimed.
@@ -14,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from liyuan.card.files import CardLayout, atomic_write_text, read_text_optional
+from liyuan.card.sync import SyncOutcome
 from liyuan.context.budget import (
     RESIDENT_ENVELOPE_CHARS,
     RESIDENT_MAX_CHARS,
@@ -23,12 +29,14 @@ from liyuan.context.budget import (
 )
 from liyuan.errors import ConfigError
 
-from ..recorder import CallRecord
-from ..run_state import HAND_WRITTEN_LINE, ScenarioRun, StepResult, handler
-from ..scenario import StepSpec
-from .common import card_memory, prompt_label, prompt_text
+from ..running.recorder import CallRecord
+from ..running.scenario import StepSpec
+from ..running.state import HAND_WRITTEN_LINE, ScenarioRun, StepResult, handler
+from .common import prompt_label, prompt_text
 
-__all__ = ["memory_snapshot"]
+__all__ = ["HAND_WRITTEN_EDIT_LINE", "memory_snapshot"]
+
+HAND_WRITTEN_EDIT_LINE = "（手改的记忆：人工撰写，演示在应用里手改记忆，不是模型输出）"
 
 _CHAT_ATTR_RE = re.compile(r'<conversation\s+chat="([^"]*)"')
 
@@ -51,7 +59,7 @@ def _recap_chat(run: ScenarioRun, call: CallRecord, candidates: list[str]) -> st
     match = _CHAT_ATTR_RE.search(call.part("user"))
     if match:
         for chat_id in candidates:
-            if run.chat(chat_id).name == match.group(1) or chat_id == match.group(1):
+            if run.chat_spec(chat_id).name == match.group(1) or chat_id == match.group(1):
                 return chat_id
     return candidates[0] if len(candidates) == 1 else None
 
@@ -59,10 +67,12 @@ def _recap_chat(run: ScenarioRun, call: CallRecord, candidates: list[str]) -> st
 @handler("sync")
 def sync(run: ScenarioRun, step: StepSpec) -> StepResult:
     """One card-memory sync, as the app runs it when a chat is entered or deleted."""
-    memory = card_memory(run)
-    before = memory_snapshot(run.card_dir)
-    outcome = memory.sync()
-    after = memory_snapshot(run.card_dir)
+    run.name_chats()
+    card = run.card
+    memory = card.memory
+    before = memory_snapshot(card.path)
+    outcome = card.sync() or SyncOutcome()
+    after = memory_snapshot(card.path)
     touched = list(outcome.recapped) + list(outcome.failed)
     recap_calls: dict[str, CallRecord] = {}
     for call in run.recorder.step_calls(step.id, "recap"):
@@ -110,7 +120,8 @@ def sync(run: ScenarioRun, step: StepSpec) -> StepResult:
 @handler("write_recap")
 def write_recap(run: ScenarioRun, step: StepSpec) -> StepResult:
     """A recap written by hand (labelled so everywhere), put where a model's recap would go."""
-    memory = card_memory(run)  # the chat folders and names exist before the recap does
+    run.name_chats()  # the chat folders and names exist before the recap does
+    memory = run.card.memory
     chat_id = step.params["chat"]
     text = step.params["text"].strip() + "\n"
     atomic_write_text(memory.layout.recap_path(chat_id), text)
@@ -122,7 +133,8 @@ def write_recap(run: ScenarioRun, step: StepSpec) -> StepResult:
 @handler("delete_recap")
 def delete_recap(run: ScenarioRun, step: StepSpec) -> StepResult:
     """The soft path: the user deletes a recap file; the next merge forgets by source."""
-    memory = card_memory(run)
+    run.name_chats()
+    memory = run.card.memory
     chat_id = step.params["chat"]
     path = memory.layout.recap_path(chat_id)
     if not path.is_file():
@@ -134,18 +146,36 @@ def delete_recap(run: ScenarioRun, step: StepSpec) -> StepResult:
 @handler("delete_chat")
 def delete_chat(run: ScenarioRun, step: StepSpec) -> StepResult:
     """Delete a whole chat through the library (recap first, then its folder)."""
-    memory = card_memory(run)
+    run.name_chats()
     chat_id = step.params["chat"]
-    existed = memory.delete_chat(chat_id)
-    run.trees.pop(chat_id, None)
+    existed = run.card.delete_chat(chat_id)
+    run.forget_chat(chat_id)
     return StepResult({"chat": chat_id, "existed": bool(existed)}, f"删掉了局 {chat_id}")
+
+
+@handler("edit_memory")
+def edit_memory(run: ScenarioRun, step: StepSpec) -> StepResult:
+    """The hard path: the user edits a memory document in the app (:meth:`liyuan.card.CardMemory.change_memory`)."""
+    run.name_chats()
+    memory = run.card.memory
+    ref = step.params["ref"]
+    current = memory.read_memory(ref)
+    if current is None:
+        raise ConfigError(f"{step.id}: 没有 {ref} 这份记忆可改")
+    before, version = current
+    text = step.params["text"].strip() + "\n"
+    memory.change_memory(ref, version, text)
+    run.write_txt("memory", text, header=HAND_WRITTEN_EDIT_LINE)
+    docs = {d.ref: d for d in memory.list_memory()}
+    return StepResult({"ref": ref, "chars_before": len(before.strip()), "chars_after": len(text.strip()),
+                       "provenance": "hand-written", "note": docs[ref].note if ref in docs else ""},
+                      f"手改 {ref}：{len(before.strip())} → {len(text.strip())} 字")
 
 
 @handler("fit")
 def fit(run: ScenarioRun, step: StepSpec) -> StepResult:
     """The shared budget: fit the resident summary beside other blocks of given sizes."""
-    memory = card_memory(run)
-    text = memory.load_resident_summary()
+    text = run.card.resident_summary()
     if text is None:
         raise ConfigError(f"{step.id}: 还没有常驻摘要，先合并一次")
     lines = [f"常驻摘要原文 {len(text)} 字；上限 {RESIDENT_MAX_CHARS} 字，和其他块共用 {RESIDENT_ENVELOPE_CHARS} 字，"

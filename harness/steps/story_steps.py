@@ -1,40 +1,33 @@
-"""Steps on one chat's session tree: play beats, compact, assemble a turn, reroll, rewind.
+"""Steps on one chat: play beats, compact, assemble a turn, reroll, rewind.
 
-Invariant: these steps only ever append to the tree or move its leaf (never rewrite it),
-and they call the library exactly as the app would: ``run_compaction`` after a beat,
-``compact_now`` for ``/compact``, ``assemble_turn`` (through ``prepare_turn``, which also
-returns what went in) for a new user message.
+Invariant: everything here goes through the app's :class:`liyuan.Chat`: a beat is
+``chat.prepare`` then ``chat.record`` (whose compaction check and vector ingest run
+inline), a swiped reply is ``record`` then ``reroll``, ``/compact`` is
+``chat.compact_now``, a look at the next turn is ``chat.preview`` (nothing written), a
+reroll is ``chat.reroll`` then ``record``, a rewind ``chat.rewind``. The tree only ever
+grows or moves its leaf. The record of every turn the chat assembles goes to
+``run.turns`` (the ``sim/turns/`` artifact).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from liyuan.context.assemble import prepare_turn
+from liyuan.app import Chat, Turn
 from liyuan.errors import ConfigError
 from liyuan.model import ChatMessage
 from liyuan.session.entries import Entry, is_message
-from liyuan.session.state import STATE_ENTRY_TYPE, format_roster, format_state, state_from_branch
-from liyuan.session.tree import SessionTree
-from liyuan.story.compact import (
-    DEFAULT_EVERY_N_TURNS,
-    KEEP_RECENT_BEATS,
-    MANUAL_MIN_COMPACT_CHARS,
-    MIN_COMPACT_CHARS,
-    CompactionOutcome,
-    compact_now,
-    run_compaction,
-)
+from liyuan.session.state import Ledger
+from liyuan.story.compact import CompactionOutcome
 
-from ..run_state import ScenarioRun, StepResult, handler
-from ..scenario import StepSpec
-from ..story import append_beat, chat_beats, ledger_data
-from .common import context_label, prompt_label, prompt_text, resident_text
-from .vector_steps import vector_for
+from ..running.scenario import Beat, StepSpec
+from ..running.state import ScenarioRun, StepResult, handler
+from ..running.story import chat_beats, write_notes
+from .common import context_label, prompt_label, prompt_text
 
-__all__ = ["render_messages"]
+__all__ = ["compactions_since", "keep_turn", "play_beat", "record_table", "render_messages"]
 
 BEAT_PROGRESS_EVERY = 250
 """Beats between two progress lines of a long play step (stderr only, never an artifact)."""
@@ -46,24 +39,65 @@ def render_messages(messages: list[ChatMessage]) -> str:
     return "\n\n".join(parts)
 
 
-def _compaction(run: ScenarioRun, tree: SessionTree, chat_id: str, *, manual: bool,
-                params: dict[str, Any]) -> CompactionOutcome:
-    scenario = run.scenario
-    keep = params.get("keep", run.config("keep", KEEP_RECENT_BEATS))
-    if manual:
-        period: dict[str, Any] = dict(every_n_turns=1, min_chars=MANUAL_MIN_COMPACT_CHARS)
-    else:
-        period = dict(every_n_turns=params.get("every_n_turns", run.config("every_n_turns", DEFAULT_EVERY_N_TURNS)),
-                      min_chars=params.get("min_chars", run.config("min_chars", MIN_COMPACT_CHARS)))
-    vector = vector_for(run, chat_id)
-    archive = vector.memory.archive_compacted if vector is not None else None
-    common: dict[str, Any] = dict(user_name=scenario.user, char_name=scenario.char, language=scenario.language,
-                                  keep=keep, archive=archive, on_activity=run.on_activity)
-    if "input_max_chars" in params:
-        common["max_input_chars"] = params["input_max_chars"]
-    if manual:
-        return compact_now(tree, run.recorder, **common)
-    return run_compaction(tree, run.recorder, **period, **common)
+def _sources(sources: Sequence[str]) -> str:
+    if not sources:
+        return "—"
+    if len(sources) <= 3:
+        return "、".join(f"`{s}`" for s in sources)
+    return f"`{sources[0]}` … `{sources[-1]}`（{len(sources)} 条）"
+
+
+def record_table(record: dict[str, Any]) -> str:
+    """A turn's record (:meth:`liyuan.context.record.TurnRecord.to_json`) as a Markdown table."""
+    lines = ["| 块 | 字数 | 估算 token | 来源 | 预算 |", "|---|---:|---:|---|---|"]
+    for b in record["blocks"]:
+        budget = "整段送出" if b["budget"] is None else \
+            ("截断：" if b["budget"]["action"] == "trimmed" else "不送：") + b["budget"]["reason"]
+        lines.append(f"| {b['title']} | {b['chars']} | {b['tokens']} | {_sources(b['sources'])} | {budget} |")
+    lines.append(f"| **合计**（{record['messages']} 条消息） | {record['chars']} | {record['tokens']} | | "
+                 f"常驻摘要和本局摘要、账本、名录共用 {record['budget_chars']} 字 |")
+    return "\n".join(lines)
+
+
+def keep_turn(run: ScenarioRun, chat_id: str, how: str, turn: Turn) -> None:
+    """Add an assembled turn's record to the scenario's turn records."""
+    if turn.record is None:
+        return  # an agent-mode turn: the discussion history, no story blocks
+    run.turns.append({"step": run.current.id if run.current else "", "chat": chat_id, "how": how,
+                      "user_entry": turn.user_entry.id if turn.user_entry is not None else None,
+                      **turn.record.to_json()})
+
+
+def _ledger(raw: Any) -> Ledger | None:
+    return Ledger.from_dict(raw) if raw else None
+
+
+TurnListener = Callable[[str, Turn], None]
+"""Told ``(how, turn)`` for every turn a beat assembles (``prepare`` or ``reroll``)."""
+
+
+def play_beat(chat: Chat, beat: Beat, *, mode: str, on_turn: TurnListener | None = None) -> Entry:
+    """One beat as the app plays it; returns the reply entry.
+
+    The user's withdrawn alternatives are prepared and taken back (a rewind to where
+    they forked); swiped-away replies are recorded and rerolled; tool calls are recorded
+    before the reply; an import's notes follow the beat.
+    """
+    agent = mode == "agent"
+    told: TurnListener = on_turn or (lambda _how, _turn: None)
+    for text in beat.user_swipes:
+        fork = chat.tree.leaf_id
+        told("prepare", chat.prepare(text, mode="agent" if agent else "roleplay"))
+        chat.rewind(fork)
+    told("prepare", chat.prepare(beat.user, mode="agent" if agent else "roleplay"))
+    for tool in beat.tools:
+        chat.record_tool(str(tool.get("name", "")), dict(tool.get("args", {})), str(tool.get("result", "")))
+    for text in beat.swipes:
+        chat.record(text)
+        told("reroll", chat.reroll())
+    reply = chat.record(beat.reply, usage=dict(beat.usage) if beat.usage else None, ledger=_ledger(beat.ledger))
+    write_notes(chat.tree, beat.notes)
+    return reply
 
 
 def _outcome(outcome: CompactionOutcome) -> dict[str, Any]:
@@ -78,12 +112,20 @@ def _outcome(outcome: CompactionOutcome) -> dict[str, Any]:
     return data
 
 
+def compactions_since(run: ScenarioRun, seen: int) -> list[tuple[dict[str, Any], str | None]]:
+    """The compactions that did something since event ``seen``: each outcome's JSON and its summary."""
+    done: list[CompactionOutcome] = []
+    for event in run.events[seen:]:
+        if isinstance(event.outcome, CompactionOutcome) and all(event.outcome is not d for d in done):
+            done.append(event.outcome)
+    return [(_outcome(outcome), outcome.summary) for outcome in done if outcome.kind != "skipped"]
+
+
 @handler("compact")
 def compact(run: ScenarioRun, step: StepSpec) -> StepResult:
-    """One compaction: ``manual`` = /compact, ``auto`` = the end-of-beat check."""
-    chat_id = step.params["chat"]
-    tree = run.tree(chat_id)
-    outcome = _compaction(run, tree, chat_id, manual=step.params["mode"] == "manual", params=dict(step.params))
+    """``/compact``: :meth:`liyuan.Chat.compact_now` (period 1, a 500-character floor)."""
+    chat = run.chat(step.params["chat"])
+    outcome = chat.compact_now()
     calls = run.recorder.step_calls(step.id, "summary")
     call = calls[0] if calls else None
     if call is not None:
@@ -98,35 +140,31 @@ def compact(run: ScenarioRun, step: StepSpec) -> StepResult:
 
 @handler("play")
 def play(run: ScenarioRun, step: StepSpec) -> StepResult:
-    """Write the chat's next beats into its tree, as the app records finished beats."""
+    """Play the chat's next beats through the chat, as the app records finished beats."""
     chat_id = step.params["chat"]
-    tree = run.tree(chat_id)
-    spec = run.chat(chat_id)
+    chat = run.chat(chat_id)
+    spec = run.chat_spec(chat_id)
     beats = chat_beats(spec)
     start = run.played[chat_id]
     stop = step.params.get("upto", len(beats))
     if not start <= stop <= len(beats):
         raise ConfigError(f"{step.id}: upto={stop} 超出了 {chat_id} 的轮数（已演 {start}，共 {len(beats)}）")
-    vector = vector_for(run, chat_id) if step.params.get("vector", run.config("vector", False)) else None
     started = time.perf_counter()
     compactions: list[dict[str, Any]] = []
     summaries_written: list[str] = []
     log: list[str] = []
     for number in range(start + 1, stop + 1):
-        beat = beats[number - 1]
-        reply = append_beat(tree, beat, mode=spec.mode)
+        seen = len(run.events)
+        play_beat(chat, beats[number - 1], mode=spec.mode,
+                  on_turn=lambda how, turn: keep_turn(run, chat_id, how, turn))
         run.played[chat_id] = number
-        if vector is not None:
-            vector.ingest_turn(tree, reply)
-        if step.params.get("auto_compact", False):
-            outcome = _compaction(run, tree, chat_id, manual=False, params={})
-            if run.recorder.fatal is not None:
-                break  # a missing or stale reply ends the scenario; do not play on without it
-            if outcome.kind != "skipped":
-                compactions.append({"after_beat": number, **_outcome(outcome)})
-                if outcome.summary is not None:
-                    summaries_written.append(outcome.summary)
-                log.append(f"第 {number} 轮后：{outcome.message}")
+        if run.recorder.fatal is not None:
+            break  # a missing or stale reply ends the scenario; do not play on without it
+        for data, summary in compactions_since(run, seen):
+            compactions.append({"after_beat": number, **data})
+            if summary is not None:
+                summaries_written.append(summary)
+            log.append(f"第 {number} 轮后：{data['message']}")
         if number % BEAT_PROGRESS_EVERY == 0 and number < stop:
             run.progress.note(f"已演 {number}/{stop} 轮 · 压缩 {len(compactions)} 次 · "
                               f"模型调用 {len(run.recorder.calls)} 次 · {time.perf_counter() - started:.1f} s")
@@ -139,31 +177,22 @@ def play(run: ScenarioRun, step: StepSpec) -> StepResult:
     failed = any(c["kind"] in ("failed", "stale") for c in compactions)
     summary = f"{chat_id} 演到第 {stop} 轮；压缩 {len(compactions)} 次"
     return StepResult({"chat": chat_id, "beats_played": stop, "compactions": compactions,
-                       "leaf_id": tree.leaf_id}, summary, failed=failed)
+                       "leaf_id": chat.tree.leaf_id}, summary, failed=failed)
 
 
 @handler("assemble")
 def assemble(run: ScenarioRun, step: StepSpec) -> StepResult:
-    """Assemble the context for a new user message (the message itself is not persisted)."""
+    """The next turn for a new user message, as :meth:`liyuan.Chat.preview` assembles it (nothing written)."""
     chat_id = step.params["chat"]
-    tree = run.tree(chat_id)
-    branch = tree.branch()
-    ledger = state_from_branch(branch)
-    state_text = format_state(ledger)
-    roster = format_roster(ledger)
-    resident = resident_text(run) if step.params.get("resident", True) else None
-    recall_lines: list[str] = []
-    warnings: list[str] = []
-    if step.params.get("recall", False):
-        vector = vector_for(run, chat_id)
-        if vector is None:
-            raise ConfigError(f"{step.id}: recall 需要在场景 config 里打开 vector")
-        recall_lines = vector.recall(step.params["user"], tree, on_warning=warnings.append)
-    turn = prepare_turn(branch, step.params["user"], resident_summary=resident, state_text=state_text,
-                        roster=roster, recall_lines=recall_lines)
+    chat = run.chat(chat_id)
+    seen = len(run.activity)
+    turn = chat.preview(step.params["user"])
+    keep_turn(run, chat_id, "preview", turn)
     messages = turn.messages
     run.write_txt("history", render_messages(messages), header=context_label(run))
-    run.write_txt("injection", turn.injection.render(), header=context_label(run))
+    run.write_txt("injection", turn.injection, header=context_label(run))
+    if turn.record is not None:
+        run.write_txt("record", record_table(turn.record.to_json()))
     kept = [m for m in messages[1 if turn.summary or turn.resident else 0:-1]]
     outcome = {
         "messages": [{"role": m.role, "chars": len(m.content), "opening": m.content.split("\n", 1)[0][:40]}
@@ -172,10 +201,11 @@ def assemble(run: ScenarioRun, step: StepSpec) -> StepResult:
         "in_session_summary": turn.summary is not None,
         "resident_chars": len(turn.resident) if turn.resident else 0,
         "kept_history_messages": len(kept),
-        "recall_lines": recall_lines,
-        "recall_warnings": warnings,
+        "recall_lines": list(turn.recall),
+        "recall_warnings": run.activity[seen:],
+        "record": turn.record.to_json() if turn.record is not None else None,
     }
-    return StepResult(outcome, f"{len(messages)} 条消息（保留历史 {len(kept)} 条，召回 {len(recall_lines)} 行）")
+    return StepResult(outcome, f"{len(messages)} 条消息（保留历史 {len(kept)} 条，召回 {len(turn.recall)} 行）")
 
 
 def _user_positions(branch: Sequence[Entry]) -> list[int]:
@@ -183,8 +213,9 @@ def _user_positions(branch: Sequence[Entry]) -> list[int]:
     return [i for i, e in enumerate(branch) if is_message(e, "user")]
 
 
-def _reroll_text(tree: SessionTree, fork: str, old_leaf: str | None, new_reply: str) -> str:
+def _reroll_text(chat: Chat, fork: str, old_leaf: str | None, new_reply: str) -> str:
     """The two branches after a reroll, and the old and new reply side by side."""
+    tree = chat.tree
     current = [e.id for e in tree.branch()]
     abandoned: list[str] = []
     node = tree.get(old_leaf) if old_leaf else None
@@ -204,25 +235,42 @@ def _reroll_text(tree: SessionTree, fork: str, old_leaf: str | None, new_reply: 
     return "\n".join(lines)
 
 
+@handler("import_chat")
+def import_chat(run: ScenarioRun, step: StepSpec) -> StepResult:
+    """A whole chat brought in at once, as the app does it: :meth:`liyuan.Card.import_chat`."""
+    chat_id = step.params["chat"]
+    name = step.params["file"]
+    if run.root is None or "/" in name or name.startswith("."):
+        raise ConfigError(f"{step.id}: file 只写 sim/imports/ 下的文件名：{name!r}")
+    path = run.root / "sim" / "imports" / name
+    if not path.is_file():
+        raise ConfigError(f"{step.id}: sim/imports/ 里没有 {name}")
+    chat = run.card.import_chat(path, chat_id, format=step.params.get("format"), title=run.chat_spec(chat_id).name)
+    run.adopt(chat_id, chat)
+    branch = chat.branch()
+    users = sum(1 for e in branch if is_message(e, "user"))
+    aside = len(chat.tree) - len(branch)
+    run.write_txt("branch", f"导入 sim/imports/{name}：当前分支 {len(branch)} 条（{users} 轮），"
+                            f"旁支 {aside} 条（换掉的回复、备选开场白）；叶子 {chat.tree.leaf_id}")
+    return StepResult({"chat": chat_id, "file": f"sim/imports/{name}", "entries": len(chat.tree),
+                       "branch_entries": len(branch), "turns": users, "aside": aside, "leaf_id": chat.tree.leaf_id},
+                      f"导入 {name}：{users} 轮，旁支 {aside} 条")
+
+
 @handler("reroll")
 def reroll(run: ScenarioRun, step: StepSpec) -> StepResult:
-    """Swipe the last reply: the new reply forks from the same user message."""
+    """Swipe the last reply: :meth:`liyuan.Chat.reroll`, then the new reply recorded."""
     chat_id = step.params["chat"]
-    tree = run.tree(chat_id)
-    branch = tree.branch()
+    chat = run.chat(chat_id)
+    branch = chat.branch()
     users = [branch[i].id for i in _user_positions(branch)]
     if not users:
         raise ConfigError(f"{step.id}: {chat_id} 还没有用户消息，不能重来")
-    old_leaf = tree.leaf_id
-    tree.navigate(users[-1])
-    reply = tree.append_message("assistant", step.params["reply"])
-    if "ledger" in step.params:
-        tree.append_custom(STATE_ENTRY_TYPE, ledger_data(step.params["ledger"]))
-    vector = vector_for(run, chat_id)
-    if vector is not None:
-        vector.ingest_turn(tree, reply)
-    branch_ids = [e.id for e in tree.branch()]
-    run.write_txt("branch", _reroll_text(tree, users[-1], old_leaf, reply.id))
+    old_leaf = chat.tree.leaf_id
+    keep_turn(run, chat_id, "reroll", chat.reroll())
+    reply = chat.record(step.params["reply"], ledger=_ledger(step.params.get("ledger")))
+    branch_ids = [e.id for e in chat.branch()]
+    run.write_txt("branch", _reroll_text(chat, users[-1], old_leaf, reply.id))
     return StepResult({"chat": chat_id, "forked_from": users[-1], "abandoned_leaf": old_leaf,
                        "new_reply_id": reply.id, "branch": branch_ids},
                       f"从 {users[-1]} 分出新回复 {reply.id}；旧叶子 {old_leaf} 成了旁支")
@@ -230,19 +278,19 @@ def reroll(run: ScenarioRun, step: StepSpec) -> StepResult:
 
 @handler("rewind")
 def rewind(run: ScenarioRun, step: StepSpec) -> StepResult:
-    """Move the leaf back to the end of beat N (its reply and ledger)."""
+    """Move the leaf back to the end of beat N (its reply and ledger): :meth:`liyuan.Chat.rewind`."""
     chat_id = step.params["chat"]
-    tree = run.tree(chat_id)
+    chat = run.chat(chat_id)
     number = step.params["beat"]
-    branch = tree.branch()
+    branch = chat.branch()
     users = _user_positions(branch)
     if not 1 <= number <= len(users):
         raise ConfigError(f"{step.id}: 没有第 {number} 轮（当前分支共 {len(users)} 轮）")
     end = users[number] - 1 if number < len(users) else len(branch) - 1
     target = branch[end].id
-    old_leaf = tree.leaf_id
-    tree.navigate(target)
-    branch_ids = [e.id for e in tree.branch()]
+    old_leaf = chat.tree.leaf_id
+    chat.rewind(target)
+    branch_ids = [e.id for e in chat.branch()]
     run.write_txt("branch", "\n".join(branch_ids))
     return StepResult({"chat": chat_id, "leaf_id": target, "previous_leaf": old_leaf, "branch": branch_ids},
                       f"回档到第 {number} 轮末尾（{target}）")

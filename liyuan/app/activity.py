@@ -18,13 +18,22 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
-__all__ = ["Activity", "ActivityKind", "Lane", "Listener"]
+if TYPE_CHECKING:
+    from liyuan.card.sync import SyncOutcome
+    from liyuan.discussion.compact import DiscussionOutcome
+    from liyuan.story.compact import CompactionOutcome
+    from liyuan.vector.results import IngestResult
+
+__all__ = ["Activity", "ActivityKind", "Lane", "Listener", "Outcome"]
 
 _log = logging.getLogger("liyuan.app")
 
 ActivityKind = Literal["compact", "sync", "vector", "discussion", "lore", "error"]
+
+Outcome: TypeAlias = "CompactionOutcome | DiscussionOutcome | SyncOutcome | IngestResult"
+"""What a piece of memory work did, as the library returns it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +48,14 @@ class Activity:
     """The Chinese line, e.g. ``前情已压缩：30 轮 2466 字 → 摘要 412 字``."""
     chat_id: str | None = None
     """The chat it concerns; ``None`` for card-wide work (sync)."""
+    outcome: Outcome | None = None
+    """The outcome object of the work the line reports: a story compaction's
+    :class:`~liyuan.story.compact.CompactionOutcome`, a discussion compaction's
+    :class:`~liyuan.discussion.compact.DiscussionOutcome`, a sync's
+    :class:`~liyuan.card.sync.SyncOutcome`, an ingest's
+    :class:`~liyuan.vector.results.IngestResult`; ``None`` for lines of no single
+    piece of work (recall warnings, errors, waits). The lines of one piece of work
+    reach the listener together, when it ends, each carrying its outcome."""
 
 
 Listener = Callable[[Activity], None]

@@ -64,6 +64,12 @@ class AsyncChat:
         return await asyncio.to_thread(self.sync_chat.prepare, user_text, ledger=ledger, roster=roster,
                                        lore_index=lore_index, extra=extra, mode=mode)
 
+    async def preview(self, user_text: str, *, ledger: Ledger | None = None, roster: str | None = None,
+                      lore_index: str = "", extra: Sequence[str] = ()) -> Turn:
+        """See :meth:`Chat.preview <liyuan.app.chat.Chat.preview>`."""
+        return await asyncio.to_thread(self.sync_chat.preview, user_text, ledger=ledger, roster=roster,
+                                       lore_index=lore_index, extra=extra)
+
     async def record(self, reply: str, *, usage: Usage | Mapping[str, Any] | None = None,
                      ledger: Ledger | None = None, thinking: str = "") -> Entry:
         """See :meth:`Chat.record <liyuan.app.chat.Chat.record>`."""

@@ -28,6 +28,7 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -73,12 +74,22 @@ class Card(CardLore):
         config: The memory settings in force.
         side_model: The model that writes summaries, recaps and the handbook, or ``None``.
         activity: The newest activity lines (at most 200), oldest first.
+
+    Options besides the settings (all keyword-only):
+        background: ``False`` runs the memory work (ingest, compaction, sync) inline, in
+            the calling thread, so every effect is there when the call returns (scripts,
+            tests, a replay that must be byte-stable).
+        clock: Where time stamps come from (:func:`liyuan.clock.fixed_clock` for a replay).
+        ids: Where entry ids come from (:func:`liyuan.clock.counter_ids` for a replay).
+        auto_sync: ``False`` leaves card syncs to the app's own :meth:`sync` calls (an app
+            that syncs on its own schedule, or a replay that syncs at set points); by
+            default entering and deleting a chat sync in the background, as the seed says.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, side_model: ChatModel | None = None,
                  config: MemoryConfig | None = None, user_name: str = "你", char_name: str = "",
                  on_activity: Listener | None = None, background: bool = True,
-                 clock: Clock = system_clock, ids: IdFactory = random_ids) -> None:
+                 clock: Clock = system_clock, ids: IdFactory = random_ids, auto_sync: bool = True) -> None:
         if config is not None and not isinstance(config, MemoryConfig):
             raise ConfigError(f"config 应为 MemoryConfig，实际是 {type(config).__name__}")
         self.path = Path(path)
@@ -90,6 +101,9 @@ class Card(CardLore):
         self.activity: deque[Activity] = deque(maxlen=ACTIVITY_KEPT)
         self._listener = on_activity
         self._background = background
+        self._auto_sync = auto_sync
+        self._sync_lines: list[str] = []
+        """Lines of the sync under way, sent with its outcome when it ends."""
         self._clock = clock
         self._ids = ids
         self._layout = CardLayout(self.path)
@@ -142,7 +156,8 @@ class Card(CardLore):
         if title is not None:
             meta = self._layout.chat_file(chat_id, CHAT_META_FILE)
             atomic_write_text(meta, json.dumps({"name": title}, ensure_ascii=False) + "\n")
-        self.sync(wait=False)
+        if self._auto_sync:
+            self.sync(wait=False)
         return chat
 
     def import_chat(self, path: str | os.PathLike[str], chat_id: str, *, format: str | None = None,
@@ -202,7 +217,8 @@ class Card(CardLore):
             chat.close()
         deleted = self.memory.delete_chat(chat_id)
         self._forget_lore(chat_id)
-        self.sync(wait=False)
+        if self._auto_sync:
+            self.sync(wait=False)
         return deleted
 
     # -- card memory --------------------------------------------------------------
@@ -301,19 +317,29 @@ class Card(CardLore):
             except Exception:  # the app's listener must not break the memory's work
                 _log.exception("on_activity 回调出错（已忽略）")
 
-    def _new_memory(self, model: ChatModel) -> CardMemory:
+    def _new_memory(self, model: ChatModel, on_line: Callable[[str], None] | None = None) -> CardMemory:
         return CardMemory(self.path, model, user_name=self.user_name, char_name=self.char_name,
                           language=self.config.language, clock=self._clock, ids=self._ids,
-                          on_activity=lambda line: self._emit(Activity("sync", line)))
+                          recap_input_max_chars=self.config.recap_input_max_chars,
+                          merge_recap_max_chars=self.config.merge_recap_max_chars,
+                          on_activity=on_line or (lambda line: self._emit(Activity("sync", line))))
 
     def _sync_memory(self, _key: Path) -> CardMemory | None:
-        return self._new_memory(self.side_model) if self.side_model is not None else None
+        # A sync's lines wait for its outcome (one sync per card at a time), then go out carrying it.
+        return self._new_memory(self.side_model, self._sync_lines.append) if self.side_model is not None else None
+
+    def _flush_sync_lines(self, outcome: SyncOutcome | None) -> None:
+        lines, self._sync_lines[:] = list(self._sync_lines), []
+        for line in lines:
+            self._emit(Activity("sync", line, outcome=outcome))
 
     def _synced(self, _key: Path, outcome: SyncOutcome) -> None:
+        self._flush_sync_lines(outcome)
         with self._outcomes_guard:
             self._unreported = outcome if self._unreported is None else _combine([self._unreported, outcome])
 
     def _sync_failed(self, key: Path, exc: BaseException) -> None:
+        self._flush_sync_lines(None)
         self._emit(Activity("error", f"跨局记忆同步出错：{type(exc).__name__}: {exc}"))
         # Reported by the next sync(wait=True) too: an empty outcome would read "nothing to do".
         self._synced(key, SyncOutcome(errors=[f"{type(exc).__name__}: {exc}"]))
@@ -363,7 +389,8 @@ class Card(CardLore):
         lane = Lane(f"liyuan-{chat_id}", self._emit, background=self._background, chat_id=chat_id)
         return Chat(chat_id, tree, user_name=user_name, char_name=char_name, config=self.config,
                     side_model=self.side_model, lane=lane, resident=self.resident_summary, emit=self._emit,
-                    vector=vector, lore=self._lore.index)
+                    vector=vector, resident_file=self._layout.resident.relative_to(self._layout.memory_dir).as_posix(),
+                    lore=self._lore.index)
 
 
 def _deadline(timeout: float | None) -> float | None:

@@ -25,11 +25,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from liyuan.app.activity import Activity, Lane
+from liyuan.app.activity import Activity, Lane, Outcome
 from liyuan.config import MemoryConfig
 from liyuan.context.assemble import prepare_turn
+from liyuan.context.record import TurnRecord
 from liyuan.discussion.compact import run_discussion_compaction
 from liyuan.discussion.messages import agent_history, as_chat_messages
 from liyuan.errors import ConfigError, MemoryFileError
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 __all__ = ["Chat", "Mode", "Turn"]
 
 Mode = Literal["roleplay", "agent"]
+_O = TypeVar("_O", bound=Outcome)
 
 
 @dataclass(frozen=True)
@@ -62,14 +64,20 @@ class Turn:
     the user's words last)."""
     user_text: str
     """The user's words this turn answers."""
-    user_entry: Entry
-    """The user message on the session tree (the reply will be its child)."""
+    user_entry: Entry | None
+    """The user message on the session tree (the reply will be its child); ``None`` for
+    :meth:`Chat.preview`, which writes nothing."""
     summary: str | None = None
     """The in-session relay summary that replaced the covered turns, if any."""
     resident: str | None = None
     """The resident summary of earlier chats as sent (fitted to the budget), if any."""
     recall: tuple[str, ...] = ()
     """The 【剧情记忆】 lines recalled for this turn (vector memory on)."""
+    injection: str = ""
+    """The tail's data blocks as sent, before the user's words (【世界状态】 ... extra blocks)."""
+    record: TurnRecord | None = None
+    """What was sent, block by block: sizes, sources, what the budget cut and why
+    (:class:`liyuan.context.record.TurnRecord`; ``None`` for an agent-mode turn)."""
     lore: LoreReport | None = None
     """What the card's lore book did this turn: the entries activated and why, those in
     【相关设定】, those cut for the budget (never dropped silently), the index's size."""
@@ -99,7 +107,8 @@ class Chat:
     def __init__(self, chat_id: str, tree: SessionTree, *, user_name: str, char_name: str,
                  config: MemoryConfig, side_model: ChatModel | None, lane: Lane,
                  resident: Callable[[], str | None], emit: Callable[[Activity], None],
-                 vector: VectorMemory | None, lore: Callable[[], LoreIndex | None] | None = None) -> None:
+                 vector: VectorMemory | None, resident_file: str = "",
+                 lore: Callable[[], LoreIndex | None] | None = None) -> None:
         self.id = chat_id
         self.tree = tree
         self.user_name = user_name
@@ -108,6 +117,7 @@ class Chat:
         self._model = side_model
         self._lane = lane
         self._resident = resident
+        self._resident_file = resident_file
         self._emit = emit
         self.vector = vector
         """The chat's vector memory, or ``None`` when it is off."""
@@ -145,7 +155,24 @@ class Chat:
         entry = self.tree.append_message("user", user_text, **fields)
         if mode == "agent":
             return Turn(as_chat_messages(agent_history(self.tree.branch())), user_text, entry)
-        return self._assemble(entry, ledger=ledger, roster=roster, lore_index=lore_index, extra=extra)
+        return self._assemble(entry, user_text, ledger=ledger, roster=roster, lore_index=lore_index, extra=extra)
+
+    def preview(self, user_text: str, *, ledger: Ledger | None = None, roster: str | None = None,
+                lore_index: str = "", extra: Sequence[str] = ()) -> Turn:
+        """The turn :meth:`prepare` would assemble for these words, without writing anything.
+
+        For an app's prompt inspector or token counter: the same blocks, budget and recall
+        as :meth:`prepare` (it waits for the background work the same way), but the
+        words stay off the tree, so nothing is recorded and no reply is expected.
+
+        Raises:
+            ConfigError: Empty text, or the chat is closed.
+        """
+        if not user_text.strip():
+            raise ConfigError("用户消息不能为空")
+        self._check_open()
+        self._drain()
+        return self._assemble(None, user_text, ledger=ledger, roster=roster, lore_index=lore_index, extra=extra)
 
     def record(self, reply: str, *, usage: Usage | Mapping[str, Any] | None = None,
                ledger: Ledger | None = None, thinking: str = "") -> Entry:
@@ -213,7 +240,7 @@ class Chat:
             if user is None:
                 raise ConfigError("这一局还没有可以重来的一轮")
             self.tree.navigate(user.id)
-        return self._assemble(user, ledger=ledger, roster=roster, lore_index=lore_index, extra=extra)
+        return self._assemble(user, user.text, ledger=ledger, roster=roster, lore_index=lore_index, extra=extra)
 
     def rewind(self, entry_id: str | None) -> None:
         """Go back to ``entry_id`` (``None``: before the first entry); the next append forks there.
@@ -245,9 +272,11 @@ class Chat:
             raise ConfigError("没有配置旁路模型（side_model），无法压缩")
         self._check_open()
         busy = not self._drain()  # a stuck compaction is still under way
-        return compact_now(self.tree, self._model, user_name=self.user_name, char_name=self.char_name,
-                           language=self._config.language, keep=self._config.keep, archive=self._archive(),
-                           on_activity=self._line("compact"), busy=busy)
+        model, cfg = self._model, self._config
+        return self._reported("compact", lambda say: compact_now(
+            self.tree, model, user_name=self.user_name, char_name=self.char_name, language=cfg.language,
+            keep=cfg.keep, archive=self._archive(), on_activity=say, busy=busy,
+            max_input_chars=cfg.side_input_max_chars))
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait for this chat's background work (ingest, compaction); False on timeout."""
@@ -284,15 +313,17 @@ class Chat:
         if self._closed:
             raise ConfigError(f"局 {self.id} 已关闭（卡已关闭或这一局已删除）：请用 card.chat() 重新打开")
 
-    def _assemble(self, user: Entry, *, ledger: Ledger | None, roster: str | None, lore_index: str,
-                  extra: Sequence[str]) -> Turn:
+    def _assemble(self, user: Entry | None, user_text: str, *, ledger: Ledger | None, roster: str | None,
+                  lore_index: str, extra: Sequence[str]) -> Turn:
         branch = self.tree.branch()
         shown = ledger if ledger is not None else state_from_branch(branch)
         recall: list[str] = []
         if self.vector is not None and self._config.vector.inject_on_turn:
-            recall = recall_for_beat(self.vector, user.text, branch_ids_of(branch),
+            recall = recall_for_beat(self.vector, user_text, branch_ids_of(branch),
                                      timeout=self._config.recall_timeout_s, warn=self._line("vector"))
-        prepared = prepare_turn(branch, "", resident_summary=self._resident(), state_text=format_state(shown),
+        resident = self._resident()
+        prepared = prepare_turn(branch, "" if user is not None else user_text, resident_summary=resident,
+                                state_text=format_state(shown),
                                 roster=roster if roster is not None else format_roster(shown),
                                 lore_index=lore_index, recall_lines=recall, extra=extra,
                                 budget_chars=self._config.budget_chars, lore=self._lore_index(),
@@ -300,8 +331,18 @@ class Chat:
         if prepared.lore is not None:
             for line in prepared.lore.lines():
                 self._emit(Activity("lore", line, self.id))
-        return Turn(prepared.messages, user.text, user, prepared.summary, prepared.resident, tuple(recall),
-                    prepared.lore)
+        record = prepared.record
+        if resident and self._resident_file:
+            record = record.with_sources("resident", [f"file:{self._resident_file}"])
+        if ledger is None:
+            snapshot = next((e for e in reversed(branch) if e.type == "custom" and e.custom_type == STATE_ENTRY_TYPE),
+                            None)
+            if snapshot is not None:
+                record = record.with_sources("state", [f"entry:{snapshot.id}"])
+                if roster is None:  # rendered from the same snapshot
+                    record = record.with_sources("roster", [f"entry:{snapshot.id}"])
+        return Turn(prepared.messages, user_text, user, prepared.summary, prepared.resident, tuple(recall),
+                    prepared.injection.render(), record, prepared.lore)
 
     def _lore_index(self) -> LoreIndex | None:
         if self._lore is None:
@@ -315,23 +356,37 @@ class Chat:
     def _line(self, kind: Literal["compact", "vector", "discussion"]) -> Callable[[str], None]:
         return lambda text: self._emit(Activity(kind, text, self.id))
 
+    def _reported(self, kind: Literal["compact", "vector", "discussion"],
+                  work: Callable[[Callable[[str], None]], _O]) -> _O:
+        """Run ``work`` with a line collector; its lines then go out carrying its outcome."""
+        lines: list[str] = []
+        outcome: _O | None = None
+        try:
+            outcome = work(lines.append)
+            return outcome
+        finally:
+            for text in lines:
+                self._emit(Activity(kind, text, self.id, outcome))
+
     def _archive(self) -> Callable[[str, str], object] | None:
         # Bounded like the recall: a stuck store never holds the compaction up.
         return bounded_archive(self.vector, warn=self._line("vector")) if self.vector is not None else None
 
     def _ingest(self, vector: VectorMemory, entry: Entry, branch_ids: frozenset[str]) -> None:
-        ingest_for_beat(vector, entry.text, node_id=entry.id, branch_ids=branch_ids, warn=self._line("vector"))
+        self._reported("vector", lambda say: ingest_for_beat(vector, entry.text, node_id=entry.id,
+                                                             branch_ids=branch_ids, warn=say))
 
     def _compact(self) -> None:
         assert self._model is not None
-        cfg = self._config
-        run_compaction(self.tree, self._model, user_name=self.user_name, char_name=self.char_name,
-                       language=cfg.language, every_n_turns=cfg.every_n_turns, min_chars=cfg.min_chars,
-                       keep=cfg.keep, archive=self._archive(), on_activity=self._line("compact"))
+        model, cfg = self._model, self._config
+        self._reported("compact", lambda say: run_compaction(
+            self.tree, model, user_name=self.user_name, char_name=self.char_name, language=cfg.language,
+            every_n_turns=cfg.every_n_turns, min_chars=cfg.min_chars, keep=cfg.keep, archive=self._archive(),
+            on_activity=say, max_input_chars=cfg.side_input_max_chars))
 
     def _compact_discussion(self) -> None:
         assert self._model is not None
-        cfg = self._config
-        run_discussion_compaction(self.tree, self._model, context_window=cfg.discussion_window,
-                                  reserve=cfg.discussion_reserve, keep_recent=cfg.discussion_keep,
-                                  on_activity=self._line("discussion"))
+        model, cfg = self._model, self._config
+        self._reported("discussion", lambda say: run_discussion_compaction(
+            self.tree, model, context_window=cfg.discussion_window, reserve=cfg.discussion_reserve,
+            keep_recent=cfg.discussion_keep, on_activity=say, max_input_chars=cfg.side_input_max_chars))

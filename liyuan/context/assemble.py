@@ -26,12 +26,19 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from liyuan.context.budget import RESIDENT_ENVELOPE_CHARS, fit_resident_summary, other_chars_for
+from liyuan.context.budget import (
+    RESIDENT_ENVELOPE_CHARS,
+    RESIDENT_MIN_USEFUL_CHARS,
+    fit_resident_summary,
+    other_chars_for,
+    resident_allowance,
+)
+from liyuan.context.record import BlockRecord, BudgetCut, TurnRecord, block, estimate
 from liyuan.lore.activate import DEFAULT_LORE_SHARE, LoreReport, lore_for_turn, lore_share_chars
 from liyuan.lore.match import LoreIndex
 from liyuan.model import ChatMessage
-from liyuan.session.entries import Entry
-from liyuan.story.history import History, HistoryItem, rebuild_history
+from liyuan.session.entries import Entry, is_message
+from liyuan.story.history import ActiveSummary, History, HistoryItem, history_of_tail, rebuild_history, story_tail
 from liyuan.text import utf16_len
 
 __all__ = ["BLOCK_NAMES", "SUMMARY_OPENING", "Injection", "PreparedTurn", "assemble_turn", "build_context",
@@ -82,26 +89,30 @@ class Injection:
     lore_text: str = ""
     """【相关设定】: the full text of the activated lore entries, already fitted."""
 
-    def render(self) -> str:
-        """The injection text; empty when every block is empty."""
-        blocks: list[str] = []
+    def blocks(self) -> list[tuple[str, str]]:
+        """``(kind, text)`` of each non-empty block, in order (kinds of :data:`~liyuan.context.record.BLOCK_TITLES`)."""
+        blocks: list[tuple[str, str]] = []
         if self.state_text.strip():
-            blocks.append(f"【世界状态】\n{inert_block_headings(self.state_text.strip())}")
+            blocks.append(("state", f"【世界状态】\n{inert_block_headings(self.state_text.strip())}"))
         if self.roster.strip():
-            blocks.append(f"【登场名录】\n{inert_block_headings(self.roster.strip())}")
+            blocks.append(("roster", f"【登场名录】\n{inert_block_headings(self.roster.strip())}"))
         # --8<-- [start:lore_blocks]
         if self.lore_text.strip():  # lore is material too: a heading inside an entry is made inert
-            blocks.append(f"【相关设定】\n{inert_block_headings(self.lore_text.strip())}")
+            blocks.append(("lore", f"【相关设定】\n{inert_block_headings(self.lore_text.strip())}"))
         if self.lore_index.strip():
-            blocks.append(f"【设定集索引】\n{inert_block_headings(self.lore_index.strip())}")
+            blocks.append(("lore_index", f"【设定集索引】\n{inert_block_headings(self.lore_index.strip())}"))
         # --8<-- [end:lore_blocks]
         # --8<-- [start:recall_block]
         recall = [inert_block_headings(line.strip()) for line in self.recall_lines if line.strip()]
         if recall:  # no hits, no block: an empty 【剧情记忆】 would only invite invention
-            blocks.append("【剧情记忆】\n" + "\n".join(recall))
+            blocks.append(("recall", "【剧情记忆】\n" + "\n".join(recall)))
         # --8<-- [end:recall_block]
-        blocks.extend(block.strip() for block in self.extra if block.strip())
-        return "\n\n".join(blocks)
+        blocks.extend(("extra", block.strip()) for block in self.extra if block.strip())
+        return blocks
+
+    def render(self) -> str:
+        """The injection text; empty when every block is empty."""
+        return "\n\n".join(text for _kind, text in self.blocks())
 
 
 def _merge(messages: list[ChatMessage]) -> list[ChatMessage]:
@@ -175,8 +186,63 @@ class PreparedTurn:
     """The resident summary as sent: fitted to the envelope, or ``None`` when dropped."""
     injection: Injection
     """The tail's data block."""
+    record: TurnRecord
+    """What was sent, block by block, with sizes, sources and the budget's cuts."""
     lore: LoreReport | None = None
     """What the lore book did this turn (activated, included, cut), when the card has one."""
+
+
+def _resident_cut(stored: str | None, sent: str | None, other: int, budget_chars: int) -> BudgetCut | None:
+    if not stored or not stored.strip() or sent == stored:
+        return None  # nothing stored, or sent whole
+    allowance = resident_allowance(other, budget_chars)
+    before = len(stored.strip())
+    if sent is None:
+        return BudgetCut("dropped", f"其他块占 {other} 字，余量 {allowance} 字不到 {RESIDENT_MIN_USEFUL_CHARS} 字，"
+                                    "常驻摘要整段不送", before)
+    return BudgetCut("trimmed", f"余量 {allowance} 字（共用 {budget_chars} 字、其他块占 {other} 字），"
+                                f"从 {before} 字按段落截到 {len(sent)} 字", before)
+
+
+def _lore_cut(lore: LoreReport | None) -> BudgetCut | None:
+    if lore is None or not lore.cut:
+        return None
+    titles = "、".join(f"「{cut.title}」" for cut in lore.cut)
+    before = lore.text_chars + sum(cut.chars for cut in lore.cut)
+    return BudgetCut("trimmed", f"设定集份额 {lore.share_chars} 字，已激活的 {titles} 放不下，"
+                                "整条截掉、只在索引里列标题", before)
+
+
+def _record(view: Sequence[Entry], active: ActiveSummary | None, history: History, user_text: str,
+            resident_stored: str | None, resident: str | None, other: int, injection: Injection,
+            messages: Sequence[ChatMessage], budget_chars: int, lore: LoreReport | None = None) -> TurnRecord:
+    live = view[active.cut:] if active else view
+    kept = [e for e in live if is_message(e) and e.role in ("user", "assistant") and e.text.strip()]
+    tail: list[Entry] = []
+    if not user_text.strip():  # the user's words are already on the branch: its last user run is the tail
+        while kept and kept[-1].role == "user":
+            tail.insert(0, kept.pop())
+    items = list(history.items)
+    tail_text = user_text.strip()
+    if not tail_text and items and items[-1].role == "user":
+        tail_text = items.pop().text
+    blocks: list[BlockRecord] = []
+    if history.summary and history.summary.strip():
+        blocks.append(block("summary", history.summary.strip(), [f"entry:{view[active.index].id}"] if active else []))
+    cut = _resident_cut(resident_stored, resident, other, budget_chars)
+    if resident or cut is not None:
+        blocks.append(block("resident", resident or "", cut=cut))
+    if items:
+        # Each kept turn is a message of its own: sizes per turn (tokens remembered, the same
+        # turns come back turn after turn), added up.
+        blocks.append(BlockRecord("history", sum(len(i.text) for i in items), sum(estimate(i.text) for i in items),
+                                  tuple(f"entry:{e.id}" for e in kept)))
+    blocks += [block(kind, text, cut=_lore_cut(lore) if kind == "lore" else None)
+               for kind, text in injection.blocks()]
+    if tail_text:
+        blocks.append(block("user", tail_text, [f"entry:{e.id}" for e in tail]))
+    return TurnRecord(tuple(blocks), len(messages), sum(len(m.content) for m in messages),
+                      sum(b.tokens for b in blocks), budget_chars)
 
 
 def prepare_turn(
@@ -193,7 +259,7 @@ def prepare_turn(
     lore: LoreIndex | None = None,
     lore_share: float = DEFAULT_LORE_SHARE,
 ) -> PreparedTurn:
-    """:func:`assemble_turn`, keeping what went into the messages (for records and tests).
+    """:func:`assemble_turn`, keeping what went into the messages and the turn's record.
 
     Arguments as for :func:`assemble_turn`, and:
 
@@ -205,22 +271,25 @@ def prepare_turn(
         budget_chars: The envelope (default 4300).
         lore_share: The lore blocks' share of the envelope (default 0.4).
     """
-    history = rebuild_history(branch)
+    view, active = story_tail(branch)
+    history = history_of_tail(view, active)
     lore_text, report = "", None
     if lore is not None:
         items = [(item.role, item.text) for item in history.items]
         new_words = user_text.strip()
         if not new_words and items and items[-1][0] == "user":
             new_words = items.pop()[1]
-        blocks = lore_for_turn(lore, items, new_words, lore_share_chars(budget_chars, lore_share))
-        lore_text, report = blocks.text, blocks.report
-        lore_index = lore_index if lore_index.strip() else blocks.index
+        fitted = lore_for_turn(lore, items, new_words, lore_share_chars(budget_chars, lore_share))
+        lore_text, report = fitted.text, fitted.report
+        lore_index = lore_index if lore_index.strip() else fitted.index
     other = other_chars_for(history.summary, state_text, roster) + utf16_len(lore_text) + utf16_len(lore_index)
     resident = fit_resident_summary(resident_summary, other, budget_chars)
     injection = Injection(state_text=state_text, roster=roster, lore_index=lore_index,
                           recall_lines=tuple(recall_lines), extra=tuple(extra), lore_text=lore_text)
-    return PreparedTurn(_assemble(history, user_text, resident, injection), history.summary, resident, injection,
-                        report)
+    messages = _assemble(history, user_text, resident, injection)
+    record = _record(view, active, history, user_text, resident_summary, resident, other, injection, messages,
+                     budget_chars, report)
+    return PreparedTurn(messages, history.summary, resident, injection, record, report)
 
 
 def assemble_turn(

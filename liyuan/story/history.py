@@ -145,7 +145,11 @@ def rebuild_history(branch: Sequence[Entry]) -> History:
     only user and assistant text remains (the greeting is an assistant message), trimmed,
     empty items dropped, same-role neighbours merged with a blank line.
     """
-    view, active = story_tail(branch)
+    return history_of_tail(*story_tail(branch))
+
+
+def history_of_tail(view: Sequence[Entry], active: ActiveSummary | None) -> History:
+    """:func:`rebuild_history` from what :func:`story_tail` returned (for a caller that needs both)."""
     live = view[active.cut:] if active else view
     return History(tuple(_history_items(live)), active.summary if active else None)
 

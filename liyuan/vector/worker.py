@@ -11,8 +11,11 @@ Invariants:
 
 - At most one worker thread per store at any time; it ends after :data:`WORKER_IDLE_S`
   seconds without work, and a new one starts with the next job.
-- Jobs run one at a time, in submission order; a job's exception is handed to its
-  caller (or logged, when the caller is gone), never raised in the worker.
+- Jobs run one at a time, in submission order, except that an urgent job (a beat's
+  recall) goes ahead of every queued job that is not urgent (ingests, archive batches):
+  a recall waits at most for the job already running, never for a queue of writes
+  (issue 25). A job's exception is handed to its caller (or logged, when the caller is
+  gone), never raised in the worker.
 - At most :data:`MAX_DEFERRED_INGESTS` kept jobs wait behind a stuck one; a further
   kept job is refused at once (:meth:`StoreWorker.run` returns :data:`REFUSED`).
 """
@@ -55,6 +58,7 @@ REFUSED: Final = _Marker("REFUSED")
 class _Job:
     call: Callable[[], Any]
     keep: bool
+    urgent: bool = False
     done: threading.Event = field(default_factory=threading.Event)
     abandoned: bool = False
     outcome: list[Any] = field(default_factory=list)
@@ -76,7 +80,7 @@ class StoreWorker:
         with self._lock:
             return self._thread is not None
 
-    def run(self, call: Callable[[], Any], timeout: float, *, keep: bool = False) -> Any:
+    def run(self, call: Callable[[], Any], timeout: float, *, keep: bool = False, urgent: bool = False) -> Any:
         """Run ``call()`` on the worker; wait at most ``timeout`` seconds.
 
         Args:
@@ -84,16 +88,21 @@ class StoreWorker:
             timeout: Seconds the caller waits.
             keep: Run it even after the caller stopped waiting (an ingest: the beat's
                 text must not be lost); otherwise a job not started by then is skipped.
+            urgent: Queue it ahead of every waiting job that is not urgent (a recall).
 
         Returns:
             The call's result, the exception it raised (returned, not raised),
             :data:`TIMED_OUT` or :data:`REFUSED`.
         """
-        job = _Job(call, keep)
+        job = _Job(call, keep, urgent)
         with self._lock:
             if keep and sum(j.keep for j in self._jobs) >= MAX_DEFERRED_INGESTS:
                 return REFUSED
-            self._jobs.append(job)
+            if urgent:
+                ahead = next((i for i, queued in enumerate(self._jobs) if not queued.urgent), len(self._jobs))
+                self._jobs.insert(ahead, job)
+            else:
+                self._jobs.append(job)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                 self._thread.start()

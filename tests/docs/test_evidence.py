@@ -134,3 +134,8 @@ def test_long_names_in_table_cells_may_break_between_their_parts() -> None:
     assert "<td><code>liyuan.<wbr>story.<wbr>scribe.<wbr>validate_<wbr>summary</code>" in out
     assert "<code>cards/<wbr>&lt;卡&gt;/<wbr>记忆.<wbr>md</code>" in out
     assert out.startswith("<p><code>a.b</code></p>")  # prose code is left alone
+
+
+def test_no_page_points_at_a_tracker_the_reader_cannot_see() -> None:
+    pages = {p.name: p.read_text(encoding="utf-8") for p in (ROOT / "docs").rglob("*.md")}
+    assert {name: re.findall(r"议题 ?\d*", text) for name, text in pages.items() if "议题" in text} == {}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.artifacts import REDACTED, ArtifactSet, canonical_json, compare_trees, normalize_text
+from harness.running.artifacts import REDACTED, ArtifactSet, canonical_json, compare_trees, normalize_text
 
 
 def test_normalize_text() -> None:

@@ -1,4 +1,4 @@
-"""The lexical variants measured for issue 15 (:mod:`harness.bench_lexical`)."""
+"""The lexical variants measured for issue 15 (:mod:`harness.bench.lexical`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import bench, bench_lexical
-from harness.bench_lexical import Variant, context_counts, feedback_terms, thesaurus_terms, variant_table
+from harness import bench
+from harness.bench import lexical as bench_lexical
+from harness.bench.lexical import Variant, context_counts, feedback_terms, thesaurus_terms, variant_table
 
 
 def test_context_adds_a_fraction_of_the_turns_before_and_no_more() -> None:

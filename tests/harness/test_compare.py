@@ -8,20 +8,27 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.models import open_setup
-from harness.progress import Progress
-from harness.runner import run_scenarios
+from harness.running.models import open_setup
+from harness.running.progress import Progress
+from harness.running.runner import run_scenarios
 from tests.docs.hook import load_hook
 
 RECORDED = "sim/runs/local-gemma3-270m"
 
 
-def test_compare_works_with_the_committed_runs(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["compare", "--root", str(root), str(root / "sim"), *map(str, (root / "sim" / "runs").iterdir())]) == 0
-    text = capsys.readouterr().out
+def test_compare_works_with_the_committed_runs(root: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "compare.md"
+    runs = [str(root / "sim"), *map(str, (root / "sim" / "runs").iterdir())]
+    assert main(["compare", "--root", str(root), *runs, "--out", str(out)]) == 0
+    summary = capsys.readouterr().out
+    assert len(summary.splitlines()) <= 5 and "写出" in summary and "20 次调用" in summary  # a summary, not the page
+    text = out.read_text(encoding="utf-8")
     assert "脚本回复（人工撰写的示范，不是模型输出）" in text
     assert "gemma-3-270m-q4_k_m（管线演示，不代表质量）" in text
     assert "### memory · sync-1（sync）· `sync-1:merge`" in text
+    assert main(["compare", "--root", str(root), *runs, "--out", "-"]) == 0
+    assert capsys.readouterr().out == text  # `--out -` prints the page
     table = text[text.index("## 评分卡"):]
     assert "| walkthrough | 事实召回 |" in table and "| 全部 | tokens（输入→输出） |" in table
 

@@ -11,8 +11,8 @@ import jinja2
 import pytest
 
 import liyuan.prompts
-from harness.coverage import branches_of
-from harness.review import check, check_run, diff_run, regenerate
+from harness.running.coverage import branches_of
+from harness.running.review import check, check_run, diff_run, regenerate
 from liyuan.prompts import template_names
 
 

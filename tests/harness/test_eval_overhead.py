@@ -5,38 +5,56 @@ No test here times anything: speed lives in ``python -m harness eval bench``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from unittest.mock import patch
 
-from harness.eval.overhead import beat_work, machine_info, overhead_table, percentile, play, wall_times
+from harness.bench.overhead import beat_work, machine_info, overhead_table, percentile, play, wall_times
 from harness.eval.report import bench_markdown
+from liyuan.session.entries import Entry
+from liyuan.session.state import Ledger
 from liyuan.story.history import active_summary
 from liyuan.story.view import live_start
 
 from ..liyuan.beats import Recording
 
 
+def _played(beats: int) -> tuple[list[tuple[object, ...]], int]:
+    turns: list[tuple[object, ...]] = []
+    summaries = 0
+    for chat, beat in play(beats, background=False):
+        turn = beat_work(chat, beat)
+        turns.append((turn.messages, turn.record))
+        summaries += active_summary(chat.branch()) is not None
+    return turns, summaries
+
+
 def test_the_timed_path_computes_what_the_whole_branch_gives() -> None:
-    compared = summaries = 0
-    for tree, beat, names in play(160):
-        branch = tree.branch()
-        fast = beat_work(branch, beat.user, names)
-        with patch("liyuan.story.history.live_start", lambda _branch: 0):  # read the whole branch
-            assert fast == beat_work(list(branch), beat.user, names), beat.number
-        summaries += active_summary(branch) is not None
-        compared += 1
-    assert compared == 160
+    fast, summaries = _played(160)
+    with patch("liyuan.story.history.live_start", lambda _branch: 0):  # read the whole branch
+        whole, _ = _played(160)
+    assert len(fast) == 160
+    assert fast == whole
     assert summaries > 100  # the comparison ran across compactions, not only before the first
 
 
 def test_the_timed_path_reads_only_the_live_part_as_the_chat_grows() -> None:
     reach = []
-    for tree, beat, names in play(400):
-        recording = Recording(tree.branch())
-        beat_work(recording, beat.user, names)
+    for chat, beat in play(400, background=False):
+        original = chat.tree.branch
+        seen: list[Recording] = []
+
+        def recording(original: Callable[[], Sequence[Entry]] = original, seen: list[Recording] = seen) -> Recording:
+            seen.append(Recording(original()))
+            return seen[-1]
+
+        with patch.object(chat.tree, "branch", recording):
+            chat.prepare(beat.user)  # the turn's reads (the reply's compaction check is the library's own)
+        chat.record(beat.reply, ledger=Ledger.from_dict(beat.ledger))
         if beat.number > 40:  # after the first compaction
-            assert recording.lowest == live_start(recording.items) > 0, beat.number
-            reach.append(len(recording) - recording.lowest)
+            branch = seen[-1]
+            assert branch.lowest == live_start(branch.items) > 0, beat.number
+            reach.append(len(branch) - branch.lowest)
     assert max(reach) < 40 * 3 + 2  # at most ~37 beats of three entries, plus the summary
     assert max(reach[-100:]) == max(reach[:100])  # the part read does not grow with the chat
 

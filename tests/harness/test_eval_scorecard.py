@@ -60,7 +60,7 @@ def test_the_scripted_walkthrough_scores_clean_and_is_labelled(run_copy: Path) -
     assert [m["recaps"] for m in card["merges"]] == [["jA", "jB"], ["jA"]]
     assert all(f["ok"] and f["recall"] == 1.0 for f in card["forgetting"])
     # The first context is assembled before any merge: no resident summary, nothing to cut.
-    assert [b["cut"] for b in card["budget"]] == ["absent", "none", "paragraph", "dropped"]
+    assert [b["cut"] for b in card["budget"]] == ["absent", "none", "paragraph", "dropped", "none"]  # last: hand-edited
     assert all(b["ok"] for b in card["budget"])
     assert card["abstention"]["ok"]
 
@@ -165,6 +165,10 @@ def test_check_mode_reports_drift_and_writes_nothing(run_copy: Path, capsys: pyt
     assert "sim/out/eval.json 过期了" in capsys.readouterr().out
     assert (run_copy / "sim" / "out" / "eval.json").read_text(encoding="utf-8") == "{}\n"
     assert main(["scorecards", "--root", str(run_copy)]) == 0
+    assert "写出 sim/out/eval.json" in capsys.readouterr().out  # the stale one is rewritten ...
+    assert main(["scorecards", "--root", str(run_copy)]) == 0
+    again = capsys.readouterr().out
+    assert "写出" not in again and "没有变化，没有重写" in again  # ... and current ones are not
     assert main(["scorecards", "--check", "--root", str(run_copy)]) == 0
 
 

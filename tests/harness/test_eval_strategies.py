@@ -11,7 +11,7 @@ import pytest
 from harness.eval.chart import render_chart
 from harness.eval.checks import fact_in
 from harness.eval.strategies import SCRIPTED_LABEL, Settings, compare, scripted_summariser
-from harness.eval.synth import PLANTED, generate_chat
+from harness.fixtures.synth import PLANTED, generate_chat
 from liyuan.model import ChatMessage, ModelRequest
 from liyuan.story.scribe import validate_summary
 
@@ -130,14 +130,15 @@ def test_chart_is_valid_svg_with_one_line_per_strategy_and_stable_bytes(small_re
 
 def test_ours_counts_a_context_whose_ledger_breaks_the_envelope() -> None:
     from harness.eval.strategies import Ours
-    from liyuan.session.state import STATE_ENTRY_TYPE
-    from liyuan.session.tree import SessionTree
+    from harness.fixtures.synth import SynthBeat
 
-    tree = SessionTree(None)
-    tree.append_message("assistant", "开场白", greeting=True)
-    strategy = Ours(scripted_summariser("沈砚", "苏蘅"), "沈砚", "苏蘅")
-    strategy.context(tree, "你好")
-    assert strategy.budget_failures == 0
-    tree.append_custom(STATE_ENTRY_TYPE, {"items": [f"第{i}件很长很长的物品描述" * 3 for i in range(120)]})
-    strategy.context(tree, "再说一句")
-    assert strategy.budget_failures == 1
+    strategy = Ours("开场白", scripted_summariser("沈砚", "苏蘅"), "沈砚", "苏蘅")
+    try:
+        huge = {"items": [f"第{i}件很长很长的物品描述" * 3 for i in range(120)]}
+        strategy.turn(SynthBeat(1, "你好", "你好。", huge))
+        assert strategy.budget_failures == 0  # the first context is sent before any ledger exists
+        messages, _ = strategy.turn(SynthBeat(2, "再说一句", "好。", {}))
+        assert strategy.budget_failures == 1
+        assert messages[-1].content.endswith("再说一句")  # what the chat sent, through Chat.prepare
+    finally:
+        strategy.close()

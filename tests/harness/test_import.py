@@ -11,15 +11,17 @@ import yaml
 
 from harness.cli import main
 from harness.importer import CLOSING_USER, import_drift
-from harness.models import open_setup
-from harness.placeholder import PLACEHOLDER_LINE
-from harness.progress import Progress
-from harness.runner import run_scenarios
-from harness.scenario import load_scenario
-from harness.story import append_beat, write_opening
+from harness.running.models import open_setup
+from harness.running.placeholder import PLACEHOLDER_LINE
+from harness.running.progress import Progress
+from harness.running.runner import run_scenarios
+from harness.running.scenario import load_scenario
+from harness.running.story import write_opening
+from harness.steps.story_steps import play_beat
+from liyuan import Card
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.model import OpenAIModel
-from liyuan.session import IMPORT_NOTE_TYPE, SessionTree
+from liyuan.session import IMPORT_NOTE_TYPE
 from liyuan.story.view import story_view
 
 from .conftest import ROOT, FakeEndpoint
@@ -59,16 +61,18 @@ def test_import_writes_a_scenario_that_loads_with_provenance_and_no_path(repo: P
     assert [s.kind for s in scenario.steps] == ["play", "assemble", "sync"]
 
 
-def test_the_scenario_plays_back_every_message_and_swipe(repo: Path) -> None:
-    """Written the way the play step writes it: every swipe on a side branch, chosen ones on the main."""
+def test_the_scenario_plays_back_every_message_and_swipe(repo: Path, tmp_path: Path) -> None:
+    """Played the way the play step plays it (through Chat): every swipe on a side branch, chosen ones on the main."""
     code, out = do_import(repo, FIXTURE)
     assert code == 0
     spec = next(iter(load_scenario(out, repo).chats.values()))
     assert len(spec.beats) == 38 and len(spec.greeting_swipes) == 2
-    tree = SessionTree(None, clock=fixed_clock(), ids=counter_ids())
+    card = Card.open(tmp_path / "card", background=False, clock=fixed_clock(), ids=counter_ids(), auto_sync=False)
+    chat = card.chat("imported")
+    tree = chat.tree
     write_opening(tree, spec)
     for beat in spec.beats:
-        append_beat(tree, beat)
+        play_beat(chat, beat, mode=spec.mode)
     main_branch = tree.branch()
     all_texts = {e.text for e in tree} | {str(e.data.get("text")) for e in tree}
     records = [json.loads(line) for line in FIXTURE.read_text("utf-8").splitlines()[1:]]

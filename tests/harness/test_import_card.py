@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.models import open_setup
-from harness.progress import Progress
-from harness.runner import run_scenarios
+from harness.running.models import open_setup
+from harness.running.progress import Progress
+from harness.running.runner import run_scenarios
 from tests.liyuan.lore.cardfiles import b64, charx, png, v3_card, world_info, write
 
 

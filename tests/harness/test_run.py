@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.models import open_setup
-from harness.progress import Progress
-from harness.review import check, diff_against
-from harness.runner import run_scenarios
+from harness.running.models import open_setup
+from harness.running.progress import Progress
+from harness.running.review import check, diff_against
+from harness.running.runner import run_scenarios
 
 QUIET = Progress(quiet=True)
 
@@ -169,7 +169,7 @@ def test_a_rerun_removes_files_its_scenario_no_longer_writes(root: Path, tmp_pat
 
 
 def test_concurrent_scenarios_write_exactly_what_a_sequential_run_writes(tmp_path: Path) -> None:
-    from harness.scenario import ScenarioError
+    from harness.running.scenario import ScenarioError
 
     root = Path(__file__).resolve().parents[2]
     names = ["walkthrough", "discussion", "branches"]

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 import harness.steps  # noqa: F401  (registers the handlers)
-from harness.run_state import HANDLERS
-from harness.scenario import STEP_KINDS, ScenarioError, load_scenario, scenario_names
+from harness.running.scenario import STEP_KINDS, ScenarioError, load_scenario, scenario_names
+from harness.running.state import HANDLERS
 
 MINIMAL = {
     "name": "mini",
@@ -20,8 +20,7 @@ MINIMAL = {
     "chats": {"jA": {"name": "第一局", "greeting": "你好。",
                      "beats": [{"user": "在吗？", "reply": "在。"}]}},
     "steps": [{"id": "play", "kind": "play", "chat": "jA"},
-              {"id": "c", "kind": "compact", "chat": "jA", "mode": "manual",
-               "files": {"prompt": "p.txt"}}],
+              {"id": "c", "kind": "compact", "chat": "jA", "files": {"prompt": "p.txt"}}],
 }
 
 
@@ -60,12 +59,11 @@ def test_minimal_scenario(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("data", "expected"), [
     (broken(steps=[{"id": "x", "kind": "compat", "chat": "jA"}]), "steps[0]（x）.kind: 未知的步骤类型 'compat'"),
-    (broken(steps=[{"id": "x", "kind": "compact", "chat": "jA"}]), "steps[0]（x）.mode: compact 步骤缺少必填字段"),
-    (broken(steps=[{"id": "x", "kind": "compact", "chat": "jZ", "mode": "manual"}]), "没有这个局：'jZ'"),
-    (broken(steps=[{"id": "x", "kind": "compact", "chat": "jA", "mode": "sometimes"}]), "只能是 auto 或 manual"),
-    (broken(steps=[{"id": "x", "kind": "compact", "chat": "jA", "mode": "auto", "kep": 1}]), "未知字段 kep"),
-    (broken(steps=[{"id": "x", "kind": "compact", "chat": "jA", "mode": "auto", "keep": "1"}]),
-     "steps[0]（x）.keep: 应该是整数"),
+    (broken(steps=[{"id": "x", "kind": "compact"}]), "steps[0]（x）.chat: compact 步骤缺少必填字段"),
+    (broken(steps=[{"id": "x", "kind": "compact", "chat": "jZ"}]), "没有这个局：'jZ'"),
+    (broken(steps=[{"id": "x", "kind": "compact", "chat": "jA", "mode": "auto"}]), "未知字段 mode"),
+    (broken(steps=[{"id": "x", "kind": "play", "chat": "jA", "upto": "1"}]), "steps[0]（x）.upto: 应该是整数"),
+    (broken(config={"keep": "1"}), "config: 不是合法的记忆设置（liyuan.MemoryConfig）：keep 应为整数"),
     (broken(steps=[{"id": "x", "kind": "fit", "other": [1], "files": {"fit": "../etc/passwd"}}]), "文件名不合法"),
     (broken(steps=[{"id": "x", "kind": "fit", "other": [1], "files": {"fit": "a.txt"}},
                    {"id": "y", "kind": "fit", "other": [2], "files": {"fit": "a.txt"}}]),
@@ -77,7 +75,7 @@ def test_minimal_scenario(tmp_path: Path) -> None:
     (broken(chats={"jA\n": {"name": "x"}}), "局 id 只能用字母"),  # a trailing newline is not an id
     (broken(steps=[{"id": "x", "kind": "fit", "other": [1], "files": {"fit": "a.txt\n"}}]), "文件名不合法"),
     (broken(chats={"jA": {"name": "x", "beats": [{"user": "只有用户"}]}}), "chats.jA.beats[0].reply: 应该是非空字符串"),
-    (broken(config={"every_n_turn": 3}), "config: 未知字段 every_n_turn"),
+    (broken(config={"every_n_turn": 3}), "MemoryConfig）：没有这些设置项：every_n_turn"),
     (broken(name="other"), "name: 应该和文件名一致"),
     (broken(colour="red"), "（顶层）: 未知字段 colour"),
 ])
@@ -102,3 +100,17 @@ def test_per_chat_files_are_keyed_by_chat(tmp_path: Path) -> None:
     bad = broken(steps=[{"id": "s", "kind": "sync", "files": {"recap": {"jQ": "r.txt"}}}])
     with pytest.raises(ScenarioError, match=r"files.recap.jQ: 没有这个局"):
         load_scenario(write(tmp_path, bad))
+
+
+def test_the_long_chat_generator_draws_only_raw_bits() -> None:
+    """Its picks equal random.choice's today, but come from getrandbits alone (stable across Pythons)."""
+    import random
+
+    from harness.fixtures.longstory import _picker
+
+    for seed in (0, 7, 12345):
+        ours, theirs = random.Random(seed), random.Random(seed)
+        pick = _picker(ours)
+        for n in (1, 2, 3, 5, 8, 13, 100):
+            items = list(range(n))
+            assert [pick(items) for _ in range(20)] == [theirs.choice(items) for _ in range(20)]

@@ -166,15 +166,16 @@ def test_assemble_turn_cuts_or_drops_the_resident_summary() -> None:
 
 def test_assemble_turn_reads_the_history_once(monkeypatch: pytest.MonkeyPatch) -> None:
     import liyuan.context.assemble as assemble
-    from liyuan.story.history import rebuild_history
+    from liyuan.story.history import story_tail
 
     reads: list[int] = []
 
     def counting(branch: Any) -> Any:
         reads.append(len(branch))
-        return rebuild_history(branch)
+        return story_tail(branch)
 
-    monkeypatch.setattr(assemble, "rebuild_history", counting)
+    # One story read gives the history, the summary and the turn record's sources.
+    monkeypatch.setattr(assemble, "story_tail", counting)
     branch = chain(beats(1, 3, body="。"), [summary("s1", "a-3", "五节摘要", "a-2")])
     assemble.assemble_turn(branch, "新的一句", resident_summary=RESIDENT, state_text="（尚无记录）")
     assert reads == [len(branch)]

@@ -59,3 +59,11 @@ def test_the_known_keys_still_load(tmp_path: Path) -> None:
                                                      "max_chunks": 300}}}), encoding="utf-8")
     config = load_config(path)
     assert (config.enabled, config.search_top_k, config.store("notes").max_chunks) == (True, 3, 300)
+
+
+def test_the_loader_knows_every_key_the_writer_writes() -> None:
+    """A new setting written by config_to_dict but unknown to the strict loader would make
+    every saved config unreadable (a merge of two branches did exactly that)."""
+    from liyuan.vector.config import _TOP_KEYS, VectorConfig, config_to_dict
+
+    assert set(_TOP_KEYS) == set(config_to_dict(VectorConfig()))

@@ -1,0 +1,143 @@
+"""The record of one assembled turn: what was sent, block by block, and what the budget did.
+
+Invariants:
+
+- A :class:`TurnRecord` lists every block the turn could carry, in the order the model
+  reads them (the in-session summary and the resident summary in the 【前情提要】 message,
+  the kept turns, then the tail's data blocks and the user's words); a block that was
+  not sent is still listed when the budget dropped it, with the reason.
+- Sizes are measured on the text as sent: characters (``len``) and estimated tokens
+  (:func:`liyuan.tokens.estimate_tokens`); the record never holds the text itself, so it
+  is small enough to keep for every turn.
+- Sources name where a block came from: ``entry:<id>`` (a session entry: the summary
+  entry, the kept messages, the ledger snapshot), ``chunk:<id>`` (a vector chunk),
+  ``file:<path>`` (a memory file, relative to the card's memory folder).
+- :meth:`TurnRecord.to_json` is the stable JSON form (``format`` names its version);
+  block kinds are open strings, so a new block (say a lore layer's 【相关设定】) adds a
+  kind and its title to :data:`BLOCK_TITLES` and one :class:`BlockRecord` per turn,
+  and older readers still read the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Any, Literal
+
+from liyuan.tokens import estimate_tokens
+
+__all__ = ["BLOCK_TITLES", "RECORD_FORMAT", "BlockRecord", "BudgetCut", "TurnRecord", "block", "estimate"]
+
+RECORD_FORMAT = "liyuan-turn-record/1"
+"""The ``format`` of :meth:`TurnRecord.to_json`; a reader refuses a major version it does not know."""
+
+BLOCK_TITLES: dict[str, str] = {
+    "summary": "本局摘要（【前情提要】）",
+    "resident": "往局常驻摘要（【前情提要】）",
+    "history": "保留的原文轮次",
+    "state": "【世界状态】",
+    "roster": "【登场名录】",
+    "lore": "【相关设定】",
+    "lore_index": "【设定集索引】",
+    "recall": "【剧情记忆】",
+    "extra": "附加块",
+    "user": "用户这一轮的话",
+}
+"""Block kind to its Chinese title, in the order the model reads them."""
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetCut:
+    """What the shared budget did to a block."""
+
+    action: Literal["trimmed", "dropped"]
+    """``trimmed``: cut at a paragraph to fit; ``dropped``: not sent at all."""
+    reason: str
+    """One Chinese sentence with the numbers (the allowance, the sizes)."""
+    before_chars: int
+    """The block's size before the budget touched it."""
+
+
+@dataclass(frozen=True, slots=True)
+class BlockRecord:
+    """One block of a turn."""
+
+    kind: str
+    """A key of :data:`BLOCK_TITLES` (or a kind a later layer adds)."""
+    chars: int
+    """Characters as sent (0 when dropped)."""
+    tokens: int
+    """Estimated tokens as sent."""
+    sources: tuple[str, ...] = ()
+    """``entry:<id>``, ``chunk:<id>`` or ``file:<path>``, in the block's order."""
+    cut: BudgetCut | None = None
+    """What the budget did, or ``None`` when the block went out whole."""
+    title: str = ""
+    """Shown name; default: :data:`BLOCK_TITLES` for the kind."""
+
+    @property
+    def sent(self) -> bool:
+        """Whether any of the block reached the model."""
+        return self.cut is None or self.cut.action != "dropped"
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON form of the block."""
+        return {
+            "kind": self.kind,
+            "title": self.title or BLOCK_TITLES.get(self.kind, self.kind),
+            "sent": self.sent,
+            "chars": self.chars,
+            "tokens": self.tokens,
+            "sources": list(self.sources),
+            "budget": None if self.cut is None else {"action": self.cut.action, "reason": self.cut.reason,
+                                                     "before_chars": self.cut.before_chars},
+        }
+
+
+@lru_cache(maxsize=2048)
+def estimate(text: str) -> int:
+    """:func:`liyuan.tokens.estimate_tokens`, remembered: a summary, the resident summary
+    and the kept turns come back unchanged turn after turn."""
+    return estimate_tokens(text)
+
+
+def block(kind: str, text: str, sources: Sequence[str] = (), *, cut: BudgetCut | None = None,
+          title: str = "") -> BlockRecord:
+    """The record of a block sent as ``text`` (empty text: a dropped block, when ``cut`` says so)."""
+    return BlockRecord(kind, len(text), estimate(text) if text else 0, tuple(sources), cut, title)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    """Every block of one assembled turn, and the turn's totals."""
+
+    blocks: tuple[BlockRecord, ...]
+    messages: int
+    """How many messages were sent (the app's system prompt not counted)."""
+    chars: int
+    """Characters of all messages together."""
+    tokens: int
+    """Estimated tokens of all messages together."""
+    budget_chars: int
+    """The envelope the resident summary shares with the summary, ledger and roster."""
+
+    def of(self, kind: str) -> tuple[BlockRecord, ...]:
+        """The blocks of one kind (``extra`` may have several)."""
+        return tuple(b for b in self.blocks if b.kind == kind)
+
+    def with_sources(self, kind: str, sources: Sequence[str]) -> TurnRecord:
+        """A copy whose blocks of ``kind`` name ``sources`` (a caller that knows more adds it)."""
+        return replace(self, blocks=tuple(replace(b, sources=tuple(sources)) if b.kind == kind else b
+                                          for b in self.blocks))
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON form: ``format``, totals, then the blocks in reading order."""
+        return {
+            "format": RECORD_FORMAT,
+            "messages": self.messages,
+            "chars": self.chars,
+            "tokens": self.tokens,
+            "budget_chars": self.budget_chars,
+            "blocks": [b.to_json() for b in self.blocks],
+        }
