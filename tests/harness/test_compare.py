@@ -66,10 +66,12 @@ def test_with_only_the_plumbing_run_the_page_says_so(root: Path) -> None:
 def test_labels_follow_each_replys_provenance(root: Path) -> None:
     # Issue 27: bookshop's replies are the harness's placeholders, not hand-written demos; the
     # scripted run reports no usage (not 0→0); a run that has a scenario is never "没有这个场景".
+    import re
+
     page = load_hook("compare_page").build(root)
-    bookshop = page[page.index("### bookshop · play"):page.index("### branches")]
-    assert '=== "框架生成的占位（不是模型输出，也不是人写的示范）"' in bookshop
-    assert '=== "脚本回复（人工撰写的示范，不是模型输出）"' not in bookshop
+    tabs = re.findall(r'^=== "([^"]+)"\n\n    ```+text\n(.*?)\n    ```', page, re.M | re.S)
+    labels = {label for label, text in tabs if "占位" in text and "不是模型输出" in text}
+    assert labels == {"框架生成的占位（不是模型输出，也不是人写的示范）"}, labels  # every placeholder says so
     memory = page[page.index("### memory · sync-1"):]
     assert '=== "脚本回复（人工撰写的示范，不是模型输出）"' in memory
     runs = page[page.index("## 参与对比的运行"):page.index("## 每一次调用的回复")]
