@@ -71,7 +71,7 @@ def docs(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def serve(session: nox.Session) -> None:
-    """Live preview on http://127.0.0.1:8000."""
+    """Live preview on http://127.0.0.1:8000/liyuan/ (the path of the default site_url in mkdocs.yml)."""
     session.install("-e", ".[harness,docs,vector]")
     session.run("python", "-m", "harness", "run")
     session.run("mkdocs", "serve", "-a", "127.0.0.1:8000", env={"NO_MKDOCS_2_WARNING": "1"})

@@ -28,6 +28,9 @@ from .running.command import Subcommand, add_root_option, find_root
 __all__ = ["COMMANDS", "COMPARE", "DEFAULT_OUT", "Run", "compare_markdown", "load_run", "main", "run_folders"]
 
 SCRIPTED_LABEL = "脚本回复（人工撰写的示范，不是模型输出）"
+PLACEHOLDER_LABEL = "框架生成的占位（不是模型输出，也不是人写的示范）"
+"""A reply with provenance ``placeholder``: the harness wrote it because no model ran."""
+NO_USAGE = "未报告（脚本回复没有用量）"
 
 
 @dataclass
@@ -91,6 +94,18 @@ def _reply(call: Mapping[str, Any] | None) -> str:
     return str(reply.get("text", "")).strip() or "（空回复）"
 
 
+def _label(run: Run, call: Mapping[str, Any] | None) -> str:
+    """The run's label, unless this reply's own provenance says it is a placeholder."""
+    if call is not None and (call.get("reply") or {}).get("provenance") == "placeholder":
+        return PLACEHOLDER_LABEL
+    return run.label
+
+
+def _placeholders(run: Run) -> int:
+    return sum(1 for r in run.records.values() for s in r.get("steps", []) for c in s.get("calls", [])
+               if (c.get("reply") or {}).get("provenance") == "placeholder")
+
+
 def _fence(text: str, indent: str = "") -> list[str]:
     ticks = "````" if "```" in text else "```"
     body = [f"{indent}{line}" if line else "" for line in text.splitlines()]
@@ -132,12 +147,13 @@ def _score_table(runs: Sequence[Run]) -> list[str]:
         calls, tokens_in, tokens_out, latency = _usage(run)
         rows.setdefault(("全部", "调用次数"), {})[run.path] = str(calls)
         rows.setdefault(("全部", "tokens（输入→输出）"), {})[run.path] = (
-            f"{tokens_in}→{tokens_out}" if tokens_in or tokens_out else "未报告（脚本回复没有用量）")
+            f"{tokens_in}→{tokens_out}" if tokens_in or tokens_out else NO_USAGE)
         rows.setdefault(("全部", "模型耗时"), {})[run.path] = f"{latency / 1000:.1f} s" if latency else "—"
     head = "| 场景 | 检查 | " + " | ".join(run.label for run in runs) + " |"
     lines = [head, "|---|---|" + "---|" * len(runs)]
     for (scenario, check), cells in rows.items():
-        values = [cells.get(run.path, "（没有这个场景）").replace("|", "\\|") for run in runs]
+        values = [cells.get(run.path, "—（这次运行没有这一项）" if scenario in run.card["scenarios"]
+                            or scenario == "全部" else "（没有这个场景）").replace("|", "\\|") for run in runs]
         lines.append(f"| {scenario} | {check} | " + " | ".join(values) + " |")
     return lines
 
@@ -153,19 +169,24 @@ def compare_markdown(runs: Sequence[Run], *, site: bool = False) -> str:
     for run in runs:
         calls, tokens_in, tokens_out, _latency = _usage(run)
         note = f"：{run.info['note']}" if run.info.get("note") else ""
-        out.append(f"- **{run.label}**（`{run.path}`，{calls} 次调用，tokens {tokens_in}→{tokens_out}）{note}")
+        tokens = f"tokens {tokens_in}→{tokens_out}" if tokens_in or tokens_out else f"tokens {NO_USAGE}"
+        placeholders = _placeholders(run)
+        if placeholders:
+            note += f"；其中 {placeholders} 次回复是{PLACEHOLDER_LABEL}，标签按每条回复的出处写"
+        out.append(f"- **{run.label}**（`{run.path}`，{calls} 次调用，{tokens}）{note}")
     out += ["", "## 每一次调用的回复", ""]
     for out_name, step_id, kind, key, by_run in _calls(runs):
         out.append(f"### {out_name} · {step_id}（{kind}）· `{key}`")
         out.append("")
         for run in runs:
             text = _reply(by_run.get(run.path))
+            label = _label(run, by_run.get(run.path))
             if site:
-                out.append(f'=== "{run.label}"')
+                out.append(f'=== "{label}"')
                 out.append("")
                 out.extend(_fence(text, "    "))
             else:
-                out.append(f"**{run.label}**")
+                out.append(f"**{label}**")
                 out.append("")
                 out.extend(_fence(text))
             out.append("")

@@ -10,10 +10,16 @@ An app needs only what this module exports::
 
     from liyuan import Card, OpenAIModel
 
-    card = Card.open("cards/雾港", side_model=OpenAIModel(model="qwen-plus"))
-    chat = card.chat("jA", user_name="阿简", char_name="林溯")
-    turn = chat.prepare("我把伞递给她。")      # turn.messages: send them to your model
-    chat.record(reply_text)                    # memory work follows in the background
+    side = OpenAIModel(model="qwen-plus")
+    card = Card.open(
+        "cards/雾港", side_model=side,
+        user_name="阿简", char_name="林溯",
+    )
+    chat = card.chat("jA")
+    # send turn.messages to your model
+    turn = chat.prepare("我把伞递给她。")
+    # memory work runs in the background
+    chat.record(reply_text)
 
 The packages below hold the parts, one per section of the design: :mod:`liyuan.session`,
 :mod:`liyuan.story`, :mod:`liyuan.context`, :mod:`liyuan.card`, :mod:`liyuan.vector`,

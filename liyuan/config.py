@@ -153,3 +153,34 @@ class MemoryConfig:
         if isinstance(values.get("vector"), Mapping):
             values["vector"] = config_from_dict(dict(values["vector"]))
         return cls().with_changes(**values)
+
+
+DESCRIPTIONS_ZH: dict[str, str] = {
+    "MemoryConfig.keep": "压缩后逐字保留的最近轮数（一条用户消息算一轮），续演从这些原文接。",
+    "MemoryConfig.every_n_turns": "压缩周期：没被摘要覆盖的轮数达到「保留轮数 + 周期」才自动压；填 0 关闭自动压缩，"
+                                  "手动的 `compact_now` 照样能用。",
+    "MemoryConfig.min_chars": "一次压缩至少要裁掉这么多字（序列化后的 UTF-16 字数），不够就不压。",
+    "MemoryConfig.language": "旁路模型写摘要、复盘和手册用的语言。",
+    "MemoryConfig.budget_chars": "常驻摘要、本局摘要、账本和登场名录每轮合用的字数上限；超了只截常驻摘要"
+                                 "（在段落处截断，剩得太少就整段不送）。",
+    "MemoryConfig.lore_share": "设定集的两块（【相关设定】和【设定集索引】）每轮最多占 `budget_chars` 的几成"
+                               "（0.4 即 4300 字里的 1720 字）；放不下的条目整条略去，并报告略去了哪些。",
+    "MemoryConfig.recap_input_max_chars": "一次复盘交给旁路模型的原文字数上限；超了这一局最早的部分放不进去，"
+                                          "复盘 prompt 会说明省了多少。",
+    "MemoryConfig.side_input_max_chars": "一次剧情压缩或讨论压缩交给旁路模型的原文字数上限；超了最早的部分放不进去，"
+                                         "prompt 和活动行会说明省了多少（向量记忆的归档仍然收下全部）。",
+    "MemoryConfig.merge_recap_max_chars": "合并时每份复盘最多交进去多少字；`None` 表示一份复盘回复允许的最大长度。"
+                                          "超了就截断，合并 prompt 会说明省了多少。",
+    "MemoryConfig.vector": "向量记忆的设置，默认关闭；`VectorConfig(enabled=True)` 打开。",
+    "MemoryConfig.recall_timeout_s": "每轮等向量召回的最长秒数；超时这一轮就不出【剧情记忆】。",
+    "MemoryConfig.background_wait_s": "`prepare`、`compact_now` 和 `with Card` 块结束时，最多等这一局的后台活"
+                                      "（上一轮的压缩和入库）多少秒；`None` 表示一直等。",
+    "MemoryConfig.discussion_window": "agent 模式讨论压缩用的上下文窗口（token 数）；默认 0，即不做讨论压缩。",
+    "MemoryConfig.discussion_reserve": "讨论上下文超过「窗口 − 预留」个 token 才压。",
+    "MemoryConfig.discussion_keep": "讨论压缩后逐字保留的最新内容，约这么多 token。",
+}
+"""The settings page's Chinese description of every field, by ``Class.field``.
+
+The page (docs/hooks/settings_table.py) reads these next to the fields' defaults and English
+attribute docstrings, and fails the build when a field has none."""
+

@@ -32,7 +32,8 @@ from typing import Any
 
 from mkdocs.exceptions import PluginError
 
-__all__ = ["consts_table", "doc_block", "fields_table", "on_page_markdown", "render", "rst_to_markdown"]
+__all__ = ["consts_table", "doc_block", "fields_table", "on_page_markdown", "render", "rst_to_markdown",
+           "two_column_list"]
 
 _DIRECTIVE = re.compile(r"^<!-- 源码: (?P<kind>doc|consts|fields) (?P<args>[^>]+?) -->$", re.MULTILINE)
 _ROLE = re.compile(r":(?:func|mod|class|data|meth|attr|exc):`~?(?P<name>[^`]+)`")
@@ -42,6 +43,22 @@ _LITERAL = re.compile(r"``(?P<code>[^`]+?)``")
 def _inline(text: str) -> str:
     text = _ROLE.sub(lambda m: f"`{m.group('name')}`", text)
     return _LITERAL.sub(lambda m: f"`{m.group('code')}`", text)
+
+
+_LISTING_ROW = re.compile(r"^(?P<name>\S+(?:, \S+)*) {2,}(?P<note>\S.*)$")
+
+
+def two_column_list(block: str) -> list[str] | None:
+    """A literal block laid out as two columns (a name, spaces, a note) as a Markdown list.
+
+    Aligned columns only line up in a monospace font whose CJK glyphs are exactly two Latin
+    cells wide, which a reader's machine may not have; a list reads the same everywhere and
+    wraps on a phone. ``None`` when the block is not such a listing (three rows at least).
+    """
+    rows = [_LISTING_ROW.match(line.strip()) for line in block.splitlines() if line.strip()]
+    if len(rows) < 3 or not all(rows):
+        return None
+    return [f"- `{m['name']}`：{m['note']}" for m in rows if m]
 
 
 def rst_to_markdown(doc: str) -> str:
@@ -61,7 +78,8 @@ def rst_to_markdown(doc: str) -> str:
             while block and not block[-1].strip():
                 block.pop()
             body = textwrap.dedent("\n".join(b for b in block)).strip("\n")
-            out += ["", "```text", body, "```", ""]
+            listing = two_column_list(body)
+            out += ["", *listing, ""] if listing else ["", "```text", body, "```", ""]
             continue
         out.append(_inline(line))
         index += 1

@@ -1,6 +1,6 @@
 """MkDocs hook: what the search index holds, and how a Chinese query is cut.
 
-Two things Material's search plugin cannot be configured to do:
+Five things Material's search plugin cannot be configured to do:
 
 1. Keep code out of the index. The pages include whole prompts, Python sections and JSON
    dumps; indexed, they bury the prose in the results (a query lists previews full of
@@ -17,25 +17,50 @@ Two things Material's search plugin cannot be configured to do:
    ``<=`` in the built worker. The build fails if the pattern is not found, so an upgrade of
    Material that changes the worker is noticed, not silently left unpatched.
 
+3. Find a short word inside a compound. jieba keeps the site's terms whole (``按来源遗忘``),
+   and the worker matches a query term only as a prefix of an index term, so ``遗忘`` never
+   finds a page that only says ``按来源遗忘``. :func:`patch_compounds` gives each Chinese
+   query segment a leading wildcard as well (``*遗忘*``), and counts a query term as found
+   when an index term contains it (not only when it starts with it). A whole term still
+   matches itself, so it is still found and highlighted whole.
+
+4. Write the index without escapes. The plugin writes ``search_index.json`` with
+   ``ensure_ascii``: every Chinese character becomes a six-byte ``\\uXXXX`` escape, and so
+   does every zero-width space jieba puts between words. :func:`compact_index` rewrites the
+   same JSON as UTF-8 with no escapes and no spaces; the worker reads the same data.
+
+5. Load the index when it is needed. The page script fetches ``search_index.json`` as soon as
+   any page opens, so every first visit pays for the whole site's index. :func:`patch_bundle`
+   makes that fetch wait until the reader opens search (the ``search`` toggle) or arrives
+   from a search result (``?h=`` in the address, for the on-page highlight); the worker
+   gets the index the same way as before, only later.
+
 Invariant: page HTML changes only by added ``data-search-exclude`` attributes; the worker
-changes by exactly one character.
+and the page script change by the patches above, each found exactly once (or the build fails);
+the index holds the same JSON value.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 from mkdocs.exceptions import PluginError
 
-__all__ = ["exclude_code", "on_page_content", "on_post_build", "patch_worker"]
+__all__ = ["compact_index", "exclude_code", "on_page_content", "on_post_build", "patch_bundle", "patch_compounds",
+           "patch_worker"]
 
 # Highlighted blocks as pymdownx.highlight writes them (pygments_lang_class: true).
-_CODE_BLOCK = re.compile(r'<div class="language-(?!jinja\b)[\w+-]+ highlight"')
+_CODE_BLOCK = re.compile(r'<div class="language-(?!jinja\b)[\w+-]+(?: [\w-]+)* highlight"')
 _TAB_LABELS = re.compile(r'<div class="tabbed-labels"')
 # The query segmentation loop, minified: for(let j=i+1;j<q.length;j++)q.slice(i,j)in index
 _SEGMENT_LOOP = re.compile(r"for\(let (\w+)=(\w+)\+1;\1<(\w+)\.length;\1\+\+\)\3\.slice\(\2,\1\)in ")
+# The segments of a Chinese query, joined: [...segment(s,this.index.invertedIndex)].join("* ")
+_SEGMENT_JOIN = re.compile(r'(\[\.\.\.\w+\(\w+,this\.index\.invertedIndex\)\])\.join\("\* "\)')
+# Which query terms a result matched: terms[t].startsWith(clause.term)
+_TERM_FOUND = re.compile(r"(\w+\[\w+\])\.startsWith\((\w+)\.term\)")
 
 
 def exclude_code(html: str) -> str:
@@ -57,18 +82,84 @@ def patch_worker(source: str) -> str:
                                                           f"{m.group(1)}<={m.group(3)}.length"), source)
 
 
+def _once(pattern: re.Pattern[str], source: str, what: str) -> None:
+    found = len(pattern.findall(source))
+    if found != 1:
+        raise ValueError(f"搜索 worker 里找到 {found} 处{what}（应为 1 处）")
+
+
+def patch_compounds(source: str) -> str:
+    """Let a Chinese query segment match inside a longer index term (see the module docstring).
+
+    Raises:
+        ValueError: either pattern is not in the worker exactly once.
+    """
+    _once(_SEGMENT_JOIN, source, "中文分段的拼接")
+    _once(_TERM_FOUND, source, "命中词的判断")
+    source = _SEGMENT_JOIN.sub(lambda m: m.group(1) + '.map(w=>"*"+w).join("* ")', source)
+    return _TERM_FOUND.sub(lambda m: f"{m.group(1)}.includes({m.group(2)}.term)", source)
+
+
+def compact_index(text: str) -> str:
+    """The same search index JSON, as UTF-8 without ``\\u`` escapes or spaces."""
+    return json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":"))
+
+
+# The page script's index fetch, and the names (minified) of what the worker setup uses:
+#   index$ = document.forms.namedItem("search") ? fetchSearchIndex() : NEVER
+#   merge(of(location.protocol !== "file:"), watchToggle("search")).pipe(first(a => a), switchMap(...))
+#   fetchSearchIndex: ....pipe(map(() => __index), shareReplay(1))
+_INDEX_FETCH = re.compile(r'([\w$]+)=document\.forms\.namedItem\("search"\)\?([\w$]+)\(\):([\w$]+)')
+_WORKER_SETUP = re.compile(r'(?P<merge>[\w$]+)\((?P<of>[\w$]+)\(location\.protocol!=="file:"\),'
+                           r'(?P<toggle>[\w$]+)\("search"\)\)'
+                           r'\.pipe\((?P<first>[\w$]+)\((?P<arg>[\w$]+)=>(?P=arg)\),(?P<switch>[\w$]+)\(')
+_SHARE = re.compile(r'\.pipe\([\w$]+\(\(\)=>__index\),([\w$]+)\(1\)\)')
+
+
+def patch_bundle(source: str) -> str:
+    """Fetch the search index only once search is opened or a result is followed.
+
+    Raises:
+        ValueError: a pattern is not in the page script exactly once.
+    """
+    for pattern, what in ((_INDEX_FETCH, "索引的加载"), (_WORKER_SETUP, "worker 的启动"), (_SHARE, "索引的共享")):
+        found = len(pattern.findall(source))
+        if found != 1:
+            raise ValueError(f"页面脚本里找到 {found} 处{what}（应为 1 处）")
+    names = _WORKER_SETUP.search(source)
+    share = _SHARE.search(source)
+    assert names is not None and share is not None
+
+    def lazy(m: re.Match[str]) -> str:
+        wanted = (f'{names["merge"]}({names["toggle"]}("search"),'
+                  f'{names["of"]}(new URL(location.href).searchParams.has("h")))')
+        return (f'{m.group(1)}=document.forms.namedItem("search")?{wanted}.pipe({names["first"]}(a=>a),'
+                f'{names["switch"]}(()=>{m.group(2)}()),{share.group(1)}(1)):{m.group(3)}')
+
+    return _INDEX_FETCH.sub(lazy, source)
+
+
 def on_page_content(html: str, /, *, page: Any, config: Any, files: Any, **_: Any) -> str:
     """MkDocs event: runs before the search plugin indexes the page."""
     return exclude_code(html)
 
 
 def on_post_build(*, config: Any, **_: Any) -> None:
-    """MkDocs event: patch the search worker copied into the built site."""
+    """MkDocs event: patch the search worker and page script copied into the built site; compact the index."""
     workers = sorted(Path(config["site_dir"]).glob("assets/javascripts/workers/search.*.min.js"))
     if len(workers) != 1:
         raise PluginError(f"搜索 worker 应该正好有一个，找到 {len(workers)} 个")
     try:
-        patched = patch_worker(workers[0].read_text(encoding="utf-8"))
+        patched = patch_compounds(patch_worker(workers[0].read_text(encoding="utf-8")))
     except ValueError as error:
         raise PluginError(f"{workers[0].name}: {error}") from error
     workers[0].write_text(patched, encoding="utf-8")
+    bundles = sorted(Path(config["site_dir"]).glob("assets/javascripts/bundle.*.min.js"))
+    if len(bundles) != 1:
+        raise PluginError(f"页面脚本应该正好有一个，找到 {len(bundles)} 个")
+    try:
+        bundles[0].write_text(patch_bundle(bundles[0].read_text(encoding="utf-8")), encoding="utf-8")
+    except ValueError as error:
+        raise PluginError(f"{bundles[0].name}: {error}") from error
+    index = Path(config["site_dir"]) / "search" / "search_index.json"
+    index.write_text(compact_index(index.read_text(encoding="utf-8")), encoding="utf-8")

@@ -1,9 +1,11 @@
 """MkDocs hook: settings lists generated from the dataclasses that hold the settings.
 
 A line ``<!-- 设置表: path/to/module.py:ClassName -->`` on a page becomes a Markdown
-list with one item per field of that dataclass: name, type, default and the attribute
-docstring, all read from the source with :mod:`ast`. Nobody copies a default by hand, so
-the page cannot drift from the code. A marker naming a missing file or class fails the build.
+list with one item per field of that dataclass: name, type, default, the Chinese
+description from the module's ``DESCRIPTIONS_ZH`` (keyed ``Class.field``) and the attribute
+docstring, all read from the source with ``ast``. Nobody copies a default or a description
+by hand, so the page cannot drift from the code. A marker naming a missing file or class,
+or a field without a Chinese description, fails the build.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 from mkdocs.exceptions import PluginError
 
-__all__ = ["on_page_markdown", "settings_rows", "settings_table"]
+__all__ = ["descriptions_zh", "on_page_markdown", "settings_rows", "settings_table"]
 
 ROOT = Path(__file__).resolve().parents[2]
 _MARKER = re.compile(r"^<!-- 设置表: (?P<path>[\w/.-]+\.py):(?P<cls>\w+) -->$", re.M)
@@ -36,6 +38,28 @@ def _default(value: ast.expr | None) -> str:
 def _constants(tree: ast.Module) -> dict[str, ast.expr]:
     return {t.id: node.value for node in tree.body if isinstance(node, ast.Assign)
             for t in node.targets if isinstance(t, ast.Name)}
+
+
+_ROLE = re.compile(r":(?:func|mod|class|data|meth|attr|exc):`~?(?:[\w.]*\.)?(?P<name>[^`.]+)`")
+_LITERAL = re.compile(r"``(?P<code>[^`]+?)``")
+
+
+def _markdown(doc: str) -> str:
+    """A docstring's reST inline markup as Markdown code."""
+    return _LITERAL.sub(lambda m: f"`{m['code']}`", _ROLE.sub(lambda m: f"`{m['name']}`", doc))
+
+
+def descriptions_zh(path: Path) -> dict[str, str]:
+    """The module's ``DESCRIPTIONS_ZH`` dict literal (``Class.field`` → Chinese), or ``{}``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (node.targets[0] if isinstance(node, ast.Assign)
+                                                                       else None)
+        if isinstance(target, ast.Name) and target.id == "DESCRIPTIONS_ZH" and node.value is not None:
+            value = ast.literal_eval(node.value)
+            if isinstance(value, dict):
+                return {str(k): str(v) for k, v in value.items()}
+    return {}
 
 
 def settings_rows(path: Path, class_name: str) -> list[tuple[str, str, str, str]]:
@@ -69,10 +93,19 @@ def settings_rows(path: Path, class_name: str) -> list[tuple[str, str, str, str]
 
 
 def settings_table(path: Path, class_name: str) -> str:
-    """The Markdown list for one settings dataclass: a table would not fit a phone's column."""
+    """The Markdown list for one settings dataclass: a table would not fit a phone's column.
+
+    Raises:
+        PluginError: a field has no Chinese description in the module's ``DESCRIPTIONS_ZH``.
+    """
+    zh = descriptions_zh(path)
     lines = []
     for name, kind, default, doc in settings_rows(path, class_name):
-        lines.append(f"- **`{name}`**：`{kind}`，默认 `{default}`  \n  {doc or '（代码里没有说明）'}")
+        chinese = zh.get(f"{class_name}.{name}")
+        if not chinese:
+            raise PluginError(f"设置表：{path.name} 的 DESCRIPTIONS_ZH 里没有 {class_name}.{name} 的中文说明")
+        english = f'  \n  <span class="setting-en" lang="en">{_markdown(doc)}</span>' if doc else ""
+        lines.append(f"- **`{name}`**：`{kind}`，默认 `{default}`  \n  {chinese}{english}")
     return "\n".join(lines)
 
 

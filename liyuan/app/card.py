@@ -135,17 +135,22 @@ class Card(CardLore):
 
         Args:
             chat_id: ``^[A-Za-z0-9_-]+$``.
-            user_name: The user's character name (default: the card's).
-            char_name: The character's name (default: the card's).
+            user_name: The user's character name; only the card's own (given to
+                :meth:`open`) is accepted, since recaps and merges use the card's names.
+            char_name: The character's name; likewise only the card's own.
             title: The chat's display name, kept in its ``meta.json``.
             greeting: The card's opening line, written as the first entry of a new chat;
                 default: the imported card's first greeting (``first_mes``), if any.
 
         Raises:
-            ConfigError: An invalid chat id.
+            ConfigError: An invalid chat id, or names other than the card's.
             UnsafePathError: ``对话/``, the chat's folder or one of its files is a symlink.
         """
         validate_chat_id(chat_id)
+        for given, own, what in ((user_name, self.user_name, "user_name"), (char_name, self.char_name, "char_name")):
+            if given is not None and given != own:
+                raise ConfigError(f"{what}={given!r} 和卡的不同（卡的是 {own!r}）：人物名字在 Card.open(..., "
+                                  f"{what}=...) 里给，一张卡的摘要、复盘和合并用同一套名字")
         with self._chats_guard:
             chat = self._chats.get(chat_id)
             if chat is None:

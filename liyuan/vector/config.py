@@ -201,6 +201,32 @@ class VectorConfig:
         return replace(self, enabled=enabled)
 
 
+DESCRIPTIONS_ZH: dict[str, str] = {
+    "VectorConfig.enabled": "总开关，默认关闭。",
+    "VectorConfig.search_top_k": "每次召回最多取几条。",
+    "VectorConfig.inject_on_turn": "每轮按用户原话召回，并把结果作为【剧情记忆】注入（检索工具不受影响）。",
+    "VectorConfig.embedder": "用哪种向量：`e5`（默认，多语，需要 e5 扩展；没装就退回哈希向量并说明）、"
+                             "`hash`、`semantic` 或 `openai`。",
+    "VectorConfig.e5_threads": "e5 每次编码用几个线程（1 到 64）。默认 1：机器忙时，一次召回仍能在时限内做完。",
+    "VectorConfig.recall_mode": "召回方式：`hybrid`（向量和关键词两路合并，默认）、`semantic`（只比向量）、"
+                                "`lexical`（只比关键词）。",
+    "VectorConfig.lexical_tokenizer": "关键词一路中文怎么切：`bigram`（相邻两字，默认）或 `jieba`（分词）。",
+    "VectorConfig.openai": "`embedder` 为 `openai` 时用的接口设置。",
+    "VectorConfig.stores": "各个库：剧情库（自动归档和接续）和额外库（手动添加），每个库一项。",
+    "VectorConfig.fusion_weights": "两路合并时向量一路的权重，按向量种类和提问的文字（中文或拉丁文字）分开。",
+    "StoreConfig.name": "库的显示名，也是召回条目默认的标题。",
+    "StoreConfig.enabled": "这个库开不开。",
+    "StoreConfig.every_n_turns": "每隔几轮自动写一次；0 表示从不自动写。",
+    "StoreConfig.max_chunks": "最多存多少段，超了先进先出，最早的先删。",
+    "OpenAIEmbedConfig.base_url": "接口根地址（`…/v1`）；`None` 时由 SDK 读环境变量 `OPENAI_BASE_URL`。",
+    "OpenAIEmbedConfig.api_key_env": "存密钥的环境变量的名字（只写名字，从不写密钥本身）。",
+    "OpenAIEmbedConfig.model": "向量模型的名字。",
+    "OpenAIEmbedConfig.legacy_api_key": "旧版文件里的 `api_key`：读进来照用，从不写回文件。",
+}
+"""The settings page's Chinese description of every field, by ``Class.field`` (see
+``liyuan.config.DESCRIPTIONS_ZH``)."""
+
+
 def _copy_weights(weights: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
     return {name: dict(row) for name, row in weights.items()}
 

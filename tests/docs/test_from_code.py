@@ -44,3 +44,13 @@ def test_the_reference_page_shows_the_formats(built_site: Path) -> None:
         assert value in page
     assert "源码里的说明 · liyuan/card/manifest.py" in page
     assert manifest.__doc__ is not None and "<!-- 源码:" not in page
+
+
+def test_a_two_column_listing_becomes_a_list() -> None:
+    # Columns of CJK text only line up where the monospace font has CJK glyphs (issue 27).
+    listing = "cards/<卡>/记忆/记忆.md       the handbook\ncards/<卡>/记忆/.清单.json    the manifest\n" \
+              "a/.sync.lock, .write.lock    locks"
+    assert hook.two_column_list(listing) == ["- `cards/<卡>/记忆/记忆.md`：the handbook",
+                                             "- `cards/<卡>/记忆/.清单.json`：the manifest",
+                                             "- `a/.sync.lock, .write.lock`：locks"]
+    assert hook.two_column_list('{"a": 1}\n{"b": 2}\n{"c": 3}') is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -38,3 +39,32 @@ def test_the_built_index_holds_prose_not_dumps(built_site: Path) -> None:
     worker = next((built_site / "assets" / "javascripts" / "workers").glob("search.*.min.js"))
     assert "<=t.length;o++)t.slice(s,o)in" in worker.read_text(encoding="utf-8") or \
         hook._SEGMENT_LOOP.search(worker.read_text(encoding="utf-8")) is None
+
+
+def test_a_chinese_segment_also_matches_inside_a_longer_term() -> None:
+    source = ('x=e.replace(r,s=>[...fe(s,this.index.invertedIndex)].join("* "));'
+              'for(let o of r)e[s].startsWith(o.term)&&(n[o.term]=!0)')
+    out = hook.patch_compounds(source)
+    assert '[...fe(s,this.index.invertedIndex)].map(w=>"*"+w).join("* ")' in out
+    assert "e[s].includes(o.term)" in out and "startsWith" not in out
+    with pytest.raises(ValueError, match="0 处"):
+        hook.patch_compounds("nothing to patch")
+
+
+def test_the_page_script_fetches_the_index_only_when_search_is_wanted() -> None:
+    source = ('function ks(){return a?b.pipe(m(()=>__index),Z(1)):c}'
+              'zi=document.forms.namedItem("search")?ks():tt,'
+              'L($(location.protocol!=="file:"),Je("search")).pipe(Re(o=>o),b(()=>t))')
+    out = hook.patch_bundle(source)
+    assert ('zi=document.forms.namedItem("search")?L(Je("search"),$(new URL(location.href).searchParams.has("h")))'
+            '.pipe(Re(a=>a),b(()=>ks()),Z(1)):tt') in out
+    with pytest.raises(ValueError, match="页面脚本"):
+        hook.patch_bundle(source.replace("?ks():tt", ""))
+
+
+def test_the_index_is_written_without_escapes(built_site: Path) -> None:
+    raw = (built_site / "search" / "search_index.json").read_text(encoding="utf-8")
+    escapes = re.findall(r"(?<!\\)\\u[0-9a-f]{4}", raw)  # a JSON escape, not an escaped backslash before u
+    assert len(escapes) < 10, len(escapes)
+    assert "\u200b" in raw  # the word separator is still there, as the character itself
+    assert json.loads(hook.compact_index('{"a": "\\u6897 \\u200b"}')) == {"a": "\u6897 \u200b"}

@@ -61,3 +61,23 @@ def test_with_only_the_plumbing_run_the_page_says_so(root: Path) -> None:
     page = load_hook("compare_page").build(root)
     assert "目前只有管线演示，不是质量证据" in page
     assert f"`{RECORDED}`" in page
+
+
+def test_labels_follow_each_replys_provenance(root: Path) -> None:
+    # Issue 27: bookshop's replies are the harness's placeholders, not hand-written demos; the
+    # scripted run reports no usage (not 0→0); a run that has a scenario is never "没有这个场景".
+    import re
+
+    page = load_hook("compare_page").build(root)
+    tabs = re.findall(r'^=== "([^"]+)"\n\n    ```+text\n(.*?)\n    ```', page, re.M | re.S)
+    labels = {label for label, text in tabs if "占位" in text and "不是模型输出" in text}
+    assert labels == {"框架生成的占位（不是模型输出，也不是人写的示范）"}, labels  # every placeholder says so
+    memory = page[page.index("### memory · sync-1"):]
+    assert '=== "脚本回复（人工撰写的示范，不是模型输出）"' in memory
+    runs = page[page.index("## 参与对比的运行"):page.index("## 每一次调用的回复")]
+    assert "tokens 0→0" not in runs and "tokens 未报告（脚本回复没有用量）" in runs
+    table = page[page.index("## 评分卡"):]
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        scripted = cells[2]  # the scripted run (sim/) has every scenario
+        assert scripted != "（没有这个场景）", line
