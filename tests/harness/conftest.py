@@ -26,7 +26,7 @@ def root() -> Path:
 def sim_copy(tmp_path: Path) -> Path:
     """A throwaway root holding a copy of sim/ (scenarios, replies and committed artifacts)."""
     target = tmp_path / "repo"
-    for part in ("scenarios", "replies", "out", "turns", "txt", "imports"):
+    for part in ("scenarios", "replies", "out", "turns", "txt", "imports", "cards"):
         shutil.copytree(ROOT / "sim" / part, target / "sim" / part)
     return target
 
