@@ -178,6 +178,9 @@ DESCRIPTIONS_ZH: dict[str, str] = {
     "MemoryConfig.discussion_window": "agent 模式讨论压缩用的上下文窗口（token 数）；默认 0，即不做讨论压缩。",
     "MemoryConfig.discussion_reserve": "讨论上下文超过「窗口 − 预留」个 token 才压。",
     "MemoryConfig.discussion_keep": "讨论压缩后逐字保留的最新内容，约这么多 token。",
+    "MemoryConfig.durability": "会话文件什么时候落盘（fsync）：`entry`（默认）每追加一条就落盘，"
+                               "断电也不丢已写入的任何一条；`turn` 每轮在 `record` 写完回复后落盘一次，"
+                               "断电时可能丢掉还没 `record` 的那句用户的话，已记下的回复不丢。进程被杀两种都不丢。",
 }
 """The settings page's Chinese description of every field, by ``Class.field``.
 
