@@ -19,9 +19,8 @@ from liyuan.lore import LORE_FILE, LoreBook, LoreReport, lore_share_chars
 
 from ..running.scenario import StepSpec
 from ..running.state import ScenarioRun, StepResult, handler
-from ..running.story import chat_beats
 from .common import context_label, prompt_label, prompt_text
-from .story_steps import compactions_since, keep_turn, play_beat, record_table, render_messages
+from .story_steps import beats_to_play, compactions_since, keep_turn, play_beat, record_table, render_messages
 
 __all__ = ["report_text"]
 
@@ -86,14 +85,7 @@ def import_card(run: ScenarioRun, step: StepSpec) -> StepResult:
 @handler("lore_play")
 def lore_play(run: ScenarioRun, step: StepSpec) -> StepResult:
     """Play beats through the chat; log what each turn's ``prepare`` activated."""
-    chat_id = step.params["chat"]
-    chat = run.chat(chat_id)
-    spec = run.chat_spec(chat_id)
-    beats = chat_beats(spec)
-    start = run.played[chat_id]
-    stop = step.params.get("upto", len(beats))
-    if not start <= stop <= len(beats):
-        raise ConfigError(f"{step.id}: upto={stop} 超出了 {chat_id} 的轮数（已演 {start}，共 {len(beats)}）")
+    chat_id, chat, spec, beats, start, stop = beats_to_play(run, step)
     log: list[str] = []
     compactions: list[dict[str, Any]] = []
     summaries: list[str] = []

@@ -22,12 +22,13 @@ from liyuan.session.entries import Entry, is_message
 from liyuan.session.state import Ledger
 from liyuan.story.compact import CompactionOutcome
 
+from ..running.chatspec import ChatSpec
 from ..running.scenario import Beat, StepSpec
 from ..running.state import ScenarioRun, StepResult, handler
 from ..running.story import chat_beats, write_notes
 from .common import context_label, prompt_label, prompt_text
 
-__all__ = ["compactions_since", "keep_turn", "play_beat", "record_table", "render_messages"]
+__all__ = ["beats_to_play", "compactions_since", "keep_turn", "play_beat", "record_table", "render_messages"]
 
 BEAT_PROGRESS_EVERY = 250
 """Beats between two progress lines of a long play step (stderr only, never an artifact)."""
@@ -138,9 +139,8 @@ def compact(run: ScenarioRun, step: StepSpec) -> StepResult:
     return StepResult(_outcome(outcome), outcome.message, failed=failed)
 
 
-@handler("play")
-def play(run: ScenarioRun, step: StepSpec) -> StepResult:
-    """Play the chat's next beats through the chat, as the app records finished beats."""
+def beats_to_play(run: ScenarioRun, step: StepSpec) -> tuple[str, Chat, ChatSpec, tuple[Beat, ...], int, int]:
+    """A play step's chat, its beats, and the range to play (after the last played, up to ``upto``)."""
     chat_id = step.params["chat"]
     chat = run.chat(chat_id)
     spec = run.chat_spec(chat_id)
@@ -149,6 +149,13 @@ def play(run: ScenarioRun, step: StepSpec) -> StepResult:
     stop = step.params.get("upto", len(beats))
     if not start <= stop <= len(beats):
         raise ConfigError(f"{step.id}: upto={stop} 超出了 {chat_id} 的轮数（已演 {start}，共 {len(beats)}）")
+    return chat_id, chat, spec, beats, start, stop
+
+
+@handler("play")
+def play(run: ScenarioRun, step: StepSpec) -> StepResult:
+    """Play the chat's next beats through the chat, as the app records finished beats."""
+    chat_id, chat, spec, beats, start, stop = beats_to_play(run, step)
     started = time.perf_counter()
     compactions: list[dict[str, Any]] = []
     summaries_written: list[str] = []
