@@ -39,6 +39,7 @@ from liyuan.errors import (
     MemoryFileError,
     ModelError,
     ModelOutputError,
+    StateError,
     TreeError,
     VersionConflict,
 )
@@ -88,6 +89,7 @@ __all__ = [
     "ModelRequest",
     "OpenAIModel",
     "ScriptedModel",
+    "StateError",
     "SyncOutcome",
     "TreeError",
     "Turn",

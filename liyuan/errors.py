@@ -4,6 +4,8 @@ The tree separates the caller's mistakes from runtime failures::
 
     LiyuanError
     ├── ConfigError          a caller's mistake: bad argument, bad chat id, bad config file
+    ├── StateError           a call the chat or card is not ready for: record() before prepare(),
+    │                        nothing to reroll, a closed chat, no side model, a chat that exists
     ├── TreeError            a session file that cannot be used at all (not a bad line: those are skipped)
     ├── MemoryFileError      a card-memory file that cannot be read or written safely
     │   ├── VersionConflict  a hand edit raced another change (stale version)
@@ -26,6 +28,7 @@ __all__ = [
     "MemoryFileError",
     "ModelError",
     "ModelOutputError",
+    "StateError",
     "TreeError",
     "UnsafePathError",
     "VersionConflict",
@@ -38,6 +41,15 @@ class LiyuanError(Exception):
 
 class ConfigError(LiyuanError, ValueError):
     """The caller passed something unusable (an unsafe chat id, an invalid option)."""
+
+
+class StateError(LiyuanError):
+    """The call does not fit the state it finds; nothing was written.
+
+    Unlike :class:`ConfigError` the arguments may be fine: the same call succeeds
+    once the state is right (``prepare()`` before ``record()``, a side model
+    configured, a reopened chat, ``replace=True`` for an existing lore book).
+    """
 
 
 class TreeError(LiyuanError):

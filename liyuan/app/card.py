@@ -43,7 +43,7 @@ from liyuan.card.sync import CardMemory, MergeStatus, SyncOutcome
 from liyuan.card.worker import SyncWorker
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.config import MemoryConfig
-from liyuan.errors import ConfigError, MemoryFileError, ModelError
+from liyuan.errors import ConfigError, MemoryFileError, ModelError, StateError
 from liyuan.lore.store import LoreShelf
 from liyuan.model import ChatModel, Completion, ModelRequest
 from liyuan.session.entries import Entry
@@ -117,6 +117,8 @@ class Card(CardLore):
         """Every sync finished since :meth:`sync` last reported, combined (bounded by the chats)."""
         self._outcomes_guard = threading.Lock()
         self._resident_cache: tuple[tuple[int, int, int] | None, str | None] | None = None
+        self._memory: tuple[ChatModel | None, CardMemory] | None = None
+        """The one :class:`CardMemory` :attr:`memory` hands out, with the side model it was built for."""
         self._worker = SyncWorker(self._sync_memory, on_outcome=self._synced, on_error=self._sync_failed) \
             if background else None
         self._clean_interrupted_imports()
@@ -181,7 +183,8 @@ class Card(CardLore):
             conversation: OpenAI files holding several conversations: which one (1-based).
 
         Raises:
-            ConfigError: An invalid chat id, or the chat exists already.
+            ConfigError: An invalid chat id.
+            StateError: The chat exists already.
             ChatImportError: The file cannot be imported (its line and field named); nothing is written.
         """
         from liyuan.session.imports import import_chat
@@ -189,7 +192,7 @@ class Card(CardLore):
         validate_chat_id(chat_id)
         sessions = self._layout.sessions_dir(chat_id)
         if chat_id in self._chats or (sessions.is_dir() and any(sessions.glob("*.jsonl"))):
-            raise ConfigError(f"局 {chat_id} 已经有会话了：导入只建新的一局")
+            raise StateError(f"局 {chat_id} 已经有会话了：导入只建新的一局")
         target = self._layout.chat_file(chat_id, SESSIONS_DIR, FIRST_SESSION_FILE)
         import_chat(path, target, format, user_name=speaker, conversation=conversation,
                     session_id=f"{chat_id}-{target.stem}", clock=self._clock, ids=self._ids)
@@ -228,8 +231,15 @@ class Card(CardLore):
 
     @property
     def memory(self) -> CardMemory:
-        """The card's memory: read, list, search and hand-edit it (the hard path)."""
-        return self._new_memory(self.side_model or _NoSideModel())
+        """The card's memory: read, list, search and hand-edit it (the hard path).
+
+        One object per card (every turn reads the resident summary through it); a new
+        one only when :attr:`side_model` has been replaced since.
+        """
+        cached, model = self._memory, self.side_model
+        if cached is None or cached[0] is not model:
+            cached = self._memory = (model, self._new_memory(model or _NoSideModel()))
+        return cached[1]
 
     def repair_manifest(self) -> ManifestRepair:
         """Rebuild a damaged manifest (the call a damaged-manifest error names), then sync.

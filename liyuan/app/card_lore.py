@@ -15,7 +15,7 @@ from pathlib import Path
 from liyuan.app.activity import Activity
 from liyuan.card.manual import HANDBOOK_REF
 from liyuan.card.sync import CardMemory
-from liyuan.errors import ConfigError, MemoryFileError
+from liyuan.errors import MemoryFileError, StateError
 from liyuan.lore.cards import ImportedCard, card_greetings, read_card
 from liyuan.lore.model import LoreBook, LoreEntry
 from liyuan.lore.provenance import adopt, propose_from_handbook
@@ -52,11 +52,11 @@ class CardLore:
 
         Raises:
             CardImportError: The file cannot be imported (the message says why); nothing is written.
-            ConfigError: The card has a lore book already and ``replace`` is False; nothing is written.
+            StateError: The card has a lore book already and ``replace`` is False; nothing is written.
         """
         card = read_card(path, user_name=self.user_name)
         if card.book is not None and not replace and (self.path / LORE_FILE).exists():
-            raise ConfigError(f"这张卡已经有设定集（{LORE_FILE}）：要用导入的换掉它，传 replace=True")
+            raise StateError(f"这张卡已经有设定集（{LORE_FILE}）：要用导入的换掉它，传 replace=True")
         if card.book is not None:
             self._lore.save(card.book)
         if card.is_card:

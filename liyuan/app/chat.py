@@ -33,7 +33,7 @@ from liyuan.context.assemble import prepare_turn
 from liyuan.context.record import TurnRecord
 from liyuan.discussion.compact import run_discussion_compaction
 from liyuan.discussion.messages import agent_history, as_chat_messages
-from liyuan.errors import ConfigError, MemoryFileError
+from liyuan.errors import ConfigError, MemoryFileError, StateError
 from liyuan.lore.activate import LoreReport
 from liyuan.lore.match import LoreIndex
 from liyuan.model import ChatMessage, ChatModel, Usage
@@ -144,6 +144,7 @@ class Chat:
 
         Raises:
             ConfigError: Empty text or an unknown mode.
+            StateError: The chat is closed.
         """
         if not user_text.strip():
             raise ConfigError("用户消息不能为空")
@@ -166,7 +167,8 @@ class Chat:
         words stay off the tree, so nothing is recorded and no reply is expected.
 
         Raises:
-            ConfigError: Empty text, or the chat is closed.
+            ConfigError: Empty text.
+            StateError: The chat is closed.
         """
         if not user_text.strip():
             raise ConfigError("用户消息不能为空")
@@ -188,14 +190,14 @@ class Chat:
             The reply's entry.
 
         Raises:
-            ConfigError: No user message waits for a reply (call :meth:`prepare` first),
+            StateError: No user message waits for a reply (call :meth:`prepare` first),
                 or the chat is closed.
         """
         self._check_open()
         with self.tree.lock:
             leaf = self.tree.get(self.tree.leaf_id) if self.tree.leaf_id else None
             if leaf is None or not awaits_reply(leaf):
-                raise ConfigError("没有等待回复的用户消息：先调用 prepare()，或 reroll() 重来这一轮")
+                raise StateError("没有等待回复的用户消息：先调用 prepare()，或 reroll() 重来这一轮")
             agent = leaf.body.get("mode") == "agent"
             fields: dict[str, Any] = {"mode": "agent"} if agent else {}
             if (counts := _usage_dict(usage)) is not None:
@@ -233,14 +235,14 @@ class Chat:
         """Answer the last user message again: the next :meth:`record` forks a sibling reply.
 
         Raises:
-            ConfigError: The branch has no user message yet, or the chat is closed.
+            StateError: The branch has no user message yet, or the chat is closed.
         """
         self._check_open()
         with self.tree.lock:
             branch = self.tree.branch()
             user = next((e for e in reversed(branch) if e.type == "message" and e.role == "user"), None)
             if user is None:
-                raise ConfigError("这一局还没有可以重来的一轮")
+                raise StateError("这一局还没有可以重来的一轮")
             self.tree.navigate(user.id)
         return self._assemble(user, user.text, ledger=ledger, roster=roster, lore_index=lore_index, extra=extra)
 
@@ -268,10 +270,10 @@ class Chat:
         """Manual ``/compact``: no waiting for the period, a 500-character floor.
 
         Raises:
-            ConfigError: No side model is configured.
+            StateError: No side model is configured, or the chat is closed.
         """
         if self._model is None:
-            raise ConfigError("没有配置旁路模型（side_model），无法压缩")
+            raise StateError("没有配置旁路模型（side_model），无法压缩")
         self._check_open()
         busy = not self._drain()  # a stuck compaction is still under way
         model, cfg = self._model, self._config
@@ -313,7 +315,7 @@ class Chat:
         # Checked before anything is written: a closed lane takes no work, so a reply
         # appended here would get none of its memory work and the call would fail half done.
         if self._closed:
-            raise ConfigError(f"局 {self.id} 已关闭（卡已关闭或这一局已删除）：请用 card.chat() 重新打开")
+            raise StateError(f"局 {self.id} 已关闭（卡已关闭或这一局已删除）：请用 card.chat() 重新打开")
 
     def _assemble(self, user: Entry | None, user_text: str, *, ledger: Ledger | None, roster: str | None,
                   lore_index: str, extra: Sequence[str]) -> Turn:

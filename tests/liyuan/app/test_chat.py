@@ -19,6 +19,7 @@ from liyuan import (
     MemoryConfig,
     ModelError,
     ModelRequest,
+    StateError,
     TreeError,
 )
 from liyuan.app import Lane
@@ -72,8 +73,10 @@ def test_record_without_a_waiting_user_message_is_refused_and_writes_nothing(tmp
     with open_card(tmp_path, background=False) as card:
         chat = card.chat("jA", greeting="雾。")
         before = len(chat.tree)
-        with pytest.raises(ConfigError, match="prepare"):
+        with pytest.raises(StateError, match="prepare") as refused:
             chat.record("没人问我。")
+        # a state error, not a caller's bad argument: an app's ValueError handler must not swallow it
+        assert not isinstance(refused.value, ConfigError | ValueError)
         assert len(chat.tree) == before
         with pytest.raises(ConfigError):
             chat.prepare("   ")
@@ -178,7 +181,7 @@ def test_without_a_side_model_nothing_is_sent_and_manual_compaction_is_refused(t
         play(card, 40)
         chat = card.chat("jA")
         assert chat.summary is None and card.sync() is None
-        with pytest.raises(ConfigError, match="side_model"):
+        with pytest.raises(StateError, match="side_model"):
             chat.compact_now()
         assert card.memory.list_memory() == []
 
@@ -264,10 +267,20 @@ def test_an_imported_chat_continues_from_its_end(tmp_path: Path) -> None:
         turn = chat.prepare("我把那本书放回架上。")
         assert turn.user_entry.parent_id == last.id
         assert len(turn.messages) > 10 and turn.messages[-1].content.endswith("我把那本书放回架上。")
-        with pytest.raises(ConfigError, match="已经有会话"):
+        with pytest.raises(StateError, match="已经有会话"):
             card.import_chat(IMPORTS / "bookshop.jsonl", "shop")
         broken = tmp_path / "broken.jsonl"
         broken.write_text('{"user_name": "甲", "character_name": "乙"}\n{"mes": \n', encoding="utf-8")
         with pytest.raises(ChatImportError):
             card.import_chat(broken, "other", format="sillytavern")
         assert "other" not in card.chat_ids() and not (card.path / "对话" / "other").exists()
+
+
+def test_card_memory_is_one_object_until_the_side_model_is_replaced(tmp_path: Path) -> None:
+    with open_card(tmp_path, background=False) as card:
+        first = card.memory
+        assert card.memory is first  # every turn reads the resident summary through it
+        side = summariser()
+        card.side_model = side
+        replaced = card.memory
+        assert replaced is not first and replaced.model is side and card.memory is replaced

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from liyuan import AsyncCard, Card, Completion, ConfigError, FunctionModel, MemoryConfig, ModelRequest
+from liyuan import AsyncCard, Card, Completion, ConfigError, FunctionModel, MemoryConfig, ModelRequest, StateError
 from liyuan.app.chat import Chat
 from liyuan.story import compact as compact_module
 from liyuan.story.backoff import COMPACT_FAILED_TYPE
@@ -52,7 +52,7 @@ def test_a_chat_handle_kept_after_delete_is_refused_with_a_clear_error(tmp_path:
         chat.prepare("开门。")
         chat.record("她没开。")
         assert card.delete_chat("jA")
-        with pytest.raises(ConfigError, match="已关闭"):
+        with pytest.raises(StateError, match="已关闭"):
             chat.prepare("还在吗？")
         assert card.chat_ids() == []
 
@@ -63,7 +63,7 @@ def test_record_on_a_chat_of_a_closed_card_is_refused_before_anything_is_written
     chat.prepare("开门。")
     assert card.close()
     before = len(chat.tree)
-    with pytest.raises(ConfigError, match="已关闭"):
+    with pytest.raises(StateError, match="已关闭"):
         chat.record("她没开。")
     assert len(chat.tree) == before
 

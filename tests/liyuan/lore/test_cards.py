@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from liyuan import Card
-from liyuan.errors import CardImportError, ConfigError
+from liyuan.errors import CardImportError, StateError
 from liyuan.lore import LORE_FILE, load_book
 from liyuan.lore.cards import read_card
 from liyuan.lore.containers import MAX_FILE_BYTES
@@ -80,7 +80,7 @@ def test_card_import_writes_card_and_lore_and_greets(tmp_path: Path) -> None:
         turn = chat.prepare("我们回雾港吧")
         assert turn.lore is not None and "雾港" in turn.lore.included
         assert "【相关设定】\n「雾港」\n雾港终年起雾，阿溯在这里长大。" in turn.messages[-1].content
-        with pytest.raises(ConfigError, match="已经有设定集"):
+        with pytest.raises(StateError, match="已经有设定集"):
             card.import_card(write(tmp_path, "w.json", world_info()))
         card.import_card(tmp_path / "w.json", replace=True)
         assert card.lore is not None and card.lore.entries[0].title == "渡口"
