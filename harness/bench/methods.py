@@ -25,7 +25,7 @@ from liyuan.vector import (
     VectorConfig,
     VectorMemory,
 )
-from liyuan.vector.config import RecallMode
+from liyuan.vector.config import MAX_CHUNKS, RecallMode
 from liyuan.vector.embed import embed_query
 from liyuan.vector.search import Fusion
 
@@ -119,7 +119,7 @@ def memory_for(folder: Path, method: Method, *, max_chunks: int = 5000, remember
     config = VectorConfig(
         enabled=True, search_top_k=TOP_K, embedder=method.embedder,  # type: ignore[arg-type]
         recall_mode=method.mode, lexical_tokenizer=method.tokenizer,  # type: ignore[arg-type]
-        stores={EXTERNAL: StoreConfig("额外数据库", True, 0, max_chunks)},
+        stores={EXTERNAL: StoreConfig("额外数据库", True, 0, min(max_chunks, MAX_CHUNKS))},
     )
     store = SqliteChunkStore(folder / f"{method.name}.sqlite")
     chosen = memo(method.embedder) if remember else embedder(method.embedder)

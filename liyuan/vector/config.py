@@ -3,7 +3,8 @@
 Invariants:
 
 - A missing file means the defaults; the master switch ``enabled`` is ``False``.
-- Counts are clamped to their documented ranges, never rejected: ``search_top_k`` to
+- In the file, counts are clamped to their documented ranges, never rejected (a
+  :class:`VectorConfig` built in code refuses them instead, like ``MemoryConfig``): ``search_top_k`` to
   1..20, ``e5_threads`` to 1..64, the narrative store's ``max_chunks`` to 20..50000, every other store's to
   100..50000, ``every_n_turns`` to 0..1000 (0 = no automatic writes).
 - ``fusion_weights`` are rejected, not clamped, when wrong (a weight is a choice, not a
@@ -70,6 +71,7 @@ __all__ = [
     "EXTERNAL",
     "LEGACY_DEFAULT_BASE_URL",
     "MASKED_KEY",
+    "MAX_CHUNKS",
     "NARRATIVE",
     "SCRIPTS",
     "EmbedderName",
@@ -126,7 +128,25 @@ chats, issue 15). A 600-beat chat writes one narrative version per beat plus its
 archived text in 600-character chunks, about 1,200 rows for beats of 500 characters:
 nothing is evicted (tested). Recall latency is measured at 5,000 chunks."""
 RecallMode = Literal["hybrid", "semantic", "lexical"]
+RECALL_MODES: tuple[str, ...] = ("hybrid", "semantic", "lexical")
 LexicalTokenizer = Literal["bigram", "jieba"]
+LEXICAL_TOKENIZERS: tuple[str, ...] = ("bigram", "jieba")
+MAX_CHUNKS = 50000
+"""The largest cap a store may have (recall latency is measured up to it)."""
+MIN_CHUNKS = {NARRATIVE: 20, EXTERNAL: 100}
+"""The smallest cap by store; a store of another name has the external store's."""
+
+
+def _check_type(where: str, value: Any, kind: type) -> None:
+    # bool is an int in Python: True must not pass as a count, nor 1 as a switch.
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        raise ConfigError(f"{where} 类型不对：应为 {kind.__name__}，实际是 {value!r}")
+
+
+def _check_range(where: str, value: Any, low: int, high: int) -> None:
+    _check_type(where, value, int)
+    if not low <= value <= high:
+        raise ConfigError(f"{where} 应在 {low} 到 {high} 之间，实际是 {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +160,12 @@ class StoreConfig:
     """Per-beat ingest period; 0 means this store is never written automatically."""
     max_chunks: int = 5000
     """FIFO cap: the oldest chunks are evicted beyond it."""
+
+    def __post_init__(self) -> None:
+        _check_type("StoreConfig.name", self.name, str)
+        _check_type("StoreConfig.enabled", self.enabled, bool)
+        _check_range("StoreConfig.every_n_turns", self.every_n_turns, 0, 1000)
+        _check_range("StoreConfig.max_chunks", self.max_chunks, MIN_CHUNKS[NARRATIVE], MAX_CHUNKS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +209,25 @@ class VectorConfig:
     stores: dict[str, StoreConfig] = field(default_factory=_default_stores)
     fusion_weights: dict[str, dict[str, float]] = field(default_factory=lambda: _copy_weights(DEFAULT_FUSION_WEIGHTS))
     """Embedding-list weight by embedder and query script (see the module docstring)."""
+
+    def __post_init__(self) -> None:
+        # Checked like MemoryConfig: a value built in code is refused where the file
+        # loader would clamp it (a file is someone's settings; code is a programmer's choice).
+        for name in ("enabled", "inject_on_turn"):
+            _check_type(f"VectorConfig.{name}", getattr(self, name), bool)
+        _check_range("VectorConfig.search_top_k", self.search_top_k, 1, 20)
+        _check_range("VectorConfig.e5_threads", self.e5_threads, 1, 64)
+        for name, allowed in (("embedder", EMBEDDER_NAMES), ("recall_mode", RECALL_MODES),
+                              ("lexical_tokenizer", LEXICAL_TOKENIZERS)):
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"VectorConfig.{name} 只能是 {'/'.join(allowed)}，实际是 {getattr(self, name)!r}")
+        _check_type("VectorConfig.openai", self.openai, OpenAIEmbedConfig)
+        _check_type("VectorConfig.stores", self.stores, dict)
+        for store_id, store in self.stores.items():
+            _check_type(f"VectorConfig.stores[{store_id!r}]", store, StoreConfig)
+            low = MIN_CHUNKS.get(store_id, MIN_CHUNKS[EXTERNAL])
+            _check_range(f"VectorConfig.stores[{store_id!r}].max_chunks", store.max_chunks, low, MAX_CHUNKS)
+        _weights_from(self.fusion_weights)  # raises on an unknown name, a bad script or weight
 
     def semantic_weight(self, embedder: str, script: str) -> float:
         """The embedding list's fusion weight for ``embedder`` on a query of ``script``."""
@@ -292,12 +337,12 @@ def _store_from(store_id: str, raw: Any, default: StoreConfig | None) -> StoreCo
         raise ConfigError(f"{where} 应为对象")
     _known_keys(raw, ("name", "enabled", "every_n_turns", "max_chunks"), f"{where}.")
     base = default or StoreConfig(store_id)
-    low = 20 if store_id == NARRATIVE else 100
+    low = MIN_CHUNKS.get(store_id, MIN_CHUNKS[EXTERNAL])
     return StoreConfig(
         name=_typed(raw, "name", str, base.name, where) or base.name,
         enabled=_typed(raw, "enabled", bool, base.enabled, where),
         every_n_turns=_clamp(_typed(raw, "every_n_turns", int, base.every_n_turns, where), 0, 1000),
-        max_chunks=_clamp(_typed(raw, "max_chunks", int, base.max_chunks, where), low, 50000),
+        max_chunks=_clamp(_typed(raw, "max_chunks", int, base.max_chunks, where), low, MAX_CHUNKS),
     )
 
 
@@ -345,8 +390,8 @@ def config_from_dict(raw: Any) -> VectorConfig:
         inject_on_turn=_typed(raw, "inject_on_turn", bool, defaults.inject_on_turn, "config"),
         embedder=_choice(raw, "embedder", EMBEDDER_NAMES, defaults.embedder),  # type: ignore[arg-type]
         e5_threads=_clamp(_typed(raw, "e5_threads", int, defaults.e5_threads, "config"), 1, 64),
-        recall_mode=_choice(raw, "recall_mode", ("hybrid", "semantic", "lexical"), defaults.recall_mode),  # type: ignore[arg-type]
-        lexical_tokenizer=_choice(raw, "lexical_tokenizer", ("bigram", "jieba"), defaults.lexical_tokenizer),  # type: ignore[arg-type]
+        recall_mode=_choice(raw, "recall_mode", RECALL_MODES, defaults.recall_mode),  # type: ignore[arg-type]
+        lexical_tokenizer=_choice(raw, "lexical_tokenizer", LEXICAL_TOKENIZERS, defaults.lexical_tokenizer),  # type: ignore[arg-type]
         openai=openai,
         stores=stores,
         fusion_weights=_weights_from(raw.get("fusion_weights", {})),

@@ -8,13 +8,14 @@ config with no error, while ``MemoryConfig.from_dict`` refused them), and ``1e40
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from liyuan.config import MemoryConfig
 from liyuan.errors import ConfigError
-from liyuan.vector.config import config_from_dict, load_config
+from liyuan.vector.config import EXTERNAL, StoreConfig, VectorConfig, config_from_dict, load_config
 
 
 @pytest.mark.parametrize(("data", "key"), [
@@ -67,3 +68,30 @@ def test_the_loader_knows_every_key_the_writer_writes() -> None:
     from liyuan.vector.config import _TOP_KEYS, VectorConfig, config_to_dict
 
     assert set(_TOP_KEYS) == set(config_to_dict(VectorConfig()))
+
+
+@pytest.mark.parametrize(("build", "named"), [
+    (lambda: VectorConfig(search_top_k=-5), "search_top_k"),
+    (lambda: VectorConfig(search_top_k=True), "search_top_k"),
+    (lambda: VectorConfig(e5_threads=0), "e5_threads"),
+    (lambda: VectorConfig(enabled=1), "enabled"),  # type: ignore[arg-type]
+    (lambda: VectorConfig(embedder="bert"), "embedder"),  # type: ignore[arg-type]
+    (lambda: VectorConfig(recall_mode="fuzzy"), "recall_mode"),  # type: ignore[arg-type]
+    (lambda: VectorConfig(fusion_weights={"hash": {"cjk": 1.0}}), "hash"),
+    (lambda: VectorConfig(stores={EXTERNAL: StoreConfig("额外数据库", True, 0, 50)}), "max_chunks"),
+    (lambda: StoreConfig("剧情数据库", True, -1, 5000), "every_n_turns"),
+    (lambda: StoreConfig("剧情数据库", True, 3, 50001), "max_chunks"),
+])
+def test_a_config_built_in_code_refuses_what_the_file_would_clamp(build: Callable[[], object], named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        build()
+
+
+def test_what_the_file_loader_builds_is_always_valid_for_the_constructor() -> None:
+    # The loader clamps; the constructor then accepts its result (both ends of every range).
+    low = config_from_dict({"search_top_k": -5, "e5_threads": 0,
+                            "stores": {"narrative": {"max_chunks": 1}, "x": {"max_chunks": 1}}})
+    high = config_from_dict({"search_top_k": 99, "e5_threads": 999, "stores": {"narrative": {"max_chunks": 10**9}}})
+    assert (low.search_top_k, low.e5_threads, low.store("narrative").max_chunks, low.store("x").max_chunks) \
+        == (1, 1, 20, 100)
+    assert (high.search_top_k, high.e5_threads, high.store("narrative").max_chunks) == (20, 64, 50000)
