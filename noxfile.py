@@ -25,7 +25,8 @@ nox.options.default_venv_backend = "venv"
 PYTHON = "3.11"
 NEWER_PYTHONS = ["3.12", "3.13"]
 """``requires-python >= 3.11``: the full suite runs on 3.11, the library's tests on these too."""
-LIBRARY_TESTS = ["tests/liyuan", "tests/test_examples.py", "tests/test_imports.py", "tests/test_install.py"]
+LIBRARY_TESTS = ["tests/liyuan", "tests/test_examples.py", "tests/test_exports.py", "tests/test_imports.py",
+                 "tests/test_install.py"]
 TEST_EXTRAS = ".[dev,harness,docs,vector,semantic,browser]"
 
 

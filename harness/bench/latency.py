@@ -21,16 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from liyuan.vector import (
-    EXTERNAL,
-    NARRATIVE,
-    SqliteChunkStore,
-    StoreConfig,
-    VectorConfig,
-    VectorMemory,
-    recall_for_beat,
-)
-from liyuan.vector.recall import RECALL_TIMEOUT_S, bounded_archive
+from liyuan.vector import SqliteChunkStore, StoreConfig, VectorConfig, VectorMemory
+from liyuan.vector.config import EXTERNAL, NARRATIVE
+from liyuan.vector.recall import RECALL_TIMEOUT_S, bounded_archive, recall_for_beat
 from liyuan.vector.store import NewChunk
 
 from .methods import (

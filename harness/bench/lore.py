@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from liyuan.context.budget import RESIDENT_ENVELOPE_CHARS
-from liyuan.lore import LoreBook, LoreEntry, LoreIndex, load_book, lore_for_turn, lore_share_chars, save_book
+from liyuan.lore import LoreBook, LoreEntry, load_book, save_book
+from liyuan.lore.activate import lore_for_turn, lore_share_chars
+from liyuan.lore.match import LoreIndex
 from liyuan.lore.store import CACHE_FILE
 
 __all__ = ["TARGET_MS", "lore_table", "print_lore", "synthetic_book", "synthetic_turns"]

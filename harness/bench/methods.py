@@ -15,7 +15,6 @@ import numpy as np
 import yaml
 
 from liyuan.vector import (
-    EXTERNAL,
     E5Embedder,
     Embedder,
     HashEmbedder,
@@ -25,7 +24,7 @@ from liyuan.vector import (
     VectorConfig,
     VectorMemory,
 )
-from liyuan.vector.config import MAX_CHUNKS, RecallMode
+from liyuan.vector.config import EXTERNAL, MAX_CHUNKS, RecallMode
 from liyuan.vector.embed import embed_query
 from liyuan.vector.search import Fusion
 

@@ -15,7 +15,8 @@ from typing import Any
 from liyuan.app import Turn
 from liyuan.config import MemoryConfig
 from liyuan.errors import ConfigError
-from liyuan.lore import LORE_FILE, LoreBook, LoreReport, lore_share_chars
+from liyuan.lore import LORE_FILE, LoreBook, LoreReport
+from liyuan.lore.activate import lore_share_chars
 
 from ..running.scenario import StepSpec
 from ..running.state import ScenarioRun, StepResult, handler

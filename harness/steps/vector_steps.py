@@ -11,7 +11,8 @@ same vectors on every machine, so recalled lines are byte-stable.
 from __future__ import annotations
 
 from liyuan.errors import ConfigError
-from liyuan.vector import branch_ids_of, on_current_branch, recall_for_beat
+from liyuan.vector.recall import branch_ids_of, recall_for_beat
+from liyuan.vector.search import on_current_branch
 
 from ..running.scenario import StepSpec
 from ..running.state import ScenarioRun, StepResult, handler

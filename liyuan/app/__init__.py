@@ -8,21 +8,18 @@ app's turn; every activity line reaches the app's listener, none is printed.
 
 from __future__ import annotations
 
-from liyuan.app.activity import Activity, ActivityKind, Lane, Listener
+from liyuan.app.activity import Activity, ActivityKind, Listener
 from liyuan.app.aio import AsyncCard, AsyncChat
-from liyuan.app.card import VECTOR_STORE_FILE, Card
-from liyuan.app.chat import Chat, Mode, Turn
+from liyuan.app.card import Card
+from liyuan.app.chat import Chat, Turn
 
 __all__ = [
-    "VECTOR_STORE_FILE",
     "Activity",
     "ActivityKind",
     "AsyncCard",
     "AsyncChat",
     "Card",
     "Chat",
-    "Lane",
     "Listener",
-    "Mode",
     "Turn",
 ]

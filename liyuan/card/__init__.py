@@ -24,100 +24,17 @@ raise :class:`~liyuan.errors.VersionConflict`).
 
 from __future__ import annotations
 
-from liyuan.card.files import (
-    CHAT_META_FILE,
-    CHATS_DIR,
-    HANDBOOK_FILE,
-    HISTORY_DIR,
-    HISTORY_KEEP,
-    MANIFEST_FILE,
-    MEMORY_DIR,
-    RECAPS_DIR,
-    RESIDENT_FILE,
-    SESSIONS_DIR,
-    CardLayout,
-    MemoryFiles,
-    atomic_write_text,
-    source_mark_of,
-    validate_chat_id,
-)
-from liyuan.card.inputs import (
-    RECAP_INPUT_MAX_CHARS,
-    ChangedRecap,
-    ChatEvidence,
-    RecapDiff,
-    branch_of_session_file,
-    collect_chat_evidence,
-    diff_recaps,
-)
-from liyuan.card.manifest import Manifest, ManualState, RecapRecord, load_manifest
-from liyuan.card.manual import (
-    HANDBOOK_REF,
-    RESIDENT_REF,
-    STALE_VERSION_MESSAGE,
-    MemoryDoc,
-    MemoryHit,
-    recap_ref,
-)
-from liyuan.card.prompts import (
-    HANDBOOK_MARK,
-    RESIDENT_HEADING,
-    RESIDENT_MARK,
-    build_merge_prompt,
-    build_recap_prompt,
-    neutralize,
-    parse_merge_result,
-    strip_fence,
-)
-from liyuan.card.repair import ManifestRepair, repair_manifest
+from liyuan.card.files import validate_chat_id
+from liyuan.card.manual import MemoryDoc, MemoryHit
+from liyuan.card.repair import ManifestRepair
 from liyuan.card.sync import CardMemory, MergeStatus, SyncOutcome
-from liyuan.card.worker import SyncWorker
 
 __all__ = [
-    "CHATS_DIR",
-    "CHAT_META_FILE",
-    "HANDBOOK_FILE",
-    "HANDBOOK_MARK",
-    "HANDBOOK_REF",
-    "HISTORY_DIR",
-    "HISTORY_KEEP",
-    "MANIFEST_FILE",
-    "MEMORY_DIR",
-    "RECAPS_DIR",
-    "RECAP_INPUT_MAX_CHARS",
-    "RESIDENT_FILE",
-    "RESIDENT_HEADING",
-    "RESIDENT_MARK",
-    "RESIDENT_REF",
-    "SESSIONS_DIR",
-    "STALE_VERSION_MESSAGE",
-    "CardLayout",
     "CardMemory",
-    "ChangedRecap",
-    "ChatEvidence",
-    "Manifest",
     "ManifestRepair",
-    "ManualState",
     "MemoryDoc",
-    "MemoryFiles",
     "MemoryHit",
     "MergeStatus",
-    "RecapDiff",
-    "RecapRecord",
     "SyncOutcome",
-    "SyncWorker",
-    "atomic_write_text",
-    "branch_of_session_file",
-    "build_merge_prompt",
-    "build_recap_prompt",
-    "collect_chat_evidence",
-    "diff_recaps",
-    "load_manifest",
-    "neutralize",
-    "parse_merge_result",
-    "recap_ref",
-    "repair_manifest",
-    "source_mark_of",
-    "strip_fence",
     "validate_chat_id",
 ]

@@ -8,36 +8,10 @@ and only the resident summary yields. Everything here is pure.
 
 from __future__ import annotations
 
-from liyuan.context.assemble import (
-    SUMMARY_OPENING,
-    Injection,
-    PreparedTurn,
-    assemble_turn,
-    build_context,
-    prepare_turn,
-)
-from liyuan.context.budget import (
-    OMITTED_MARKER,
-    RESIDENT_ENVELOPE_CHARS,
-    RESIDENT_MAX_CHARS,
-    RESIDENT_MIN_USEFUL_CHARS,
-    fit_resident_summary,
-    other_chars_for,
-    resident_allowance,
-)
+from liyuan.context.assemble import Injection, PreparedTurn, prepare_turn
 
 __all__ = [
-    "OMITTED_MARKER",
-    "RESIDENT_ENVELOPE_CHARS",
-    "RESIDENT_MAX_CHARS",
-    "RESIDENT_MIN_USEFUL_CHARS",
-    "SUMMARY_OPENING",
     "Injection",
     "PreparedTurn",
-    "assemble_turn",
-    "build_context",
-    "fit_resident_summary",
-    "other_chars_for",
     "prepare_turn",
-    "resident_allowance",
 ]

@@ -15,9 +15,10 @@ Invariants of :func:`build_context`:
   summary or a recalled chunk is made inert (:func:`inert_block_headings`), so the app's
   model sees one 【前情提要】 opening and one 【世界状态】 block.
 
-:func:`assemble_turn` is what a caller normally wants: it also fits the resident summary
-to the budget it shares with the in-session summary, ledger and roster, reading the
-branch's history once.
+:func:`prepare_turn` is the one way to assemble a turn: it also fits the resident summary
+to the budget it shares with the in-session summary, ledger, roster and lore, reading the
+branch's history once, and keeps the turn's record. :func:`build_context` is its last step
+alone (no budget), for tests and for the docs that show the order of the messages.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from liyuan.session.entries import Entry, is_message
 from liyuan.story.history import ActiveSummary, History, HistoryItem, history_of_tail, rebuild_history, story_tail
 from liyuan.text import utf16_len
 
-__all__ = ["BLOCK_NAMES", "SUMMARY_OPENING", "Injection", "PreparedTurn", "assemble_turn", "build_context",
+__all__ = ["BLOCK_NAMES", "SUMMARY_OPENING", "Injection", "PreparedTurn", "build_context",
            "inert_block_headings", "prepare_turn"]
 
 SUMMARY_OPENING = "【前情提要】以下是更早剧情的接力摘要，是既定事实："
@@ -158,8 +159,9 @@ def build_context(
 ) -> list[ChatMessage]:
     """Assemble the messages for one turn (system prompt not included).
 
-    The resident summary is sent as given: fit it first
-    (:func:`liyuan.context.budget.fit_resident_summary`), or call :func:`assemble_turn`, which does.
+    The assembly step alone: the resident summary is sent as given, nothing is budgeted
+    and nothing recorded. A turn is assembled by :func:`prepare_turn`, which fits the
+    resident summary and the lore first; this step is what it ends with.
 
     Args:
         branch: The persisted branch, root to leaf.
@@ -179,7 +181,7 @@ class PreparedTurn:
     """One assembled turn and what went into it (see :func:`prepare_turn`)."""
 
     messages: list[ChatMessage]
-    """What :func:`assemble_turn` returns."""
+    """The messages to send (system prompt not included)."""
     summary: str | None
     """The branch's in-session relay summary, if any."""
     resident: str | None
@@ -259,11 +261,23 @@ def prepare_turn(
     lore: LoreIndex | None = None,
     lore_share: float = DEFAULT_LORE_SHARE,
 ) -> PreparedTurn:
-    """:func:`assemble_turn`, keeping what went into the messages and the turn's record.
+    """Assemble one role-play turn, resident summary fitted to the shared budget.
 
-    Arguments as for :func:`assemble_turn`, and:
+    The one way to assemble a turn (:class:`liyuan.Chat` calls it): reads the branch's
+    history once; the in-session summary, the ledger text, the roster and the lore take
+    their share of the envelope first (:func:`liyuan.context.budget.other_chars_for`), and
+    the resident summary gets what is left
+    (:func:`liyuan.context.budget.fit_resident_summary`): cut at a paragraph, or dropped.
 
     Args:
+        branch: The persisted branch, root to leaf.
+        user_text: The new user message (empty on a regenerate).
+        resident_summary: The card's resident summary as stored, unfitted.
+        state_text: The ledger as :func:`liyuan.session.state.format_state` writes it.
+        roster: The 【登场名录】 (:func:`liyuan.session.state.format_roster`).
+        lore_index: The lore book's titles, already cut to their budget.
+        recall_lines: Vector-memory hits, one ``- ...`` line each.
+        extra: Further complete blocks for the tail (author's note ...).
         lore: The card's lore book, indexed: the kept turns and the new words activate its
             entries (【相关设定】) and its titles fill 【设定集索引】, within
             ``lore_share`` of ``budget_chars``. A ``lore_index`` given as text replaces the
@@ -291,37 +305,3 @@ def prepare_turn(
                      budget_chars, report)
     return PreparedTurn(messages, history.summary, resident, injection, record, report)
 
-
-def assemble_turn(
-    branch: Sequence[Entry],
-    user_text: str,
-    *,
-    resident_summary: str | None = None,
-    state_text: str,
-    roster: str = "",
-    lore_index: str = "",
-    recall_lines: Sequence[str] = (),
-    extra: Sequence[str] = (),
-) -> list[ChatMessage]:
-    """Assemble one role-play turn, resident summary fitted to the shared budget.
-
-    Reads the branch's history once; the in-session summary, the ledger text and the
-    roster take their share of the envelope first
-    (:func:`liyuan.context.budget.other_chars_for`), and the resident summary gets what is left
-    (:func:`liyuan.context.budget.fit_resident_summary`): cut at a paragraph, or dropped.
-
-    Args:
-        branch: The persisted branch, root to leaf.
-        user_text: The new user message (empty on a regenerate).
-        resident_summary: The card's resident summary as stored, unfitted.
-        state_text: The ledger as :func:`liyuan.session.state.format_state` writes it.
-        roster: The 【登场名录】 (:func:`liyuan.session.state.format_roster`).
-        lore_index: The lore book's titles, already cut to their budget.
-        recall_lines: Vector-memory hits, one ``- ...`` line each.
-        extra: Further complete blocks for the tail (author's note ...).
-
-    Returns:
-        The messages, as :func:`build_context` builds them.
-    """
-    return prepare_turn(branch, user_text, resident_summary=resident_summary, state_text=state_text,
-                        roster=roster, lore_index=lore_index, recall_lines=recall_lines, extra=extra).messages

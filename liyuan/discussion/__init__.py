@@ -9,52 +9,14 @@ anywhere) so that the harness can show why role-play does not use it; it is not 
 
 from __future__ import annotations
 
-from liyuan.discussion.compact import (
-    DiscussionOutcome,
-    DiscussionPlan,
-    build_discussion_prompt,
-    plan_discussion_compaction,
-    run_discussion_compaction,
-    validate_discussion_summary,
-)
-from liyuan.discussion.messages import (
-    DISCUSSION_MAX_TOKENS,
-    DISCUSSION_OPENING,
-    DISCUSSION_SUMMARY_TYPE,
-    KEEP_RECENT_TOKENS,
-    RESERVE_TOKENS,
-    TOOL_TEXT_LIMIT,
-    AgentMessage,
-    LiveDiscussion,
-    ToolCall,
-    agent_history,
-    agent_messages,
-    as_chat_messages,
-    estimate_message_tokens,
-    live_discussion,
-    serialize_discussion,
-)
+from liyuan.discussion.compact import DiscussionOutcome, run_discussion_compaction
+from liyuan.discussion.messages import AgentMessage, LiveDiscussion, ToolCall, live_discussion
 
 __all__ = [
-    "DISCUSSION_MAX_TOKENS",
-    "DISCUSSION_OPENING",
-    "DISCUSSION_SUMMARY_TYPE",
-    "KEEP_RECENT_TOKENS",
-    "RESERVE_TOKENS",
-    "TOOL_TEXT_LIMIT",
     "AgentMessage",
     "DiscussionOutcome",
-    "DiscussionPlan",
     "LiveDiscussion",
     "ToolCall",
-    "agent_history",
-    "agent_messages",
-    "as_chat_messages",
-    "build_discussion_prompt",
-    "estimate_message_tokens",
     "live_discussion",
-    "plan_discussion_compaction",
     "run_discussion_compaction",
-    "serialize_discussion",
-    "validate_discussion_summary",
 ]

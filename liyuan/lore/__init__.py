@@ -11,53 +11,17 @@ are read by :mod:`liyuan.lore.cards`, with a clear error and nothing written on 
 
 from __future__ import annotations
 
-from liyuan.lore.activate import (
-    DEFAULT_LORE_SHARE,
-    LoreBlocks,
-    LoreCut,
-    LoreHit,
-    LoreReport,
-    activate_entries,
-    fit_lore,
-    lore_for_turn,
-    lore_share_chars,
-    turn_segments,
-)
-from liyuan.lore.match import LoreIndex, RegexClock
-from liyuan.lore.model import (
-    DEFAULT_SCAN_TURNS,
-    LORE_INDEX_MAX_CHARS,
-    LoreBook,
-    LoreEntry,
-    book_from_dict,
-    entry_from_dict,
-)
-from liyuan.lore.store import CARD_FILE, LORE_FILE, LoreShelf, dump_book, load_book, parse_book, save_book
+from liyuan.lore.activate import LoreHit, LoreReport
+from liyuan.lore.model import LoreBook, LoreEntry
+from liyuan.lore.store import LORE_FILE, load_book, parse_book, save_book
 
 __all__ = [
-    "CARD_FILE",
-    "DEFAULT_LORE_SHARE",
-    "DEFAULT_SCAN_TURNS",
     "LORE_FILE",
-    "LORE_INDEX_MAX_CHARS",
-    "LoreBlocks",
     "LoreBook",
-    "LoreCut",
     "LoreEntry",
     "LoreHit",
-    "LoreIndex",
     "LoreReport",
-    "LoreShelf",
-    "RegexClock",
-    "activate_entries",
-    "book_from_dict",
-    "dump_book",
-    "entry_from_dict",
-    "fit_lore",
     "load_book",
-    "lore_for_turn",
-    "lore_share_chars",
     "parse_book",
     "save_book",
-    "turn_segments",
 ]

@@ -10,83 +10,19 @@ Chats from elsewhere (SillyTavern, OpenAI-format logs, transcripts) come in thro
 
 from __future__ import annotations
 
-from liyuan.session.branch import BranchView, branch_to
-from liyuan.session.damage import PROBLEM_KINDS
-from liyuan.session.entries import (
-    DAMAGED_ENTRY_TYPE,
-    IMPORT_NOTE_TYPE,
-    SESSION_VERSION,
-    Entry,
-    SessionContent,
-    SessionProblem,
-    args_json,
-    custom,
-    is_message,
-    last_usage,
-    message,
-    parse_entry,
-    read_entries,
-    thinking,
-    tool_calls,
-    usage_tokens,
-)
-from liyuan.session.imports import (
-    ChatImportError,
-    ChatReader,
-    ChatSource,
-    ImportedChat,
-    ImportedMessage,
-    import_chat,
-    read_chat,
-    safe_chat_id,
-)
-from liyuan.session.state import (
-    EMPTY_STATE_TEXT,
-    STATE_ENTRY_TYPE,
-    Character,
-    Ledger,
-    format_roster,
-    format_state,
-    state_from_branch,
-)
-from liyuan.session.tree import (
-    SessionTree,
-)
+from liyuan.session.branch import BranchView
+from liyuan.session.entries import Entry
+from liyuan.session.imports import ChatImportError, import_chat, read_chat
+from liyuan.session.state import Character, Ledger
+from liyuan.session.tree import SessionTree
 
 __all__ = [
-    "DAMAGED_ENTRY_TYPE",
-    "EMPTY_STATE_TEXT",
-    "IMPORT_NOTE_TYPE",
-    "PROBLEM_KINDS",
-    "SESSION_VERSION",
-    "STATE_ENTRY_TYPE",
     "BranchView",
     "Character",
     "ChatImportError",
-    "ChatReader",
-    "ChatSource",
     "Entry",
-    "ImportedChat",
-    "ImportedMessage",
     "Ledger",
-    "SessionContent",
-    "SessionProblem",
     "SessionTree",
-    "args_json",
-    "branch_to",
-    "custom",
-    "format_roster",
-    "format_state",
     "import_chat",
-    "is_message",
-    "last_usage",
-    "message",
-    "parse_entry",
     "read_chat",
-    "read_entries",
-    "safe_chat_id",
-    "state_from_branch",
-    "thinking",
-    "tool_calls",
-    "usage_tokens",
 ]

@@ -21,7 +21,7 @@ from harness.steps.story_steps import play_beat
 from liyuan import Card
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.model import OpenAIModel
-from liyuan.session import IMPORT_NOTE_TYPE
+from liyuan.session.entries import IMPORT_NOTE_TYPE
 from liyuan.story.view import story_view
 
 from .conftest import ROOT, FakeEndpoint

@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 HARNESS = ROOT / "harness"
 
-TURN_WIRING = {"run_compaction", "compact_now", "prepare_turn", "assemble_turn", "build_context"}
+TURN_WIRING = {"run_compaction", "compact_now", "prepare_turn", "build_context"}
 """What wires a turn together; only :class:`liyuan.Chat` may call these."""
 
 ONE_LAYER_STEPS: frozenset[str] = frozenset()

@@ -22,7 +22,7 @@ from liyuan import (
     StateError,
     TreeError,
 )
-from liyuan.app import Lane
+from liyuan.app.activity import Lane
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.story.scribe import SUMMARY_HEADINGS
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from liyuan import Activity, Card, Completion, FunctionModel, ModelRequest
-from liyuan.card import HANDBOOK_MARK, RESIDENT_MARK
 from liyuan.card.files import CardLayout, MemoryFiles
 from liyuan.card.manifest import load_manifest
+from liyuan.card.prompts import HANDBOOK_MARK, RESIDENT_MARK
 from liyuan.card.sync import SyncOutcome
 from liyuan.clock import counter_ids, fixed_clock
 

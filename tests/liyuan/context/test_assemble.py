@@ -127,14 +127,14 @@ def test_doc_snippet_sections_exist_and_are_not_empty() -> None:
             assert len(found) == 1 and found[0].strip(), (name, section)
 
 
-# -- assemble_turn: the resident summary fitted to the shared budget, one history read ---
+# -- prepare_turn: the resident summary fitted to the shared budget, one history read ---
 
 RESIDENT = "# 往局记忆\n\n" + "\n\n".join(f"## 第{i}节\n" + "往局里的一件事。" * 20 for i in range(1, 9))
 """A hand-written resident summary over the 1200 cap."""
 
 
-def test_assemble_turn_fits_the_resident_summary_like_a_careful_caller() -> None:
-    from liyuan.context.assemble import assemble_turn
+def test_prepare_turn_fits_the_resident_summary_like_a_careful_caller() -> None:
+    from liyuan.context.assemble import prepare_turn
     from liyuan.context.budget import fit_resident_summary, other_chars_for
     from liyuan.story.history import rebuild_history
 
@@ -146,12 +146,12 @@ def test_assemble_turn_fits_the_resident_summary_like_a_careful_caller() -> None
             fitted = fit_resident_summary(resident, other_chars_for(rebuild_history(branch).summary, state, roster))
             expected = build_context(branch, "新的一句", resident_summary=fitted,
                                      injection=Injection(state_text=state, roster=roster, recall_lines=["- 旧事"]))
-            got = assemble_turn(branch, "新的一句", resident_summary=resident, state_text=state, roster=roster,
-                                recall_lines=["- 旧事"])
+            got = prepare_turn(branch, "新的一句", resident_summary=resident, state_text=state, roster=roster,
+                               recall_lines=["- 旧事"]).messages
             assert got == expected
 
 
-def test_assemble_turn_cuts_or_drops_the_resident_summary() -> None:
+def test_prepare_turn_cuts_or_drops_the_resident_summary() -> None:
     from liyuan.context.assemble import prepare_turn
     from liyuan.context.budget import OMITTED_MARKER, RESIDENT_MAX_CHARS
 
@@ -164,7 +164,7 @@ def test_assemble_turn_cuts_or_drops_the_resident_summary() -> None:
     assert turn.summary is not None and turn.summary in turn.messages[0].content
 
 
-def test_assemble_turn_reads_the_history_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_prepare_turn_reads_the_history_once(monkeypatch: pytest.MonkeyPatch) -> None:
     import liyuan.context.assemble as assemble
     from liyuan.story.history import story_tail
 
@@ -177,5 +177,5 @@ def test_assemble_turn_reads_the_history_once(monkeypatch: pytest.MonkeyPatch) -
     # One story read gives the history, the summary and the turn record's sources.
     monkeypatch.setattr(assemble, "story_tail", counting)
     branch = chain(beats(1, 3, body="。"), [summary("s1", "a-3", "五节摘要", "a-2")])
-    assemble.assemble_turn(branch, "新的一句", resident_summary=RESIDENT, state_text="（尚无记录）")
+    assemble.prepare_turn(branch, "新的一句", resident_summary=RESIDENT, state_text="（尚无记录）")
     assert reads == [len(branch)]

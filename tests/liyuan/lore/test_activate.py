@@ -8,16 +8,9 @@ import time
 import pytest
 
 from liyuan.errors import LoreError
-from liyuan.lore import (
-    LoreBook,
-    LoreEntry,
-    LoreIndex,
-    RegexClock,
-    activate_entries,
-    fit_lore,
-    lore_for_turn,
-    turn_segments,
-)
+from liyuan.lore import LoreBook, LoreEntry
+from liyuan.lore.activate import activate_entries, fit_lore, lore_for_turn, turn_segments
+from liyuan.lore.match import LoreIndex, RegexClock
 from liyuan.lore.model import DEFAULT_SCAN_TURNS, LORE_INDEX_MAX_CHARS
 
 

@@ -11,7 +11,8 @@ import pytest
 from liyuan import Activity, Card, MemoryConfig
 from liyuan.context.assemble import prepare_turn
 from liyuan.errors import LoreError, UnsafePathError
-from liyuan.lore import LORE_FILE, LoreBook, LoreEntry, LoreIndex, load_book, parse_book, save_book
+from liyuan.lore import LORE_FILE, LoreBook, LoreEntry, load_book, parse_book, save_book
+from liyuan.lore.match import LoreIndex
 from liyuan.session.entries import message as msg
 
 BOOK = LoreBook((

@@ -10,15 +10,9 @@ from pathlib import Path
 import pytest
 
 from liyuan.clock import counter_ids, fixed_clock
-from liyuan.session import (
-    IMPORT_NOTE_TYPE,
-    ChatImportError,
-    ChatReader,
-    SessionTree,
-    import_chat,
-    read_chat,
-    safe_chat_id,
-)
+from liyuan.session import ChatImportError, SessionTree, import_chat, read_chat
+from liyuan.session.entries import IMPORT_NOTE_TYPE
+from liyuan.session.imports import ChatReader, safe_chat_id
 from liyuan.story.history import rebuild_history
 from liyuan.story.view import story_view
 

@@ -16,8 +16,8 @@ import numpy.typing as npt
 import pytest
 
 from liyuan.errors import ModelOutputError
-from liyuan.vector import EXTERNAL, NARRATIVE, HashEmbedder, SqliteChunkStore, VectorConfig, VectorMemory
-from liyuan.vector.config import StoreConfig
+from liyuan.vector import HashEmbedder, SqliteChunkStore, VectorConfig, VectorMemory
+from liyuan.vector.config import EXTERNAL, NARRATIVE, StoreConfig
 from liyuan.vector.memory import UNEMBEDDED
 from liyuan.vector.recall import ingest_for_beat, recall_for_beat
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from liyuan.vector import NARRATIVE, SqliteChunkStore, StoreConfig, VectorConfig, VectorMemory, recall_for_beat
-from liyuan.vector.recall import ingest_for_beat
+from liyuan.vector import SqliteChunkStore, StoreConfig, VectorConfig, VectorMemory
+from liyuan.vector.config import NARRATIVE
+from liyuan.vector.recall import ingest_for_beat, recall_for_beat
 from liyuan.vector.store import Snapshot
 
 BEAT = "沈怀瑾在东门外的石阶上捡到一块玉佩，玉上刻着一个「瑾」字。"

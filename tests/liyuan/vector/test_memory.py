@@ -9,21 +9,17 @@ import numpy as np
 import pytest
 
 from liyuan.errors import ConfigError
-from liyuan.vector import (
+from liyuan.vector import HashEmbedder, SqliteChunkStore, VectorConfig, VectorMemory, load_config, save_config
+from liyuan.vector.chunking import condense, split_text_chunks
+from liyuan.vector.config import (
     EXTERNAL,
+    MASKED_KEY,
     NARRATIVE,
-    HashEmbedder,
-    SqliteChunkStore,
-    VectorConfig,
-    VectorMemory,
-    condense,
-    load_config,
+    OpenAIEmbedConfig,
+    StoreConfig,
     public_config,
-    save_config,
     scope_id,
-    split_text_chunks,
 )
-from liyuan.vector.config import MASKED_KEY, OpenAIEmbedConfig, StoreConfig
 
 STORY = [
     "沈怀瑾在东门外的石阶上捡到一块玉佩，玉佩背面刻着一个小小的满字。",

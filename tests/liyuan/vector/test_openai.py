@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from liyuan.errors import ModelError
-from liyuan.vector import OpenAIEmbedder, SqliteChunkStore, VectorConfig, VectorMemory, make_embedder
+from liyuan.vector import OpenAIEmbedder, SqliteChunkStore, VectorConfig, VectorMemory
 from liyuan.vector.config import OpenAIEmbedConfig
+from liyuan.vector.factory import make_embedder
 
 
 def fake_vector(text: str) -> list[float]:
@@ -90,7 +91,7 @@ def test_memory_on_the_endpoint_labels_its_chunks(tmp_path: Path) -> None:
 
 
 def test_a_failing_endpoint_fails_the_write_loudly_and_the_recall_quietly(tmp_path: Path) -> None:
-    from liyuan.vector import recall_for_beat
+    from liyuan.vector.recall import recall_for_beat
 
     config = VectorConfig(enabled=True, embedder="openai")
     memory = VectorMemory(config, SqliteChunkStore(tmp_path / "c.sqlite"), make_embedder(config))
@@ -141,7 +142,7 @@ def test_a_named_key_variable_and_a_legacy_key(no_openai_env: pytest.MonkeyPatch
 def test_a_refused_endpoint_is_visible_in_recall_and_search(
     tmp_path: Path, no_openai_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from liyuan.vector import recall_for_beat
+    from liyuan.vector.recall import recall_for_beat
 
     no_openai_env.setenv("OPENAI_BASE_URL", "http://local-embed.test/v1")
     config = VectorConfig(enabled=True, embedder="openai", recall_mode="semantic")

@@ -15,19 +15,11 @@ from liyuan.errors import ConfigError
 from liyuan.model import ScriptedModel
 from liyuan.session.tree import SessionTree
 from liyuan.story.compact import CompactionOutcome, run_compaction
-from liyuan.vector import (
-    EXTERNAL,
-    NARRATIVE,
-    SqliteChunkStore,
-    StoreConfig,
-    VectorConfig,
-    VectorMemory,
-    branch_ids_of,
-    read_tool,
-    recall_for_beat,
-    search_tool,
-)
+from liyuan.vector import SqliteChunkStore, StoreConfig, VectorConfig, VectorMemory
+from liyuan.vector.config import EXTERNAL, NARRATIVE
+from liyuan.vector.recall import branch_ids_of, recall_for_beat
 from liyuan.vector.store import Snapshot
+from liyuan.vector.tools import read_tool, search_tool
 from tests.liyuan.beats import SUMMARY_REPLY, beats, tree_of
 
 

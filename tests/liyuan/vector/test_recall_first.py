@@ -15,17 +15,10 @@ import pytest
 from liyuan.model import FunctionModel
 from liyuan.session.entries import Entry
 from liyuan.story.compact import run_compaction
-from liyuan.vector import (
-    NARRATIVE,
-    HashEmbedder,
-    SqliteChunkStore,
-    StoreConfig,
-    VectorConfig,
-    VectorMemory,
-    recall_for_beat,
-)
+from liyuan.vector import HashEmbedder, SqliteChunkStore, StoreConfig, VectorConfig, VectorMemory
 from liyuan.vector import memory as memory_module
-from liyuan.vector.recall import bounded_archive, ingest_for_beat
+from liyuan.vector.config import NARRATIVE
+from liyuan.vector.recall import bounded_archive, ingest_for_beat, recall_for_beat
 from tests.liyuan.beats import SUMMARY_REPLY, beat, tree_of
 
 PASSAGE_S = 0.1

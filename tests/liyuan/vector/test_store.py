@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from liyuan.errors import ConfigError
-from liyuan.vector import NARRATIVE, SqliteChunkStore, StoreConfig, VectorConfig, VectorMemory
+from liyuan.vector import SqliteChunkStore, StoreConfig, VectorConfig, VectorMemory
+from liyuan.vector.config import NARRATIVE
 from liyuan.vector.store import NewChunk
 
 CHILD = textwrap.dedent(
