@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from liyuan.app import Activity, AsyncCard, AsyncChat, Card, Chat, Turn
 from liyuan.card.sync import CardMemory, SyncOutcome
+from liyuan.compaction import CompactionOutcome
 from liyuan.config import MemoryConfig
 from liyuan.errors import (
     CardImportError,
@@ -56,7 +57,6 @@ from liyuan.model import (
 )
 from liyuan.session.imports import ChatImportError
 from liyuan.session.state import Character, Ledger
-from liyuan.story.compact import CompactionOutcome
 from liyuan.vector.config import VectorConfig
 
 __version__ = "0.2.0"

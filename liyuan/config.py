@@ -21,7 +21,8 @@ from liyuan.discussion.messages import KEEP_RECENT_TOKENS, RESERVE_TOKENS
 from liyuan.errors import ConfigError
 from liyuan.lore.activate import DEFAULT_LORE_SHARE
 from liyuan.story.compact import DEFAULT_EVERY_N_TURNS, KEEP_RECENT_BEATS, MIN_COMPACT_CHARS
-from liyuan.vector.config import VectorConfig, config_from_dict
+from liyuan.vector.config import VectorConfig
+from liyuan.vector.config_file import config_from_dict
 from liyuan.vector.recall import RECALL_TIMEOUT_S
 
 __all__ = ["Durability", "MemoryConfig"]

@@ -144,8 +144,6 @@ OVER_BUDGET: dict[str, tuple[int, str]] = {
     "liyuan.vector.memory": (460, "one class owns the store's write path (checked embedding, eviction notices, "
                                   "archive batches); a split would pass its private state around"),
     "liyuan.card.sync": (420, "the recap-then-merge protocol and its locks read best in one place"),
-    "liyuan.vector.config": (440, "one schema: the dataclasses, their Chinese descriptions (read from this "
-                                  "module by the settings page), the strict loader and the writer side by side"),
     "harness.bench.long": (430, "one benchmark series with its child-process entry point"),
 }
 """Named exceptions to the budget (issue 21): the ceiling each may not pass, and why a split hurts more."""

@@ -25,13 +25,14 @@ from typing import Any, Protocol
 
 from liyuan.app import Activity, Card, Chat
 from liyuan.clock import counter_ids, fixed_clock
+from liyuan.compaction import CompactionOutcome
 from liyuan.context.assemble import SUMMARY_OPENING
 from liyuan.discussion.agent import run_generic_compaction, visible_entries
 from liyuan.model import ChatMessage, FunctionModel
 from liyuan.session.entries import Entry
 from liyuan.session.state import STATE_ENTRY_TYPE, Ledger, format_roster, format_state, state_from_branch
 from liyuan.session.tree import SessionTree
-from liyuan.story.compact import CompactionOutcome
+from liyuan.story.compact import CompactionPlan
 from liyuan.tokens import chars4, estimate_tokens
 
 from ..fixtures.synth import SynthBeat, SynthChat, generate_chat
@@ -246,7 +247,8 @@ class Ours:
         cuts: list[Cut] = []
         for event in self._events[seen:]:
             outcome = event.outcome
-            if not isinstance(outcome, CompactionOutcome) or outcome.kind != "compacted" or outcome.plan is None:
+            if (not isinstance(outcome, CompactionOutcome) or outcome.kind != "compacted"
+                    or not isinstance(outcome.plan, CompactionPlan)):
                 continue
             if cuts:
                 continue  # one compaction, several lines

@@ -16,11 +16,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from liyuan.app import Chat, Turn
+from liyuan.compaction import CompactionOutcome
 from liyuan.errors import ConfigError
 from liyuan.model import ChatMessage
 from liyuan.session.entries import Entry, is_message
 from liyuan.session.state import Ledger
-from liyuan.story.compact import CompactionOutcome
+from liyuan.story.compact import CompactionPlan
 
 from ..running.chatspec import ChatSpec
 from ..running.scenario import Beat, StepSpec
@@ -101,7 +102,7 @@ def play_beat(chat: Chat, beat: Beat, *, mode: str, on_turn: TurnListener | None
     return reply
 
 
-def _outcome(outcome: CompactionOutcome) -> dict[str, Any]:
+def _outcome(outcome: CompactionOutcome[CompactionPlan]) -> dict[str, Any]:
     data: dict[str, Any] = {"kind": outcome.kind, "reason": outcome.reason, "message": outcome.message}
     if outcome.plan is not None:
         data.update(turns=outcome.plan.turns, covers_through_id=outcome.plan.covers_through_id,
@@ -115,10 +116,13 @@ def _outcome(outcome: CompactionOutcome) -> dict[str, Any]:
 
 def compactions_since(run: ScenarioRun, seen: int) -> list[tuple[dict[str, Any], str | None]]:
     """The compactions that did something since event ``seen``: each outcome's JSON and its summary."""
-    done: list[CompactionOutcome] = []
+    done: list[CompactionOutcome[CompactionPlan]] = []
     for event in run.events[seen:]:
-        if isinstance(event.outcome, CompactionOutcome) and all(event.outcome is not d for d in done):
-            done.append(event.outcome)
+        outcome = event.outcome
+        # Story and discussion compaction share the outcome type; the story's covers a story plan.
+        if (isinstance(outcome, CompactionOutcome) and isinstance(outcome.plan, CompactionPlan)
+                and all(outcome is not d for d in done)):
+            done.append(outcome)
     return [(_outcome(outcome), outcome.summary) for outcome in done if outcome.kind != "skipped"]
 
 

@@ -18,12 +18,11 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 if TYPE_CHECKING:
     from liyuan.card.sync import SyncOutcome
-    from liyuan.discussion.compact import DiscussionOutcome
-    from liyuan.story.compact import CompactionOutcome
+    from liyuan.compaction import CompactionOutcome
     from liyuan.vector.results import IngestResult
 
 __all__ = ["Activity", "ActivityKind", "Lane", "Listener", "Outcome"]
@@ -32,8 +31,9 @@ _log = logging.getLogger("liyuan.app")
 
 ActivityKind = Literal["compact", "sync", "vector", "discussion", "lore", "error"]
 
-Outcome: TypeAlias = "CompactionOutcome | DiscussionOutcome | SyncOutcome | IngestResult"
-"""What a piece of memory work did, as the library returns it."""
+Outcome: TypeAlias = "CompactionOutcome[Any] | SyncOutcome | IngestResult"
+"""What a piece of memory work did, as the library returns it (a compaction's plan is a story's
+:class:`~liyuan.story.compact.CompactionPlan` or a discussion's :class:`~liyuan.discussion.compact.DiscussionPlan`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +50,8 @@ class Activity:
     """The chat it concerns; ``None`` for card-wide work (sync)."""
     outcome: Outcome | None = None
     """The outcome object of the work the line reports: a story compaction's
-    :class:`~liyuan.story.compact.CompactionOutcome`, a discussion compaction's
-    :class:`~liyuan.discussion.compact.DiscussionOutcome`, a sync's
+    :class:`~liyuan.compaction.CompactionOutcome` (story and discussion compaction
+    share the type; its ``plan`` tells them apart), a sync's
     :class:`~liyuan.card.sync.SyncOutcome`, an ingest's
     :class:`~liyuan.vector.results.IngestResult`; ``None`` for lines of no single
     piece of work (recall warnings, errors, waits). The lines of one piece of work

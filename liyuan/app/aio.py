@@ -28,6 +28,7 @@ from liyuan.app.card import Card
 from liyuan.app.chat import Chat, Mode, Turn
 from liyuan.card.repair import ManifestRepair
 from liyuan.card.sync import CardMemory, SyncOutcome
+from liyuan.compaction import CompactionOutcome
 from liyuan.config import MemoryConfig
 from liyuan.lore.cards import ImportedCard
 from liyuan.lore.model import LoreBook, LoreEntry
@@ -35,7 +36,7 @@ from liyuan.model import ChatModel, Usage
 from liyuan.session.branch import BranchView
 from liyuan.session.entries import Entry
 from liyuan.session.state import Ledger
-from liyuan.story.compact import CompactionOutcome
+from liyuan.story.compact import CompactionPlan
 
 if TYPE_CHECKING:
     from liyuan.vector.memory import VectorMemory
@@ -97,7 +98,7 @@ class AsyncChat:
         """See :attr:`Chat.summary <liyuan.app.chat.Chat.summary>` (awaited: it reads the branch)."""
         return await asyncio.to_thread(lambda: self.sync_chat.summary)
 
-    async def compact_now(self) -> CompactionOutcome:
+    async def compact_now(self) -> CompactionOutcome[CompactionPlan]:
         """See :meth:`Chat.compact_now <liyuan.app.chat.Chat.compact_now>`."""
         return await asyncio.to_thread(self.sync_chat.compact_now)
 

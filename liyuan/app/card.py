@@ -117,8 +117,7 @@ class Card(CardLore):
         """Every sync finished since :meth:`sync` last reported, combined (bounded by the chats)."""
         self._outcomes_guard = threading.Lock()
         self._resident_cache: tuple[tuple[int, int, int] | None, str | None] | None = None
-        self._memory: tuple[ChatModel | None, CardMemory] | None = None
-        """The one :class:`CardMemory` :attr:`memory` hands out, with the side model it was built for."""
+        self._memory: tuple[ChatModel | None, CardMemory] | None = None  # with the side model it was built for
         self._worker = SyncWorker(self._sync_memory, on_outcome=self._synced, on_error=self._sync_failed) \
             if background else None
         self._clean_interrupted_imports()
@@ -233,13 +232,11 @@ class Card(CardLore):
     def memory(self) -> CardMemory:
         """The card's memory: read, list, search and hand-edit it (the hard path).
 
-        One object per card (every turn reads the resident summary through it); a new
-        one only when :attr:`side_model` has been replaced since.
-        """
-        cached, model = self._memory, self.side_model
-        if cached is None or cached[0] is not model:
-            cached = self._memory = (model, self._new_memory(model or _NoSideModel()))
-        return cached[1]
+        One object per card (every turn reads the resident summary through it), built
+        anew only when :attr:`side_model` has been replaced."""
+        if self._memory is None or self._memory[0] is not self.side_model:
+            self._memory = (self.side_model, self._new_memory(self.side_model or _NoSideModel()))
+        return self._memory[1]
 
     def repair_manifest(self) -> ManifestRepair:
         """Rebuild a damaged manifest (the call a damaged-manifest error names), then sync.
@@ -450,16 +447,10 @@ def _left(deadline: float | None) -> float | None:
 
 def _combine(outcomes: list[SyncOutcome]) -> SyncOutcome:
     """Several syncs as one: every chat recapped, failed or forgotten; the last real merge status."""
-    recapped: list[str] = []
-    failed: list[str] = []
-    forgotten: list[str] = []
-    errors: list[str] = []
-    merged: MergeStatus = "no-change"
-    for outcome in outcomes:
-        recapped += [c for c in outcome.recapped if c not in recapped]
-        failed += [c for c in outcome.failed if c not in failed]
-        forgotten += [c for c in outcome.forgotten if c not in forgotten]
-        errors += outcome.errors
-        if outcome.merged != "no-change":
-            merged = outcome.merged
-    return SyncOutcome(recapped, failed, merged, forgotten, errors)
+
+    def union(field: str) -> list[str]:  # in order of first appearance
+        return list(dict.fromkeys(chat for outcome in outcomes for chat in getattr(outcome, field)))
+
+    merged: MergeStatus = next((o.merged for o in reversed(outcomes) if o.merged != "no-change"), "no-change")
+    return SyncOutcome(union("recapped"), union("failed"), merged, union("forgotten"),
+                       [error for outcome in outcomes for error in outcome.errors])

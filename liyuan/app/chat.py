@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from liyuan.app.activity import Activity, Lane, Outcome
+from liyuan.compaction import CompactionOutcome
 from liyuan.config import MemoryConfig
 from liyuan.context.assemble import prepare_turn
 from liyuan.context.record import TurnRecord
@@ -41,7 +42,7 @@ from liyuan.session.branch import BranchView
 from liyuan.session.entries import Entry, awaits_reply
 from liyuan.session.state import STATE_ENTRY_TYPE, Ledger, format_roster, format_state, state_from_branch
 from liyuan.session.tree import SessionTree
-from liyuan.story.compact import CompactionOutcome, compact_now, run_compaction
+from liyuan.story.compact import CompactionPlan, compact_now, run_compaction
 from liyuan.story.history import active_summary
 from liyuan.vector.recall import bounded_archive, branch_ids_of, ingest_for_beat, recall_for_beat
 
@@ -266,7 +267,7 @@ class Chat:
 
     # -- memory work --------------------------------------------------------------
 
-    def compact_now(self) -> CompactionOutcome:
+    def compact_now(self) -> CompactionOutcome[CompactionPlan]:
         """Manual ``/compact``: no waiting for the period, a 500-character floor.
 
         Raises:

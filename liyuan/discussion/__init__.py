@@ -9,12 +9,12 @@ anywhere) so that the harness can show why role-play does not use it; it is not 
 
 from __future__ import annotations
 
-from liyuan.discussion.compact import DiscussionOutcome, run_discussion_compaction
+from liyuan.discussion.compact import DiscussionPlan, run_discussion_compaction
 from liyuan.discussion.messages import AgentMessage, LiveDiscussion, ToolCall, live_discussion
 
 __all__ = [
     "AgentMessage",
-    "DiscussionOutcome",
+    "DiscussionPlan",
     "LiveDiscussion",
     "ToolCall",
     "live_discussion",

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from liyuan.bounds import SIDE_INPUT_MAX_CHARS, check_reply_size, keep_newest, keep_oldest, reply_max_chars
+from liyuan.compaction import CompactionOutcome, FailReason, refuse_echo, run_compactor
 from liyuan.discussion.messages import (
     DISCUSSION_MAX_TOKENS,
     DISCUSSION_OPENING,
@@ -41,16 +41,15 @@ from liyuan.discussion.messages import (
     live_discussion,
     serialize_discussion,
 )
-from liyuan.errors import ModelError, ModelOutputError
-from liyuan.model import ChatModel, cut_off_note, require_finished, side_call, split_reasoning
-from liyuan.prompts import Prompt, echoed_instructions, echoed_tag, neutralize, render
+from liyuan.errors import ModelOutputError
+from liyuan.model import ChatModel, Completion, split_reasoning
+from liyuan.prompts import Prompt, neutralize, render
 from liyuan.session.entries import Entry, last_usage
 from liyuan.session.tree import SessionTree
 from liyuan.text import utf16_len
 from liyuan.tokens import estimate_tokens
 
 __all__ = [
-    "DiscussionOutcome",
     "DiscussionPlan",
     "build_discussion_prompt",
     "plan_discussion_compaction",
@@ -177,19 +176,6 @@ def build_discussion_prompt(plan: DiscussionPlan, *, max_input_chars: int = SIDE
 # -- running ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class DiscussionOutcome:
-    """What a discussion-compaction attempt did."""
-
-    kind: Literal["compacted", "skipped", "failed", "stale"]
-    message: str
-    """The Chinese activity/result line."""
-    plan: DiscussionPlan | None = None
-    entry: Entry | None = None
-    reason: str = ""
-    """``not-due``, ``model-error``, ``empty-summary``, ``invalid-summary`` or ``leaf-moved``."""
-
-
 _ITEM_RE = re.compile(r"\s*(?:[-*]\s|\d+(?:[.．)）]\s|、))")
 """A list item: ``- ``, ``* ``, ``1. ``, ``1) `` or ``1、`` (models number items as often as they bullet them)."""
 
@@ -202,7 +188,7 @@ def validate_discussion_summary(text: str, plan: DiscussionPlan, *, instructions
     ``<previous-summary>`` tags (an echo), has no list item (``- ``, ``* ``, ``1. ``,
     ``1、``) although the prompt asks for one item per line, or is not shorter than what
     it summarises (no compression). Given the system prompt as ``instructions``, it also
-    refuses a reply that repeats it (:func:`liyuan.prompts.echoed_instructions`): the
+    refuses a reply that repeats it (:func:`liyuan.compaction.refuse_echo`): the
     prompt's own numbered list and ``-`` lines pass the list-item check, so an echo of
     the prompt landed as the summary before this check. A reply far longer than
     :data:`DISCUSSION_MAX_TOKENS` allows is refused first (:func:`liyuan.bounds.check_reply_size`).
@@ -214,18 +200,49 @@ def validate_discussion_summary(text: str, plan: DiscussionPlan, *, instructions
     if not answer:
         raise ModelOutputError("摘要为空")
     check_reply_size(answer, DISCUSSION_MAX_TOKENS, "摘要")
-    tag = echoed_tag(answer)
-    if tag is not None:
-        raise ModelOutputError(f"摘要里出现了 prompt 自己的标签 {tag}：像是照抄了输入")
-    echo = echoed_instructions(answer, instructions) if instructions else None
-    if echo is not None:
-        raise ModelOutputError(f"摘要照抄了 prompt 里的要求（如「{echo}」）：不是摘要")
+    refuse_echo(answer, instructions, "摘要")
     if not any(_ITEM_RE.match(line) for line in answer.splitlines()):
         raise ModelOutputError("摘要里没有一条要点（「- 」「* 」「1. 」或「1、」开头）")
     source = utf16_len(plan.conversation_text) + utf16_len(plan.previous_summary or "")
     if utf16_len(answer) >= source:
         raise ModelOutputError(f"摘要 {utf16_len(answer)} 字，不比被压缩的 {source} 字短")
     return answer
+
+
+@dataclass(frozen=True)
+class _Discussion:
+    """The discussion's parts of the compaction protocol (:class:`liyuan.compaction.Compactor`)."""
+
+    max_input_chars: int
+    entry_type: str = DISCUSSION_SUMMARY_TYPE
+
+    def prompt(self, plan: DiscussionPlan) -> Prompt:
+        return build_discussion_prompt(plan, max_input_chars=self.max_input_chars)
+
+    def started(self, plan: DiscussionPlan) -> str:
+        omitted = keep_newest(plan.conversation_text, self.max_input_chars)[1]
+        left_out = f"；最早的 {omitted} 字放不进一次请求，没有发给旁路模型" if omitted else ""
+        return f"正在压缩讨论（{plan.turns} 轮 · 约 {plan.tokens_before} token{left_out}）…"
+
+    def check(self, reply: str, plan: DiscussionPlan, instructions: str) -> str:
+        return validate_discussion_summary(reply, plan, instructions=instructions)
+
+    def entry_data(self, plan: DiscussionPlan, summary: str, completion: Completion) -> Mapping[str, object]:
+        return {"summary": summary, "firstKeptEntryId": plan.first_kept_entry_id,
+                "tokensBefore": plan.tokens_before, "provenance": completion.provenance}
+
+    def failed(self, plan: DiscussionPlan, reason: FailReason, error: str, completion: Completion | None) -> str:
+        _log.warning("讨论压缩失败：%s", error)
+        return f"讨论压缩失败：{error}"
+
+    def stale(self) -> str:
+        return "讨论压缩已丢弃（期间切换了分支）"
+
+    def compacted(self, plan: DiscussionPlan, summary: str) -> str:
+        return f"讨论已压缩：{plan.turns} 轮 → 摘要 {utf16_len(summary)} 字"
+
+    def before_append(self, plan: DiscussionPlan) -> None:
+        return None
 
 
 def run_discussion_compaction(
@@ -237,55 +254,21 @@ def run_discussion_compaction(
     keep_recent: int = KEEP_RECENT_TOKENS,
     on_activity: Callable[[str], None] | None = None,
     max_input_chars: int = SIDE_INPUT_MAX_CHARS,
-) -> DiscussionOutcome:
+) -> CompactionOutcome[DiscussionPlan]:
     """Compact the agent discussion on the current branch if it is due.
 
     Appends ``liyuan-discussion-summary`` only when the side call succeeded with a
-    non-blank summary and the leaf did not move meanwhile. Never raises for model
-    failures: whatever the model object's ``complete()`` raises (an ``Exception``), and a
-    reply with a lone surrogate, is a ``failed`` outcome (:func:`liyuan.model.side_call`).
-    Arguments are those of :func:`plan_discussion_compaction`, and ``max_input_chars``
-    those of :func:`build_discussion_prompt`.
+    summary that passes :func:`validate_discussion_summary` and the leaf did not move
+    meanwhile (the steps after planning are :func:`liyuan.compaction.run_compactor`,
+    shared with story compaction). Never raises for model failures: whatever the model
+    object's ``complete()`` raises (an ``Exception``), and a reply with a lone
+    surrogate, is a ``failed`` outcome (:func:`liyuan.model.side_call`). Arguments are
+    those of :func:`plan_discussion_compaction`, and ``max_input_chars`` those of
+    :func:`build_discussion_prompt`.
     """
-
-    def done(outcome: DiscussionOutcome) -> DiscussionOutcome:
-        if on_activity is not None and outcome.reason != "not-due":
-            on_activity(outcome.message)
-        return outcome
-
     plan = plan_discussion_compaction(tree.branch(), context_window=context_window, reserve=reserve,
                                       keep_recent=keep_recent)
-    if plan is None:
-        return done(DiscussionOutcome("skipped", "讨论还不长，暂不需要压缩", reason="not-due"))
-    leaf_before = tree.leaf_id
-    prompt = build_discussion_prompt(plan, max_input_chars=max_input_chars)
-    if on_activity is not None:
-        omitted = keep_newest(plan.conversation_text, max_input_chars)[1]
-        left_out = f"；最早的 {omitted} 字放不进一次请求，没有发给旁路模型" if omitted else ""
-        on_activity(f"正在压缩讨论（{plan.turns} 轮 · 约 {plan.tokens_before} token{left_out}）…")
-    try:
-        completion = side_call(model, prompt.request())
-    except ModelError as exc:
-        _log.warning("讨论压缩失败：%s", exc)
-        return done(DiscussionOutcome("failed", f"讨论压缩失败：{exc}", plan, reason="model-error"))
-    try:
-        summary = validate_discussion_summary(completion.text, plan, instructions=prompt.system)
-    except ModelOutputError as exc:
-        reason = "empty-summary" if not completion.text.strip() else "invalid-summary"
-        return done(DiscussionOutcome("failed", f"讨论压缩失败：{exc}{cut_off_note(completion)}", plan,
-                                      reason=reason))
-    try:
-        require_finished(completion, "摘要")  # a list that passes every check, but cut off mid-item
-    except ModelOutputError as exc:
-        return done(DiscussionOutcome("failed", f"讨论压缩失败：{exc}", plan, reason="invalid-summary"))
-    with tree.lock:  # the guard and the append are one step against another thread's navigation
-        if tree.leaf_id != leaf_before:
-            return done(DiscussionOutcome("stale", "讨论压缩已丢弃（期间切换了分支）", plan, reason="leaf-moved"))
-        entry = tree.append_custom(DISCUSSION_SUMMARY_TYPE, {
-            "summary": summary,
-            "firstKeptEntryId": plan.first_kept_entry_id,
-            "tokensBefore": plan.tokens_before,
-            "provenance": completion.provenance,
-        })
-    return done(DiscussionOutcome("compacted", f"讨论已压缩：{plan.turns} 轮 → 摘要 {utf16_len(summary)} 字",
-                                  plan, entry))
+    if plan is None:  # not due: the outcome says so, the activity stays quiet
+        return CompactionOutcome("skipped", "讨论还不长，暂不需要压缩", reason="not-due")
+    return run_compactor(tree, model, _Discussion(max_input_chars), plan, leaf_before=tree.leaf_id,
+                         emit=on_activity or (lambda _line: None))

@@ -8,14 +8,13 @@ history are pure functions that read only the live part of the branch.
 
 from __future__ import annotations
 
-from liyuan.story.compact import CompactionOutcome, CompactionPlan, compact_now, plan_compaction, run_compaction
+from liyuan.story.compact import CompactionPlan, compact_now, plan_compaction, run_compaction
 from liyuan.story.history import ActiveSummary, active_summary
 from liyuan.story.scribe import SUMMARY_HEADINGS
 
 __all__ = [
     "SUMMARY_HEADINGS",
     "ActiveSummary",
-    "CompactionOutcome",
     "CompactionPlan",
     "active_summary",
     "compact_now",

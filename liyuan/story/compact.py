@@ -18,11 +18,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from liyuan.bounds import SIDE_INPUT_MAX_CHARS, keep_newest
-from liyuan.errors import ConfigError, ModelError, ModelOutputError, TreeError
-from liyuan.model import ChatModel, cut_off_note, require_finished, side_call
+from liyuan.compaction import CompactionOutcome, FailReason, run_compactor
+from liyuan.errors import ConfigError, TreeError
+from liyuan.model import ChatModel, Completion
+from liyuan.prompts import Prompt
 from liyuan.session.entries import Entry, awaits_reply
 from liyuan.session.state import format_state, state_from_branch
 from liyuan.session.tree import SessionTree
@@ -36,7 +37,7 @@ from liyuan.text import utf16_len
 
 __all__ = [
     "DEFAULT_EVERY_N_TURNS", "KEEP_RECENT_BEATS", "MANUAL_MIN_COMPACT_CHARS", "MIN_COMPACT_CHARS",
-    "SUMMARY_MAX_TOKENS", "Archive", "CompactionOutcome", "CompactionPlan", "compact_now",
+    "SUMMARY_MAX_TOKENS", "Archive", "CompactionPlan", "compact_now",
     "plan_compaction", "run_compaction",
 ]
 
@@ -129,29 +130,10 @@ def plan_compaction(
 
 # -- running ----------------------------------------------------------------------
 
-OutcomeKind = Literal["compacted", "skipped", "failed", "stale"]
-
 Archive = Callable[[str, str], object]
 """Called as ``archive(conversation_text, covers_through_id)`` before the summary lands:
 the covered text and the id of its last entry (so archive chunks can know their branch).
 Errors are swallowed."""
-
-
-@dataclass(frozen=True)
-class CompactionOutcome:
-    """What a compaction attempt did."""
-
-    kind: OutcomeKind
-    message: str
-    """The Chinese activity/result line shown to the user."""
-    plan: CompactionPlan | None
-    summary: str | None
-    entry: Entry | None
-    """The appended ``rp-summary`` entry (only when compacted)."""
-    reason: str = ""
-    """Machine-readable cause: ``not-due``, ``busy``, ``backoff``, ``model-error``,
-    ``invalid-summary``, ``leaf-moved``."""
-
 
 def _note_failure(tree: SessionTree, leaf_before: str | None, data: Mapping[str, object]) -> None:
     # A failure is recorded on the branch it happened on: the guard and the append are one
@@ -166,6 +148,61 @@ def _note_failure(tree: SessionTree, leaf_before: str | None, data: Mapping[str,
             tree.append_custom(COMPACT_FAILED_TYPE, data)
         except TreeError as exc:
             _log.warning("无法记下压缩失败（已忽略）：%s", exc)
+
+
+@dataclass
+class _Story:
+    """The story's parts of the compaction protocol (:class:`liyuan.compaction.Compactor`)."""
+
+    tree: SessionTree
+    leaf_before: str | None
+    user_name: str
+    language: str
+    state_text: str
+    archive: Archive | None
+    max_input_chars: int
+    entry_type: str = SUMMARY_ENTRY_TYPE
+
+    def prompt(self, plan: CompactionPlan) -> Prompt:
+        sent, omitted = keep_newest(plan.conversation_text, self.max_input_chars)
+        return build_summary_prompt(sent, omitted_chars=omitted, state_text=self.state_text,
+                                    previous_summary=plan.previous_summary, language=self.language,
+                                    user_name=self.user_name)
+
+    def started(self, plan: CompactionPlan) -> str:
+        omitted = keep_newest(plan.conversation_text, self.max_input_chars)[1]
+        left_out = f"；最早的 {omitted} 字放不进一次请求，没有发给旁路模型" if omitted else ""
+        return f"正在压缩前情（{plan.turns} 轮 · {utf16_len(plan.conversation_text)} 字{left_out}）…"
+
+    def check(self, reply: str, plan: CompactionPlan, instructions: str) -> str:
+        return validate_summary(reply, instructions=instructions)
+
+    def entry_data(self, plan: CompactionPlan, summary: str, completion: Completion) -> Mapping[str, object]:
+        return {
+            "summary": summary,
+            "coversThroughId": plan.covers_through_id,
+            "turns": plan.turns,
+            "chars": utf16_len(plan.conversation_text),
+            # Scripted summaries must never pass for model output downstream.
+            "provenance": completion.provenance,
+        }
+
+    def failed(self, plan: CompactionPlan, reason: FailReason, error: str, completion: Completion | None) -> str:
+        _note_failure(self.tree, self.leaf_before, failure_data(reason, error, plan.covers_through_id, completion))
+        return f"前情压缩失败：{error}" if reason == "model-error" else f"前情摘要拒绝提交：{error}"
+
+    def stale(self) -> str:
+        return "压缩已丢弃（本轮期间切换了分支）"
+
+    def compacted(self, plan: CompactionPlan, summary: str) -> str:
+        return f"前情已压缩：{plan.turns} 轮 {utf16_len(plan.conversation_text)} 字 → 摘要 {utf16_len(summary)} 字"
+
+    def before_append(self, plan: CompactionPlan) -> None:
+        if self.archive is not None:
+            try:
+                self.archive(plan.conversation_text, plan.covers_through_id)
+            except Exception as exc:  # best effort by design: the summary keeps continuity
+                _log.warning("压缩前归档失败（已忽略）：%s", exc)
 
 
 # --8<-- [start:run_compaction]
@@ -184,16 +221,17 @@ def run_compaction(
     state_text: str | None = None,
     backoff: bool = True,
     max_input_chars: int = SIDE_INPUT_MAX_CHARS,
-) -> CompactionOutcome:
+) -> CompactionOutcome[CompactionPlan]:
     """Compact the current branch if due: summarise, guard, archive, append.
 
     The summary is appended at the leaf as ``rp-summary``
     ``{summary, coversThroughId, turns, chars, provenance}`` only if the model call
     succeeded, the leaf did not move meanwhile, and the reply passes
-    :func:`~liyuan.story.scribe.validate_summary`. A model error or a rejected reply appends
-    an ``rp-compact-failed`` entry ``{reason, error, coversThroughId, provenance,
-    finishReason}`` instead (unless the leaf moved); the next trigger tries again, and
-    after a few failures in a row only once the wait of
+    :func:`~liyuan.story.scribe.validate_summary` (the steps after planning are
+    :func:`liyuan.compaction.run_compactor`, shared with discussion compaction). A model
+    error or a rejected reply appends an ``rp-compact-failed`` entry ``{reason, error,
+    coversThroughId, provenance, finishReason}`` instead (unless the leaf moved); the next
+    trigger tries again, and after a few failures in a row only once the wait of
     :func:`liyuan.story.backoff.backoff_wait` has passed (a waiting beat plans nothing: its
     outcome has ``plan=None``; the backoff line goes to ``on_activity`` once per failure,
     on the first beat that waits, and is on every waiting beat's outcome). Never raises
@@ -222,91 +260,33 @@ def run_compaction(
         The outcome; ``message`` is the line shown to the user.
     """
     emit = on_activity or (lambda _line: None)
-
-    def done(kind: OutcomeKind, message: str, reason: str = "", plan: CompactionPlan | None = None,
-             summary: str | None = None, entry: Entry | None = None) -> CompactionOutcome:
-        emit(message)
-        return CompactionOutcome(kind, message, plan, summary, entry, reason)
-
     branch = tree.branch()
     if branch and awaits_reply(branch[-1]):
         # Mid-beat (the app prepared a turn and has not recorded its reply): a summary
         # appended now would sit between the user's words and their reply.
-        return done("skipped", BUSY_MESSAGE, "busy")
+        emit(BUSY_MESSAGE)
+        return CompactionOutcome("skipped", BUSY_MESSAGE, reason="busy")
     if backoff and every_n_turns > 0:
         # The wait is read from the live part alone; planning serializes the whole covered
         # region, so a beat that waits must not pay for a plan it will not use.
         streak, wait = compaction_backoff(branch, every_n_turns)
         if wait > 0:
             message = backoff_message(streak, wait)
-            if streak.beats_since > 1:
+            if streak.beats_since <= 1:
                 # Said once per failure (on the first beat that waits), not on every beat of
                 # the wait: the outcome still carries the line with the beats left.
-                return CompactionOutcome("skipped", message, None, None, None, "backoff")
-            return done("skipped", message, "backoff")
+                emit(message)
+            return CompactionOutcome("skipped", message, reason="backoff")
     plan = plan_compaction(branch, user_name=user_name, char_name=char_name, keep=keep,
                            every_n_turns=every_n_turns, min_chars=min_chars)
     if plan is None:
         # Not due is the normal state of almost every beat: the message is on the outcome
         # (a manual /compact shows it), but it is not an activity line.
-        return CompactionOutcome("skipped", "早期剧情还不够长，暂不需要压缩", None, None, None, "not-due")
-    # --8<-- [start:leaf_guard]
+        return CompactionOutcome("skipped", "早期剧情还不够长，暂不需要压缩", reason="not-due")
     leaf_before = branch[-1].id if branch else None  # the leaf the plan was made on
-    chars = utf16_len(plan.conversation_text)
-    sent, omitted = keep_newest(plan.conversation_text, max_input_chars)
-    left_out = f"；最早的 {omitted} 字放不进一次请求，没有发给旁路模型" if omitted else ""
-    emit(f"正在压缩前情（{plan.turns} 轮 · {chars} 字{left_out}）…")
-    prompt = build_summary_prompt(
-        sent,
-        omitted_chars=omitted,
-        state_text=state_text if state_text is not None else format_state(state_from_branch(branch)),
-        previous_summary=plan.previous_summary,
-        language=language,
-        user_name=user_name,
-    )
-    try:
-        completion = side_call(model, prompt.request())
-    except ModelOutputError as exc:  # a reply no file can hold (a lone surrogate): malformed
-        _note_failure(tree, leaf_before, failure_data("invalid-summary", str(exc), plan.covers_through_id, None))
-        return done("failed", f"前情摘要拒绝提交：{exc}", "invalid-summary", plan=plan)
-    except ModelError as exc:
-        _note_failure(tree, leaf_before, failure_data("model-error", str(exc), plan.covers_through_id, None))
-        return done("failed", f"前情压缩失败：{exc}", "model-error", plan=plan)
-    # Leaf guard: a reroll, rewind or line switch during the call makes the plan stale.
-    if tree.leaf_id != leaf_before:
-        return done("stale", "压缩已丢弃（本轮期间切换了分支）", "leaf-moved", plan=plan)
-
-    def refuse(reason: str) -> CompactionOutcome:
-        _note_failure(tree, leaf_before, failure_data("invalid-summary", reason, plan.covers_through_id, completion))
-        return done("failed", f"前情摘要拒绝提交：{reason}", "invalid-summary", plan=plan)
-
-    try:
-        summary = validate_summary(completion.text, instructions=prompt.system)
-    except ModelError as exc:
-        return refuse(f"{exc}{cut_off_note(completion)}")
-    try:
-        require_finished(completion, "摘要")  # every heading there, but the last one cut off
-    except ModelError as exc:
-        return refuse(str(exc))
-    if archive is not None:
-        try:
-            archive(plan.conversation_text, plan.covers_through_id)
-        except Exception as exc:  # best effort by design: the summary keeps continuity
-            _log.warning("压缩前归档失败（已忽略）：%s", exc)
-    with tree.lock:  # the guard and the append are one step against another thread's navigation
-        if tree.leaf_id != leaf_before:
-            return done("stale", "压缩已丢弃（本轮期间切换了分支）", "leaf-moved", plan=plan)
-        entry = tree.append_custom(SUMMARY_ENTRY_TYPE, {
-            "summary": summary,
-            "coversThroughId": plan.covers_through_id,
-            "turns": plan.turns,
-            "chars": chars,
-            # Scripted summaries must never pass for model output downstream.
-            "provenance": completion.provenance,
-        })
-    # --8<-- [end:leaf_guard]
-    return done("compacted", f"前情已压缩：{plan.turns} 轮 {chars} 字 → 摘要 {utf16_len(summary)} 字",
-                plan=plan, summary=summary, entry=entry)
+    state = state_text if state_text is not None else format_state(state_from_branch(branch))
+    story = _Story(tree, leaf_before, user_name, language, state, archive, max_input_chars)
+    return run_compactor(tree, model, story, plan, leaf_before=leaf_before, emit=emit)
 # --8<-- [end:run_compaction]
 
 
@@ -323,7 +303,7 @@ def compact_now(
     state_text: str | None = None,
     busy: bool = False,
     max_input_chars: int = SIDE_INPUT_MAX_CHARS,
-) -> CompactionOutcome:
+) -> CompactionOutcome[CompactionPlan]:
     """Manual ``/compact``: no waiting for the period (``every_n_turns=1``), a 500-char floor,
     no failure backoff (the user asked; a failure is still recorded).
 
@@ -333,7 +313,7 @@ def compact_now(
     if busy:
         if on_activity is not None:
             on_activity(BUSY_MESSAGE)
-        return CompactionOutcome("skipped", BUSY_MESSAGE, None, None, None, "busy")
+        return CompactionOutcome("skipped", BUSY_MESSAGE, reason="busy")
     return run_compaction(
         tree, model, user_name=user_name, char_name=char_name, language=language,
         every_n_turns=1, min_chars=MANUAL_MIN_COMPACT_CHARS, keep=keep, archive=archive,

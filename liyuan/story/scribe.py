@@ -10,7 +10,7 @@ Invariants:
 - :func:`validate_summary` accepts a reply only if it has the five headings of
   :data:`SUMMARY_HEADINGS` (in any of the heading styles :func:`canonical_heading`
   recognises), each exactly once, in order, each with content; it refuses a reply that
-  repeats the system prompt's instructions (:func:`liyuan.prompts.echoed_instructions`:
+  repeats the system prompt's instructions (:func:`liyuan.compaction.refuse_echo`:
   the prompt names the five headings, so an echo has them) and one wrapped in more than
   one fence. What it returns is the
   reply without reasoning, without a Markdown fence around it, without any preamble
@@ -24,9 +24,10 @@ import re
 from dataclasses import dataclass
 
 from liyuan.bounds import check_reply_size, keep_oldest, reply_max_chars
+from liyuan.compaction import refuse_echo
 from liyuan.errors import ModelOutputError
 from liyuan.model import split_reasoning
-from liyuan.prompts import Prompt, echoed_instructions, echoed_tag, neutralize, render
+from liyuan.prompts import Prompt, neutralize, render
 from liyuan.text import strip_fence
 
 __all__ = [
@@ -170,8 +171,9 @@ def parse_sections(text: str, headings: tuple[str, ...], *, what: str = "摘要"
         text: The model's reply.
         headings: The required section headings, in order (``## name``).
         what: What the document is called in error messages (``摘要``, ``复盘``).
-        instructions: The system prompt the reply answers; a reply repeating it is
-            refused (:func:`liyuan.prompts.echoed_instructions`). Empty: not checked.
+        instructions: The system prompt the reply answers; a reply repeating it, or
+            carrying one of our tags, is refused (:func:`liyuan.compaction.refuse_echo`).
+            Empty: the sentences are not checked.
 
     Returns:
         The preamble lines and the document from its first heading on.
@@ -185,12 +187,7 @@ def parse_sections(text: str, headings: tuple[str, ...], *, what: str = "摘要"
     answer = strip_fence(raw)
     if not answer:
         raise ModelOutputError(f"{what}为空")
-    tag = echoed_tag(answer)
-    if tag is not None:
-        raise ModelOutputError(f"{what}里出现了 prompt 自己的标签 {tag}：像是照抄了输入")
-    echo = echoed_instructions(answer, instructions) if instructions else None
-    if echo is not None:
-        raise ModelOutputError(f"{what}照抄了 prompt 里的要求（如「{echo}」）：不是{what}")
+    refuse_echo(answer, instructions, what)
     lines = answer.split("\n")
     found: dict[str, list[int]] = {h: [] for h in headings}
     for number, line in enumerate(lines):

@@ -34,7 +34,8 @@ from liyuan.errors import ConfigError
 from liyuan.vector.requires import install_hint as _install_hint
 
 if TYPE_CHECKING:
-    from liyuan.vector.config import StoreConfig, VectorConfig, load_config, save_config
+    from liyuan.vector.config import StoreConfig, VectorConfig
+    from liyuan.vector.config_file import load_config, save_config
     from liyuan.vector.e5 import E5Embedder
     from liyuan.vector.embed import Embedder, HashEmbedder, SemanticEmbedder
     from liyuan.vector.memory import VectorMemory
@@ -54,8 +55,8 @@ _HOMES = {
     "StoreConfig": "config",
     "VectorConfig": "config",
     "VectorMemory": "memory",
-    "load_config": "config",
-    "save_config": "config",
+    "load_config": "config_file",
+    "save_config": "config_file",
 }
 """Each exported name and the submodule that defines it."""
 

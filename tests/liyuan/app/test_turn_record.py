@@ -9,8 +9,8 @@ from liyuan import Card, Completion, FunctionModel, Ledger, MemoryConfig, ModelR
 from liyuan.card.files import atomic_write_text
 from liyuan.card.sync import SyncOutcome
 from liyuan.clock import counter_ids, fixed_clock
+from liyuan.compaction import CompactionOutcome
 from liyuan.context.record import RECORD_FORMAT
-from liyuan.story.compact import CompactionOutcome
 
 from .test_chat import SUMMARY, play, summariser
 

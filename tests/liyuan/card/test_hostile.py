@@ -15,7 +15,7 @@ import pytest
 from liyuan.card.files import CardLayout, is_valid_chat_id, validate_chat_id
 from liyuan.errors import ConfigError
 from liyuan.model import FunctionModel, ModelRequest
-from liyuan.vector.config import load_config
+from liyuan.vector.config_file import load_config
 
 from .test_fixtures import memory, merge_for, recap, write_chat
 

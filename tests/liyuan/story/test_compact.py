@@ -390,19 +390,21 @@ def test_run_swallows_archive_errors() -> None:
 
 
 @pytest.mark.parametrize(
-    ("reply", "reason"),
+    ("reply", "reason", "code"),
     [
-        (SUMMARY_REPLY.replace("## 事实账", "## 账目"), "缺少小节「## 事实账」"),
-        (SUMMARY_REPLY.split("## 当前场景")[0] + "## 当前场景\n", "没有内容"),
-        ("<think>先想想</think>", "摘要为空"),
+        (SUMMARY_REPLY.replace("## 事实账", "## 账目"), "缺少小节「## 事实账」", "invalid-summary"),
+        (SUMMARY_REPLY.split("## 当前场景")[0] + "## 当前场景\n", "没有内容", "invalid-summary"),
+        # nothing but reasoning: empty, as a discussion summary's empty reply has always been called
+        ("<think>先想想</think>", "摘要为空", "empty-summary"),
     ],
 )
-def test_run_rejects_invalid_summary_and_retries_next_time(reply: str, reason: str) -> None:
+def test_run_rejects_invalid_summary_and_retries_next_time(reply: str, reason: str, code: str) -> None:
     tree = tree_of(beats(1, 10))
     model = ScriptedModel([reply, SUMMARY_REPLY])
     archived: list[str] = []
     outcome = run_compaction(tree, model, every_n_turns=3, archive=keep(archived), **NAMES)
-    assert (outcome.kind, outcome.reason) == ("failed", "invalid-summary")
+    assert (outcome.kind, outcome.reason) == ("failed", code)
+    assert failures(tree)[-1].data["reason"] == code
     assert outcome.message.startswith("前情摘要拒绝提交：") and reason in outcome.message
     assert summaries(tree) == [] and archived == []
     again = run_compaction(tree, model, every_n_turns=3, archive=keep(archived), **NAMES)
@@ -631,7 +633,7 @@ def test_a_reply_cut_at_the_token_limit_says_so() -> None:
     tree = tree_of(beats(1, 10))
     spent = Completion("", reasoning="想了很久", provenance="model:thinker", finish_reason="length")
     outcome = run_compaction(tree, FunctionModel(lambda _r: spent), every_n_turns=3, **NAMES)
-    assert outcome.reason == "invalid-summary"
+    assert outcome.reason == "empty-summary"
     assert "摘要为空" in outcome.message and "finish_reason=length" in outcome.message
     [failed] = failures(tree)
     assert failed.data["finishReason"] == "length" and failed.data["provenance"] == "model:thinker"

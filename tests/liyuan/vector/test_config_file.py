@@ -15,7 +15,8 @@ import pytest
 
 from liyuan.config import MemoryConfig
 from liyuan.errors import ConfigError
-from liyuan.vector.config import EXTERNAL, StoreConfig, VectorConfig, config_from_dict, load_config
+from liyuan.vector.config import EXTERNAL, StoreConfig, VectorConfig
+from liyuan.vector.config_file import config_from_dict, load_config
 
 
 @pytest.mark.parametrize(("data", "key"), [
@@ -65,7 +66,8 @@ def test_the_known_keys_still_load(tmp_path: Path) -> None:
 def test_the_loader_knows_every_key_the_writer_writes() -> None:
     """A new setting written by config_to_dict but unknown to the strict loader would make
     every saved config unreadable (a merge of two branches did exactly that)."""
-    from liyuan.vector.config import _TOP_KEYS, VectorConfig, config_to_dict
+    from liyuan.vector.config import VectorConfig
+    from liyuan.vector.config_file import _TOP_KEYS, config_to_dict
 
     assert set(_TOP_KEYS) == set(config_to_dict(VectorConfig()))
 

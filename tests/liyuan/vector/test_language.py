@@ -17,7 +17,8 @@ from liyuan.errors import ConfigError
 from liyuan.vector import HashEmbedder, SqliteChunkStore, VectorConfig, VectorMemory, load_config, save_config
 from liyuan.vector import factory as factory_module
 from liyuan.vector import memory as memory_module
-from liyuan.vector.config import DEFAULT_FUSION_WEIGHTS, EXTERNAL, NARRATIVE, config_from_dict
+from liyuan.vector.config import DEFAULT_FUSION_WEIGHTS, EXTERNAL, NARRATIVE
+from liyuan.vector.config_file import config_from_dict
 from liyuan.vector.lexical import ENGLISH_STOPWORDS, BM25Index, bigram_terms, encode_terms, has_cjk, jieba_terms
 
 # -- lexical terms ---------------------------------------------------------------------

@@ -11,15 +11,8 @@ import pytest
 from liyuan.errors import ConfigError
 from liyuan.vector import HashEmbedder, SqliteChunkStore, VectorConfig, VectorMemory, load_config, save_config
 from liyuan.vector.chunking import condense, split_text_chunks
-from liyuan.vector.config import (
-    EXTERNAL,
-    MASKED_KEY,
-    NARRATIVE,
-    OpenAIEmbedConfig,
-    StoreConfig,
-    public_config,
-    scope_id,
-)
+from liyuan.vector.config import EXTERNAL, MASKED_KEY, NARRATIVE, OpenAIEmbedConfig, StoreConfig, scope_id
+from liyuan.vector.config_file import public_config
 
 STORY = [
     "沈怀瑾在东门外的石阶上捡到一块玉佩，玉佩背面刻着一个小小的满字。",

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from liyuan.clock import counter_ids, fixed_clock
+from liyuan.compaction import CompactionOutcome
 from liyuan.context.assemble import Injection, build_context
 from liyuan.errors import ConfigError
 from liyuan.model import ScriptedModel
 from liyuan.session.tree import SessionTree
-from liyuan.story.compact import CompactionOutcome, run_compaction
+from liyuan.story.compact import run_compaction
 from liyuan.vector import SqliteChunkStore, StoreConfig, VectorConfig, VectorMemory
 from liyuan.vector.config import EXTERNAL, NARRATIVE
 from liyuan.vector.recall import branch_ids_of, recall_for_beat

