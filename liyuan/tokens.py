@@ -91,7 +91,7 @@ def estimate_tokens(text: str) -> int:
 def chars4(text: str) -> int:
     """The original's ruler, ``ceil(length / 4)`` in UTF-16 units; undercounts Chinese.
 
-    The coding agent's own estimate (:mod:`liyuan.discussion.agent` uses it to behave like
+    The coding agent's own estimate (:mod:`harness.baselines.agent` uses it to behave like
     the agent), and the contrast in the bench and the discussion records.
     """
     return math.ceil(utf16_len(text) / 4)

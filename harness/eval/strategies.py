@@ -23,11 +23,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness.baselines.agent import run_generic_compaction, visible_entries
 from liyuan.app import Activity, Card, Chat
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.compaction import CompactionOutcome
 from liyuan.context.assemble import SUMMARY_OPENING
-from liyuan.discussion.agent import run_generic_compaction, visible_entries
 from liyuan.model import ChatMessage, FunctionModel
 from liyuan.session.entries import Entry
 from liyuan.session.state import STATE_ENTRY_TYPE, Ledger, format_roster, format_state, state_from_branch
@@ -183,7 +183,7 @@ class Truncation(_OnTree):
 
 
 class GenericAgent(_OnTree):
-    """The coding agent's compaction (:mod:`liyuan.discussion.agent`): token trigger, cut anywhere."""
+    """The coding agent's compaction (:mod:`harness.baselines.agent`): token trigger, cut anywhere."""
 
     name = "agent"
     label = "通用 agent 压缩"

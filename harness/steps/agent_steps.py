@@ -4,7 +4,7 @@ A comparison baseline, not the app's path. Invariant: the step never touches the
 tree. It copies the chat's current branch,
 without our ``rp-summary`` entries, into a private in-memory tree (the agent's own view of
 the chat: messages and custom entries it ignores), and at every point where our compaction
-wrote a summary it runs :func:`liyuan.discussion.agent.run_generic_compaction` on that copy
+wrote a summary it runs :func:`harness.baselines.agent.run_generic_compaction` on that copy
 (forced: the same moment, so the two cuts compare like for like). Everything reported is
 what the code computed: the cut, the turn it splits, tokens before and after by the agent's
 own ruler (``chars / 4``), what stays verbatim; and, with the same ruler on the same branch,
@@ -16,14 +16,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from liyuan.clock import counter_ids
-from liyuan.discussion.agent import (
+from harness.baselines.agent import (
     KEEP_RECENT_TOKENS,
     RESERVE_TOKENS,
     GenericCompactionOutcome,
     run_generic_compaction,
     visible_tokens,
 )
+from liyuan.clock import counter_ids
 from liyuan.session.entries import Entry, is_message
 from liyuan.session.tree import SessionTree
 from liyuan.story.view import SUMMARY_ENTRY_TYPE

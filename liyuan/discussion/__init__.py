@@ -1,10 +1,11 @@
-"""Agent-mode discussion compaction (#discussion), and the generic agent compaction of #why-own.
+"""Agent-mode discussion compaction (#discussion).
 
 Guarantees: discussion compaction triggers on the real ``usage`` of the last request
 (estimates only where none is known), cuts at a user message, keeps about 20000 tokens
 verbatim and appends one summary entry; the tree is never rewritten.
-:mod:`liyuan.discussion.agent` models a coding agent's own compaction (token trigger, cut
-anywhere) so that the harness can show why role-play does not use it; it is not re-exported.
+The steps after planning are the compaction protocol shared with the story
+(:mod:`liyuan.compaction`). The generic agent compaction #why-own compares against is a
+harness baseline (``harness/baselines/agent.py``), not part of the library.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The one reader of an entry's ``usage`` field, and its three users agree on it."""
+"""The one reader of an entry's ``usage`` field (the generic agent baseline's agreement with it:
+tests/harness/test_baseline_agent.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,6 @@ from typing import Any
 
 import pytest
 
-from liyuan.discussion.agent import context_tokens, estimate_entry_tokens
-from liyuan.discussion.compact import plan_discussion_compaction
-from liyuan.discussion.messages import agent_history, estimate_message_tokens
 from liyuan.session.entries import custom, last_usage, message, usage_tokens
 
 
@@ -45,19 +43,6 @@ def test_usage_tokens_without_a_usage_field() -> None:
     assert usage_tokens(custom("c", None, "rp-state", {"usage": {"prompt_tokens": 9}})) is None
 
 
-def test_discussion_and_generic_agent_read_the_same_number() -> None:
-    openai_style = {"prompt_tokens": 30_000, "completion_tokens": None}
-    agent_style = {"input": 29_000, "output": 1_000}
-    for usage in (openai_style, agent_style):
-        branch = [message("u1", None, "user", "一"), message("a1", "u1", "assistant", "好", usage=usage),
-                  message("u2", "a1", "user", "二"), message("a2", "u2", "assistant", "好")]
-        after = sum(estimate_entry_tokens(e) for e in branch[2:])
-        assert context_tokens(branch) == 30_000 + after
-        plan = plan_discussion_compaction(branch, context_window=20_000, reserve=1_000, keep_recent=1)
-        assert plan is not None and plan.usage_based
-        assert plan.tokens_before >= 30_000
-
-
 def test_last_usage_is_the_newest_assistant_usage_from_start_on() -> None:
     branch = [message("u1", None, "user", "一", usage={"prompt_tokens": 50}),  # a user's usage counts never
               message("a1", "u1", "assistant", "好", usage={"prompt_tokens": 100}),
@@ -70,15 +55,3 @@ def test_last_usage_is_the_newest_assistant_usage_from_start_on() -> None:
     assert last_usage(branch[:4], start=2) is None  # a usage before start (the latest summary) is stale
     assert last_usage(branch, start=4) == (4, 7) and last_usage(branch, start=5) is None
     assert last_usage([]) is None and last_usage(branch[:1]) is None
-
-
-def test_the_three_readers_of_the_newest_usage_agree() -> None:
-    usage = {"prompt_tokens": 30_000, "completion_tokens": 5}
-    branch = [message("u1", None, "user", "一"), message("a1", "u1", "assistant", "好", usage=usage),
-              message("u2", "a1", "user", "二" * 10), message("a2", "u2", "assistant", "好")]
-    found = last_usage(branch)
-    assert found == (1, 30_005)
-    assert context_tokens(branch) == 30_005 + sum(estimate_entry_tokens(e) for e in branch[2:])
-    plan = plan_discussion_compaction(branch, context_window=20_000, reserve=1_000, keep_recent=1)
-    assert plan is not None and plan.usage_based
-    assert plan.tokens_before == 30_005 + sum(map(estimate_message_tokens, agent_history(branch[2:])))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from liyuan.discussion.agent import (
+from harness.baselines.agent import (
     TOOL_RESULT_MAX_CHARS,
     GenericCompactionPlan,
     HookDecision,
@@ -17,9 +17,11 @@ from liyuan.discussion.agent import (
     visible_entries,
     visible_tokens,
 )
+from liyuan.discussion.compact import plan_discussion_compaction
+from liyuan.discussion.messages import agent_history, estimate_message_tokens
 from liyuan.errors import ModelError
 from liyuan.model import FunctionModel, ModelRequest, ScriptedModel
-from liyuan.session.entries import Entry, custom, message
+from liyuan.session.entries import Entry, custom, last_usage, message
 from liyuan.story.history import active_summary, rebuild_history, serialize_for_summary
 from liyuan.tokens import chars4
 from tests.liyuan.beats import beats, tree_of
@@ -208,7 +210,7 @@ def test_failures_append_nothing() -> None:
     tree = tree_of(session())
     kwargs = {"context_window": 500, "reserve_tokens": 100, "keep_recent_tokens": 200}
     assert run_generic_compaction(tree, ScriptedModel([ModelError("429")]), **kwargs).kind == "failed"  # type: ignore[arg-type]
-    assert run_generic_compaction(tree, ScriptedModel(["  "]), **kwargs).reason == "empty"  # type: ignore[arg-type]
+    assert run_generic_compaction(tree, ScriptedModel(["  "]), **kwargs).reason == "empty-summary"  # type: ignore[arg-type]
 
     def reroll(_r: ModelRequest) -> str:
         tree.navigate("u3")
@@ -320,3 +322,31 @@ def test_a_due_run_measures_the_context_once() -> None:
     # 80 estimates for the trigger, then 20 for the walk back to 2000 tokens (100 each);
     # the plan reuses the trigger's count instead of measuring all 80 again.
     assert len(texts) == 80 + 20
+
+
+# -- the baseline reads an entry's usage as the library does --------------------------
+
+
+def test_discussion_and_generic_agent_read_the_same_number() -> None:
+    openai_style = {"prompt_tokens": 30_000, "completion_tokens": None}
+    agent_style = {"input": 29_000, "output": 1_000}
+    for usage in (openai_style, agent_style):
+        branch = [message("u1", None, "user", "一"), message("a1", "u1", "assistant", "好", usage=usage),
+                  message("u2", "a1", "user", "二"), message("a2", "u2", "assistant", "好")]
+        after = sum(estimate_entry_tokens(e) for e in branch[2:])
+        assert context_tokens(branch) == 30_000 + after
+        plan = plan_discussion_compaction(branch, context_window=20_000, reserve=1_000, keep_recent=1)
+        assert plan is not None and plan.usage_based
+        assert plan.tokens_before >= 30_000
+
+
+def test_the_three_readers_of_the_newest_usage_agree() -> None:
+    usage = {"prompt_tokens": 30_000, "completion_tokens": 5}
+    branch = [message("u1", None, "user", "一"), message("a1", "u1", "assistant", "好", usage=usage),
+              message("u2", "a1", "user", "二" * 10), message("a2", "u2", "assistant", "好")]
+    found = last_usage(branch)
+    assert found == (1, 30_005)
+    assert context_tokens(branch) == 30_005 + sum(estimate_entry_tokens(e) for e in branch[2:])
+    plan = plan_discussion_compaction(branch, context_window=20_000, reserve=1_000, keep_recent=1)
+    assert plan is not None and plan.usage_based
+    assert plan.tokens_before == 30_005 + sum(map(estimate_message_tokens, agent_history(branch[2:])))

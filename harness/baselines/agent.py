@@ -1,7 +1,9 @@
 """A generic agent-session compaction, modelled on the coding agent's own (reference 6.3).
 
-Liyuan does not use this for the story: it is here so the difference can be shown and
-measured (the harness runs it as a strategy beside :mod:`liyuan.story.compact`). It behaves
+A comparison baseline: liyuan does not compact this way, and no app runs it. It is here
+so the difference can be shown and measured (the harness runs it as a strategy beside
+:mod:`liyuan.story.compact`, and its outcome is liyuan's
+:class:`~liyuan.compaction.CompactionOutcome`, so both are read through one type). It behaves
 like the coding agent's compaction, including its blind spots:
 
 - Trigger on tokens: ``context_tokens > context_window - reserve_tokens``, counting what
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from liyuan.bounds import check_reply_size
+from liyuan.compaction import CompactionOutcome
 from liyuan.errors import ModelError
 from liyuan.model import ChatModel, side_call, split_reasoning
 from liyuan.prompts import Prompt, neutralize, render
@@ -289,16 +292,8 @@ def stage_hook(is_stage_turn_active: Callable[[], bool]) -> BeforeCompactHook:
 # --8<-- [end:before_compact_hook]
 
 
-@dataclass(frozen=True)
-class GenericCompactionOutcome:
-    """What a generic compaction attempt did."""
-
-    kind: Literal["compacted", "skipped", "cancelled", "failed", "stale"]
-    message: str
-    plan: GenericCompactionPlan | None = None
-    summary: str | None = None
-    entry: Entry | None = None
-    reason: str = ""
+GenericCompactionOutcome = CompactionOutcome[GenericCompactionPlan]
+"""What a generic compaction attempt did: liyuan's one outcome type, over this baseline's plan."""
 
 
 def _file_lists(entries: Sequence[Entry]) -> tuple[list[str], list[str]]:
@@ -381,7 +376,7 @@ def run_generic_compaction(
     if tree.leaf_id != leaf_before:
         return GenericCompactionOutcome("stale", "压缩已丢弃（期间切换了分支）", plan, reason="leaf-moved")
     if not summary.strip():
-        return GenericCompactionOutcome("failed", "通用压缩失败：摘要为空", plan, reason="empty")
+        return GenericCompactionOutcome("failed", "通用压缩失败：摘要为空", plan, reason="empty-summary")
     read, modified = _file_lists([*plan.to_summarize, *plan.turn_prefix])
     if read:
         summary += "\n\n<read-files>\n" + "\n".join(read) + "\n</read-files>"
