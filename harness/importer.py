@@ -36,7 +36,7 @@ import yaml
 from liyuan.errors import LiyuanError
 from liyuan.fileio import atomic_write_text
 from liyuan.session.imports import FORMATS, ChatReader, ChatSource, ImportedMessage, safe_chat_id, safe_folder_name
-from liyuan.story.compact import DEFAULT_EVERY_N_TURNS, KEEP_RECENT_BEATS, MIN_COMPACT_CHARS
+from liyuan.story.compact import DEFAULT_EVERY_N_TURNS, KEEP_RECENT_TURNS, MIN_COMPACT_CHARS
 
 from .running.artifacts import FileDiff, unified
 from .running.command import Subcommand, add_root_option, find_root
@@ -139,7 +139,7 @@ class ImportResult:
 
 
 def _compactions_expected(beats: int) -> int:
-    return max(0, (beats - KEEP_RECENT_BEATS) // DEFAULT_EVERY_N_TURNS)
+    return max(0, (beats - KEEP_RECENT_TURNS) // DEFAULT_EVERY_N_TURNS)
 
 
 def build_scenario(name: str, source: ChatSource, chat: ChatBeats, *, card: str | None,
@@ -180,7 +180,7 @@ def build_scenario(name: str, source: ChatSource, chat: ChatBeats, *, card: str 
         "steps": [
             {"id": "play", "kind": "play", "chat": cid,
              "note": (f"逐轮写进会话树；每轮之后照常检查一次压缩（周期 {DEFAULT_EVERY_N_TURNS} 轮、"
-                      f"保留 {KEEP_RECENT_BEATS} 轮、{MIN_COMPACT_CHARS} 字门槛）。"),
+                      f"保留 {KEEP_RECENT_TURNS} 轮、{MIN_COMPACT_CHARS} 字门槛）。"),
              "files": play_files},
             {"id": "next-turn", "kind": "assemble", "chat": cid, "user": closing,
              "note": ("聊天最后一条用户消息还没有回复：用它组装上下文。" if chat.closing_user else

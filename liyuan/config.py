@@ -20,7 +20,7 @@ from liyuan.context.budget import RESIDENT_ENVELOPE_CHARS
 from liyuan.discussion.messages import KEEP_RECENT_TOKENS, RESERVE_TOKENS
 from liyuan.errors import ConfigError
 from liyuan.lore.activate import DEFAULT_LORE_SHARE
-from liyuan.story.compact import DEFAULT_EVERY_N_TURNS, KEEP_RECENT_BEATS, MIN_COMPACT_CHARS
+from liyuan.story.compact import DEFAULT_EVERY_N_TURNS, KEEP_RECENT_TURNS, MIN_COMPACT_CHARS
 from liyuan.vector.config import VectorConfig
 from liyuan.vector.config_file import config_from_dict
 from liyuan.vector.recall import RECALL_TIMEOUT_S
@@ -28,7 +28,7 @@ from liyuan.vector.recall import RECALL_TIMEOUT_S
 __all__ = ["Durability", "MemoryConfig"]
 
 Durability = Literal["entry", "turn"]
-"""When a session file is fsynced: after every append, or once per recorded beat."""
+"""When a session file is fsynced: after every append, or once per recorded turn."""
 
 
 def _int_field(name: str, value: object, low: int) -> None:
@@ -45,7 +45,7 @@ def _seconds_field(name: str, value: object) -> None:
 
 
 BACKGROUND_WAIT_S = 900.0
-"""Default bound on a beat's wait for the chat's background work (see ``background_wait_s``)."""
+"""Default bound on a turn's wait for the chat's background work (see ``background_wait_s``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +56,7 @@ class MemoryConfig:
         ConfigError: On construction, when a field has the wrong type or range.
     """
 
-    keep: int = KEEP_RECENT_BEATS
+    keep: int = KEEP_RECENT_TURNS
     """Turns kept verbatim after a compaction (最近 6 轮逐字保留)."""
     every_n_turns: int = DEFAULT_EVERY_N_TURNS
     """The period: compact once ``keep + every_n_turns`` turns are uncovered; 0 turns
@@ -67,18 +67,18 @@ class MemoryConfig:
     """The language the side model writes summaries, recaps and the handbook in."""
     budget_chars: int = RESIDENT_ENVELOPE_CHARS
     """The envelope the resident summary shares with the relay summary, the ledger and
-    the roster each beat; only the resident summary yields (cut at a paragraph, or dropped)."""
+    the roster each turn; only the resident summary yields (cut at a paragraph, or dropped)."""
     lore_share: float = DEFAULT_LORE_SHARE
     """The share of ``budget_chars`` the lore blocks (【相关设定】 and 【设定集索引】) may take
-    each beat (0.4: 1720 of 4300 characters); entries that do not fit are cut whole and reported."""
+    each turn (0.4: 1720 of 4300 characters); entries that do not fit are cut whole and reported."""
     vector: VectorConfig = field(default_factory=VectorConfig)
     """Vector memory of the trimmed text (off by default: ``VectorConfig(enabled=True)``
     turns it on; ``embedder`` picks ``e5`` (the default), ``hash``, ``semantic`` or ``openai``)."""
     recall_timeout_s: float = RECALL_TIMEOUT_S
-    """How long a beat waits for vector recall before it goes without 【剧情记忆】."""
+    """How long a turn waits for vector recall before it goes without 【剧情记忆】."""
     background_wait_s: float | None = BACKGROUND_WAIT_S
     """How long ``prepare``, ``compact_now`` and the end of a ``with Card``
-    block wait for a chat's background work (the last beat's compaction and ingest)
+    block wait for a chat's background work (the last turn's compaction and ingest)
     before going on without it. Longer than the built-in model's 600 s deadline, so only
     a side model that never returns trips it; ``None`` waits as long as it takes."""
     discussion_window: int = 0
@@ -100,8 +100,8 @@ class MemoryConfig:
     durability: Durability = "entry"
     """When a chat's session file is fsynced. ``entry`` (the default): after every
     append, so every entry an append returned survives a power loss. ``turn``: once per
-    beat, when :meth:`~liyuan.Chat.record` has written the reply (and the ledger), one
-    fsync instead of two or three; a power loss can then lose the user line of a beat
+    turn, when :meth:`~liyuan.Chat.record` has written the reply (and the ledger), one
+    fsync instead of two or three; a power loss can then lose the user line of a turn
     not yet recorded, never a recorded reply. A killed process loses nothing either
     way: the lines are in the operating system's cache (measured by the SIGKILL tests).
     Either way a crash leaves at most one torn last line, which a reload skips."""

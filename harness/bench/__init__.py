@@ -23,7 +23,7 @@ committed):
 - ``weights.json``: the same recall of hybrid RRF for a sweep of embedding-list
   weights, per embedder and per query script, on the labelled queries only (how the
   defaults in :data:`liyuan.vector.config.DEFAULT_FUSION_WEIGHTS` were chosen).
-- ``latency.json``: per-beat recall latency (the real path: ``recall_for_beat`` with
+- ``latency.json``: per-beat recall latency (the real path: ``recall_for_turn`` with
   its worker thread, SQLite generation check and numpy search) at 200, 5,000 and
   50,000 synthetic chunks (e5 up to 5,000), p50/p95 over 100 Chinese and English
   queries in turn after one warm-up, plus the cold

@@ -23,7 +23,7 @@ import numpy as np
 
 from liyuan.vector import SqliteChunkStore, StoreConfig, VectorConfig, VectorMemory
 from liyuan.vector.config import EXTERNAL, NARRATIVE
-from liyuan.vector.recall import RECALL_TIMEOUT_S, bounded_archive, recall_for_beat
+from liyuan.vector.recall import RECALL_TIMEOUT_S, bounded_archive, recall_for_turn
 from liyuan.vector.store import NewChunk
 
 from .methods import (
@@ -124,7 +124,7 @@ def cached_vectors(cache: Path, name: str, texts: Sequence[str], progress: Calla
 
 def _timed_recall(memory: VectorMemory, query: str, branch: frozenset[str]) -> tuple[float, bool]:
     started = time.perf_counter()
-    lines = recall_for_beat(memory, query, branch)
+    lines = recall_for_turn(memory, query, branch)
     return (time.perf_counter() - started) * 1000, bool(lines)
 
 @contextmanager
@@ -239,7 +239,7 @@ def compaction_case(folder: Path, busy: bool, method_name: str = DEFAULT_METHOD)
         compaction.start()
         time.sleep(0.3)  # the archive's first batch is being embedded
         started = time.perf_counter()
-        lines = recall_for_beat(memory, "玉佩上刻着什么字", None, warn=warnings.append)
+        lines = recall_for_turn(memory, "玉佩上刻着什么字", None, warn=warnings.append)
         recall_ms = (time.perf_counter() - started) * 1000
         compaction.join(120)
     stored = sum(1 for c in memory.store.chunks(NARRATIVE) if c.source == "archive") - 1
@@ -248,7 +248,7 @@ def compaction_case(folder: Path, busy: bool, method_name: str = DEFAULT_METHOD)
             "recall_lines": len(lines), "within_bound": bool(lines) and recall_ms <= RECALL_TIMEOUT_S * 1000}
 
 def print_latency(table: dict[str, Any]) -> None:
-    print(f"\n召回延迟（recall_for_beat 全路径，{table['rounds']} 次查询，单位 ms；"
+    print(f"\n召回延迟（recall_for_turn 全路径，{table['rounds']} 次查询，单位 ms；"
           "空闲 = 旁边没有我们的负载，机器上别的进程照常；忙 = 旁边跑一个占满一核的进程）")
     print(f"{'方法':<14}{'段数':>7}{'负载':>6}{'load':>7}{'冷启动':>10}{'预热':>9}{'p50':>8}{'p95':>8}{'写入后':>9}")
     for row in table["rows"]:

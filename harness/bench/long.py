@@ -190,7 +190,7 @@ def _rss_kb() -> int:
 
 def _open_child(card_dir: Path, chat_id: str, vector: bool, cap: int) -> dict[str, Any]:
     """Runs in a fresh process: open, first prepare, peak memory; then recalls (vector on)."""
-    from liyuan.vector.recall import branch_ids_of, recall_for_beat
+    from liyuan.vector.recall import branch_ids_of, recall_for_turn
 
     base = _rss_kb()
     started = time.perf_counter()
@@ -215,7 +215,7 @@ def _open_child(card_dir: Path, chat_id: str, vector: bool, cap: int) -> dict[st
         for i in range(40):
             query = f"第{i * 37}个夜里在{_PLACES[i % 6]}见过谁"
             t0 = time.perf_counter()
-            recall_for_beat(chat.vector, query, ids)
+            recall_for_turn(chat.vector, query, ids)
             times.append((time.perf_counter() - t0) * 1000)
         result["recall_p50_ms"] = statistics.median(times)
         result["recall_p95_ms"] = percentile(times, 95)

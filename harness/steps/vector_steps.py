@@ -2,7 +2,7 @@
 
 Invariant: the chat's vector memory is the one the app's :class:`liyuan.Chat` holds
 (archive on compaction and ingest per beat happen inside ``chat.record``); this step
-calls :func:`liyuan.vector.recall_for_beat` on it directly, to list what a query finds
+calls :func:`liyuan.vector.recall_for_turn` on it directly, to list what a query finds
 and what the branch filter hides, and its scenario note says so. The scenario's
 ``config.vector`` picks the hashing embedder, which needs no model files and gives the
 same vectors on every machine, so recalled lines are byte-stable.
@@ -11,7 +11,7 @@ same vectors on every machine, so recalled lines are byte-stable.
 from __future__ import annotations
 
 from liyuan.errors import ConfigError
-from liyuan.vector.recall import branch_ids_of, recall_for_beat
+from liyuan.vector.recall import branch_ids_of, recall_for_turn
 from liyuan.vector.search import on_current_branch
 
 from ..running.scenario import StepSpec
@@ -29,7 +29,7 @@ def recall(run: ScenarioRun, step: StepSpec) -> StepResult:
         raise ConfigError(f"{step.id}: recall 需要在场景 config 里打开 vector")
     warnings: list[str] = []
     branch = branch_ids_of(chat.branch())
-    lines = recall_for_beat(chat.vector, step.params["query"], branch, warn=warnings.append)
+    lines = recall_for_turn(chat.vector, step.params["query"], branch, warn=warnings.append)
     chunks = chat.vector.list_chunks()
     hidden = [c for c in chunks if not on_current_branch(c, branch)]
     run.write_txt("recall", "\n".join(lines) if lines else "（没有召回任何内容：不出【剧情记忆】这一块）")

@@ -2,7 +2,7 @@
 
 Guarantees: the session tree only grows; replies are on disk when :meth:`Chat.record`
 returns and memory work (vector ingest, compaction, card sync) follows in the
-background without blocking the beat; a failing side model never raises into the
+background without blocking the turn; a failing side model never raises into the
 app's turn; every activity line reaches the app's listener, none is printed.
 """
 

@@ -79,7 +79,7 @@ class Lane:
     def submit(self, work: Callable[[], None]) -> None:
         """Run ``work`` after everything submitted before it.
 
-        On a closed lane (a beat that raced :meth:`close`) the work runs here, in the
+        On a closed lane (a turn that raced :meth:`close`) the work runs here, in the
         caller's thread, after the lane's last job: a reply already written still gets
         its compaction and ingest, and the caller gets no error from a shut-down pool.
         """

@@ -257,7 +257,7 @@ class Card(CardLore):
 
         Read again only when the file changed (its inode, size or modification time: an
         atomic rewrite, a hand edit or a symlink put in its place all change one), so a
-        beat does not pay for a file read.
+        turn does not pay for a file read.
         """
         try:
             stat = os.lstat(self._layout.resident)

@@ -7,16 +7,16 @@ Invariants:
   only moves the leaf, so the next append forks a new branch.
 - :meth:`Chat.record` returns as soon as the reply is on disk; vector ingest and story
   compaction then run on the chat's background lane. The next :meth:`Chat.prepare`
-  waits for that lane first, as the original finishes its beat with the compaction, so a
-  summary is never thrown away by the next beat's append (a reroll or rewind during the
+  waits for that lane first, as the original finishes its turn with the compaction, so a
+  summary is never thrown away by the next turn's append (a reroll or rewind during the
   side call still discards it: that is the leaf guard).
-- A closed chat (its card closed, or the chat deleted) refuses every beat before
+- A closed chat (its card closed, or the chat deleted) refuses every turn before
   writing anything; :meth:`liyuan.Card.chat` opens it afresh.
 - A failing side model never raises out of these methods: the outcome is an activity
   line (and a ``rp-compact-failed`` entry the backoff counts).
-- A side model that never returns does not hang the chat: a beat waits for the lane at
+- A side model that never returns does not hang the chat: a turn waits for the lane at
   most ``MemoryConfig.background_wait_s``, then goes on without it (one ``error``
-  activity line), and later beats do not wait for the lane again until it has drained.
+  activity line), and later turns do not wait for the lane again until it has drained.
   A compaction that lands late is discarded by the leaf guard; the next one redoes it.
 """
 
@@ -44,7 +44,7 @@ from liyuan.session.state import STATE_ENTRY_TYPE, Ledger, format_roster, format
 from liyuan.session.tree import SessionTree
 from liyuan.story.compact import CompactionPlan, compact_now, run_compaction
 from liyuan.story.history import active_summary
-from liyuan.vector.recall import bounded_archive, branch_ids_of, ingest_for_beat, recall_for_beat
+from liyuan.vector.recall import bounded_archive, branch_ids_of, ingest_for_turn, recall_for_turn
 
 if TYPE_CHECKING:
     from liyuan.vector.memory import VectorMemory
@@ -57,7 +57,7 @@ _O = TypeVar("_O", bound=Outcome)
 
 @dataclass(frozen=True)
 class Turn:
-    """The messages to send for one beat, and what went into them."""
+    """The messages to send for one turn, and what went into them."""
 
     messages: list[ChatMessage]
     """Send these (after the app's own system prompt) to the role-play model: at most one
@@ -126,7 +126,7 @@ class Chat:
         self._closed = False
         self._stuck: Future[None] | None = None
 
-    # -- a beat -----------------------------------------------------------------
+    # -- a turn -----------------------------------------------------------------
 
     def prepare(self, user_text: str, *, ledger: Ledger | None = None, roster: str | None = None,
                 lore_index: str = "", extra: Sequence[str] = (), mode: Mode = "roleplay") -> Turn:
@@ -152,7 +152,7 @@ class Chat:
         if mode not in ("roleplay", "agent"):
             raise ConfigError(f"mode 只能是 roleplay 或 agent，实际是 {mode!r}")
         self._check_open()
-        self._drain()  # the previous beat's compaction lands before this beat appends
+        self._drain()  # the previous turn's compaction lands before this turn appends
         fields = {"mode": "agent"} if mode == "agent" else {}
         entry = self.tree.append_message("user", user_text, **fields)
         if mode == "agent":
@@ -184,7 +184,7 @@ class Chat:
         Args:
             reply: The reply text as shown to the user.
             usage: What the endpoint reported for the request (agent mode triggers on it).
-            ledger: The world state after this beat (the scribe's snapshot), if the app keeps one.
+            ledger: The world state after this turn (the scribe's snapshot), if the app keeps one.
             thinking: Reasoning text to keep beside the reply (never sent back).
 
         Returns:
@@ -209,7 +209,7 @@ class Chat:
             if ledger is not None:
                 self.tree.append_custom(STATE_ENTRY_TYPE, ledger.to_dict())
             if self._config.durability == "turn":
-                self.tree.sync()  # the beat's one fsync: its user line, reply and ledger
+                self.tree.sync()  # the turn's one fsync: its user line, reply and ledger
         if agent:
             if self._config.discussion_window and self._model is not None:
                 self._lane.submit(self._compact_discussion)
@@ -288,14 +288,14 @@ class Chat:
         return self._lane.wait(timeout)
 
     def close(self, timeout: float | None = None) -> bool:
-        """Finish the background work and stop the chat's worker thread; the chat takes no more beats."""
+        """Finish the background work and stop the chat's worker thread; the chat takes no more turns."""
         self._closed = True
         return self._lane.close(timeout)
 
     def _drain(self) -> bool:
         """Wait for the lane within ``background_wait_s``; True once it has drained.
 
-        After a wait has run out, later beats do not wait behind the work that was
+        After a wait has run out, later turns do not wait behind the work that was
         stuck (it may never return) until that work is done; then they wait as before.
         """
         stuck = self._stuck
@@ -324,7 +324,7 @@ class Chat:
         shown = ledger if ledger is not None else state_from_branch(branch)
         recall: list[str] = []
         if self.vector is not None and self._config.vector.inject_on_turn:
-            recall = recall_for_beat(self.vector, user_text, branch_ids_of(branch),
+            recall = recall_for_turn(self.vector, user_text, branch_ids_of(branch),
                                      timeout=self._config.recall_timeout_s, warn=self._line("vector"))
         resident = self._resident()
         prepared = prepare_turn(branch, "" if user is not None else user_text, resident_summary=resident,
@@ -378,7 +378,7 @@ class Chat:
         return bounded_archive(self.vector, warn=self._line("vector")) if self.vector is not None else None
 
     def _ingest(self, vector: VectorMemory, entry: Entry, branch_ids: Collection[str]) -> None:
-        self._reported("vector", lambda say: ingest_for_beat(vector, entry.text, node_id=entry.id,
+        self._reported("vector", lambda say: ingest_for_turn(vector, entry.text, node_id=entry.id,
                                                              branch_ids=branch_ids, warn=say))
 
     def _compact(self) -> None:

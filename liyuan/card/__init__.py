@@ -2,7 +2,7 @@
 
 A card's memory lives in ``cards/<卡>/记忆/`` as plain Markdown: one recap per chat
 (``局/<chatId>.md``), the merged handbook (``记忆.md``) and the resident summary
-(``常驻摘要.md``) sent with every beat. Guarantees: every write is atomic; a chat's
+(``常驻摘要.md``) sent with every turn. Guarantees: every write is atomic; a chat's
 recap is rewritten only when its fingerprint changed; a deleted chat takes away only
 what it alone supported; a hand edit is never overwritten silently (stale versions
 raise :class:`~liyuan.errors.VersionConflict`).

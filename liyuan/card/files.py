@@ -6,7 +6,7 @@ Layout of one card (every memory file is plain Markdown, readable and editable b
     cards/<卡>/对话/<chatId>/meta.json        optional: {"name": "<局名>"}
     cards/<卡>/记忆/局/<chatId>.md            one recap per chat
     cards/<卡>/记忆/记忆.md                   the handbook (merged, with sources)
-    cards/<卡>/记忆/常驻摘要.md               the resident summary (sent every beat)
+    cards/<卡>/记忆/常驻摘要.md               the resident summary (sent every turn)
     cards/<卡>/记忆/.清单.json                the manifest (bookkeeping, not memory)
     cards/<卡>/记忆/.history/                 backups of replaced or invalidated files (last 20 of each)
     cards/<卡>/记忆/.sync.lock, .write.lock   the card's cross-process locks (empty files)

@@ -7,7 +7,7 @@
 - :func:`collect_chat_evidence` turns a chat's sessions into one transcript (summaries
   and text of each session's current branch, sessions separated by a marked line) and
   cuts the **earliest** text first when it is longer than the budget, at a paragraph
-  break. It returns ``None`` when the chat has no beat at all (e.g. a greeting only).
+  break. It returns ``None`` when the chat has no turn at all (e.g. a greeting only).
 - :func:`diff_recaps` compares the recap files with the manifest: which recaps are new
   or changed since the last merge, and which merged ones are gone (deleted chats).
 
@@ -53,7 +53,7 @@ class ChatEvidence:
 
     transcript: str
     """Per session: optional ``【前情提要】`` section, then ``名字：正文`` blocks."""
-    beats: int
+    turns: int
     """User turns on the current branches, including turns already compacted."""
     omitted_chars: int
     """How much of the earliest text was cut to fit the budget (0 when none)."""
@@ -117,7 +117,7 @@ def branch_of_session_file(path: Path, damage: list[str] | None = None) -> list[
 def _session_section(branch: Sequence[Entry], user_name: str, char_name: str) -> tuple[str, int] | None:
     """``(section text, user turns)`` of one session, or ``None`` when it holds no game.
 
-    The story view is built once here; the beat count includes compacted turns.
+    The story view is built once here; the turn count includes compacted turns.
     """
     view = story_view(branch)
     active = active_summary(view)
@@ -167,7 +167,7 @@ def collect_chat_evidence(
     except OSError:
         return None
     sections: list[str] = []
-    beats = 0
+    turns = 0
     last_branch: Sequence[Entry] | None = None
     for path in files:
         held = loaded(path) if loaded is not None else None
@@ -183,9 +183,9 @@ def collect_chat_evidence(
         if found is None:
             continue
         sections.append(found[0])
-        beats += found[1]
+        turns += found[1]
         last_branch = branch
-    if beats == 0 or last_branch is None:
+    if turns == 0 or last_branch is None:
         return None
     full = SESSION_SEPARATOR.join(sections)
     omitted = 0
@@ -197,7 +197,7 @@ def collect_chat_evidence(
         start = brk + 2 if brk >= 0 else cut_at
         omitted = utf16_len(full[:start])
         full = full[start:]
-    return ChatEvidence(full, beats, omitted, format_state(state_from_branch(last_branch)))
+    return ChatEvidence(full, turns, omitted, format_state(state_from_branch(last_branch)))
 
 
 def diff_recaps(files: MemoryFiles, manifest: Manifest, *, every: bool = False) -> RecapDiff:

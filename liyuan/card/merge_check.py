@@ -24,11 +24,11 @@ is written, the merge stays owed and is retried next sync):
 
 A resident summary over :data:`~liyuan.context.budget.RESIDENT_MAX_CHARS` is **cut, not
 refused**: at its last paragraph break within the limit, with the omission marker, as
-:func:`liyuan.context.budget.fit_resident_summary` cuts it for a beat. Refusing would
+:func:`liyuan.context.budget.fit_resident_summary` cuts it for a turn. Refusing would
 repeat an 8,192-token merge on every sync for a model that habitually overshoots, and
 would hold back the handbook update and, worse, a forget (``<deleted-chats>``) that the
 same reply carries; the handbook keeps the full memory, and what is stored is then
-exactly what a beat would send.
+exactly what a turn would send.
 
 Invariant: everything here is pure (text in, text out).
 """

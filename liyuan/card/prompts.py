@@ -101,7 +101,7 @@ def build_recap_prompt(
         "recap_user.j2",
         omitted_chars=evidence.omitted_chars,
         chat_name=_attr(chat_name),
-        beats=evidence.beats,
+        turns=evidence.turns,
         transcript=neutralize(evidence.transcript),
         previous_recap=neutralize(previous) if previous else None,
         state_snapshot=neutralize(keep_oldest(evidence.state_snapshot, STATE_INPUT_MAX_CHARS)[0]),

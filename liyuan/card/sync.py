@@ -267,7 +267,7 @@ class CardMemory(HandPath):
             evidence, chat_name=name, previous_recap=previous, language=self.language,
             user_name=self.user_name, char_name=self.char_name,
         )
-        self._say(f"正在复盘「{name}」（{evidence.beats} 轮 · {utf16_len(evidence.transcript)} 字）…")
+        self._say(f"正在复盘「{name}」（{evidence.turns} 轮 · {utf16_len(evidence.transcript)} 字）…")
         try:
             completion = side_call(self.model, prompt.request())
         except ModelError as exc:

@@ -1,4 +1,4 @@
-"""What one beat sends (#replay, #budget): the 【前情提要】 message, the kept history, the tail.
+"""What one turn sends (#replay, #budget): the 【前情提要】 message, the kept history, the tail.
 
 Guarantees: at most one leading 【前情提要】 user message (the in-session summary, then the
 resident summary of earlier chats); covered history never enters the context; the

@@ -1,8 +1,8 @@
-"""The shared budget of the per-beat memory blocks.
+"""The shared budget of the per-turn memory blocks.
 
 The resident summary (常驻摘要, the card's memory of earlier games), the in-session relay
 summary, the ledger text (【世界状态】) and the roster (【登场名录】) are sent with every
-beat and share one envelope of :data:`RESIDENT_ENVELOPE_CHARS` characters. The resident
+turn and share one envelope of :data:`RESIDENT_ENVELOPE_CHARS` characters. The resident
 summary is the one that yields: it is cut at a paragraph break, and dropped entirely
 once too little of it would be left to be useful.
 
@@ -44,7 +44,7 @@ OMITTED_MARKER = "\n（……余下内容因篇幅略）"
 
 
 def resident_allowance(other_chars: int, envelope: int = RESIDENT_ENVELOPE_CHARS) -> int:
-    """How many characters the resident summary may take this beat.
+    """How many characters the resident summary may take this turn.
 
     Args:
         other_chars: Characters already taken by the in-session summary, the ledger

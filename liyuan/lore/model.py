@@ -39,7 +39,7 @@ __all__ = [
 
 DEFAULT_SCAN_TURNS = 6
 """Turns scanned for keys besides the user's new words: the 6 turns every compaction
-keeps verbatim (``KEEP_RECENT_BEATS``). The window never depends on where the last
+keeps verbatim (``KEEP_RECENT_TURNS``). The window never depends on where the last
 compaction fell (up to 36 turns can be uncovered just before one), and a name the
 model still reads word for word keeps its lore in view."""
 MAX_SCAN_TURNS = 1000

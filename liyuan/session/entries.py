@@ -125,7 +125,7 @@ def is_message(entry: Entry, role: str | None = None) -> bool:
 
 def awaits_reply(entry: Entry) -> bool:
     """True when ``entry`` (a leaf) is a user message or a tool receipt that no reply
-    follows yet: a beat is under way, and only its reply may be appended there."""
+    follows yet: a turn is under way, and only its reply may be appended there."""
     return entry.type == "message" and entry.role in ("user", "toolResult")
 
 

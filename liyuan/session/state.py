@@ -1,6 +1,6 @@
 """The ledger (账本): world state kept beside the story, and its text forms.
 
-The ledger is written by the app's scribe after each beat as an ``rp-state`` custom entry
+The ledger is written by the app's scribe after each turn as an ``rp-state`` custom entry
 on the session tree; updating it is out of scope here (the harness scripts it). This
 module reads the latest snapshot on a branch and renders it:
 

@@ -56,7 +56,7 @@ class SessionTree:
         fsync: Fsync after every append (the crash guarantee above). ``False`` for a
             file that is not a session yet, such as an import's temporary file, whose
             writer fsyncs it once before moving it into place, and for a chat that
-            fsyncs once per beat (:meth:`sync`, ``MemoryConfig.durability="turn"``).
+            fsyncs once per turn (:meth:`sync`, ``MemoryConfig.durability="turn"``).
     """
 
     def __init__(
@@ -148,7 +148,7 @@ class SessionTree:
     def branch(self, leaf_id: str | None = None) -> BranchView:
         """Root-to-leaf path ending at ``leaf_id`` (default: the current leaf).
 
-        The current branch is cached, so this costs O(1) per beat; another leaf is
+        The current branch is cached, so this costs O(1) per turn; another leaf is
         walked from scratch. The result is an immutable snapshot (see :class:`BranchView`).
         """
         with self.lock:
@@ -244,7 +244,7 @@ class SessionTree:
         raise TreeError(f"id 工厂连续 {ID_DRAWS + 1} 次给出了重复的 id：{entry_id!r}")
 
     def sync(self) -> None:
-        """Fsync the file now (a tree built with ``fsync=False`` calls this once per beat).
+        """Fsync the file now (a tree built with ``fsync=False`` calls this once per turn).
 
         Raises:
             TreeError: The file cannot be synced.

@@ -1,8 +1,8 @@
 """When a story compaction that keeps failing is tried again.
 
 A model with its own habits (a heading style the check does not know, a reasoning model
-that spends its budget thinking) can fail every compaction. Retrying on every beat would
-then cost a 4096-token call per beat for nothing, so after a few failures in a row the
+that spends its budget thinking) can fail every compaction. Retrying on every turn would
+then cost a 4096-token call per turn for nothing, so after a few failures in a row the
 automatic trigger waits.
 
 Invariants:
@@ -43,18 +43,18 @@ BACKOFF_MAX_PERIODS = 4
 
 
 def backoff_wait(failures: int, every_n_turns: int) -> int:
-    """Beats to wait after the latest failure before the next automatic try.
+    """Turns to wait after the latest failure before the next automatic try.
 
     Nothing while fewer than :data:`BACKOFF_AFTER_FAILURES` tries failed in a row (a
-    passing hiccup is retried next beat, as the original does); then one period, doubled
+    passing hiccup is retried next turn, as the original does); then one period, doubled
     with each further failure, capped at :data:`BACKOFF_MAX_PERIODS` periods.
 
     Args:
         failures: Consecutive failures so far.
-        every_n_turns: The compaction period in beats.
+        every_n_turns: The compaction period in turns.
 
     Returns:
-        The wait in beats (0: no wait).
+        The wait in turns (0: no wait).
     """
     if failures < BACKOFF_AFTER_FAILURES:
         return 0
@@ -62,14 +62,14 @@ def backoff_wait(failures: int, every_n_turns: int) -> int:
 
 
 def compaction_backoff(branch: Sequence[Entry], every_n_turns: int) -> tuple[FailureStreak, int]:
-    """The branch's failure streak and the beats it must still wait (0: try now).
+    """The branch's failure streak and the turns it must still wait (0: try now).
 
     Args:
         branch: Root-to-leaf entries.
-        every_n_turns: The compaction period in beats.
+        every_n_turns: The compaction period in turns.
     """
     streak = failure_streak(branch)
-    return streak, max(0, backoff_wait(streak.failures, every_n_turns) - streak.beats_since)
+    return streak, max(0, backoff_wait(streak.failures, every_n_turns) - streak.turns_since)
 
 
 def backoff_message(streak: FailureStreak, remaining: int) -> str:

@@ -36,17 +36,17 @@ from liyuan.story.view import (
 from liyuan.text import utf16_len
 
 __all__ = [
-    "DEFAULT_EVERY_N_TURNS", "KEEP_RECENT_BEATS", "MANUAL_MIN_COMPACT_CHARS", "MIN_COMPACT_CHARS",
+    "DEFAULT_EVERY_N_TURNS", "KEEP_RECENT_TURNS", "MANUAL_MIN_COMPACT_CHARS", "MIN_COMPACT_CHARS",
     "SUMMARY_MAX_TOKENS", "Archive", "CompactionPlan", "compact_now",
     "plan_compaction", "run_compaction",
 ]
 
 _log = logging.getLogger(__name__)
 
-KEEP_RECENT_BEATS = 6
+KEEP_RECENT_TURNS = 6
 MIN_COMPACT_CHARS = 2000
 BUSY_MESSAGE = "正在演出中，稍后再压缩"
-"""Why a compaction did nothing mid-beat (outcome reason ``busy``)."""
+"""Why a compaction did nothing mid-turn (outcome reason ``busy``)."""
 MANUAL_MIN_COMPACT_CHARS = 500
 DEFAULT_EVERY_N_TURNS = 30
 
@@ -74,7 +74,7 @@ def plan_compaction(
     *,
     user_name: str,
     char_name: str,
-    keep: int = KEEP_RECENT_BEATS,
+    keep: int = KEEP_RECENT_TURNS,
     every_n_turns: int = DEFAULT_EVERY_N_TURNS,
     min_chars: int = MIN_COMPACT_CHARS,
 ) -> CompactionPlan | None:
@@ -215,7 +215,7 @@ def run_compaction(
     language: str = "中文",
     every_n_turns: int = DEFAULT_EVERY_N_TURNS,
     min_chars: int = MIN_COMPACT_CHARS,
-    keep: int = KEEP_RECENT_BEATS,
+    keep: int = KEEP_RECENT_TURNS,
     archive: Archive | None = None,
     on_activity: Callable[[str], None] | None = None,
     state_text: str | None = None,
@@ -232,9 +232,9 @@ def run_compaction(
     error or a rejected reply appends an ``rp-compact-failed`` entry ``{reason, error,
     coversThroughId, provenance, finishReason}`` instead (unless the leaf moved); the next
     trigger tries again, and after a few failures in a row only once the wait of
-    :func:`liyuan.story.backoff.backoff_wait` has passed (a waiting beat plans nothing: its
+    :func:`liyuan.story.backoff.backoff_wait` has passed (a waiting turn plans nothing: its
     outcome has ``plan=None``; the backoff line goes to ``on_activity`` once per failure,
-    on the first beat that waits, and is on every waiting beat's outcome). Never raises
+    on the first turn that waits, and is on every waiting turn's outcome). Never raises
     for model failures: whatever the model object's ``complete()`` raises (an
     ``Exception``), and a reply with a lone surrogate, is a ``failed`` outcome (see
     :func:`liyuan.model.side_call`); errors in this package's own code are not caught.
@@ -262,25 +262,25 @@ def run_compaction(
     emit = on_activity or (lambda _line: None)
     branch = tree.branch()
     if branch and awaits_reply(branch[-1]):
-        # Mid-beat (the app prepared a turn and has not recorded its reply): a summary
+        # Mid-turn (the app prepared a turn and has not recorded its reply): a summary
         # appended now would sit between the user's words and their reply.
         emit(BUSY_MESSAGE)
         return CompactionOutcome("skipped", BUSY_MESSAGE, reason="busy")
     if backoff and every_n_turns > 0:
         # The wait is read from the live part alone; planning serializes the whole covered
-        # region, so a beat that waits must not pay for a plan it will not use.
+        # region, so a turn that waits must not pay for a plan it will not use.
         streak, wait = compaction_backoff(branch, every_n_turns)
         if wait > 0:
             message = backoff_message(streak, wait)
-            if streak.beats_since <= 1:
-                # Said once per failure (on the first beat that waits), not on every beat of
-                # the wait: the outcome still carries the line with the beats left.
+            if streak.turns_since <= 1:
+                # Said once per failure (on the first turn that waits), not on every turn of
+                # the wait: the outcome still carries the line with the turns left.
                 emit(message)
             return CompactionOutcome("skipped", message, reason="backoff")
     plan = plan_compaction(branch, user_name=user_name, char_name=char_name, keep=keep,
                            every_n_turns=every_n_turns, min_chars=min_chars)
     if plan is None:
-        # Not due is the normal state of almost every beat: the message is on the outcome
+        # Not due is the normal state of almost every turn: the message is on the outcome
         # (a manual /compact shows it), but it is not an activity line.
         return CompactionOutcome("skipped", "早期剧情还不够长，暂不需要压缩", reason="not-due")
     leaf_before = branch[-1].id if branch else None  # the leaf the plan was made on
@@ -297,7 +297,7 @@ def compact_now(
     user_name: str,
     char_name: str,
     language: str = "中文",
-    keep: int = KEEP_RECENT_BEATS,
+    keep: int = KEEP_RECENT_TURNS,
     archive: Archive | None = None,
     on_activity: Callable[[str], None] | None = None,
     state_text: str | None = None,
@@ -307,7 +307,7 @@ def compact_now(
     """Manual ``/compact``: no waiting for the period (``every_n_turns=1``), a 500-char floor,
     no failure backoff (the user asked; a failure is still recorded).
 
-    ``busy`` is true while a beat is being performed: then nothing happens
+    ``busy`` is true while a turn is being performed: then nothing happens
     (``skipped``/``busy``). The other arguments are those of :func:`run_compaction`.
     """
     if busy:

@@ -15,7 +15,7 @@ Cost: :func:`rebuild_history` and :func:`~liyuan.story.compact.plan_compaction` 
 the live part of the branch (from the user turn holding the active summary's anchor to
 the leaf), found by scanning back from the leaf, and give exactly what the whole branch
 would give (see :func:`story_tail`). On a :meth:`~liyuan.session.tree.SessionTree.branch`
-view a beat therefore costs the same at ten thousand beats as at a hundred.
+view a turn therefore costs the same at ten thousand turns as at a hundred.
 """
 
 from __future__ import annotations

@@ -177,7 +177,7 @@ class FailureStreak:
 
     failures: int
     """Consecutive ``rp-compact-failed`` entries after the latest valid summary."""
-    beats_since: int
+    turns_since: int
     """Story user turns after the latest of them (0 without any failure)."""
 
 
@@ -187,14 +187,14 @@ def failure_streak(branch: Sequence[Entry]) -> FailureStreak:
     Read from the leaf backwards, stopping at the latest valid summary (a success ends
     a streak), so the cost is that of the live part. A failure on an abandoned branch
     (after a reroll or a rewind) is not on this branch and does not count. Authoring and
-    agent user messages are not story turns and do not count as beats.
+    agent user messages are not story turns and do not count as turns.
     """
-    failures = beats = 0
+    failures = turns = 0
     for entry in reversed(branch):
         if summary_fields(entry) is not None:
             break
         if entry.type == "custom" and entry.custom_type == COMPACT_FAILED_TYPE:
             failures += 1
         elif not failures and entry.type == "message" and entry.role == "user" and _is_story_message(entry):
-            beats += 1
-    return FailureStreak(failures, beats if failures else 0)
+            turns += 1
+    return FailureStreak(failures, turns if failures else 0)

@@ -1,15 +1,15 @@
 """Vector memory (optional, off by default): details the relay summary drops.
 
 When enabled, the original text a compaction covers is archived into a per-chat store
-before the summary lands, finished beats are ingested every few beats, and every beat
+before the summary lands, finished turns are ingested every few turns, and every turn
 recalls up to five chunks for the user's raw words, injected as 【剧情记忆】 lines right
 after 【设定集索引】. Recall is hybrid (embedding cosine fused with BM25 over Chinese
 bigrams and stemmed English words, weighted by the query's script),
 branch-aware (chunks of an abandoned branch never show) and bounded (5 s).
 
 Invariant of the package: nothing here runs unless ``VectorConfig.enabled`` is true,
-and nothing here can fail or hold up a beat (see :func:`recall_for_beat` and
-:func:`ingest_for_beat`). The names below are imported on first use, so the
+and nothing here can fail or hold up a turn (see :func:`recall_for_turn` and
+:func:`ingest_for_turn`). The names below are imported on first use, so the
 configuration (:mod:`liyuan.vector.config`) and the ``liyuan`` facade work without the
 ``vector`` extra installed; a name that needs it, asked for without it, is a
 :class:`~liyuan.errors.ConfigError` naming the extra.

@@ -1,4 +1,4 @@
-"""Splitting text into chunks, and condensing a long beat before it is stored.
+"""Splitting text into chunks, and condensing a long turn before it is stored.
 
 Invariants (pure functions, no I/O):
 
@@ -44,7 +44,7 @@ MAX_CHUNK_CHARS = 4000
 MIN_CHUNK_CHARS = 8
 """Pieces shorter than this (after trimming) are dropped."""
 MIN_INGEST_CHARS = 20
-"""Archive and per-beat texts shorter than this are not stored at all."""
+"""Archive and per-turn texts shorter than this are not stored at all."""
 CONDENSE_OVER = 1200
 CONDENSE_HEAD = 600
 CONDENSE_TAIL = 400
@@ -104,11 +104,11 @@ def split_text_chunks(text: str, max_len: int = 480, *, overlap: int = 0) -> lis
 
 
 def condense(text: str) -> str:
-    """Keep the head and the tail of a long beat: ``head + "\\n…\\n" + tail``.
+    """Keep the head and the tail of a long turn: ``head + "\\n…\\n" + tail``.
 
-    A beat longer than ``CONDENSE_OVER`` characters becomes its first ``CONDENSE_HEAD``
+    A turn longer than ``CONDENSE_OVER`` characters becomes its first ``CONDENSE_HEAD``
     and last ``CONDENSE_TAIL`` characters around an ellipsis line: the opening says
-    where the beat went, the ending says where it left things.
+    where the turn went, the ending says where it left things.
     """
     if len(text) <= CONDENSE_OVER:
         return text

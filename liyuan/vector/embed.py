@@ -141,7 +141,7 @@ def one_blas_thread() -> Iterator[None]:
 
     A recall does small matrix products; spreading them over BLAS threads on a busy
     2-core machine made them 5-20x slower at p95 (threads spin waiting for a core),
-    so the per-beat path asks for one thread. Without threadpoolctl this is a no-op.
+    so the per-turn path asks for one thread. Without threadpoolctl this is a no-op.
     """
     global _POOL_LIMIT
     with _POOL_LOCK:

@@ -26,7 +26,7 @@ __all__ = ["BRANCH_TAGGED", "Chunk", "Snapshot", "Source", "TermCache", "reusabl
 
 Source = Literal["narrative", "archive", "import", "manual"]
 BRANCH_TAGGED: frozenset[str] = frozenset({"narrative", "archive"})
-"""Sources whose ``node_id`` ties a chunk to a branch (a beat, or a compaction anchor)."""
+"""Sources whose ``node_id`` ties a chunk to a branch (a turn, or a compaction anchor)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +40,7 @@ class Chunk:
     source: Source
     title: str | None
     node_id: str | None
-    """Narrative: the newest beat whose text it holds; archive: the compaction's anchor."""
+    """Narrative: the newest turn whose text it holds; archive: the compaction's anchor."""
     parent: str | None
     """Id of the older version this chunk extends (narrative merges), else ``None``."""
     seq: int

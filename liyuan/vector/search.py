@@ -5,7 +5,7 @@ Invariants (pure: a snapshot and a query in, ranked positions out):
 - A narrative chunk written on a branch the user has left is never returned, nor an
   archive chunk whose compaction anchor is off the branch (:func:`on_current_branch`),
   nor one superseded by a newer version on the branch (:func:`visible_mask`); import
-  and manual chunks, and chunks stored without a beat id, always may be.
+  and manual chunks, and chunks stored without a turn id, always may be.
 - Semantic hits need a cosine above ``MIN_COSINE`` and a vector written by the query's
   embedder (a chunk from another embedder is still found lexically until it is
   re-embedded); lexical hits need a positive BM25 score.
@@ -82,7 +82,7 @@ class Ranked:
 def on_current_branch(chunk: Chunk, branch_ids: Collection[str] | None) -> bool:
     """Whether ``chunk`` may be shown on the branch made of ``branch_ids``.
 
-    A narrative chunk carries the id of the newest beat whose text it holds; an archive
+    A narrative chunk carries the id of the newest turn whose text it holds; an archive
     chunk carries its compaction's anchor (the last entry the summary covers). Every
     other entry of that text is an ancestor of the id, so the id is on the current
     branch exactly when all of the text is: otherwise (after a reroll, or a rewind past

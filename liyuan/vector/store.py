@@ -6,7 +6,7 @@ Invariants:
   ``synchronous=FULL``: a process killed mid-write loses at most the write in flight,
   never a committed chunk, and the file stays consistent (tested by killing a child).
 - Each write that may change a chunk (add, re-embed, delete) bumps ``meta.generation``
-  in the same transaction; the beat counter and the pending queue are not chunks and
+  in the same transaction; the turn counter and the pending queue are not chunks and
   leave it alone. A :class:`Snapshot` is refreshed only when the generation it was
   built from is stale, so a recall after a mere :meth:`SqliteChunkStore.next_turn` costs
   one small query plus numpy, not a rebuild. When chunks were only added or evicted
@@ -32,7 +32,7 @@ Invariants:
 
 Rows: ``id`` (16 hex), ``store``, ``text``, ``embedding`` (float32 blob), ``dim``,
 ``embedder`` (label of what wrote the vector), ``source`` (narrative | archive | import
-| manual), ``title``, ``node_id`` (narrative: assistant entry id of the beat; archive:
+| manual), ``title``, ``node_id`` (narrative: assistant entry id of the turn; archive:
 the compaction's anchor, ``NULL`` in files written before anchors were stored; ``NULL``
 for import and manual chunks), ``parent`` (the version this one extends), ``seq``,
 ``merge_count``, ``created_at``, ``updated_at``.
@@ -196,7 +196,7 @@ class SqliteChunkStore:
         """Insert chunks, skipping those whose text and ``node_id`` are already in their
         store; evict FIFO beyond the cap.
 
-        ``clear_pending_through`` drops queued beats up to that ``seq`` in the same
+        ``clear_pending_through`` drops queued turns up to that ``seq`` in the same
         transaction (they are what was just ingested). ``on_evict(store, count)`` is
         called after the commit for every store that lost rows to its cap.
 
@@ -268,10 +268,10 @@ class SqliteChunkStore:
             return bool(doomed)
 
     def next_turn(self, pending: tuple[str | None, str] | None = None) -> int:
-        """Increment and return the chat's beat counter (it drives the ingest period).
+        """Increment and return the chat's turn counter (it drives the ingest period).
 
         Args:
-            pending: ``(node_id, text)`` of this beat, queued in the same transaction.
+            pending: ``(node_id, text)`` of this turn, queued in the same transaction.
         """
         with self._write(chunks_changed=False) as db:
             db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'turn_counter'")
@@ -280,12 +280,12 @@ class SqliteChunkStore:
             return int(db.execute("SELECT value FROM meta WHERE key = 'turn_counter'").fetchone()[0])
 
     def pending(self) -> list[tuple[int, str | None, str]]:
-        """Queued beats as ``(seq, node_id, text)``, oldest first."""
+        """Queued turns as ``(seq, node_id, text)``, oldest first."""
         with self._connect() as db:
             return list(db.execute("SELECT seq, node_id, text FROM pending ORDER BY seq"))
 
     def clear_pending(self, through_seq: int) -> None:
-        """Drop queued beats up to ``through_seq`` (after they were ingested)."""
+        """Drop queued turns up to ``through_seq`` (after they were ingested)."""
         with self._write(chunks_changed=False) as db:
             db.execute("DELETE FROM pending WHERE seq <= ?", (through_seq,))
 

@@ -1,7 +1,7 @@
-"""One worker thread per chunk store: the bounded calls of a beat run there, in order.
+"""One worker thread per chunk store: the bounded calls of a turn run there, in order.
 
 A search stuck inside a store (a hung disk, a hung embeddings endpoint inside the
-lock) used to cost one new thread per beat, and the next ingest waited on the store's
+lock) used to cost one new thread per turn, and the next ingest waited on the store's
 lock forever. Here every bounded call of a store goes through that store's single
 worker: the caller waits at most its timeout; the job either runs later (when it
 carries data that must not be lost, ``keep=True``) or is skipped if it has not started
@@ -11,7 +11,7 @@ Invariants:
 
 - At most one worker thread per store at any time; it ends after :data:`WORKER_IDLE_S`
   seconds without work, and a new one starts with the next job.
-- Jobs run one at a time, in submission order, except that an urgent job (a beat's
+- Jobs run one at a time, in submission order, except that an urgent job (a turn's
   recall) goes ahead of every queued job that is not urgent (ingests, archive batches):
   a recall waits at most for the job already running, never for a queue of writes
   (issue 25). A job's exception is handed to its caller (or logged, when the caller is
@@ -86,7 +86,7 @@ class StoreWorker:
         Args:
             call: The work (it may block on the store for as long as it likes).
             timeout: Seconds the caller waits.
-            keep: Run it even after the caller stopped waiting (an ingest: the beat's
+            keep: Run it even after the caller stopped waiting (an ingest: the turn's
                 text must not be lost); otherwise a job not started by then is skipped.
             urgent: Queue it ahead of every waiting job that is not urgent (a recall).
 

@@ -76,7 +76,7 @@ def test_evidence_uses_the_summary_and_the_uncovered_text(tmp_path: Path) -> Non
     tree.append_custom("rp-state", Ledger(time="第二天清晨", characters=(Character("小满", 60),)).to_dict())
     evidence = collect_chat_evidence(chat, user_name=USER, char_name=CHAR)
     assert evidence is not None
-    assert evidence.beats == 2
+    assert evidence.turns == 2
     assert "【前情提要】\n第一章：城门遇袭。" in evidence.transcript
     assert "第一章的旧事" not in evidence.transcript
     assert "阿明：后来的话" in evidence.transcript
@@ -94,7 +94,7 @@ def test_evidence_cuts_the_earliest_text_first(tmp_path: Path) -> None:
     assert evidence.omitted_chars > 0
     assert "阿明：第二个窗口的话" in evidence.transcript
     assert "另一个会话窗口" in evidence.transcript
-    assert evidence.beats == 2
+    assert evidence.turns == 2
     assert len(evidence.transcript) <= 3000
     full_len = 2 * (len(long) + 3) + 2 + len(SESSION_SEPARATOR) + len("阿明：第二个窗口的话") + 2 + len("小满：好。")
     assert evidence.omitted_chars + len(evidence.transcript) == full_len
@@ -129,7 +129,7 @@ def test_evidence_builds_each_session_view_once(tmp_path: Path, monkeypatch: pyt
 
     monkeypatch.setattr(card_inputs, "story_view", counting_view)
     evidence = collect_chat_evidence(tmp_path / "对话" / "A", user_name=USER, char_name=CHAR)
-    assert evidence is not None and evidence.beats == 2
+    assert evidence is not None and evidence.turns == 2
     assert built == [2, 2]  # one view per session file, shared by the section and the beat count
 
 

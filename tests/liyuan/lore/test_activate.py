@@ -68,9 +68,9 @@ def test_scan_depth_in_turns_with_per_entry_override() -> None:
 
 
 def test_default_scan_depth_is_the_kept_turns() -> None:
-    from liyuan.story.compact import KEEP_RECENT_BEATS
+    from liyuan.story.compact import KEEP_RECENT_TURNS
 
-    assert DEFAULT_SCAN_TURNS == KEEP_RECENT_BEATS
+    assert DEFAULT_SCAN_TURNS == KEEP_RECENT_TURNS
 
 
 def test_turn_segments_newest_first() -> None:

@@ -19,7 +19,7 @@ from liyuan.errors import ModelOutputError
 from liyuan.vector import HashEmbedder, SqliteChunkStore, VectorConfig, VectorMemory
 from liyuan.vector.config import EXTERNAL, NARRATIVE, StoreConfig
 from liyuan.vector.memory import UNEMBEDDED
-from liyuan.vector.recall import ingest_for_beat, recall_for_beat
+from liyuan.vector.recall import ingest_for_turn, recall_for_turn
 
 STORY = [
     "沈怀瑾在东门外的石阶上捡到一块玉佩，玉佩背面刻着一个小小的满字。",
@@ -111,11 +111,11 @@ def test_a_bad_beat_vector_leaves_the_beat_queued_for_the_next_ingest(tmp_path: 
     vector = memory(tmp_path, embedder, every=1)
     warnings: list[str] = []
     embedder.mode = "nan"
-    result = ingest_for_beat(vector, STORY[0], node_id="a1", branch_ids=None, warn=warnings.append)
+    result = ingest_for_turn(vector, STORY[0], node_id="a1", branch_ids=None, warn=warnings.append)
     assert result.reason == "error" and "NaN" in warnings[0] and "下次写入时重试" in warnings[0]
     assert vector.store.count() == 0 and len(vector.store.pending()) == 1
     embedder.mode = ""
-    ingest_for_beat(vector, STORY[1], node_id="a2", branch_ids=None, warn=warnings.append)
+    ingest_for_turn(vector, STORY[1], node_id="a2", branch_ids=None, warn=warnings.append)
     (chunk,) = vector.list_chunks(NARRATIVE)
     assert STORY[0] in chunk.text and STORY[1] in chunk.text and chunk.embedder == HashEmbedder.label
 
@@ -139,5 +139,5 @@ def test_a_bad_query_vector_gives_no_recall_and_a_warning(tmp_path: Path) -> Non
     vector.import_text("\n\n".join(STORY))
     embedder.mode = "nan"
     warnings: list[str] = []
-    assert recall_for_beat(vector, "玉佩在哪里", None, warn=warnings.append) == []
+    assert recall_for_turn(vector, "玉佩在哪里", None, warn=warnings.append) == []
     assert "ModelOutputError" in warnings[0]

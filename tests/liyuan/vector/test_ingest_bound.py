@@ -15,7 +15,7 @@ import pytest
 
 from liyuan.vector import SqliteChunkStore, StoreConfig, VectorConfig, VectorMemory
 from liyuan.vector.config import NARRATIVE
-from liyuan.vector.recall import ingest_for_beat, recall_for_beat
+from liyuan.vector.recall import ingest_for_turn, recall_for_turn
 from liyuan.vector.store import Snapshot
 
 BEAT = "沈怀瑾在东门外的石阶上捡到一块玉佩，玉上刻着一个「瑾」字。"
@@ -52,9 +52,9 @@ def workers() -> list[threading.Thread]:
 
 def test_an_ingest_after_a_stuck_recall_returns_within_its_bound(stuck: VectorMemory) -> None:
     warnings: list[str] = []
-    assert recall_for_beat(stuck, "玉佩在哪里", None, timeout=0.3, warn=warnings.append) == []
+    assert recall_for_turn(stuck, "玉佩在哪里", None, timeout=0.3, warn=warnings.append) == []
     started = time.monotonic()
-    result = ingest_for_beat(stuck, BEAT, node_id="a1", branch_ids={"a1"}, timeout=0.3, warn=warnings.append)
+    result = ingest_for_turn(stuck, BEAT, node_id="a1", branch_ids={"a1"}, timeout=0.3, warn=warnings.append)
     assert time.monotonic() - started < 1.5
     assert not result.stored and result.reason == "deferred"
     assert any("写入" in w for w in warnings)
@@ -63,8 +63,8 @@ def test_an_ingest_after_a_stuck_recall_returns_within_its_bound(stuck: VectorMe
 def test_hung_beats_leak_at_most_one_worker_per_store(stuck: VectorMemory) -> None:
     before = len(workers())
     for beat in range(5):
-        recall_for_beat(stuck, "玉佩在哪里", None, timeout=0.1, warn=lambda _w: None)
-        ingest_for_beat(stuck, f"{BEAT}第{beat}拍。", node_id=f"a{beat}", branch_ids=None, timeout=0.1,
+        recall_for_turn(stuck, "玉佩在哪里", None, timeout=0.1, warn=lambda _w: None)
+        ingest_for_turn(stuck, f"{BEAT}第{beat}拍。", node_id=f"a{beat}", branch_ids=None, timeout=0.1,
                         warn=lambda _w: None)
     assert len(workers()) - before <= 1
 
@@ -72,9 +72,9 @@ def test_hung_beats_leak_at_most_one_worker_per_store(stuck: VectorMemory) -> No
 def test_deferred_beats_are_ingested_once_the_store_frees_up(stuck: VectorMemory) -> None:
     store = stuck.store
     assert isinstance(store, StuckStore)
-    recall_for_beat(stuck, "玉佩在哪里", None, timeout=0.1, warn=lambda _w: None)
+    recall_for_turn(stuck, "玉佩在哪里", None, timeout=0.1, warn=lambda _w: None)
     for beat in range(3):
-        ingest_for_beat(stuck, f"{BEAT}第{beat}拍。", node_id=f"a{beat}", branch_ids=None, timeout=0.1,
+        ingest_for_turn(stuck, f"{BEAT}第{beat}拍。", node_id=f"a{beat}", branch_ids=None, timeout=0.1,
                         warn=lambda _w: None)
     store.stuck.clear()
     store.release.set()
@@ -88,7 +88,7 @@ def test_deferred_beats_are_ingested_once_the_store_frees_up(stuck: VectorMemory
 def test_a_healthy_ingest_is_stored_at_once(tmp_path: Path) -> None:
     stores = {NARRATIVE: StoreConfig("剧情数据库", True, 1, 200)}
     memory = VectorMemory(VectorConfig(enabled=True, stores=stores), SqliteChunkStore(tmp_path / "ok.sqlite"))
-    result = ingest_for_beat(memory, BEAT, node_id="a1", branch_ids={"a1"})
+    result = ingest_for_turn(memory, BEAT, node_id="a1", branch_ids={"a1"})
     assert result.stored and memory.store.count() == 1
 
 
@@ -98,7 +98,7 @@ def test_a_compaction_archive_is_bounded_too(stuck: VectorMemory) -> None:
     from liyuan.vector.recall import bounded_archive
     from tests.liyuan.beats import SUMMARY_REPLY, beats, tree_of
 
-    recall_for_beat(stuck, "玉佩在哪里", None, timeout=0.1, warn=lambda _w: None)  # the store is now stuck
+    recall_for_turn(stuck, "玉佩在哪里", None, timeout=0.1, warn=lambda _w: None)  # the store is now stuck
     warnings: list[str] = []
     tree = tree_of(beats(1, 40))
     started = time.monotonic()

@@ -227,7 +227,7 @@ def test_a_600_beat_chat_evicts_nothing_under_the_defaults(tmp_path: Path) -> No
         text = f"第{beat}拍：" + "灯塔下的潮水一夜涨了三尺，守灯人把铜纽扣放回抽屉里。" * 16  # about 450 characters
         branch.append(f"a{beat}")
         covered.append(f"用户：第{beat}拍的台词。\n{text}")
-        memory.ingest_beat(text, node_id=f"a{beat}", branch_ids=branch)
+        memory.ingest_turn(text, node_id=f"a{beat}", branch_ids=branch)
         if beat % 30 == 0:  # a compaction archives the original text it covers
             memory.archive_compacted("\n\n".join(covered), f"a{beat}")
             covered = []

@@ -210,8 +210,8 @@ def test_narrative_store_rejects_import_and_manual(tmp_path: Path) -> None:
 
 def test_two_ingests_merge_into_one_chunk_and_stay_in_their_chat(tmp_path: Path) -> None:
     memory = memory_at(tmp_path, stores=one_per_beat())
-    first = memory.ingest_beat(STORY[0], node_id="a1", branch_ids={"u1", "a1"})
-    second = memory.ingest_beat(STORY[1], node_id="a2", branch_ids={"u1", "a1", "u2", "a2"})
+    first = memory.ingest_turn(STORY[0], node_id="a1", branch_ids={"u1", "a1"})
+    second = memory.ingest_turn(STORY[1], node_id="a2", branch_ids={"u1", "a1", "u2", "a2"})
     assert first.stored and not first.merged
     assert second.stored and second.merged
     chunks = memory.list_chunks(NARRATIVE)
@@ -226,7 +226,7 @@ def test_merge_stops_at_1800_chars(tmp_path: Path) -> None:
     memory = memory_at(tmp_path, stores=one_per_beat())
     ids = {f"a{i}" for i in range(10)}
     for i in range(4):
-        memory.ingest_beat(f"第{i}轮。" + "墨" * 596, node_id=f"a{i}", branch_ids=ids)
+        memory.ingest_turn(f"第{i}轮。" + "墨" * 596, node_id=f"a{i}", branch_ids=ids)
     chunks = memory.list_chunks(NARRATIVE)
     assert [c.merge_count for c in chunks] == [2, 2]
     assert all(len(c.text) <= 1800 for c in chunks)
@@ -235,7 +235,7 @@ def test_merge_stops_at_1800_chars(tmp_path: Path) -> None:
 def test_every_third_beat_ingests_the_queued_beats(tmp_path: Path) -> None:
     memory = memory_at(tmp_path)
     ids = {"a1", "a2", "a3"}
-    results = [memory.ingest_beat(STORY[i], node_id=f"a{i + 1}", branch_ids=ids) for i in range(3)]
+    results = [memory.ingest_turn(STORY[i], node_id=f"a{i + 1}", branch_ids=ids) for i in range(3)]
     assert [r.reason for r in results[:2]] == ["not-due", "not-due"] and results[2].stored
     (chunk,) = memory.list_chunks(NARRATIVE)
     assert all(text in chunk.text for text in STORY[:3])
@@ -243,9 +243,9 @@ def test_every_third_beat_ingests_the_queued_beats(tmp_path: Path) -> None:
 
 def test_short_and_duplicate_texts_are_skipped(tmp_path: Path) -> None:
     memory = memory_at(tmp_path, stores=one_per_beat())
-    assert memory.ingest_beat("太短了", node_id="a1", branch_ids=None).reason == "too-short"
-    assert memory.ingest_beat(STORY[0], node_id="a2", branch_ids=None).stored
-    assert memory.ingest_beat(STORY[0], node_id="a3", branch_ids=None).reason == "duplicate"
+    assert memory.ingest_turn("太短了", node_id="a1", branch_ids=None).reason == "too-short"
+    assert memory.ingest_turn(STORY[0], node_id="a2", branch_ids=None).stored
+    assert memory.ingest_turn(STORY[0], node_id="a3", branch_ids=None).reason == "duplicate"
     assert memory.add_manual("短") == []
     assert memory.add_manual(STORY[3]) and memory.add_manual(STORY[3]) == []
     assert memory.archive_compacted("不到二十个字的归档") == 0
@@ -313,7 +313,7 @@ def test_recall_is_deduplicated_and_capped_at_top_k(tmp_path: Path) -> None:
 def test_disabled_memory_writes_nothing(tmp_path: Path) -> None:
     memory = VectorMemory(VectorConfig(), SqliteChunkStore(tmp_path / "c.sqlite"))
     assert memory.archive_compacted("\n\n".join(STORY)) == 0
-    assert memory.ingest_beat(STORY[0], node_id="a1", branch_ids=None).reason == "disabled"
+    assert memory.ingest_turn(STORY[0], node_id="a1", branch_ids=None).reason == "disabled"
     assert memory.recall_for_turn("玉佩", None) == []
     with pytest.raises(ConfigError, match="停用"):
         memory.add_manual(STORY[0])

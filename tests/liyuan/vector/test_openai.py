@@ -91,7 +91,7 @@ def test_memory_on_the_endpoint_labels_its_chunks(tmp_path: Path) -> None:
 
 
 def test_a_failing_endpoint_fails_the_write_loudly_and_the_recall_quietly(tmp_path: Path) -> None:
-    from liyuan.vector.recall import recall_for_beat
+    from liyuan.vector.recall import recall_for_turn
 
     config = VectorConfig(enabled=True, embedder="openai")
     memory = VectorMemory(config, SqliteChunkStore(tmp_path / "c.sqlite"), make_embedder(config))
@@ -99,7 +99,7 @@ def test_a_failing_endpoint_fails_the_write_loudly_and_the_recall_quietly(tmp_pa
         memory.import_text("青梧是镇北那棵老树的名字。")
     assert memory.store.count() == 0
     warnings: list[str] = []
-    assert recall_for_beat(memory, "青梧", None, warn=warnings.append) == []
+    assert recall_for_turn(memory, "青梧", None, warn=warnings.append) == []
     assert "出错" in warnings[0]
 
 
@@ -142,14 +142,14 @@ def test_a_named_key_variable_and_a_legacy_key(no_openai_env: pytest.MonkeyPatch
 def test_a_refused_endpoint_is_visible_in_recall_and_search(
     tmp_path: Path, no_openai_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from liyuan.vector.recall import recall_for_beat
+    from liyuan.vector.recall import recall_for_turn
 
     no_openai_env.setenv("OPENAI_BASE_URL", "http://local-embed.test/v1")
     config = VectorConfig(enabled=True, embedder="openai", recall_mode="semantic")
     memory = VectorMemory(config, SqliteChunkStore(tmp_path / "c.sqlite"),
                           make_embedder(config, http_client=client([], status=401)))
     warnings: list[str] = []
-    assert recall_for_beat(memory, "青梧在哪里", None, warn=warnings.append) == []
+    assert recall_for_turn(memory, "青梧在哪里", None, warn=warnings.append) == []
     assert len(warnings) == 1 and "401" in warnings[0] and "OPENAI_API_KEY" in warnings[0]
     assert "http://local-embed.test/v1/embeddings" in warnings[0]
 
@@ -158,7 +158,7 @@ def test_a_refused_endpoint_is_visible_in_recall_and_search(
     assert all("401" in message for message in report.errors.values())
 
     with caplog.at_level("WARNING"):
-        assert recall_for_beat(memory, "青梧在哪里", None) == []  # no callback: logged, not dropped
+        assert recall_for_turn(memory, "青梧在哪里", None) == []  # no callback: logged, not dropped
     assert any("401" in r.getMessage() for r in caplog.records)
 
 

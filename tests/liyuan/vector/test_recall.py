@@ -18,7 +18,7 @@ from liyuan.session.tree import SessionTree
 from liyuan.story.compact import run_compaction
 from liyuan.vector import SqliteChunkStore, StoreConfig, VectorConfig, VectorMemory
 from liyuan.vector.config import EXTERNAL, NARRATIVE
-from liyuan.vector.recall import branch_ids_of, recall_for_beat
+from liyuan.vector.recall import branch_ids_of, recall_for_turn
 from liyuan.vector.store import Snapshot
 from liyuan.vector.tools import read_tool, search_tool
 from tests.liyuan.beats import SUMMARY_REPLY, beats, tree_of
@@ -39,7 +39,7 @@ def memory(tmp_path: Path) -> VectorMemory:
 
 
 def test_session_memory_read_and_search_by_branch(memory: VectorMemory, tmp_path: Path) -> None:
-    result = memory.ingest_beat("阿明在东门外的茶摊边捡到一块温润的玉佩。", node_id="old", branch_ids={"u", "old"})
+    result = memory.ingest_turn("阿明在东门外的茶摊边捡到一块温润的玉佩。", node_id="old", branch_ids={"u", "old"})
     assert result.stored and result.chunk_id
     (chunk,) = memory.list_chunks()
     ref = f"session:narrative:{chunk.id}"
@@ -106,7 +106,7 @@ def play(tree: SessionTree, memory: VectorMemory, user: str, reply: str) -> str:
     """One beat: the user's words, the reply, then the per-beat ingest."""
     tree.append_message("user", user)
     entry = tree.append_message("assistant", reply)
-    memory.ingest_beat(reply, node_id=entry.id, branch_ids=branch_ids_of(tree.branch()))
+    memory.ingest_turn(reply, node_id=entry.id, branch_ids=branch_ids_of(tree.branch()))
     return entry.id
 
 
@@ -121,14 +121,14 @@ def test_reroll_never_recalls_the_abandoned_reply(memory: VectorMemory) -> None:
     assert reroll_from is not None and reroll_from.parent_id is not None
     tree.navigate(reroll_from.parent_id)
     kept = tree.append_message("assistant", "木匣里只有一把生了锈的铜钥匙，钥匙柄上缠着红绳。")
-    memory.ingest_beat(kept.text, node_id=kept.id, branch_ids=branch_ids_of(tree.branch()))
+    memory.ingest_turn(kept.text, node_id=kept.id, branch_ids=branch_ids_of(tree.branch()))
     play(tree, memory, "收好钥匙。", "他把铜钥匙揣进怀里，转身去找班主老韩商量。")
 
     branch = branch_ids_of(tree.branch())
     for query in ("血书", "大师兄", "木匣", "码头", "钥匙"):
         hits = memory.search(query, branch_ids=branch)
         assert all("血书" not in h.text for h in hits), query
-        lines = recall_for_beat(memory, query, branch)
+        lines = recall_for_turn(memory, query, branch)
         assert all("血书" not in line for line in lines), query
     assert any("铜钥匙" in h.text for h in memory.search("钥匙", branch_ids=branch))
     assert any("码头" in h.text for h in memory.search("码头", branch_ids=branch))
@@ -145,7 +145,7 @@ def test_a_reroll_to_the_same_words_keeps_them_recallable(memory: VectorMemory) 
     assert entry is not None and entry.parent_id is not None
     tree.navigate(entry.parent_id)
     again = tree.append_message("assistant", same)  # a reroll that happens to say the same
-    result = memory.ingest_beat(same, node_id=again.id, branch_ids=branch_ids_of(tree.branch()))
+    result = memory.ingest_turn(same, node_id=again.id, branch_ids=branch_ids_of(tree.branch()))
     assert result.stored, result.reason
     hits = memory.search("铜钥匙", branch_ids=branch_ids_of(tree.branch()))
     assert hits and hits[0].node_id == again.id
@@ -162,7 +162,7 @@ def test_archive_chunks_follow_their_compaction_anchor(memory: VectorMemory) -> 
     assert hits and hits[0].source == "archive"
     # Rewound past the compaction: the anchor is gone, and so is the archived text.
     assert memory.search("戏台", branch_ids={"u1"}) == []
-    assert recall_for_beat(memory, "那座戏台", {"u1"}) == []
+    assert recall_for_turn(memory, "那座戏台", {"u1"}) == []
     assert memory.read_chunk(f"session:narrative:{chunk.id}", {"u1"}) is None
     assert memory.read_chunk(f"session:narrative:{chunk.id}", {"anchor"}) == ARCHIVED
 
@@ -200,7 +200,7 @@ def hanging(tmp_path: Path) -> Iterator[VectorMemory]:
 
 def beat_context(memory: VectorMemory, user_text: str, timeout: float, warnings: list[str]) -> str:
     """Assemble one beat's tail the way the engine does, with the recall bounded."""
-    lines = recall_for_beat(memory, user_text, None, timeout=timeout, warn=warnings.append)
+    lines = recall_for_turn(memory, user_text, None, timeout=timeout, warn=warnings.append)
     messages = build_context([], user_text, injection=Injection("（尚无记录）", recall_lines=lines))
     return messages[-1].content
 
@@ -228,7 +228,7 @@ def test_default_timeout_is_five_seconds(hanging: VectorMemory) -> None:
 def test_default_timeout_parameter_is_five_seconds() -> None:
     import inspect
 
-    assert inspect.signature(recall_for_beat).parameters["timeout"].default == 5.0
+    assert inspect.signature(recall_for_turn).parameters["timeout"].default == 5.0
 
 
 def test_a_healthy_beat_gets_the_block(memory: VectorMemory) -> None:
@@ -242,14 +242,14 @@ def test_a_healthy_beat_gets_the_block(memory: VectorMemory) -> None:
 def test_errors_and_blank_queries_give_no_lines(tmp_path: Path) -> None:
     broken = VectorMemory(VectorConfig(enabled=True, embedder="hash"), BrokenStore(tmp_path / "b.sqlite"))
     warnings: list[str] = []
-    assert recall_for_beat(broken, "玉佩在哪里", None, warn=warnings.append) == []
+    assert recall_for_turn(broken, "玉佩在哪里", None, warn=warnings.append) == []
     assert "出错" in warnings[0]
-    assert recall_for_beat(broken, "   ", None) == []
-    assert recall_for_beat(None, "玉佩在哪里", None) == []
+    assert recall_for_turn(broken, "   ", None) == []
+    assert recall_for_turn(None, "玉佩在哪里", None) == []
 
 
 def test_branch_ids_are_frozen_before_the_search(memory: VectorMemory) -> None:
-    memory.ingest_beat("阿明在东门外的茶摊边捡到一块温润的玉佩。", node_id="a1", branch_ids={"u1", "a1"})
+    memory.ingest_turn("阿明在东门外的茶摊边捡到一块温润的玉佩。", node_id="a1", branch_ids={"u1", "a1"})
     branch = {"u1", "a1"}
     seen: list[object] = []
     original = memory.recall_for_turn
@@ -259,7 +259,7 @@ def test_branch_ids_are_frozen_before_the_search(memory: VectorMemory) -> None:
         return original(query, branch_ids)  # type: ignore[arg-type]
 
     memory.recall_for_turn = spy  # type: ignore[method-assign]
-    lines = recall_for_beat(memory, "玉佩", branch)
+    lines = recall_for_turn(memory, "玉佩", branch)
     branch.clear()  # the caller's set changes afterwards (a reroll moved the leaf)
     assert lines and isinstance(seen[0], frozenset) and seen[0] == {"u1", "a1"}
 
@@ -287,10 +287,10 @@ def test_compaction_archives_the_covered_text_into_memory(memory: VectorMemory) 
     assert {c.node_id for c in chunks} == {"a-4"}
     archived = "\n".join(c.text for c in chunks)
     assert "第1轮用户" in archived and "第5轮用户" not in archived
-    lines = recall_for_beat(memory, "第1轮用户说了什么", branch_ids_of(tree.branch()))
+    lines = recall_for_turn(memory, "第1轮用户说了什么", branch_ids_of(tree.branch()))
     assert lines and lines[0].startswith("- 【早期剧情归档】")
     # On a branch without the anchor the archive stays hidden.
-    assert not any("早期剧情归档" in line for line in recall_for_beat(memory, "第1轮用户说了什么", {"elsewhere"}))
+    assert not any("早期剧情归档" in line for line in recall_for_turn(memory, "第1轮用户说了什么", {"elsewhere"}))
 
 
 def test_a_rewind_past_a_compaction_hides_its_archive_until_it_is_replayed(memory: VectorMemory) -> None:
@@ -298,7 +298,7 @@ def test_a_rewind_past_a_compaction_hides_its_archive_until_it_is_replayed(memor
     compact(tree, memory)
     old_leaf = tree.leaf_id
     query = "第3轮用户说了什么"
-    assert any("早期剧情归档" in line for line in recall_for_beat(memory, query, branch_ids_of(tree.branch())))
+    assert any("早期剧情归档" in line for line in recall_for_turn(memory, query, branch_ids_of(tree.branch())))
 
     # Rewind to beat 2 and play on differently: beats 3 and 4 as archived never happened here.
     tree.navigate("a-2")
@@ -309,7 +309,7 @@ def test_a_rewind_past_a_compaction_hides_its_archive_until_it_is_replayed(memor
     assert "a-4" not in branch
     assert all(c.node_id not in branch for c in memory.list_chunks(NARRATIVE, branch_ids=None))
     assert memory.list_chunks(NARRATIVE, branch_ids=branch) == []
-    assert not any("早期剧情归档" in line for line in recall_for_beat(memory, query, branch))
+    assert not any("早期剧情归档" in line for line in recall_for_turn(memory, query, branch))
 
     # Compacting the new line archives it again. The chunks holding only beats 1-2 have
     # the same words as before; they are stored again under the new anchor, so the

@@ -18,7 +18,7 @@ from liyuan.story.compact import run_compaction
 from liyuan.vector import HashEmbedder, SqliteChunkStore, StoreConfig, VectorConfig, VectorMemory
 from liyuan.vector import memory as memory_module
 from liyuan.vector.config import NARRATIVE
-from liyuan.vector.recall import bounded_archive, ingest_for_beat, recall_for_beat
+from liyuan.vector.recall import bounded_archive, ingest_for_turn, recall_for_turn
 from tests.liyuan.beats import SUMMARY_REPLY, beat, tree_of
 
 PASSAGE_S = 0.1
@@ -70,7 +70,7 @@ def test_the_next_recall_returns_within_its_bound_while_a_compaction_archives_30
     compaction.start()
     assert embedder.started.wait(10)  # the archive has started embedding
     started = time.monotonic()
-    lines = recall_for_beat(memory, "玉佩上刻着什么字", None, timeout=RECALL_BOUND_S, warn=warnings.append)
+    lines = recall_for_turn(memory, "玉佩上刻着什么字", None, timeout=RECALL_BOUND_S, warn=warnings.append)
     elapsed = time.monotonic() - started
     compaction.join(30)
     assert lines and "玉佩" in lines[0]
@@ -100,7 +100,7 @@ def test_per_beat_evictions_are_announced_first_and_then_once_per_hundred(tmp_pa
     memory = VectorMemory(VectorConfig(enabled=True, embedder="hash", stores=stores),
                           SqliteChunkStore(tmp_path / "c.sqlite"), on_activity=lines.append)
     for i in range(45):  # each beat is too long to merge: one new chunk per beat
-        ingest_for_beat(memory, f"第{i}拍：" + "风" * 1000, node_id=None, branch_ids=None)
+        ingest_for_turn(memory, f"第{i}拍：" + "风" * 1000, node_id=None, branch_ids=None)
     assert memory.store.evicted(NARRATIVE) == 25  # one per beat (the old notices: 25 lines)
     assert len(lines) == 3
     assert ["累计移出 1 段" in lines[0], "累计移出 10 段" in lines[1], "累计移出 20 段" in lines[2]] == [True] * 3

@@ -103,7 +103,7 @@ def test_beat_counter_and_queue_keep_the_snapshot(tmp_path: Path) -> None:
     lexical = first.lexical("bigram")
     assert store.next_turn(("a1", "第一轮排进队列的文字。")) == 1
     beat = "第二轮：小满撑着那把补过两回的青伞，从浓雾里慢慢走了过来。"
-    assert memory.ingest_beat(beat, node_id="a2", branch_ids={"a1", "a2"}).reason == "not-due"
+    assert memory.ingest_turn(beat, node_id="a2", branch_ids={"a1", "a2"}).reason == "not-due"
     (seq, _, _), _ = store.pending()
     store.clear_pending(seq)
     assert [beat[1] for beat in store.pending()] == ["a2"]
@@ -130,7 +130,7 @@ def test_eviction_drops_superseded_versions_first(tmp_path: Path) -> None:
     memory = VectorMemory(config, SqliteChunkStore(tmp_path / "c.sqlite"))
     branch = {f"a{i}" for i in range(40)}
     for i in range(30):
-        memory.ingest_beat(f"第{i:02d}轮：" + "雨" * 100 + f"（{i}）", node_id=f"a{i}", branch_ids=branch)
+        memory.ingest_turn(f"第{i:02d}轮：" + "雨" * 100 + f"（{i}）", node_id=f"a{i}", branch_ids=branch)
     rows = memory.store.chunks(NARRATIVE)
     assert len(rows) == 20
     current = memory.list_chunks(NARRATIVE, branch_ids=branch)
@@ -142,8 +142,8 @@ def test_eviction_drops_superseded_versions_first(tmp_path: Path) -> None:
 def test_delete_removes_a_version_and_what_it_extends(tmp_path: Path) -> None:
     config = VectorConfig(enabled=True, embedder="hash", stores={NARRATIVE: StoreConfig("剧情数据库", True, 1, 200)})
     memory = VectorMemory(config, SqliteChunkStore(tmp_path / "c.sqlite"))
-    memory.ingest_beat("沈怀瑾在码头的石阶上拉了整整一个时辰的琴。", node_id="a1", branch_ids={"a1"})
-    memory.ingest_beat("小满撑着那把补过两回的青伞，从浓雾里慢慢走了过来。", node_id="a2", branch_ids={"a1", "a2"})
+    memory.ingest_turn("沈怀瑾在码头的石阶上拉了整整一个时辰的琴。", node_id="a1", branch_ids={"a1"})
+    memory.ingest_turn("小满撑着那把补过两回的青伞，从浓雾里慢慢走了过来。", node_id="a2", branch_ids={"a1", "a2"})
     (merged,) = memory.list_chunks(NARRATIVE)
     assert merged.parent is not None and memory.store.count(NARRATIVE) == 2
     assert memory.delete_chunk(merged.id)
