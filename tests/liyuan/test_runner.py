@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from liyuan.endpoint import within
 from liyuan.runner import REFUSED, TIMED_OUT, Deadline, Job, NoResult, Runner, detached
 
 
@@ -41,6 +42,7 @@ def thread_named(name: str) -> threading.Thread | None:
 def test_a_wait_that_runs_out_returns_the_one_timed_out_value(gate: threading.Event) -> None:
     runner = Runner("test-timeout")
     assert runner.run(held(gate), 0.05) is TIMED_OUT
+    assert within(0.05, held(gate)) is TIMED_OUT
     assert detached("test-detached", held(gate)).wait(0.05) is TIMED_OUT
     assert repr(TIMED_OUT) == "TIMED_OUT" and TIMED_OUT is NoResult.TIMED_OUT
 
@@ -55,6 +57,7 @@ def test_an_exception_in_a_job_reaches_its_waiter_and_the_runner_goes_on() -> No
     assert isinstance(failed, ZeroDivisionError)  # returned, not raised
     assert isinstance(runner.run(leave, 10), SystemExit)  # not an Exception either: still handed over
     assert runner.run(lambda: 42, 10) == 42
+    assert isinstance(within(10, leave), SystemExit) and isinstance(within(10, lambda: 1 / 0), ZeroDivisionError)
 
 
 def test_the_error_of_a_job_nobody_waits_for_any_more_is_logged(
@@ -181,6 +184,19 @@ def test_an_idle_worker_that_waits_for_work_ends_at_once_on_close() -> None:
     assert runner.alive  # waiting for a next job
     assert runner.close(10)
     assert not runner.alive  # joined: not after 600 s, now
+
+
+def test_within_calls_abandon_on_time_out_and_ignores_its_errors(gate: threading.Event) -> None:
+    abandoned: list[str] = []
+
+    def abandon() -> None:
+        abandoned.append("closed")
+        gate.set()  # as closing the connection ends the worker's read
+        raise OSError("already closed")
+
+    assert within(0.05, held(gate), abandon) is TIMED_OUT
+    assert abandoned == ["closed"]
+    assert within(10, lambda: "ok", abandon) == "ok" and abandoned == ["closed"]
 
 
 def test_a_deadline_shares_one_bound_between_waits() -> None:
