@@ -7,14 +7,21 @@ test instead of hanging it.
 
 from __future__ import annotations
 
+import ast
+import gc
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from liyuan.endpoint import within
 from liyuan.runner import REFUSED, TIMED_OUT, Deadline, Job, NoResult, Runner, detached
+from liyuan.vector.worker import worker_for
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -35,6 +42,10 @@ def held(gate: threading.Event, started: threading.Event | None = None) -> Calla
     return call
 
 
+class Store:
+    """Stands for a chunk store: its worker is found by the object."""
+
+
 def thread_named(name: str) -> threading.Thread | None:
     return next((t for t in threading.enumerate() if t.name == name), None)
 
@@ -43,8 +54,23 @@ def test_a_wait_that_runs_out_returns_the_one_timed_out_value(gate: threading.Ev
     runner = Runner("test-timeout")
     assert runner.run(held(gate), 0.05) is TIMED_OUT
     assert within(0.05, held(gate)) is TIMED_OUT
+    store = Store()
+    assert worker_for(store).run(held(gate), 0.05) is TIMED_OUT
     assert detached("test-detached", held(gate)).wait(0.05) is TIMED_OUT
     assert repr(TIMED_OUT) == "TIMED_OUT" and TIMED_OUT is NoResult.TIMED_OUT
+
+
+def test_no_other_module_defines_a_timed_out_value_of_its_own() -> None:
+    defined = []
+    for path in sorted((ROOT / "liyuan").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+                if isinstance(node, ast.AnnAssign) else []
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+            classes = [node.name] if isinstance(node, ast.ClassDef) else []
+            defined += [f"{path.relative_to(ROOT)}:{n}" for n in names + classes if "timed" in n.lower()]
+    # The enum member, the module's name for it, its type: all in the runner.
+    assert sorted(defined) == ["liyuan/runner.py:TIMED_OUT", "liyuan/runner.py:TIMED_OUT", "liyuan/runner.py:TimedOut"]
 
 
 def test_an_exception_in_a_job_reaches_its_waiter_and_the_runner_goes_on() -> None:
@@ -204,3 +230,20 @@ def test_a_deadline_shares_one_bound_between_waits() -> None:
     assert Deadline(-5).left() == 0.0
     left = Deadline(3600).left()
     assert left is not None and 0 < left <= 3600
+
+
+def failing(store: Store) -> Callable[[], None]:
+    def fails() -> None:
+        raise OSError(f"{store} 坏了")  # its traceback holds the store through this frame
+
+    return fails
+
+
+def test_a_store_worker_keeps_nothing_of_a_failed_job_so_the_store_can_go() -> None:
+    store = Store()
+    gone = weakref.ref(store)
+    outcome = worker_for(store).run(failing(store), 10)
+    assert isinstance(outcome, OSError)
+    del outcome, store
+    gc.collect()
+    assert gone() is None  # the worker (alive, idle) and its entry let the store be collected
