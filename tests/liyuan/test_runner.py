@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from liyuan.app.activity import Activity, Lane
 from liyuan.endpoint import within
 from liyuan.runner import REFUSED, TIMED_OUT, Deadline, Job, NoResult, Runner, detached
 from liyuan.vector.worker import worker_for
@@ -210,6 +211,41 @@ def test_an_idle_worker_that_waits_for_work_ends_at_once_on_close() -> None:
     assert runner.alive  # waiting for a next job
     assert runner.close(10)
     assert not runner.alive  # joined: not after 600 s, now
+
+
+def test_threads_are_daemons_unless_asked_and_a_lane_keeps_the_process_for_its_work(gate: threading.Event) -> None:
+    daemon = Runner("test-daemon")
+    daemon.submit(held(gate))
+    lane = Lane("test-lane", lambda _a: None)
+
+    def work() -> None:
+        held(gate)()
+
+    lane.submit(work)
+    daemon_thread, lane_thread = thread_named("test-daemon"), thread_named("test-lane")
+    assert daemon_thread is not None and daemon_thread.daemon
+    assert lane_thread is not None and not lane_thread.daemon  # queued work is done before the process ends
+    gate.set()
+    assert lane.close(10) and daemon.close(10)
+
+
+def test_a_lane_hands_a_system_exit_to_its_waiter_and_turns_errors_into_activities() -> None:
+    seen: list[Activity] = []
+    lane = Lane("test-lane-exit", seen.append, chat_id="jA")
+
+    def leave() -> None:
+        raise SystemExit("sys.exit in background work")
+
+    lane.submit(leave)
+    with pytest.raises(SystemExit):
+        lane.wait(10)
+    lane.submit(lambda: None)
+    assert lane.wait(10) and seen == []
+    lane.submit(lambda: [][0])
+    assert lane.close(10)
+    assert [a.kind for a in seen] == ["error"] and isinstance(lane.errors[0], IndexError)
+    lane.submit(lambda: seen.append(Activity("compact", "inline", "jA")))  # closed: runs in the caller
+    assert seen[-1].text == "inline"
 
 
 def test_within_calls_abandon_on_time_out_and_ignores_its_errors(gate: threading.Event) -> None:
