@@ -17,14 +17,16 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterable
-from typing import Any, Final
+from typing import TypeVar
 from urllib.parse import unquote, urlsplit
 
+from liyuan.runner import TIMED_OUT, TimedOut, detached
 from liyuan.text import replace_lone_surrogates
 
-__all__ = ["PLACEHOLDER_KEY", "TIMED_OUT", "redact", "safe_url", "url_secrets", "within"]
+__all__ = ["PLACEHOLDER_KEY", "redact", "safe_url", "url_secrets", "within"]
+
+T = TypeVar("T")
 
 PLACEHOLDER_KEY = "not-needed"
 """The key sent when none is configured (local servers ignore it); not a secret."""
@@ -71,38 +73,19 @@ def redact(text: object, secrets: Iterable[str | None]) -> str:
     return replace_lone_surrogates(result)
 
 
-class _TimedOut:
-    def __repr__(self) -> str:
-        return "TIMED_OUT"
-
-
-TIMED_OUT: Final = _TimedOut()
-"""What :func:`within` returns when the bound passed first."""
-
-
-def within(seconds: float, call: Callable[[], Any], abandon: Callable[[], None] | None = None,
-           *, name: str = "liyuan-endpoint") -> Any:
-    """Run ``call()`` for at most ``seconds``; return its result, the exception it raised, or :data:`TIMED_OUT`.
+def within(seconds: float, call: Callable[[], T], abandon: Callable[[], None] | None = None,
+           *, name: str = "liyuan-endpoint") -> T | BaseException | TimedOut:
+    """Run ``call()`` for at most ``seconds``; return its result, the exception it raised, or
+    :data:`~liyuan.runner.TIMED_OUT`.
 
     Exceptions are returned, not raised, so the caller can turn them into its own error
-    outside any ``except`` block. On time-out ``abandon()`` is called (close the
+    outside any ``except`` block. The call runs on a thread of its own
+    (:func:`~liyuan.runner.detached`). On time-out ``abandon()`` is called (close the
     connection the worker is reading from: the worker then ends at once instead of
     lingering while a server trickles bytes); the daemon worker is not joined.
     """
-    box: list[Any] = []
-
-    def work() -> None:
-        try:
-            box.append(call())
-        except BaseException as exc:  # handed to the caller, which decides
-            box.append(exc)
-
-    worker = threading.Thread(target=work, name=name, daemon=True)
-    worker.start()
-    worker.join(max(seconds, 0.0))
-    if worker.is_alive():
-        if abandon is not None:
-            with contextlib.suppress(Exception):  # best effort: the caller already has its answer
-                abandon()
-        return TIMED_OUT
-    return box[0]
+    outcome = detached(name, call).wait(seconds)
+    if outcome is TIMED_OUT and abandon is not None:
+        with contextlib.suppress(Exception):  # best effort: the caller already has its answer
+            abandon()
+    return outcome

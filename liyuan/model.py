@@ -31,8 +31,9 @@ from liyuan.completion import (
     require_finished,
     split_reasoning,
 )
-from liyuan.endpoint import PLACEHOLDER_KEY, TIMED_OUT, redact, safe_url, url_secrets, within
+from liyuan.endpoint import PLACEHOLDER_KEY, redact, safe_url, url_secrets, within
 from liyuan.errors import ConfigError, ModelError, ModelOutputError
+from liyuan.runner import TIMED_OUT
 from liyuan.text import has_lone_surrogate, replace_lone_surrogates
 
 __all__ = [

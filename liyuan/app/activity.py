@@ -3,7 +3,10 @@
 Invariants:
 
 - Work handed to a :class:`Lane` runs in submission order, one item at a time, on one
-  worker thread; :meth:`Lane.wait` returns once everything submitted before it is done.
+  worker thread (a :class:`~liyuan.runner.Runner`); :meth:`Lane.wait` returns once
+  everything submitted before it is done.
+- The thread is not a daemon: a process that ends without :meth:`Lane.close` still
+  finishes the queued work first (and waits for a stuck job: Python cannot kill it).
 - An exception inside background work never reaches the app's thread: it becomes an
   ``error`` :class:`Activity` (and is kept on :attr:`Lane.errors`), and the lane goes on.
 - With ``background=False`` the same work runs inline, in the caller's thread, so a
@@ -16,9 +19,11 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from liyuan.runner import REFUSED, TIMED_OUT, Job, Runner
 
 if TYPE_CHECKING:
     from liyuan.card.sync import SyncOutcome
@@ -69,10 +74,9 @@ class Lane:
                  chat_id: str | None = None) -> None:
         self._emit = emit
         self._chat_id = chat_id
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name) if background else None
-        self._last: Future[None] | None = None
+        self._runner = Runner(name, daemon=False) if background else None
+        self._last: Job[None] | None = None
         self._guard = threading.Lock()
-        self._closed = False
         self.errors: deque[BaseException] = deque(maxlen=20)
         """The newest errors raised by background work (oldest dropped first)."""
 
@@ -81,42 +85,37 @@ class Lane:
 
         On a closed lane (a turn that raced :meth:`close`) the work runs here, in the
         caller's thread, after the lane's last job: a reply already written still gets
-        its compaction and ingest, and the caller gets no error from a shut-down pool.
+        its compaction and ingest, and the caller gets no error from a shut-down lane.
         """
         with self._guard:
-            if self._executor is not None and not self._closed:
-                self._last = self._executor.submit(self._run, work)
+            job = self._runner.submit(partial(self._run, work)) if self._runner is not None else REFUSED
+            if isinstance(job, Job):
+                self._last = job
                 return
-            last = self._last
-        if last is not None:
-            last.result()  # keep the order: what was queued before runs first
+        self.unfinished()  # keep the order: what was queued before runs first
         self._run(work)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for all work submitted so far; False when ``timeout`` ran out first."""
         return self.unfinished(timeout) is None
 
-    def unfinished(self, timeout: float | None = None) -> Future[None] | None:
+    def unfinished(self, timeout: float | None = None) -> Job[None] | None:
         """Wait for all work submitted so far; ``None`` once it is done, else (``timeout``
-        ran out) the future of the newest work then, to check on later with ``done()``."""
+        ran out) the job of the newest work then, to check on later with ``done()``."""
         with self._guard:
             last = self._last
         if last is None:
             return None
-        try:
-            last.result(timeout)
-        except TimeoutError:
+        outcome = last.wait(timeout)
+        if outcome is TIMED_OUT:
             return last
+        if isinstance(outcome, BaseException):
+            raise outcome  # SystemExit and the like (:meth:`_run` catches every Exception), as before
         return None
 
     def close(self, timeout: float | None = None) -> bool:
         """Finish the submitted work and stop the thread; later work runs in its caller."""
-        with self._guard:
-            self._closed = True
-        finished = self.wait(timeout)
-        if self._executor is not None:
-            self._executor.shutdown(wait=finished)
-        return finished
+        return self._runner is None or self._runner.close(timeout)
 
     def _run(self, work: Callable[[], None]) -> None:
         try:

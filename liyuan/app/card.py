@@ -26,7 +26,6 @@ import json
 import logging
 import os
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -46,6 +45,7 @@ from liyuan.config import MemoryConfig
 from liyuan.errors import ConfigError, MemoryFileError, ModelError, StateError
 from liyuan.lore.store import LoreShelf
 from liyuan.model import ChatModel, Completion, ModelRequest
+from liyuan.runner import Deadline
 from liyuan.session.entries import Entry
 from liyuan.session.tree import SessionTree
 from liyuan.vector.requires import require_vector_packages
@@ -303,25 +303,25 @@ class Card(CardLore):
 
         ``timeout`` bounds the whole wait, however many chats are open.
         """
-        deadline = _deadline(timeout)
+        deadline = Deadline(timeout)
         with self._chats_guard:
             chats = list(self._chats.values())
         done = True
         for chat in chats:
-            done = chat.flush(_left(deadline)) and done
+            done = chat.flush(deadline.left()) and done
         if self._worker is not None:
-            done = self._worker.wait_idle(_left(deadline)) and done
+            done = self._worker.wait_idle(deadline.left()) and done
         return done
 
     def close(self, timeout: float | None = None) -> bool:
         """Finish the background work and stop the worker threads (``timeout`` bounds it all)."""
-        deadline = _deadline(timeout)
+        deadline = Deadline(timeout)
         done = self.flush(timeout)
         with self._chats_guard:
             chats = list(self._chats.values())
             self._chats.clear()
         for chat in chats:
-            done = chat.close(_left(deadline)) and done
+            done = chat.close(deadline.left()) and done
         return done
 
     def __enter__(self) -> Card:
@@ -435,14 +435,6 @@ class Card(CardLore):
                     side_model=self.side_model, lane=lane, resident=self.resident_summary, emit=self._emit,
                     vector=vector, resident_file=self._layout.resident.relative_to(self._layout.memory_dir).as_posix(),
                     lore=self._lore.index)
-
-
-def _deadline(timeout: float | None) -> float | None:
-    return None if timeout is None else time.monotonic() + timeout
-
-
-def _left(deadline: float | None) -> float | None:
-    return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 def _combine(outcomes: list[SyncOutcome]) -> SyncOutcome:

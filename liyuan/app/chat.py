@@ -23,7 +23,6 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -38,6 +37,7 @@ from liyuan.errors import ConfigError, MemoryFileError, StateError
 from liyuan.lore.activate import LoreReport
 from liyuan.lore.match import LoreIndex
 from liyuan.model import ChatMessage, ChatModel, Usage
+from liyuan.runner import Job
 from liyuan.session.branch import BranchView
 from liyuan.session.entries import Entry, awaits_reply
 from liyuan.session.state import STATE_ENTRY_TYPE, Ledger, format_roster, format_state, state_from_branch
@@ -124,7 +124,7 @@ class Chat:
         """The chat's vector memory, or ``None`` when it is off."""
         self._lore = lore
         self._closed = False
-        self._stuck: Future[None] | None = None
+        self._stuck: Job[None] | None = None
 
     # -- a turn -----------------------------------------------------------------
 

@@ -170,6 +170,18 @@ class CardLocks:
 
 
 _LOCKS: dict[Path, CardLocks] = {}
+"""The locks of every card this process has locked, keyed by the card's resolved folder.
+
+Process-wide, not owned by a card object, because what they guard is the card's folder
+and the OS file lock is held per process: every object that touches one card (each
+:class:`~liyuan.card.sync.CardMemory`, and the sync worker builds a fresh one per run;
+two :class:`~liyuan.app.Card` objects opened on the same folder) must meet on the same
+:class:`CardLock`. With a lock object each, two threads of this process would not
+exclude each other through the thread lock, and a re-entrant write lock entered through
+a second object would wait on its own file lock forever. Lifetime: the process. An
+entry is two small objects and holds no file descriptor while its lock is not held,
+so entries are never removed (a removed entry could be replaced while still held).
+"""
 _LOCKS_GUARD = threading.Lock()
 
 

@@ -1,8 +1,9 @@
 """The background sync worker.
 
-:class:`SyncWorker` runs syncs in background threads. Invariant: per card at most one
-sync runs at a time, and triggers that arrive during a run collapse into exactly one
-further run after it.
+:class:`SyncWorker` runs syncs in background threads, one
+:class:`~liyuan.runner.Runner` per card. Invariant: per card at most one sync runs at a
+time, and triggers that arrive during a run collapse into exactly one further run after
+it (the runner's single flight: every sync job coalesces).
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from liyuan.card.sync import CardMemory, SyncOutcome
+from liyuan.runner import Deadline, Runner
 
 __all__ = ["SyncWorker"]
 
@@ -45,21 +48,19 @@ class SyncWorker:
         self._factory = factory
         self._on_outcome = on_outcome
         self._on_error = on_error
-        self._cond = threading.Condition()
-        self._running: set[Path] = set()
-        self._queued: set[Path] = set()
+        self._guard = threading.Lock()
+        self._runners: dict[Path, Runner] = {}
         self.runs = 0
         """Finished runs, over all cards (for tests and stats)."""
 
     def trigger(self, card_dir: str | Path) -> None:
         """Ask for a sync of this card; returns at once."""
         key = Path(card_dir).resolve()
-        with self._cond:
-            if key in self._running:
-                self._queued.add(key)
-                return
-            self._running.add(key)
-        threading.Thread(target=self._loop, args=(key,), name=f"card-sync-{key.name}", daemon=True).start()
+        with self._guard:
+            runner = self._runners.get(key)
+            if runner is None:
+                runner = self._runners[key] = Runner(f"card-sync-{key.name}")
+        runner.submit(partial(self._run, key), coalesce=True)
 
     def delete_chat(self, card_dir: str | Path, chat_id: str) -> bool:
         """Delete a chat (see :meth:`CardMemory.delete_chat`), then trigger a sync."""
@@ -71,23 +72,12 @@ class SyncWorker:
         self.trigger(key)
         return deleted
 
-    def _loop(self, key: Path) -> None:
-        try:
-            while True:
-                self._run_once(key)
-                with self._cond:
-                    self.runs += 1
-                    if key in self._queued:
-                        self._queued.discard(key)
-                        continue
-                    return
-        finally:
-            # However the thread ends (even by SystemExit from a model), the card is no
-            # longer running: a waiter is released instead of hanging forever.
-            with self._cond:
-                self._running.discard(key)
-                self._queued.discard(key)
-                self._cond.notify_all()
+    def _run(self, key: Path) -> None:
+        # Should the run end by a BaseException (SystemExit from a model), the runner hands
+        # it to the job and goes on: the card is no longer running, waiters are released.
+        self._run_once(key)
+        with self._guard:
+            self.runs += 1
 
     def _run_once(self, key: Path) -> None:
         try:
@@ -113,5 +103,12 @@ class SyncWorker:
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until no sync runs or is queued. Returns False on timeout."""
-        with self._cond:
-            return self._cond.wait_for(lambda: not self._running, timeout)
+        deadline = Deadline(timeout)
+        while True:
+            with self._guard:
+                busy = [runner for runner in self._runners.values() if not runner.idle]
+            if not busy:
+                return True
+            for runner in busy:
+                if not runner.wait(deadline.left()):
+                    return False

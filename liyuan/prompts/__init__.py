@@ -124,6 +124,16 @@ RenderObserver = Callable[[jinja2.Template, Mapping[str, object], str], None]
 """Called after each render with the template, the variables and the returned text."""
 
 _observers: list[RenderObserver] = []
+"""The observers of every render in this process (:func:`observe_renders`).
+
+Process-wide because :func:`render` is a module function reached from deep inside the
+library (story, discussion and card prompts, from any card and any background thread),
+and an audit wants every render whoever made it: threading an observer through each
+card and each call would add a parameter to every prompt path for a tool's sake.
+Lifetime: an observer is registered for the duration of its ``with observe_renders(...)``
+block and removed when the block ends, even on error; with no block open the list is
+empty and rendering does not depend on it.
+"""
 _observers_lock = threading.Lock()
 
 

@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 
 from liyuan import model as _model
-from liyuan.endpoint import TIMED_OUT, redact, safe_url, url_secrets, within
+from liyuan.endpoint import redact, safe_url, url_secrets, within
 from liyuan.errors import ConfigError, ModelError
+from liyuan.runner import TIMED_OUT
 from liyuan.vector.config import DEFAULT_KEY_ENV
 from liyuan.vector.embed import Matrix, normalise_rows
 

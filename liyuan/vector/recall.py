@@ -31,17 +31,17 @@ Invariants:
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Protocol
 
 from liyuan.errors import ModelOutputError
+from liyuan.runner import REFUSED, TIMED_OUT, NoResult, detached, spawn
 from liyuan.session.branch import BranchView
 from liyuan.session.branch import branch_ids as frozen_ids
 from liyuan.session.entries import Entry
 from liyuan.vector.results import Hit, IngestResult
-from liyuan.vector.worker import MAX_DEFERRED_INGESTS, REFUSED, TIMED_OUT, WORKER_IDLE_S, worker_for
+from liyuan.vector.worker import MAX_DEFERRED_INGESTS, WORKER_IDLE_S, worker_for
 
 __all__ = [
     "INGEST_TIMEOUT_S",
@@ -163,7 +163,7 @@ def recall_for_turn(
     frozen = frozen_ids(branch_ids)
     result = worker_for(_worker_of(memory)).run(lambda: memory.recall_for_turn(query, frozen), timeout,
                                                 urgent=True)
-    if result is TIMED_OUT:
+    if isinstance(result, NoResult):  # TIMED_OUT: a recall is not kept, so it is never refused
         report(f"向量记忆检索超过 {timeout:g} 秒，本轮不注入【剧情记忆】")
         return []
     if isinstance(result, BaseException):
@@ -252,7 +252,6 @@ def bounded_archive(memory: Archiver, *, timeout: float = INGEST_TIMEOUT_S,
             elif isinstance(result, BaseException):
                 report(f"压缩前归档出错（{type(result).__name__}: {result}）")
             return
-        done = threading.Event()
 
         def run() -> None:
             try:
@@ -267,11 +266,8 @@ def bounded_archive(memory: Archiver, *, timeout: float = INGEST_TIMEOUT_S,
                         return
             except Exception as exc:  # the embedder's errors: reported, never raised
                 report(f"压缩前归档出错（{type(exc).__name__}: {exc}）")
-            finally:
-                done.set()
 
-        threading.Thread(target=run, name="liyuan-archive", daemon=True).start()
-        if not done.wait(max(timeout, 0.0)):
+        if detached("liyuan-archive", run).wait(timeout) is TIMED_OUT:
             report(f"压缩前归档超过 {timeout:g} 秒，压缩照常进行，归档在后台接着写")
 
     return archive
@@ -327,6 +323,6 @@ def warm_in_background(memory: Warmable, on_ready: Callable[[str], None] | None 
         except Exception as exc:
             failed(exc)
             return
-        threading.Thread(target=keywords, name="liyuan-warm", daemon=True).start()
+        spawn("liyuan-warm", keywords)
 
-    worker_for(_worker_of(memory)).run(vectors, 0.0, keep=True)
+    worker_for(_worker_of(memory)).submit(vectors)
