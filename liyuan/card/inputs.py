@@ -30,6 +30,7 @@ from liyuan.story.view import story_view
 from liyuan.text import utf16_len, utf16_prefix
 
 __all__ = [
+    "MERGE_BATCH_RECAPS",
     "RECAP_INPUT_MAX_CHARS",
     "SESSION_SEPARATOR",
     "ChangedRecap",
@@ -40,6 +41,9 @@ __all__ = [
     "diff_recaps",
 ]
 
+MERGE_BATCH_RECAPS = 8
+"""Changed recaps one merge call takes; more wait for the next call of the same sync, so a
+merge prompt stays bounded however many chats changed (each recap is bounded too)."""
 RECAP_INPUT_MAX_CHARS = 60000
 """Transcript budget of one recap call (UTF-16 units); earliest text goes first."""
 
@@ -86,6 +90,17 @@ class RecapDiff:
     def empty(self) -> bool:
         """True when there is nothing to merge and nothing to forget."""
         return not self.changed and not self.deleted
+
+    def first(self, count: int) -> tuple[RecapDiff, int]:
+        """The diff of one merge call: the first ``count`` changed recaps and every deletion.
+
+        The recaps left out keep their old merge record (their hash is not in the batch's
+        ``hashes``), so the next merge sees them as changed. Returns the batch and how
+        many changed recaps it left out.
+        """
+        later = {recap.chat_id for recap in self.changed[count:]}
+        hashes = {chat_id: digest for chat_id, digest in self.hashes.items() if chat_id not in later}
+        return RecapDiff(self.changed[:count], self.deleted, hashes), len(later)
 
 
 def branch_of_session_file(path: Path, damage: list[str] | None = None) -> list[Entry]:

@@ -52,12 +52,19 @@ from pathlib import Path
 from typing import Literal
 
 from liyuan.card import manual as card_manual
-from liyuan.card.files import CardLayout, MemoryFiles, session_heads, sessions_kept, sha256_text, source_mark_of
+from liyuan.card.files import CardLayout, MemoryFiles, session_heads, sessions_kept, source_mark_of
 from liyuan.card.handpath import HandPath
-from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS, LoadedBranch, RecapDiff, collect_chat_evidence, diff_recaps
+from liyuan.card.inputs import (
+    MERGE_BATCH_RECAPS,
+    RECAP_INPUT_MAX_CHARS,
+    LoadedBranch,
+    collect_chat_evidence,
+    diff_recaps,
+)
 from liyuan.card.lock import card_locks
 from liyuan.card.manifest import Manifest, finish_pending, load_manifest, save_manifest
 from liyuan.card.merge_check import check_merge, merge_needs_every_recap
+from liyuan.card.merge_write import still_holds, write_merge
 from liyuan.card.prompts import build_merge_prompt, build_recap_prompt, validate_recap
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.context.budget import RESIDENT_MAX_CHARS
@@ -175,7 +182,12 @@ class CardMemory(HandPath):
         try:
             manifest = self._prepare()
             recapped, failed = self._recap_all(manifest)
-            merged, forgotten = self._merge()
+            merged, forgotten, left = self._merge()
+            for _ in range(left // MERGE_BATCH_RECAPS + 1):  # the rest of the changed recaps, a batch a call
+                if merged != "ok" or not left:
+                    break
+                merged, more, left = self._merge()
+                forgotten += more
         finally:
             run.release()
         if recapped or forgotten:
@@ -285,7 +297,7 @@ class CardMemory(HandPath):
             # recap) leaves it valid, and discarding it would pay for the same recap twice.
             # Its sessions may have grown, but they must be the same files: a chat deleted
             # meanwhile has none, and one deleted and reopened under the same id has others.
-            if not self._still(layout.recap_path(chat_id), previous) or not sessions_kept(sessions, heads):
+            if not still_holds(files, layout.recap_path(chat_id), previous) or not sessions_kept(sessions, heads):
                 self._say(f"复盘「{name}」已丢弃：期间这一局或它的复盘被改动")
                 return False
             try:
@@ -303,7 +315,7 @@ class CardMemory(HandPath):
             save_manifest(files, manifest)
         return True
 
-    def _merge(self) -> tuple[MergeStatus, list[str]]:
+    def _merge(self) -> tuple[MergeStatus, list[str], int]:
         layout, files = self.layout, self.files
         # Stamp, then read all the merge decides from, in one critical section. A forget
         # landing between a manifest read and the stamp would otherwise be merged from
@@ -326,19 +338,21 @@ class CardMemory(HandPath):
                 raise
             except MemoryFileError as exc:
                 self._say(f"合并记忆失败：{exc}")
-                return "failed", []
+                return "failed", [], 0
         if manifest.manual is not None and manifest.manual.pending:
             self._say("合并记忆暂缓：另一处的删除还没做完，下次同步再合并")
-            return "skipped", []  # never merge around removals still owed (a leak back)
+            return "skipped", [], 0  # never merge around removals still owed (a leak back)
         manual = manifest.manual
         if manual is not None and manual.aggregate_pinned:
             waiting = len(diff.changed) + len(diff.deleted)
             tail = f"，{waiting} 局的改动等着并入" if waiting else ""
             self._say(f"记忆已手工固定：自动合并暂停{tail}（resume_merging() 可恢复）")
-            return "skipped", []
+            return "skipped", [], 0
         requested = manual is not None and manual.merge_requested and bool(handbook or resident)
         if diff.empty and not requested:
-            return "no-change", []
+            return "no-change", [], 0
+        # A rebuild from every recap (no source lines) must see them all in one call.
+        diff, left = (diff, 0) if unsourced else diff.first(MERGE_BATCH_RECAPS)
         if unsourced:
             self._say(f"手册里没有任何「来源：局/<id>.md」行（像是手改的）：这次合并附上全部 {len(diff.changed)} "
                       "局的复盘，以手改的内容为底按局重建；以后手改手册请保留各局的来源行")
@@ -348,68 +362,31 @@ class CardMemory(HandPath):
             recap_max_chars=self.merge_recap_max_chars,
         )
         tail = f"，遗忘 {len(diff.deleted)} 局" if diff.deleted else ""
-        self._say(f"正在合并记忆（{len(diff.changed)} 局有更新{tail}）…")
+        later = f"；另有 {left} 局下一批再并" if left else ""
+        self._say(f"正在合并记忆（{len(diff.changed)} 局有更新{tail}{later}）…")
         try:
             completion = side_call(self.model, prompt.request())
         except ModelError as exc:
             self._say(f"合并记忆失败：{exc}")
-            return "failed", []
+            return "failed", [], 0
         with self._locks.write:
             if files.input_stamp() != before:
                 self._say("合并结果已丢弃：期间记忆被改动，下次同步重来")
-                return "skipped", []
+                return "skipped", [], 0
             try:
                 checked = check_merge(completion, previous_handbook=handbook, previous_resident=resident,
                                       chats={*diff.hashes, *layout.chat_ids()}, deleted=diff.deleted,
                                       forgotten=manifest.forgotten(), instructions=prompt.system)
             except ModelOutputError as exc:
                 self._say(f"合并记忆失败：{exc}")
-                return "failed", []
-            if not self._write_merge(diff, checked.handbook, checked.resident, before=(handbook, resident)):
+                return "failed", [], 0
+            written = write_merge(files, diff, checked.handbook, checked.resident, before=(handbook, resident),
+                                  now=self._clock())
+            if written is None:
                 self._say("合并结果已丢弃：手册或常驻摘要在写入前被改动，下次同步重来")
-                return "skipped", []
+                return "skipped", [], 0
+            self._say(written)
             if checked.resident_cut:
                 self._say(f"常驻摘要超出 {RESIDENT_MAX_CHARS} 字（写了 {checked.resident_chars_written} 字），"
                           f"已在段落处截到 {utf16_len(checked.resident)} 字")
-        return "ok", list(diff.deleted)
-
-    def _still(self, path: Path, expected: str | None) -> bool:
-        """True when ``path`` still holds ``expected`` (``None``: still missing), by hash."""
-        current = self.files.read_text(path)
-        if current is None or expected is None:
-            return current is expected
-        return sha256_text(current) == sha256_text(expected)
-
-    def _write_merge(
-        self, diff: RecapDiff, handbook: str, resident: str, *, before: tuple[str | None, str | None]
-    ) -> bool:
-        """Write a merge (hold the write lock). False when a target changed since it was read."""
-        layout, files = self.layout, self.files
-        manifest = load_manifest(files)
-        targets = [(path, text, old) for ref, path, text, old in (
-            (card_manual.HANDBOOK_REF, layout.handbook, handbook, before[0]),
-            (card_manual.RESIDENT_REF, layout.resident, resident, before[1]),
-        ) if not manifest.is_protected(ref)]
-        if not all(self._still(path, old) for path, _, old in targets):
-            return False
-        # Aggregates first, manifest last: a crash in between repeats this merge. Each is
-        # checked again right before its own write, and its previous text kept in .history.
-        for path, text, old in targets:
-            files.backup_copy(path)
-            if not self._still(path, old) or not files.replace_text(path, text + "\n", old):
-                return False
-        resident_chars = utf16_len(resident)  # within RESIDENT_MAX_CHARS: check_merge cut it
-        now = self._clock()
-        for chat_id, digest in diff.hashes.items():
-            if chat_id not in manifest.recaps:
-                manifest.record(chat_id).recap_at = now  # a recap written by hand, no chat behind it
-            manifest.record(chat_id).merged_hash = digest
-        for chat_id in diff.deleted:
-            # Keep the fingerprint: an unchanged chat must not be recapped back to life.
-            manifest.record(chat_id).merged_hash = None
-        manifest.merged_at = now
-        if manifest.manual is not None:
-            manifest.manual.merge_requested = False  # resume_merging() asked for this merge
-        save_manifest(files, manifest)
-        self._say(f"记忆已更新：手册 {utf16_len(handbook)} 字 · 常驻摘要 {resident_chars} 字")
-        return True
+        return "ok", list(diff.deleted), left

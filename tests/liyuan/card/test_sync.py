@@ -26,6 +26,7 @@ from .test_fixtures import (
     RESIDENT_1,
     RESIDENT_2,
     memory,
+    merge_for,
     merge_reply,
     recap,
     two_chats,
@@ -424,3 +425,35 @@ def test_merge_reply_that_echoes_the_prompt_writes_nothing(tmp_path: Path) -> No
     out = memory(tmp_path, FunctionModel(echo)).sync()
     assert (out.recapped, out.merged) == (["A", "B"], "failed")
     assert not (_mem(tmp_path) / "记忆.md").exists() and not (_mem(tmp_path) / "常驻摘要.md").exists()
+
+
+def test_many_changed_recaps_merge_in_bounded_batches_within_one_sync(tmp_path: Path) -> None:
+    import re
+
+    from liyuan.card.inputs import MERGE_BATCH_RECAPS
+
+    chats = [f"c{i:02d}" for i in range(MERGE_BATCH_RECAPS + 2)]
+    for chat_id in chats:
+        write_chat(tmp_path, chat_id, [("user", f"{chat_id} 进城。"), ("assistant", "好。")], name=chat_id)
+
+    def answer(request: ModelRequest) -> str:
+        if request.purpose == "recap":
+            return recap("一局", "- 进城。")
+        # Keep every block the handbook had and add one per recap sent (the merge check wants them).
+        text = user_text(request)
+        return merge_for(*sorted(set(re.findall(r"来源：局/(c\d+)\.md", text))
+                                 | set(re.findall(r'<recap chat-id="(c\d+)"', text))))
+
+    model = FunctionModel(answer)
+    notes: list[str] = []
+    mem = memory(tmp_path, model, on_activity=notes.append)
+    out = mem.sync()
+    merges = [user_text(c) for c in model.calls if c.purpose == "merge"]
+    assert [m.count("<recap chat-id=") for m in merges] == [MERGE_BATCH_RECAPS, 2]
+    assert (out.recapped, out.merged) == (chats, "ok")
+    assert any("另有 2 局下一批再并" in line for line in notes)
+    records = load_manifest(mem.files).recaps
+    assert all(records[c].merged_hash for c in chats)
+    assert all(f"来源：局/{c}.md" in _read(_mem(tmp_path) / "记忆.md") for c in chats)
+    calls = len(model.calls)
+    assert mem.sync().merged == "no-change" and len(model.calls) == calls
