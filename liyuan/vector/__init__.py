@@ -34,6 +34,7 @@ from liyuan.errors import ConfigError
 from liyuan.vector.requires import install_hint as _install_hint
 
 if TYPE_CHECKING:
+    from liyuan.vector.chunkstore import ChunkStore
     from liyuan.vector.config import StoreConfig, VectorConfig
     from liyuan.vector.config_file import load_config, save_config
     from liyuan.vector.e5 import E5Embedder
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from liyuan.vector.store import SqliteChunkStore
 
 _HOMES = {
+    "ChunkStore": "chunkstore",
     "E5Embedder": "e5",
     "Embedder": "embed",
     "HashEmbedder": "embed",
@@ -61,6 +63,7 @@ _HOMES = {
 """Each exported name and the submodule that defines it."""
 
 __all__ = [
+    "ChunkStore",
     "E5Embedder",
     "Embedder",
     "HashEmbedder",
