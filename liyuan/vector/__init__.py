@@ -21,6 +21,10 @@ An app turns it on with ``MemoryConfig(vector=VectorConfig(enabled=True))`` and
     memory = VectorMemory(config, SqliteChunkStore(folder / "向量记忆.sqlite"))
     hits = memory.search("灯塔的钥匙")
 
+With the ``postgres`` extra, the chunks of many chats can live in one PostgreSQL database
+instead (``PostgresChunkStore(conninfo, scope=card_id, chat=chat_id)``); both stores
+satisfy :class:`~liyuan.vector.chunkstore.ChunkStore` and rank alike.
+
 The per-turn wiring :class:`liyuan.Chat` uses (bounded recall and ingest, the archive a
 compaction writes) is in :mod:`liyuan.vector.recall`.
 """
@@ -41,6 +45,7 @@ if TYPE_CHECKING:
     from liyuan.vector.embed import Embedder, HashEmbedder, SemanticEmbedder
     from liyuan.vector.memory import VectorMemory
     from liyuan.vector.openai_embed import OpenAIEmbedder
+    from liyuan.vector.pgstore import PostgresChunkStore
     from liyuan.vector.results import Hit, SearchReport
     from liyuan.vector.store import SqliteChunkStore
 
@@ -51,6 +56,7 @@ _HOMES = {
     "HashEmbedder": "embed",
     "Hit": "results",
     "OpenAIEmbedder": "openai_embed",
+    "PostgresChunkStore": "pgstore",
     "SearchReport": "results",
     "SemanticEmbedder": "embed",
     "SqliteChunkStore": "store",
@@ -69,6 +75,7 @@ __all__ = [
     "HashEmbedder",
     "Hit",
     "OpenAIEmbedder",
+    "PostgresChunkStore",
     "SearchReport",
     "SemanticEmbedder",
     "SqliteChunkStore",
