@@ -7,6 +7,9 @@ Invariants:
 - :func:`migrate` runs every step from the version found up to :data:`SCHEMA_VERSION`
   in one transaction, under an advisory lock, so two processes opening stores at once
   do not both create the tables; a failed step leaves the database as it was.
+- The tables are the ones in ``current_schema()`` (the first schema of the search path
+  that exists), where :func:`migrate` creates them: a ``liyuan_schema`` further down
+  the search path is never taken for this one's.
 - A database at a newer version than this library knows is refused (an older library
   must not write rows whose meaning it does not know).
 """
@@ -94,7 +97,8 @@ def migrate(db: psycopg.Connection[Any]) -> int:
     """
     with db.transaction():
         db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-        table = db.execute("SELECT to_regclass('liyuan_schema')").fetchone()
+        # In the schema new tables go to, not wherever the search path finds one.
+        table = db.execute("SELECT to_regclass(format('%I.liyuan_schema', current_schema()))").fetchone()
         if table is None or table[0] is None:
             db.execute("CREATE TABLE liyuan_schema (version integer NOT NULL)")
         row = db.execute("SELECT max(version) FROM liyuan_schema").fetchone()

@@ -46,6 +46,32 @@ def test_the_schema_is_created_versioned_and_a_newer_one_refused(postgres_dsn: s
         PostgresChunkStore(postgres_dsn, scope="card", chat="c")
 
 
+def test_the_tables_are_those_of_the_first_schema_on_the_search_path(postgres_dsn: str) -> None:
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from liyuan.vector.pgstore import PostgresChunkStore
+
+    first = PostgresChunkStore(postgres_dsn, scope="card", chat="c")
+    first.add([NewChunk(EXTERNAL, "在第一个 schema 里", np.ones(3, dtype=np.float32), "t", "import")], max_chunks=5)
+    first.close()
+    outer = str(conninfo_to_dict(postgres_dsn)["options"]).split("=", 1)[1].split(",")[0]
+    with psycopg.connect(postgres_dsn, autocommit=True) as db:
+        db.execute("CREATE SCHEMA inner_one")
+    try:
+        # The other schema's tables are on the search path too, behind the empty one.
+        inner = make_conninfo(postgres_dsn, options=f"-c search_path=inner_one,{outer},public")
+        second = PostgresChunkStore(inner, scope="card", chat="c")
+        assert second.count() == 0
+        second.close()
+        with psycopg.connect(postgres_dsn, autocommit=True) as db:
+            made = {r[0] for r in db.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'inner_one'")}
+        assert {"liyuan_schema", "liyuan_chunks", "liyuan_chats", "liyuan_evicted", "liyuan_pending"} <= made
+    finally:
+        with psycopg.connect(postgres_dsn, autocommit=True) as db:
+            db.execute("DROP SCHEMA inner_one CASCADE")
+
+
 def test_an_unreachable_server_is_a_config_error() -> None:
     from liyuan.vector.pgstore import PostgresChunkStore
 
