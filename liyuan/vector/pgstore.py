@@ -21,6 +21,9 @@ Invariants:
   ``seq`` beyond its last.
 - A snapshot is read in one ``REPEATABLE READ`` transaction, so its generation and its
   rows agree. Vectors travel in pgvector's binary format, both ways.
+- PostgreSQL text cannot hold NUL: a ``"\\x00"`` in a chunk's text or title or in a
+  queued turn is stored as U+FFFD (the one way the two backends' rows may differ),
+  rather than failing the write and with it every later ingest of the chat.
 - A store holds one connection (opened on first use, reopened after a failure) and
   serialises its own calls on it; two store objects are two connections.
 """
@@ -77,6 +80,14 @@ def _stored(vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32] | None:
     """What goes into the ``embedding`` column: pgvector has no empty vector, so ``NULL``."""
     row = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1)
     return row if row.size else None
+
+
+def _text(value: str) -> str:
+    return value.replace("\x00", "\ufffd")
+
+
+def _maybe(value: str | None) -> str | None:
+    return None if value is None else _text(value)
 
 
 def _chat_key(scope: str, chat: str) -> int:
@@ -172,11 +183,11 @@ class PostgresChunkStore:
         evicted: dict[str, int] = {}
         with self._write() as cur:
             if chunks:
-                rows = [{**self._where, "store": c.store, "id": uuid.uuid4().hex[:16], "text": c.text,
-                         "hash": hashlib.sha1(c.text.encode("utf-8")).hexdigest(), "embedding": _stored(c.embedding),
-                         "dim": int(np.size(c.embedding)), "embedder": c.embedder, "source": c.source,
-                         "title": c.title, "node_id": c.node_id, "parent": c.parent, "merges": c.merge_count,
-                         "now": now} for c in chunks]
+                rows = [{**self._where, "store": c.store, "id": uuid.uuid4().hex[:16], "text": _text(c.text),
+                         "hash": hashlib.sha1(_text(c.text).encode("utf-8")).hexdigest(),
+                         "embedding": _stored(c.embedding), "dim": int(np.size(c.embedding)), "embedder": c.embedder,
+                         "source": c.source, "title": _maybe(c.title), "node_id": c.node_id, "parent": c.parent,
+                         "merges": c.merge_count, "now": now} for c in chunks]
                 cur.executemany(_INSERT, rows, returning=True)
                 for chunk in chunks:
                     found = cur.fetchone()
@@ -259,7 +270,7 @@ class PostgresChunkStore:
             if pending is not None:
                 cur.execute("INSERT INTO liyuan_pending (scope, chat, node_id, text)"
                             " VALUES (%(scope)s, %(chat)s, %(node_id)s, %(text)s)",
-                            {**self._where, "node_id": pending[0], "text": pending[1]})
+                            {**self._where, "node_id": pending[0], "text": _text(pending[1])})
             return int(row[0]) if row else 0
 
     def pending(self) -> list[tuple[int, str | None, str]]:

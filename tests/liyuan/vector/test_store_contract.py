@@ -97,6 +97,17 @@ def test_vectors_come_back_as_written(open_store: Opener) -> None:
     assert "unembedded" not in store.snapshot().matrices
 
 
+def test_a_nul_in_a_text_does_not_fail_the_write(open_store: Opener, store_kind: str) -> None:
+    store = open_store()
+    assert len(store.add([row("前\x00后")], max_chunks=10)) == 1
+    assert store.add([row("前\x00后")], max_chunks=10) == []  # the same text again: skipped on both
+    store.next_turn((None, "这一轮\x00"))
+    # PostgreSQL text has no NUL: it keeps U+FFFD in its place rather than refusing the chat's writes.
+    nul = "\x00" if store_kind == "sqlite" else "\ufffd"
+    assert [c.text for c in store.chunks()] == [f"前{nul}后"]
+    assert [text for _s, _n, text in store.pending()] == [f"这一轮{nul}"]
+
+
 def test_generation_moves_on_every_write_and_never_on_a_read(open_store: Opener) -> None:
     store = open_store()
     first = store.snapshot()
