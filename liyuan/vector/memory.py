@@ -58,14 +58,15 @@ from liyuan.vector.chunking import (
     condense,
     split_text_chunks,
 )
+from liyuan.vector.chunkstore import ChunkStore, NewChunk
 from liyuan.vector.config import EXTERNAL, NARRATIVE, VectorConfig
 from liyuan.vector.embed import Embedder, embedder_kind, one_blas_thread
 from liyuan.vector.factory import make_embedder
+from liyuan.vector.index import Chunk, Source
 from liyuan.vector.lexical import get_tokenizer, has_cjk
 from liyuan.vector.postings import BULK
 from liyuan.vector.results import Hit, IngestResult, SearchReport, StoreStatus, make_ref, parse_ref
 from liyuan.vector.search import RESERVED, Fusion, on_current_branch, rank, visible_mask
-from liyuan.vector.store import Chunk, NewChunk, Source, SqliteChunkStore
 
 __all__ = [
     "ARCHIVE_BATCH",
@@ -95,7 +96,7 @@ class VectorMemory:
 
     Args:
         config: The configuration (see :mod:`liyuan.vector.config`).
-        store: The chat's chunk store.
+        store: The chat's chunk store (SQLite file or PostgreSQL, :class:`~liyuan.vector.chunkstore.ChunkStore`).
         embedder: Defaults to the one the configuration names.
         fusion: Hybrid fusion method (``rrf`` unless a benchmark says otherwise).
         reserve: Hits of each list always among the results (0 only for comparisons).
@@ -106,7 +107,7 @@ class VectorMemory:
     def __init__(
         self,
         config: VectorConfig,
-        store: SqliteChunkStore,
+        store: ChunkStore,
         embedder: Embedder | None = None,
         *,
         fusion: Fusion = "rrf",

@@ -46,15 +46,14 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from liyuan.clock import Clock, system_clock
 from liyuan.errors import ConfigError
+from liyuan.vector.chunkstore import CHUNK_COLUMNS, NewChunk, chunk_from_row, rebuilt
 from liyuan.vector.index import Chunk, Snapshot, Source, TermCache, reusable_rows
 
 __all__ = ["Chunk", "NewChunk", "Snapshot", "Source", "SqliteChunkStore", "TermCache"]
@@ -90,22 +89,7 @@ CREATE TABLE IF NOT EXISTS pending (
 );
 """
 
-_COLUMNS = "seq, id, store, text, embedder, source, title, node_id, parent, merge_count, created_at, updated_at"
-
-
-@dataclass(frozen=True, slots=True)
-class NewChunk:
-    """A chunk to insert."""
-
-    store: str
-    text: str
-    embedding: npt.NDArray[np.float32]
-    embedder: str
-    source: Source
-    title: str | None = None
-    node_id: str | None = None
-    parent: str | None = None
-    merge_count: int = 1
+_COLUMNS = CHUNK_COLUMNS
 
 
 def _text_hash(text: str) -> str:
@@ -124,12 +108,6 @@ def _eviction_order(db: sqlite3.Connection, store: str, excess: int) -> list[int
     oldest = [r[0] for r in db.execute("SELECT seq FROM chunks WHERE store = ? ORDER BY seq LIMIT ?",
                                        (store, excess + len(superseded)))]
     return superseded + [seq for seq in oldest if seq not in chosen][:excess - len(superseded)]
-
-
-def _chunk(row: Sequence[Any]) -> Chunk:
-    seq, cid, store, text, embedder, source, title, node_id, parent, merges, created, updated = row
-    return Chunk(id=cid, store=store, text=text, embedder=embedder, source=source, title=title, node_id=node_id,
-                 parent=parent, seq=seq, merge_count=merges, created_at=created, updated_at=updated)
 
 
 class SqliteChunkStore:
@@ -295,7 +273,7 @@ class SqliteChunkStore:
         """The chunk with this id, or ``None``."""
         with self._connect() as db:
             row = db.execute(f"SELECT {_COLUMNS} FROM chunks WHERE id = ?", (chunk_id,)).fetchone()
-        return _chunk(row) if row else None
+        return chunk_from_row(row) if row else None
 
     def chunks(self, store: str | None = None) -> list[Chunk]:
         """Chunks in creation order, of one store or of all."""
@@ -305,7 +283,7 @@ class SqliteChunkStore:
             else:
                 rows = db.execute(f"SELECT {_COLUMNS} FROM chunks WHERE store = ? ORDER BY seq",
                                   (store,)).fetchall()
-        return [_chunk(r) for r in rows]
+        return [chunk_from_row(r) for r in rows]
 
     def count(self, store: str | None = None) -> int:
         """Number of chunks, of one store or of all."""
@@ -345,10 +323,10 @@ class SqliteChunkStore:
                 fetched: dict[str, npt.NDArray[np.float32]] = {}
                 if current is None:  # a cold start: every vector is wanted, read them in the same pass
                     rows = db.execute(f"SELECT {_COLUMNS}, embedding FROM chunks ORDER BY seq").fetchall()
-                    chunks = tuple(_chunk(r[:-1]) for r in rows)
+                    chunks = tuple(chunk_from_row(r[:-1]) for r in rows)
                     fetched = {r[1]: np.frombuffer(r[-1], dtype=np.float32) for r in rows}
                 else:
-                    chunks = tuple(_chunk(r) for r in db.execute(f"SELECT {_COLUMNS} FROM chunks ORDER BY seq"))
+                    chunks = tuple(chunk_from_row(r) for r in db.execute(f"SELECT {_COLUMNS} FROM chunks ORDER BY seq"))
                 reuse = reusable_rows(current, chunks)
                 wanted = [c.id for c in chunks if c.id not in reuse and c.id not in fetched]
                 for start in range(0, len(wanted), 500):
@@ -357,27 +335,7 @@ class SqliteChunkStore:
                             f"SELECT id, embedding FROM chunks WHERE id IN ({','.join('?' * len(part))})", part):
                         fetched[cid] = np.frombuffer(blob, dtype=np.float32)
                 db.execute("COMMIT")
-            groups: dict[str, list[int]] = {}
-            for position, chunk in enumerate(chunks):
-                groups.setdefault(chunk.embedder, []).append(position)
-            matrices: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]] = {}
-            for label, positions in groups.items():
-                old_matrix = current.matrices[label][1] if current is not None and label in current.matrices else None
-                widths = [old_matrix.shape[1] if chunks[p].id in reuse and old_matrix is not None
-                          else fetched[chunks[p].id].shape[0] for p in positions]
-                # Vectors of one label that disagree in width are corrupt; keep the majority width.
-                width = max(set(widths), key=widths.count)
-                keep = [p for p, w in zip(positions, widths, strict=True) if w == width]
-                matrix = np.empty((len(keep), width), dtype=np.float32)
-                old_rows = [(i, reuse[chunks[p].id]) for i, p in enumerate(keep) if chunks[p].id in reuse]
-                if old_rows and old_matrix is not None:
-                    new_index, old_index = map(list, zip(*old_rows, strict=True))
-                    matrix[new_index] = old_matrix[old_index]
-                for i, p in enumerate(keep):
-                    if chunks[p].id not in reuse:
-                        matrix[i] = fetched[chunks[p].id]
-                matrices[label] = (np.array(keep, dtype=np.int64), matrix)
-            self._snapshot = Snapshot(generation, chunks, matrices, self._terms, rewrites)
+            self._snapshot = rebuilt(current, generation, rewrites, chunks, reuse, fetched, self._terms)
             return self._snapshot
 
     @staticmethod
@@ -388,7 +346,7 @@ class SqliteChunkStore:
         added: list[Chunk] = []
         vectors: list[npt.NDArray[np.float32]] = []
         for row in db.execute(f"SELECT {_COLUMNS}, embedding FROM chunks WHERE seq > ? ORDER BY seq", (last,)):
-            added.append(_chunk(row[:-1]))
+            added.append(chunk_from_row(row[:-1]))
             vectors.append(np.frombuffer(row[-1], dtype=np.float32))
         # Through indexes: a scan of the table would read every vector.
         kept = int(db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]) - len(added)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness import bench
@@ -130,3 +131,20 @@ def test_quick_recall_uses_only_the_methods_that_load_no_model(tmp_path: Path) -
     table = bench.recall_table(tmp_path, bench.QUICK_METHODS)
     for language in table["languages"].values():
         assert set(language["methods"]) == set(bench.QUICK_METHODS)
+
+
+def test_store_bench_measures_both_backends_alike(tmp_path: Path, postgres_dsn: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.bench.stores import RandomEmbedder, print_stores, store_table
+
+    vectors = RandomEmbedder().embed(["甲", "乙", "甲"])
+    assert vectors.shape == (3, 384) and np.array_equal(vectors[0], vectors[2])
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
+    table = store_table(tmp_path, chunks=300, dsn=postgres_dsn)
+    assert list(table["backends"]) == ["sqlite", "postgres"] and table["chunks"] == 300
+    for numbers in table["backends"].values():
+        assert all(value > 0 for value in numbers.values()), numbers
+        assert numbers["recall_p50_ms"] <= numbers["recall_p95_ms"]
+    print_stores(table)
+    printed = capsys.readouterr().out
+    assert "sqlite" in printed and "postgres" in printed and "召回 p95" in printed
