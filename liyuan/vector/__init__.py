@@ -22,8 +22,9 @@ An app turns it on with ``MemoryConfig(vector=VectorConfig(enabled=True))`` and
     hits = memory.search("灯塔的钥匙")
 
 With the ``postgres`` extra, the chunks of many chats can live in one PostgreSQL database
-instead (``PostgresChunkStore(conninfo, scope=card_id, chat=chat_id)``); both stores
-satisfy :class:`~liyuan.vector.chunkstore.ChunkStore` and rank alike.
+instead: ``Card.open(path, chunk_stores=PostgresChunkStores(conninfo, scope=card_id))``
+(one store per chat: ``PostgresChunkStore``); both backends satisfy
+:class:`~liyuan.vector.chunkstore.ChunkStore` and rank alike.
 
 The per-turn wiring :class:`liyuan.Chat` uses (bounded recall and ingest, the archive a
 compaction writes) is in :mod:`liyuan.vector.recall`.
@@ -38,7 +39,7 @@ from liyuan.errors import ConfigError
 from liyuan.vector.requires import install_hint as _install_hint
 
 if TYPE_CHECKING:
-    from liyuan.vector.chunkstore import ChunkStore
+    from liyuan.vector.chunkstore import ChunkStore, ChunkStores
     from liyuan.vector.config import StoreConfig, VectorConfig
     from liyuan.vector.config_file import load_config, save_config
     from liyuan.vector.e5 import E5Embedder
@@ -46,17 +47,20 @@ if TYPE_CHECKING:
     from liyuan.vector.memory import VectorMemory
     from liyuan.vector.openai_embed import OpenAIEmbedder
     from liyuan.vector.pgstore import PostgresChunkStore
+    from liyuan.vector.pgstores import PostgresChunkStores
     from liyuan.vector.results import Hit, SearchReport
     from liyuan.vector.store import SqliteChunkStore
 
 _HOMES = {
     "ChunkStore": "chunkstore",
+    "ChunkStores": "chunkstore",
     "E5Embedder": "e5",
     "Embedder": "embed",
     "HashEmbedder": "embed",
     "Hit": "results",
     "OpenAIEmbedder": "openai_embed",
     "PostgresChunkStore": "pgstore",
+    "PostgresChunkStores": "pgstores",
     "SearchReport": "results",
     "SemanticEmbedder": "embed",
     "SqliteChunkStore": "store",
@@ -70,12 +74,14 @@ _HOMES = {
 
 __all__ = [
     "ChunkStore",
+    "ChunkStores",
     "E5Embedder",
     "Embedder",
     "HashEmbedder",
     "Hit",
     "OpenAIEmbedder",
     "PostgresChunkStore",
+    "PostgresChunkStores",
     "SearchReport",
     "SemanticEmbedder",
     "SqliteChunkStore",

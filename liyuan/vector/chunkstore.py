@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from liyuan.vector.index import Chunk, Snapshot, Source, TermCache
 
-__all__ = ["CHUNK_COLUMNS", "ChunkStore", "NewChunk", "chunk_from_row", "rebuilt"]
+__all__ = ["CHUNK_COLUMNS", "ChunkStore", "ChunkStores", "NewChunk", "chunk_from_row", "rebuilt"]
 
 CHUNK_COLUMNS = "seq, id, store, text, embedder, source, title, node_id, parent, merge_count, created_at, updated_at"
 """The columns :func:`chunk_from_row` reads, in its order (both backends name them alike)."""
@@ -143,3 +143,20 @@ def rebuilt(
                 matrix[i] = fetched[chunks[p].id]
         matrices[label] = (np.array(keep, dtype=np.int64), matrix)
     return Snapshot(generation, chunks, matrices, terms, rewrites)
+
+
+class ChunkStores(Protocol):
+    """Where each chat of a card keeps its chunks (``Card(chunk_stores=...)``).
+
+    Without one, a chat's chunks live in ``向量记忆.sqlite`` in its folder and go with
+    the folder when the chat is deleted; a store elsewhere (PostgreSQL:
+    :class:`~liyuan.vector.pgstore.PostgresChunkStores`) is told to drop them.
+    """
+
+    def open(self, chat_id: str) -> ChunkStore:
+        """The chat's store (created on first use)."""
+        ...
+
+    def drop(self, chat_id: str) -> None:
+        """Delete everything the chat stored (the card deleted the chat)."""
+        ...

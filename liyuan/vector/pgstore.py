@@ -149,6 +149,13 @@ class PostgresChunkStore:
                 self._db.close()
                 self._db = None
 
+    def drop(self) -> None:
+        """Delete every row of this chat (its chunks, queue, counts, counters): one transaction."""
+        with self._write(chunks_changed=False) as cur:
+            for table in ("liyuan_chunks", "liyuan_pending", "liyuan_evicted", "liyuan_chats"):
+                cur.execute(f"DELETE FROM {table} WHERE {_CHAT}", self._where)
+        self._snapshot = None
+
     @contextmanager
     def _write(self, *, chunks_changed: bool = True, rewrites: bool = False) -> Iterator[psycopg.Cursor[Any]]:
         """One write transaction holding the chat's advisory lock; the generation (and with
