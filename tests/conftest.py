@@ -1,4 +1,5 @@
-"""Shared fixtures. Real model requests are blocked for the whole suite."""
+"""Shared fixtures. Real model requests are blocked for the whole suite; one throwaway
+PostgreSQL serves every test that asks for it (the chunk-store contract, both backends)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 import liyuan.model
+from tests.liyuan.vector.postgres import fresh_schema, refuse, server_dsn
 
 
 @pytest.fixture(autouse=True)
@@ -32,3 +34,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "live" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """Connection string of the session's PostgreSQL (started once, stopped at the end)."""
+    try:
+        import pgvector  # noqa: F401
+        import psycopg  # noqa: F401
+    except ModuleNotFoundError as exc:
+        refuse(f"没有安装 {exc.name}（postgres 附加依赖）", os.environ)
+    yield from server_dsn(os.environ)
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server: str) -> Iterator[str]:
+    """A connection string into an empty schema of its own, for one test."""
+    yield from fresh_schema(postgres_server)

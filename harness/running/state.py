@@ -14,11 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from liyuan.app import Activity, Card, Chat
 from liyuan.clock import counter_ids
 from liyuan.config import MemoryConfig
+
+if TYPE_CHECKING:
+    from liyuan.vector.chunkstore import ChunkStores
 
 from .artifacts import ArtifactSet
 from .models import ModelSetup
@@ -75,6 +78,8 @@ class ScenarioRun:
     """The scenario's settings, as the card holds them."""
     root: Path | None = None
     """The project root (``sim/imports/`` is read from it)."""
+    chunk_stores: ChunkStores | None = None
+    """Where the card's chats keep their vector memory (``None``: SQLite files, the default)."""
     opened: dict[str, Chat] = field(default_factory=dict)
     """Chats already opened (their opening written)."""
     played: dict[str, int] = field(default_factory=dict)
@@ -98,7 +103,7 @@ class ScenarioRun:
             self._card = Card.open(self.workdir / "cards" / self.scenario.card, side_model=self.recorder,
                                    config=self.config, user_name=self.scenario.user, char_name=self.scenario.char,
                                    on_activity=self.on_activity, background=False, clock=self.clock,
-                                   ids=counter_ids("e"), auto_sync=False)
+                                   ids=counter_ids("e"), auto_sync=False, chunk_stores=self.chunk_stores)
         return self._card
 
     def chat_spec(self, chat_id: str) -> ChatSpec:
