@@ -225,7 +225,7 @@ def _open_child(card_dir: Path, chat_id: str, vector: bool, cap: int) -> dict[st
 
 def cold_open(card_dir: Path, chat_id: str, *, vector: bool, cap: int = 5000) -> dict[str, Any]:
     """:func:`_open_child` in a fresh ``nice`` process; its JSON result."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # the checkout: harness/bench/long.py -> ../..
     env = {**os.environ, "PYTHONPATH": str(root)}
     out = subprocess.run(
         [sys.executable, "-m", "harness.bench.long", "open", str(card_dir), chat_id, str(int(vector)), str(cap)],
