@@ -226,16 +226,17 @@ def _scan_lines(lines: Iterable[bytes], source: _Source, name: str) -> SessionCo
     """One ``(type, role, customType, mode)`` tuple for all lines that have the same (see :func:`_noted`)."""
     loads, new_entry = orjson.loads, fast_entry
     offset = 0
-    torn_tail = False
+    line = b""
+    last: Entry | None = None
     for number, line in enumerate(lines, start=1):
         start = offset
-        offset += len(line)
-        torn_tail = not line.endswith(b"\n")  # only the last line can lack it
-        if not line or line.isspace():
+        size = len(line)
+        offset += size
+        if line.isspace():  # a line is never empty: it holds at least its newline
             continue
         try:
             obj = loads(line)
-            if len(line) >= _DEEP and line.count(b"[") + line.count(b"{") >= _DEEP:
+            if size >= _DEEP and line.count(b"[") + line.count(b"{") >= _DEEP:
                 obj = _strict(line)
         except ValueError:
             try:
@@ -245,7 +246,7 @@ def _scan_lines(lines: Iterable[bytes], source: _Source, name: str) -> SessionCo
         except RecursionError:
             obj = _MISSING
         if obj is _MISSING:
-            if torn_tail:
+            if not line.endswith(b"\n"):  # only the last line can lack it
                 problems.append(SessionProblem(f"{name}:{number}: 末行不完整（写入中断），已跳过", "torn-tail", number))
             else:
                 problems.append(SessionProblem(f"{name}:{number}: 不是合法 JSON，已跳过", "bad-line", number))
@@ -263,7 +264,10 @@ def _scan_lines(lines: Iterable[bytes], source: _Source, name: str) -> SessionCo
                 session_id = _header(head, f"{name}:{number}", number, problems) or session_id
                 continue
             entry_id = obj.get("id")
-        parent = obj.get("parentId") if entry_id is not None else None
+        parent = obj.get("parentId", _MISSING) if entry_id is not None else None
+        found = parent is not _MISSING
+        if not found:
+            parent = None
         # Parsed JSON strings are exactly str, so type() is isinstance() here, only faster.
         if (type(entry_id) is not str or not entry_id or type(entry_type) is not str
                 or (parent is not None and type(parent) is not str)
@@ -273,15 +277,18 @@ def _scan_lines(lines: Iterable[bytes], source: _Source, name: str) -> SessionCo
             problems.append(SessionProblem(note, "not-entry", number))
             skipped.append(salvage_link(line.rstrip(b"\n"), number))
             continue
-        if "parentId" not in obj:
+        if not found:
             unlinked.append((entry_id, number, near_miss_link(obj, "parentId")))
         if entry_id in entries:
             problems.append(SessionProblem(f"{name}:{number}: id {entry_id!r} 重复，已跳过", "duplicate-id", number))
             continue
-        if parent is not None:
-            known = entries.get(parent)
-            if known is not None:
-                parent = known.id  # one string for an id, however many children name it
+        if parent is not None:  # one string for an id, however many children name it
+            if last is not None and parent == last.id:
+                parent = last.id
+            else:
+                known = entries.get(parent)
+                if known is not None:
+                    parent = known.id
         key = (entry_type, obj.get("role", _MISSING), obj.get("customType", _MISSING), obj.get("mode", _MISSING))
         try:
             noted = common[key]
@@ -289,14 +296,14 @@ def _scan_lines(lines: Iterable[bytes], source: _Source, name: str) -> SessionCo
             noted = common[key] = _noted(key)
         except TypeError:  # a field of a type that cannot be a key (a list ...): answered by parsing
             noted = _noted(key)
-        entries[entry_id] = new_entry(entry_id, parent, noted[0], LazyBody(source, start, len(line), entry_id, noted))
+        entries[entry_id] = last = new_entry(entry_id, parent, noted[0], LazyBody(source, start, size, entry_id, noted))
         numbers.append(number)
     if unlinked:
         _relink(entries, dict(zip(entries, numbers, strict=True)), unlinked, name, problems)
     if any(e.parent_id is not None and e.parent_id not in entries for e in entries.values()):
         # Only then is there a place to find (with none missing, bridge() finds nothing).
         _place_bridges(entries, dict(zip(entries, numbers, strict=True)), skipped, name, problems)
-    return SessionContent(entries, problems, torn_tail, session_id)
+    return SessionContent(entries, problems, bool(line) and not line.endswith(b"\n"), session_id)
 
 
 def _noted(key: tuple[Any, ...]) -> tuple[Any, ...]:
