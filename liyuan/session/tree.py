@@ -24,8 +24,8 @@ Guarantees:
   appended to, never changed in place; a navigation starts a new list).
 
 - Opening reads the file once, keeping per entry what navigation needs; a body is parsed
-  from its line when first read (:mod:`liyuan.session.loader`), so a long chat opens in
-  time and memory near its file's size, not a multiple of it.
+  from its line when first read (:mod:`liyuan.session.loader`), so an open chat holds in
+  memory about its file's size, not a multiple of it, and a turn parses only the live tail.
 
 The line format and the entry readers are in :mod:`liyuan.session.entries`.
 """

@@ -205,3 +205,25 @@ def test_the_turn_path_parses_only_the_live_tail(tmp_path: Path) -> None:
     assert active is not None and len(branch) > 600
     assert {e.text for e in view[active.cut:]}  # the live part is read
     assert 0 < len(parsed(tree)) <= 30  # and nothing before it, but the summary
+
+
+def test_the_recap_of_an_open_chat_reuses_its_tree_and_parses_only_the_tail(tmp_path: Path) -> None:
+    from liyuan.card.files import SESSIONS_DIR
+    from liyuan.card.inputs import collect_chat_evidence
+
+    path = tmp_path / "chat" / SESSIONS_DIR / "001.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("\n".join(chat_lines(random.Random(9), 200)) + "\n", encoding="utf-8")
+    tree = SessionTree(path)
+    asked: list[Path] = []
+
+    def loaded(session: Path) -> Any:
+        asked.append(session)
+        return tree.written_branch() if session == tree.path else None
+
+    evidence = collect_chat_evidence(tmp_path / "chat", user_name="我", char_name="她", loaded=loaded)
+    assert asked == [path]  # the open tree's branch, not a second read of the file
+    assert 0 < len(parsed(tree)) <= 30  # the whole branch was scanned, only the live tail parsed
+    assert evidence is not None and evidence.turns == 171  # the 29 authoring turns are no story
+    assert evidence.transcript.startswith("【前情提要】")
+    assert evidence == collect_chat_evidence(tmp_path / "chat", user_name="我", char_name="她")  # as read from the file
