@@ -227,3 +227,13 @@ def test_the_recap_of_an_open_chat_reuses_its_tree_and_parses_only_the_tail(tmp_
     assert evidence is not None and evidence.turns == 171  # the 29 authoring turns are no story
     assert evidence.transcript.startswith("【前情提要】")
     assert evidence == collect_chat_evidence(tmp_path / "chat", user_name="我", char_name="她")  # as read from the file
+
+
+def test_a_line_orjson_keeps_is_one_json_keeps_under_every_flipped_bit() -> None:
+    rng = random.Random(24)
+    fields = {"role": "assistant", "text": "雨还没停\\n「好」", "usage": {"total_tokens": 12, "x": [1.5, -2e3, True]}}
+    line = json.dumps({"id": "a1", "parentId": None, "type": "message", **fields}, ensure_ascii=False).encode("utf-8")
+    for _ in range(1500):
+        at = rng.randrange(len(line))
+        raw = line[:at] + bytes([line[at] ^ (1 << rng.randrange(8))]) + line[at + 1:] + b"\n"
+        assert_same(read_entries(raw, "f.jsonl"), eager_entries(raw, "f.jsonl"))
