@@ -1,7 +1,7 @@
 """What the card-memory model calls are given: a chat's evidence, and the recap diff.
 
 - :func:`branch_of_session_file` reads one session file **without touching it**, with
-  the tree's own loader :func:`~liyuan.session.entries.read_entries` (opening a
+  the tree's own loader :func:`~liyuan.session.loader.read_session_file` (opening a
   :class:`~liyuan.session.tree.SessionTree` would create a file that vanished meanwhile, which
   would move the chat's fingerprint): the leaf is the last entry in file order.
 - :func:`collect_chat_evidence` turns a chat's sessions into one transcript (summaries
@@ -23,7 +23,8 @@ from pathlib import Path
 from liyuan.card.files import SESSIONS_DIR, MemoryFiles, sha1_text
 from liyuan.card.manifest import Manifest
 from liyuan.session.branch import branch_to
-from liyuan.session.entries import Entry, SessionProblem, is_message, read_entries
+from liyuan.session.entries import Entry, SessionProblem, is_message
+from liyuan.session.loader import read_session_file
 from liyuan.session.state import format_state, state_from_branch
 from liyuan.story.history import active_summary, serialize_for_summary
 from liyuan.story.view import story_view
@@ -116,10 +117,9 @@ def branch_of_session_file(path: Path, damage: list[str] | None = None) -> list[
         damage: When given, receives the notes of links recovered or guessed on the branch.
     """
     try:
-        raw = path.read_bytes()
+        content = read_session_file(path)
     except OSError:
         return []
-    content = read_entries(raw, path.name)
     entries = content.entries
     branch = branch_to(entries, next(reversed(entries), None))
     if damage is not None:

@@ -21,9 +21,9 @@ kept entry has:
 An entry that is kept but has lost its ``parentId`` key (a flipped byte inside the key
 leaves valid JSON) is damage too, never a new root: :func:`near_miss_link` reads the link
 from the damaged key (``link-recovered``), else the entry hangs under the entry before it
-in the file (``branch-cut``), see :func:`liyuan.session.entries.read_entries`.
+in the file (``branch-cut``), see :func:`liyuan.session.loader.read_entries`.
 
-Pure functions on plain data; :func:`liyuan.session.entries.read_entries` uses them.
+Pure functions on plain data; :func:`liyuan.session.loader.read_entries` uses them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Session lines: the entry model, the loader, and the readers of entry conventions.
+"""Session lines: the entry model and the readers of entry conventions (the loader is
+:mod:`liyuan.session.loader`).
 
 Line format: the first line is a header ``{"type": "session", "version": 1, "id": ...}``;
 every other line is an entry with ``id``, ``parentId`` (``null`` for the first),
@@ -42,16 +43,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
-from liyuan.session.damage import SessionProblem, Skipped, bridge, describe, encodable, near_miss_link, salvage_link
+from liyuan.session.damage import SessionProblem, encodable
 
 __all__ = [
     "DAMAGED_ENTRY_TYPE",
     "IMPORT_NOTE_TYPE",
     "SESSION_VERSION",
     "Entry",
-    "SessionContent",
     "SessionProblem",
     "args_json",
     "awaits_reply",
@@ -60,7 +60,6 @@ __all__ = [
     "last_usage",
     "message",
     "parse_entry",
-    "read_entries",
     "thinking",
     "tool_calls",
     "usage_tokens",
@@ -71,7 +70,7 @@ IMPORT_NOTE_TYPE = "liyuan-import-note"
 """Custom entry of an imported message kept outside the story (system, narrator, hidden ...)."""
 
 DAMAGED_ENTRY_TYPE = "liyuan-damaged"
-"""Type of the placeholder :func:`read_entries` puts where a damaged line's entry was
+"""Type of the placeholder :func:`~liyuan.session.loader.read_entries` puts where a damaged line's entry was
 (see :mod:`liyuan.session.damage`); in memory only, never written. Not a message and not a
 custom entry, so the story ignores it; its body is ``{"line": n}``."""
 
@@ -116,6 +115,21 @@ class Entry:
     def to_json(self) -> dict[str, Any]:
         """The stored JSON object of this entry."""
         return {"id": self.id, "parentId": self.parent_id, "type": self.type, **self.body}
+
+
+_set_id, _set_parent, _set_type, _set_body = (vars(Entry)[name].__set__ for name in ("id", "parent_id", "type", "body"))
+
+
+def fast_entry(entry_id: str, parent_id: str | None, entry_type: str, body: Mapping[str, Any]) -> Entry:
+    """``Entry(entry_id, parent_id, entry_type, body)``, made at half the cost (the loader
+    makes one per line): the frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__``, this sets the slots directly. Equal to the constructor's."""
+    entry = object.__new__(Entry)
+    _set_id(entry, entry_id)
+    _set_parent(entry, parent_id)
+    _set_type(entry, entry_type)
+    _set_body(entry, body)
+    return entry
 
 
 def is_message(entry: Entry, role: str | None = None) -> bool:
@@ -163,146 +177,6 @@ def parse_entry(obj: Any) -> Entry | None:
         return None
     body = {k: v for k, v in obj.items() if k not in ("id", "parentId", "type")}
     return Entry(entry_id, parent, entry_type, body)
-
-
-class SessionContent(NamedTuple):
-    """What :func:`read_entries` found in the bytes of a session file."""
-
-    entries: dict[str, Entry]
-    """Every entry kept, by id, in file order (of duplicate ids the first wins)."""
-    problems: list[str]
-    """A Chinese note per skipped line, ``name:line: ...``; each is a :class:`SessionProblem`
-    whose ``kind`` says what happened (see :data:`~liyuan.session.damage.PROBLEM_KINDS`)."""
-    torn_tail: bool
-    """True when the bytes do not end with a newline: the last write was cut off."""
-    session_id: str | None
-    """The ``id`` of the ``session`` header (the last one, should there be several)."""
-
-
-def read_entries(raw: bytes, name: str = "") -> SessionContent:
-    """Parse a session file's bytes: the one loader, shared by every reader of such files.
-
-    Pure (the caller reads the file, so a read-only reader can refuse to create one).
-    Never fails on content: blank lines are ignored; torn or malformed lines (nesting too
-    deep and numbers too long included), lines that are no entry (:func:`parse_entry`)
-    and duplicate ids are skipped with a note; the ``session`` header gives its id, and
-    a version newer than :data:`SESSION_VERSION` is noted (``newer-version``). When kept
-    entries name a parent that was skipped, a :data:`DAMAGED_ENTRY_TYPE` placeholder
-    takes its place, so the branch stays whole (see :mod:`liyuan.session.damage`). An
-    entry without a ``parentId`` key after the first is damage too (a flipped byte in the
-    key): relinked from the damaged key, or hung under the entry before it and reported
-    as a ``branch-cut``.
-
-    Args:
-        raw: The whole file.
-        name: How the notes name the file (usually its file name).
-
-    Returns:
-        The entries, notes, whether the tail is torn, and the header's id.
-    """
-    entries: dict[str, Entry] = {}
-    problems: list[str] = []
-    session_id: str | None = None
-    line_of: dict[str, int] = {}
-    skipped: list[Skipped] = []
-    unlinked: list[tuple[str, int, tuple[str, str | None] | None]] = []
-    lines = raw.split(b"\n")
-    torn_tail = bool(lines) and lines[-1] != b""
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{name}:{number}"
-        try:
-            obj = json.loads(line.decode("utf-8"))
-        except (ValueError, RecursionError):  # bad UTF-8 or JSON, a number too long, too deep
-            if number == len(lines) and torn_tail:
-                problems.append(SessionProblem(f"{where}: 末行不完整（写入中断），已跳过", "torn-tail", number))
-            else:
-                problems.append(SessionProblem(f"{where}: 不是合法 JSON，已跳过", "bad-line", number))
-            skipped.append(salvage_link(line, number))
-            continue
-        if isinstance(obj, dict) and obj.get("type") == "session":
-            session_id = _header(obj, where, number, problems) or session_id
-            continue
-        entry = parse_entry(obj)
-        if entry is not None and "parentId" not in obj:
-            unlinked.append((entry.id, number, near_miss_link(obj, "parentId")))
-        if entry is None:
-            problems.append(SessionProblem(f"{where}: 缺少 id/type 或字段类型不对，已跳过", "not-entry", number))
-            skipped.append(salvage_link(line, number))
-        elif entry.id in entries:
-            problems.append(SessionProblem(f"{where}: id {entry.id!r} 重复，已跳过", "duplicate-id", number))
-        else:
-            entries[entry.id] = entry
-            line_of[entry.id] = number
-    if unlinked:
-        _relink(entries, line_of, unlinked, name, problems)
-    _place_bridges(entries, line_of, skipped, name, problems)
-    return SessionContent(entries, problems, torn_tail, session_id)
-
-
-def _header(obj: dict[str, Any], where: str, number: int, problems: list[str]) -> str | None:
-    """The header's id (when usable); notes a version this liyuan does not know."""
-    version = obj.get("version", SESSION_VERSION)
-    if version != SESSION_VERSION:
-        problems.append(SessionProblem(
-            f"{where}: 会话文件的版本 {version!r} 不是这个 liyuan 认识的版本 {SESSION_VERSION}："
-            "只读取能读懂的条目，不会再往里追加", "newer-version", number))
-    sid = obj.get("id")
-    return sid if isinstance(sid, str) and encodable(sid) else None
-
-
-def _relink(entries: dict[str, Entry], line_of: dict[str, int],
-            unlinked: list[tuple[str, int, tuple[str, str | None] | None]], name: str, problems: list[str]) -> None:
-    """Give a parent to every entry whose ``parentId`` key is gone (a flipped byte in the key).
-
-    Every writer puts ``parentId`` on every entry (``null`` for a root), so an entry without
-    it is damage, never a new root: read as one, it would cut every earlier entry off the
-    branch. A lone key one character off (``parentID``) still holds the link; otherwise the
-    entry hangs under the entry before it in the file, reported as a cut. The first entry
-    of a file has nothing before it and stays a root.
-    """
-    order = list(entries)
-    position = {entry_id: index for index, entry_id in enumerate(order)}
-    for entry_id, number, found in unlinked:
-        entry = entries.get(entry_id)
-        if entry is None or line_of.get(entry_id) != number:
-            continue  # a duplicate id's line, skipped already
-        body = dict(entry.body)
-        if found is not None:
-            key, parent = found
-            del body[key]
-            problem = SessionProblem(
-                f"{name}:{number}: 字段名 parentId 损坏成了 {key!r}，按它的值接在 {parent!r} 之后",
-                "link-recovered", number, entry_id)
-        else:
-            index = position[entry_id]
-            if index == 0:
-                continue
-            parent = order[index - 1]
-            problem = SessionProblem(
-                f"{name}:{number}: 分支在这里断了：{entry_id!r} 缺少 parentId，已按文件顺序接到 {parent!r} 之后，"
-                "前文（包括前情提要）因此保留；如果这里曾经回退或重写过，这个接法可能不对",
-                "branch-cut", number, entry_id)
-        entries[entry_id] = Entry(entry_id, parent, entry.type, body)
-        problems.append(problem)
-
-
-def _place_bridges(
-    entries: dict[str, Entry], line_of: dict[str, int], skipped: list[Skipped], name: str, problems: list[str]
-) -> None:
-    parents = {entry_id: entry.parent_id for entry_id, entry in entries.items()}
-    links = bridge(parents, line_of, skipped)
-    if not links:
-        return
-    # Placeholders go where their line was, so file order (and so the leaf: the last
-    # entry) is what it would have been without the damage.
-    placed = {link.entry_id: Entry(link.entry_id, link.parent, DAMAGED_ENTRY_TYPE, {"line": link.line})
-              for link in links}
-    ordered = sorted([*entries.values(), *placed.values()], key=lambda entry: line_of[entry.id])
-    entries.clear()
-    entries.update((entry.id, entry) for entry in ordered)
-    problems.extend(describe(link, name) for link in links)
 
 
 def _count(value: object) -> int | None:

@@ -23,6 +23,10 @@ Guarantees:
   :class:`BranchView` handed out is an immutable snapshot (the cached list is only ever
   appended to, never changed in place; a navigation starts a new list).
 
+- Opening reads the file once, keeping per entry what navigation needs; a body is parsed
+  from its line when first read (:mod:`liyuan.session.loader`), so an open chat holds in
+  memory about its file's size, not a multiple of it, and a turn parses only the live tail.
+
 The line format and the entry readers are in :mod:`liyuan.session.entries`.
 """
 
@@ -38,7 +42,8 @@ from typing import Any
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.errors import TreeError
 from liyuan.session.branch import BranchIndex, BranchView, branch_to
-from liyuan.session.entries import SESSION_VERSION, Entry, SessionProblem, read_entries
+from liyuan.session.entries import SESSION_VERSION, Entry, SessionProblem
+from liyuan.session.loader import read_session_file
 
 __all__ = ["ID_DRAWS", "SessionTree"]
 
@@ -104,10 +109,9 @@ class SessionTree:
 
     def _load(self, path: Path) -> None:
         try:
-            raw = path.read_bytes()
+            content = read_session_file(path)
         except OSError as exc:
             raise TreeError(f"无法读取会话文件 {path}: {exc}") from exc
-        content = read_entries(raw, path.name)
         self._entries = content.entries
         self.problems.extend(content.problems)
         if content.session_id is not None:

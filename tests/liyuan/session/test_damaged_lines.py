@@ -14,7 +14,8 @@ import pytest
 
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.errors import TreeError
-from liyuan.session.entries import DAMAGED_ENTRY_TYPE, read_entries
+from liyuan.session.entries import DAMAGED_ENTRY_TYPE
+from liyuan.session.loader import read_entries
 from liyuan.session.tree import SessionTree
 from liyuan.story.history import active_summary
 from liyuan.story.view import story_view

@@ -18,10 +18,10 @@ from liyuan.session.entries import (
     args_json,
     is_message,
     message,
-    read_entries,
     thinking,
     tool_calls,
 )
+from liyuan.session.loader import read_entries
 from liyuan.session.tree import SessionTree
 
 

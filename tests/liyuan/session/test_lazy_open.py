@@ -1,0 +1,239 @@
+"""Opening a session file keeps a small record per entry and parses a body when it is read
+(issue 24): what it keeps, skips and reports must be what an eager parse of every line
+gives, on damaged files too, and the recorded offsets must stay right after appends."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from liyuan.errors import TreeError
+from liyuan.session import damage
+from liyuan.session.entries import SESSION_VERSION, Entry, parse_entry
+from liyuan.session.loader import LazyBody, SessionContent, _place_bridges, _relink, read_entries, read_session_file
+from liyuan.session.tree import SessionTree
+from liyuan.story.history import story_tail
+
+
+def eager_entries(raw: bytes, name: str = "") -> SessionContent:
+    """The loader as it was before issue 24: the whole file split, every line parsed by json."""
+    entries: dict[str, Entry] = {}
+    problems: list[str] = []
+    session_id: str | None = None
+    line_of: dict[str, int] = {}
+    skipped: list[damage.Skipped] = []
+    unlinked: list[tuple[str, int, tuple[str, str | None] | None]] = []
+    lines = raw.split(b"\n")
+    torn_tail = bool(lines) and lines[-1] != b""
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{name}:{number}"
+        try:
+            obj = json.loads(line.decode("utf-8"))
+        except (ValueError, RecursionError):
+            kind = "torn-tail" if number == len(lines) and torn_tail else "bad-line"
+            text = "末行不完整（写入中断），已跳过" if kind == "torn-tail" else "不是合法 JSON，已跳过"
+            problems.append(damage.SessionProblem(f"{where}: {text}", kind, number))
+            skipped.append(damage.salvage_link(line, number))
+            continue
+        if isinstance(obj, dict) and obj.get("type") == "session":
+            version = obj.get("version", SESSION_VERSION)
+            if version != SESSION_VERSION:
+                problems.append(damage.SessionProblem(
+                    f"{where}: 会话文件的版本 {version!r} 不是这个 liyuan 认识的版本 {SESSION_VERSION}："
+                    "只读取能读懂的条目，不会再往里追加", "newer-version", number))
+            sid = obj.get("id")
+            session_id = (sid if isinstance(sid, str) and damage.encodable(sid) else None) or session_id
+            continue
+        entry = parse_entry(obj)
+        if entry is not None and "parentId" not in obj:
+            unlinked.append((entry.id, number, damage.near_miss_link(obj, "parentId")))
+        if entry is None:
+            problems.append(damage.SessionProblem(f"{where}: 缺少 id/type 或字段类型不对，已跳过", "not-entry", number))
+            skipped.append(damage.salvage_link(line, number))
+        elif entry.id in entries:
+            problems.append(damage.SessionProblem(f"{where}: id {entry.id!r} 重复，已跳过", "duplicate-id", number))
+        else:
+            entries[entry.id] = entry
+            line_of[entry.id] = number
+    if unlinked:
+        _relink(entries, line_of, unlinked, name, problems)
+    _place_bridges(entries, line_of, skipped, name, problems)
+    return SessionContent(entries, problems, torn_tail, session_id)
+
+
+def chat_lines(rng: random.Random, turns: int) -> list[str]:
+    """A chat as written: turns, ledgers, summaries, and rerolls that fork branches."""
+    lines = [json.dumps({"type": "session", "version": 1, "id": "s"})]
+    made: list[str] = []
+    parent: str | None = None
+
+    def put(**fields: Any) -> str:
+        nonlocal parent
+        entry_id = f"e{len(made)}"
+        lines.append(json.dumps({"id": entry_id, "parentId": parent, "timestamp": "t", **fields}, ensure_ascii=False))
+        made.append(entry_id)
+        parent = entry_id
+        return entry_id
+
+    for turn in range(turns):
+        user = put(type="message", role="user", text=f"第{turn}轮", **({"mode": "authoring"} if turn % 7 == 3 else {}))
+        put(type="message", role="assistant", text=f"回复{turn}「引号」\\n", usage={"total_tokens": turn})
+        if rng.random() < 0.3:
+            parent = user  # a reroll: the next reply forks from the user turn
+            put(type="message", role="assistant", text=f"重写{turn}")
+        put(type="custom", customType="rp-state", data={"time": f"第{turn}日", "items": ["伞"]})
+        if turn % 5 == 4:
+            put(type="custom", customType="rp-summary", data={"summary": f"摘要{turn}", "coversThroughId": made[-3]})
+    return lines
+
+
+HOSTILE = [
+    "", "   ", "坏行", "[1, 2]", '"字符串"', '{"type": "message"}', '{"id": 5, "type": "message"}',
+    '{"id": "\\ud800", "parentId": null, "type": "message"}', '{"id": "x1", "parentId": "\\udc80", "type": "m"}',
+    '{"id": "x2", "parentId": null, "type": "message", "n": NaN}',
+    '{"id": "x3", "parentId": null, "type": "t", "n": 1e400}',
+    '{"id": "x4", "parentId": null, "type": "t", "n": ' + "9" * 5000 + "}",
+    '{"id": "x5", "parentId": null, "type": "t", "d": ' + "[" * 2000 + "]" * 2000 + "}",
+    '{"id": "x6", "parentId": null, "type": "t", "d": ' + "[" * 700 + "]" * 700 + "}",
+    '{"id": "x11", "parentId": null, "type": "t", "d": ' + "[" * 1010 + "]" * 1010 + "}",  # orjson's limit is 1024
+    '\ufeff{"id": "x7", "parentId": null, "type": "t"}', '{"id": "x8", "parentId": null, "type": "t", "role": ["u"]}',
+    '{"id": "x9", "parentId": null, "type": "t", "role": 7, "mode": null, "customType": {"a": 1}}',
+    '{"type": "session", "version": 2, "id": "s2"}', '{"type": "session", "version": 12345678901234567890123, "id": 3}',
+    '{"id": "x10", "parentId": null, "type": "t", "big": 123456789012345678901234567890}',
+]
+
+
+def damaged(rng: random.Random, lines: list[str]) -> bytes:
+    """``lines`` with flipped bytes, cut lines, lost keys, duplicates and hostile lines."""
+    out: list[bytes] = []
+    for line in lines:
+        data = line.encode("utf-8")
+        roll = rng.random()
+        if roll < 0.04:
+            at = rng.randrange(len(data))
+            data = data[:at] + bytes([data[at] ^ (1 << rng.randrange(8))]) + data[at + 1:]
+        elif roll < 0.06:
+            data = data[:rng.randrange(len(data))]
+        elif roll < 0.08:
+            data = data.replace(b'"parentId"', b'"parentID"' if rng.random() < 0.5 else b'"pa"', 1)
+        elif roll < 0.09:
+            out.append(data)  # a duplicate id
+        elif roll < 0.12:
+            out.append(rng.choice(HOSTILE).encode("utf-8"))
+        out.append(data)
+    raw = b"\n".join(out) + b"\n"
+    return raw if rng.random() < 0.5 else raw + rng.choice([b'{"id": "tail", "par', b"  ", b"\r"])
+
+
+def assert_same(lazy: SessionContent, eager: SessionContent) -> None:
+    assert list(lazy.entries) == list(eager.entries)
+    for entry_id, entry in lazy.entries.items():
+        want = eager.entries[entry_id]
+        # The fields a scan reads without parsing, first, while the body is still unparsed.
+        assert (entry.type, entry.role, entry.custom_type, entry.body.get("mode"), entry.body.get("mode", 0)) == (
+            want.type, want.role, want.custom_type, want.body.get("mode"), want.body.get("mode", 0))
+        assert entry.parent_id == want.parent_id and entry == want and dict(entry.body) == dict(want.body)
+    assert lazy.problems == eager.problems
+    assert [(p.kind, p.line, p.entry_id) for p in lazy.problems] == [  # type: ignore[attr-defined]
+        (p.kind, p.line, p.entry_id) for p in eager.problems]  # type: ignore[attr-defined]
+    assert (lazy.torn_tail, lazy.session_id) == (eager.torn_tail, eager.session_id)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_lazy_open_equals_an_eager_parse_of_every_line(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    raw = damaged(rng, chat_lines(rng, 30))
+    eager = eager_entries(raw, "s.jsonl")
+    assert_same(read_entries(raw, "s.jsonl"), eager)
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(raw)
+    assert_same(read_session_file(path), eager)
+
+
+def test_every_hostile_line_is_judged_as_before(tmp_path: Path) -> None:
+    raw = "\n".join([json.dumps({"id": "a", "parentId": None, "type": "message", "role": "user", "text": "好"}),
+                     *HOSTILE, '{"id": "cut", "par']).encode("utf-8")
+    eager = eager_entries(raw, "h.jsonl")
+    assert {p.kind for p in eager.problems} >= {"bad-line", "not-entry", "newer-version", "torn-tail"}  # type: ignore[attr-defined]
+    assert "x6" in eager.entries and "x10" in eager.entries  # depth 700 and a big number kept
+    assert "x5" not in eager.entries and "x11" not in eager.entries  # depth 1010 is too deep for json
+    assert_same(read_entries(raw, "h.jsonl"), eager)
+
+
+def parsed(tree: SessionTree) -> set[str]:
+    return {e.id for e in tree if isinstance(e.body, LazyBody) and e.body._parsed is not None}
+
+
+def test_offsets_stay_right_after_appends_and_a_torn_tail(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    lines = chat_lines(random.Random(7), 12)
+    path.write_bytes(("\n".join(lines) + "\n").encode("utf-8") + b'{"id": "cut", "pa')
+    tree = SessionTree(path)
+    assert parsed(tree) == set()  # opening parses no body
+    old = list(tree)
+    for turn in range(5):
+        tree.append_message("user", f"新的第{turn}轮")
+        tree.append_custom("rp-state", {"time": "夜"})
+    eager = eager_entries(path.read_bytes())
+    assert [e.to_json() for e in tree] == [e.to_json() for e in eager.entries.values()]  # old bodies read after appends
+    assert old == list(eager.entries.values())[:len(old)]
+    assert list(SessionTree(path)) == list(tree)
+
+
+def test_a_rewritten_file_is_refused_not_misread(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(chat_lines(random.Random(3), 3)) + "\n", encoding="utf-8")
+    tree = SessionTree(path)
+    first = next(iter(tree))
+    path.write_text(path.read_text(encoding="utf-8").replace('"e0"', '"z0"'), encoding="utf-8")
+    with pytest.raises(TreeError, match="被改写"):
+        _ = first.text
+
+
+def test_the_turn_path_parses_only_the_live_tail(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(chat_lines(random.Random(5), 200)) + "\n", encoding="utf-8")
+    tree = SessionTree(path)
+    branch = tree.branch()
+    view, active = story_tail(branch)
+    assert active is not None and len(branch) > 600
+    assert {e.text for e in view[active.cut:]}  # the live part is read
+    assert 0 < len(parsed(tree)) <= 30  # and nothing before it, but the summary
+
+
+def test_the_recap_of_an_open_chat_reuses_its_tree_and_parses_only_the_tail(tmp_path: Path) -> None:
+    from liyuan.card.files import SESSIONS_DIR
+    from liyuan.card.inputs import collect_chat_evidence
+
+    path = tmp_path / "chat" / SESSIONS_DIR / "001.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("\n".join(chat_lines(random.Random(9), 200)) + "\n", encoding="utf-8")
+    tree = SessionTree(path)
+    asked: list[Path] = []
+
+    def loaded(session: Path) -> Any:
+        asked.append(session)
+        return tree.written_branch() if session == tree.path else None
+
+    evidence = collect_chat_evidence(tmp_path / "chat", user_name="我", char_name="她", loaded=loaded)
+    assert asked == [path]  # the open tree's branch, not a second read of the file
+    assert 0 < len(parsed(tree)) <= 30  # the whole branch was scanned, only the live tail parsed
+    assert evidence is not None and evidence.turns == 171  # the 29 authoring turns are no story
+    assert evidence.transcript.startswith("【前情提要】")
+    assert evidence == collect_chat_evidence(tmp_path / "chat", user_name="我", char_name="她")  # as read from the file
+
+
+def test_a_line_orjson_keeps_is_one_json_keeps_under_every_flipped_bit() -> None:
+    rng = random.Random(24)
+    fields = {"role": "assistant", "text": "雨还没停\\n「好」", "usage": {"total_tokens": 12, "x": [1.5, -2e3, True]}}
+    line = json.dumps({"id": "a1", "parentId": None, "type": "message", **fields}, ensure_ascii=False).encode("utf-8")
+    for _ in range(1500):
+        at = rng.randrange(len(line))
+        raw = line[:at] + bytes([line[at] ^ (1 << rng.randrange(8))]) + line[at + 1:] + b"\n"
+        assert_same(read_entries(raw, "f.jsonl"), eager_entries(raw, "f.jsonl"))
