@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -162,7 +163,11 @@ def test_every_hostile_line_is_judged_as_before(tmp_path: Path) -> None:
     eager = eager_entries(raw, "h.jsonl")
     assert {p.kind for p in eager.problems} >= {"bad-line", "not-entry", "newer-version", "torn-tail"}  # type: ignore[attr-defined]
     assert "x6" in eager.entries and "x10" in eager.entries  # depth 700 and a big number kept
-    assert "x5" not in eager.entries and "x11" not in eager.entries  # depth 1010 is too deep for json
+    # How deep json itself parses is the interpreter's (3.11 refuses 1010 levels, 3.12 parses
+    # 1010 and refuses 2000, 3.13 parses both); whatever it decides for x5 and x11, the lazy
+    # loader decides the same (below), and on 3.11 both are refused.
+    if sys.version_info < (3, 12):
+        assert "x5" not in eager.entries and "x11" not in eager.entries
     assert_same(read_entries(raw, "h.jsonl"), eager)
 
 
