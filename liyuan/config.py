@@ -19,6 +19,7 @@ from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS
 from liyuan.context.budget import RESIDENT_ENVELOPE_CHARS
 from liyuan.discussion.messages import KEEP_RECENT_TOKENS, RESERVE_TOKENS
 from liyuan.errors import ConfigError
+from liyuan.fields import check_int
 from liyuan.lore.activate import DEFAULT_LORE_SHARE
 from liyuan.story.compact import DEFAULT_EVERY_N_TURNS, KEEP_RECENT_TURNS, MIN_COMPACT_CHARS
 from liyuan.vector.config import VectorConfig
@@ -29,14 +30,6 @@ __all__ = ["Durability", "MemoryConfig"]
 
 Durability = Literal["entry", "turn"]
 """When a session file is fsynced: after every append, or once per recorded turn."""
-
-
-def _int_field(name: str, value: object, low: int) -> None:
-    # bool is an int to Python, but `keep=True` is a mistake, never a number.
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{name} 应为整数，实际是 {value!r}")
-    if value < low:
-        raise ConfigError(f"{name} 不能小于 {low}，实际是 {value}")
 
 
 def _seconds_field(name: str, value: object) -> None:
@@ -107,20 +100,20 @@ class MemoryConfig:
     Either way a crash leaves at most one torn last line, which a reload skips."""
 
     def __post_init__(self) -> None:
-        _int_field("keep", self.keep, 1)
-        _int_field("every_n_turns", self.every_n_turns, 0)
-        _int_field("min_chars", self.min_chars, 0)
-        _int_field("budget_chars", self.budget_chars, 0)
-        _int_field("discussion_window", self.discussion_window, 0)
-        _int_field("discussion_reserve", self.discussion_reserve, 0)
-        _int_field("discussion_keep", self.discussion_keep, 1)
+        check_int("keep", self.keep, 1)
+        check_int("every_n_turns", self.every_n_turns, 0)
+        check_int("min_chars", self.min_chars, 0)
+        check_int("budget_chars", self.budget_chars, 0)
+        check_int("discussion_window", self.discussion_window, 0)
+        check_int("discussion_reserve", self.discussion_reserve, 0)
+        check_int("discussion_keep", self.discussion_keep, 1)
         if isinstance(self.lore_share, bool) or not isinstance(self.lore_share, int | float) \
                 or not 0 <= self.lore_share <= 1:
             raise ConfigError(f"lore_share 应为 0 到 1 之间的数，实际是 {self.lore_share!r}")
-        _int_field("recap_input_max_chars", self.recap_input_max_chars, 1)
-        _int_field("side_input_max_chars", self.side_input_max_chars, 1)
+        check_int("recap_input_max_chars", self.recap_input_max_chars, 1)
+        check_int("side_input_max_chars", self.side_input_max_chars, 1)
         if self.merge_recap_max_chars is not None:
-            _int_field("merge_recap_max_chars", self.merge_recap_max_chars, 1)
+            check_int("merge_recap_max_chars", self.merge_recap_max_chars, 1)
         if self.durability not in ("entry", "turn"):
             raise ConfigError(f"durability 只能是 entry 或 turn，实际是 {self.durability!r}")
         if not isinstance(self.language, str) or not self.language.strip():

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from liyuan.errors import ConfigError
+from liyuan.fields import check_int, check_type
 
 __all__ = [
     "DEFAULT_FUSION_WEIGHTS",
@@ -68,7 +69,10 @@ __all__ = [
     "Script",
     "StoreConfig",
     "VectorConfig",
+    "copy_weights",
+    "default_stores",
     "scope_id",
+    "weights_from",
 ]
 
 NARRATIVE = "narrative"
@@ -79,7 +83,6 @@ MASKED_KEY = "••••••••"
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 LEGACY_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 """What older files wrote for ``base_url`` whether or not the user chose it."""
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 EmbedderName = Literal["hash", "semantic", "e5", "openai"]
 EMBEDDER_NAMES: tuple[str, ...] = ("hash", "semantic", "e5", "openai")
@@ -120,18 +123,6 @@ MIN_CHUNKS = {NARRATIVE: 20, EXTERNAL: 100}
 """The smallest cap by store; a store of another name has the external store's."""
 
 
-def _check_type(where: str, value: Any, kind: type) -> None:
-    # bool is an int in Python: True must not pass as a count, nor 1 as a switch.
-    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise ConfigError(f"{where} 类型不对：应为 {kind.__name__}，实际是 {value!r}")
-
-
-def _check_range(where: str, value: Any, low: int, high: int) -> None:
-    _check_type(where, value, int)
-    if not low <= value <= high:
-        raise ConfigError(f"{where} 应在 {low} 到 {high} 之间，实际是 {value!r}")
-
-
 @dataclass(frozen=True, slots=True)
 class StoreConfig:
     """One named store inside a chat's vector memory."""
@@ -145,10 +136,10 @@ class StoreConfig:
     """FIFO cap: the oldest chunks are evicted beyond it."""
 
     def __post_init__(self) -> None:
-        _check_type("StoreConfig.name", self.name, str)
-        _check_type("StoreConfig.enabled", self.enabled, bool)
-        _check_range("StoreConfig.every_n_turns", self.every_n_turns, 0, 1000)
-        _check_range("StoreConfig.max_chunks", self.max_chunks, MIN_CHUNKS[NARRATIVE], MAX_CHUNKS)
+        check_type("StoreConfig.name", self.name, str)
+        check_type("StoreConfig.enabled", self.enabled, bool)
+        check_int("StoreConfig.every_n_turns", self.every_n_turns, 0, 1000)
+        check_int("StoreConfig.max_chunks", self.max_chunks, MIN_CHUNKS[NARRATIVE], MAX_CHUNKS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +155,7 @@ class OpenAIEmbedConfig:
     """A key read from an older file's ``api_key``; used, never written back."""
 
 
-def _default_stores() -> dict[str, StoreConfig]:
+def default_stores() -> dict[str, StoreConfig]:
     return {
         NARRATIVE: StoreConfig("剧情数据库", True, 3, DEFAULT_NARRATIVE_CAP),
         EXTERNAL: StoreConfig("额外数据库", True, 0, 5000),
@@ -189,28 +180,28 @@ class VectorConfig:
     recall_mode: RecallMode = "hybrid"
     lexical_tokenizer: LexicalTokenizer = "bigram"
     openai: OpenAIEmbedConfig = field(default_factory=OpenAIEmbedConfig)
-    stores: dict[str, StoreConfig] = field(default_factory=_default_stores)
-    fusion_weights: dict[str, dict[str, float]] = field(default_factory=lambda: _copy_weights(DEFAULT_FUSION_WEIGHTS))
+    stores: dict[str, StoreConfig] = field(default_factory=default_stores)
+    fusion_weights: dict[str, dict[str, float]] = field(default_factory=lambda: copy_weights(DEFAULT_FUSION_WEIGHTS))
     """Embedding-list weight by embedder and query script (see the module docstring)."""
 
     def __post_init__(self) -> None:
         # Checked like MemoryConfig: a value built in code is refused where the file
         # loader would clamp it (a file is someone's settings; code is a programmer's choice).
         for name in ("enabled", "inject_on_turn"):
-            _check_type(f"VectorConfig.{name}", getattr(self, name), bool)
-        _check_range("VectorConfig.search_top_k", self.search_top_k, 1, 20)
-        _check_range("VectorConfig.e5_threads", self.e5_threads, 1, 64)
+            check_type(f"VectorConfig.{name}", getattr(self, name), bool)
+        check_int("VectorConfig.search_top_k", self.search_top_k, 1, 20)
+        check_int("VectorConfig.e5_threads", self.e5_threads, 1, 64)
         for name, allowed in (("embedder", EMBEDDER_NAMES), ("recall_mode", RECALL_MODES),
                               ("lexical_tokenizer", LEXICAL_TOKENIZERS)):
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"VectorConfig.{name} 只能是 {'/'.join(allowed)}，实际是 {getattr(self, name)!r}")
-        _check_type("VectorConfig.openai", self.openai, OpenAIEmbedConfig)
-        _check_type("VectorConfig.stores", self.stores, dict)
+        check_type("VectorConfig.openai", self.openai, OpenAIEmbedConfig)
+        check_type("VectorConfig.stores", self.stores, dict)
         for store_id, store in self.stores.items():
-            _check_type(f"VectorConfig.stores[{store_id!r}]", store, StoreConfig)
+            check_type(f"VectorConfig.stores[{store_id!r}]", store, StoreConfig)
             low = MIN_CHUNKS.get(store_id, MIN_CHUNKS[EXTERNAL])
-            _check_range(f"VectorConfig.stores[{store_id!r}].max_chunks", store.max_chunks, low, MAX_CHUNKS)
-        _weights_from(self.fusion_weights)  # raises on an unknown name, a bad script or weight
+            check_int(f"VectorConfig.stores[{store_id!r}].max_chunks", store.max_chunks, low, MAX_CHUNKS)
+        weights_from(self.fusion_weights)  # raises on an unknown name, a bad script or weight
 
     def semantic_weight(self, embedder: str, script: str) -> float:
         """The embedding list's fusion weight for ``embedder`` on a query of ``script``."""
@@ -255,14 +246,14 @@ DESCRIPTIONS_ZH: dict[str, str] = {
 ``liyuan.config.DESCRIPTIONS_ZH``)."""
 
 
-def _copy_weights(weights: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+def copy_weights(weights: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
     return {name: dict(row) for name, row in weights.items()}
 
 
-def _weights_from(raw: Any) -> dict[str, dict[str, float]]:
+def weights_from(raw: Any) -> dict[str, dict[str, float]]:
     if not isinstance(raw, dict):
         raise ConfigError(f"fusion_weights 应为对象，实际是 {raw!r}")
-    weights = _copy_weights(DEFAULT_FUSION_WEIGHTS)
+    weights = copy_weights(DEFAULT_FUSION_WEIGHTS)
     for name, row in raw.items():
         if name not in EMBEDDER_NAMES:
             raise ConfigError(f"fusion_weights 里没有这种嵌入：{name!r}（只能是 {'/'.join(EMBEDDER_NAMES)}）")

@@ -25,13 +25,13 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 from liyuan.errors import ConfigError
 from liyuan.fileio import atomic_write_text
 from liyuan.vector.config import (
-    _ENV_NAME,
     EMBEDDER_NAMES,
     EXTERNAL,
     LEGACY_DEFAULT_BASE_URL,
@@ -43,12 +43,15 @@ from liyuan.vector.config import (
     OpenAIEmbedConfig,
     StoreConfig,
     VectorConfig,
-    _copy_weights,
-    _default_stores,
-    _weights_from,
+    copy_weights,
+    default_stores,
+    weights_from,
 )
 
 __all__ = ["config_from_dict", "config_to_dict", "load_config", "public_config", "save_config"]
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""What ``openai.api_key_env`` must look like: a variable's name, never a key."""
 
 
 _TOP_KEYS = ("enabled", "search_top_k", "inject_on_turn", "embedder", "e5_threads", "recall_mode",
@@ -127,7 +130,7 @@ def config_from_dict(raw: Any) -> VectorConfig:
         raise ConfigError("向量记忆配置应为 JSON 对象")
     _known_keys(raw, _TOP_KEYS, "")
     defaults = VectorConfig()
-    stores = _default_stores()
+    stores = default_stores()
     raw_stores = raw.get("stores", {})
     if not isinstance(raw_stores, dict):
         raise ConfigError("stores 应为对象")
@@ -147,7 +150,7 @@ def config_from_dict(raw: Any) -> VectorConfig:
         lexical_tokenizer=_choice(raw, "lexical_tokenizer", LEXICAL_TOKENIZERS, defaults.lexical_tokenizer),  # type: ignore[arg-type]
         openai=openai,
         stores=stores,
-        fusion_weights=_weights_from(raw.get("fusion_weights", {})),
+        fusion_weights=weights_from(raw.get("fusion_weights", {})),
     )
 
 
@@ -161,7 +164,7 @@ def config_to_dict(config: VectorConfig) -> dict[str, Any]:
         "e5_threads": config.e5_threads,
         "recall_mode": config.recall_mode,
         "lexical_tokenizer": config.lexical_tokenizer,
-        "fusion_weights": _copy_weights(config.fusion_weights),
+        "fusion_weights": copy_weights(config.fusion_weights),
         "openai": {"base_url": config.openai.base_url, "api_key_env": config.openai.api_key_env,
                    "model": config.openai.model},
         "stores": {
