@@ -146,6 +146,11 @@ class SessionContent(NamedTuple):
     """True when the bytes do not end with a newline: the last write was cut off."""
     session_id: str | None
     """The ``id`` of the ``session`` header (the last one, should there be several)."""
+    line_marks: dict[str, list[int]] | None = None
+    """When the entries in file order are one branch (the first a root, each other's parent
+    the entry before it: a chat never rerolled or rewound, and undamaged), where each custom
+    type occurs on it (file-order indices, ascending); ``None`` otherwise. Lets the tree
+    index its current branch without walking it again (:class:`~liyuan.session.branch.BranchIndex`)."""
 
 
 def read_entries(raw: bytes, name: str = "") -> SessionContent:
@@ -228,6 +233,8 @@ def _scan_lines(lines: Iterable[bytes], source: _Source, name: str) -> SessionCo
     offset = 0
     line = b""
     last: Entry | None = None
+    marks: dict[str, list[int]] | None = {}
+    """See :attr:`SessionContent.line_marks`; ``None`` from the first entry off the line."""
     for number, line in enumerate(lines, start=1):
         start = offset
         size = len(line)
@@ -286,9 +293,12 @@ def _scan_lines(lines: Iterable[bytes], source: _Source, name: str) -> SessionCo
             if last is not None and parent == last.id:
                 parent = last.id
             else:
+                marks = None
                 known = entries.get(parent)
                 if known is not None:
                     parent = known.id
+        elif last is not None or not found:
+            marks = None
         key = (entry_type, obj.get("role", _MISSING), obj.get("customType", _MISSING), obj.get("mode", _MISSING))
         try:
             noted = common[key]
@@ -296,14 +306,17 @@ def _scan_lines(lines: Iterable[bytes], source: _Source, name: str) -> SessionCo
             noted = common[key] = _noted(key)
         except TypeError:  # a field of a type that cannot be a key (a list ...): answered by parsing
             noted = _noted(key)
+        if marks is not None and noted[0] == "custom" and type(noted[2]) is str and noted[2]:
+            marks.setdefault(noted[2], []).append(len(entries))
         entries[entry_id] = last = new_entry(entry_id, parent, noted[0], LazyBody(source, start, size, entry_id, noted))
         numbers.append(number)
     if unlinked:
+        marks = None
         _relink(entries, dict(zip(entries, numbers, strict=True)), unlinked, name, problems)
     if any(e.parent_id is not None and e.parent_id not in entries for e in entries.values()):
         # Only then is there a place to find (with none missing, bridge() finds nothing).
         _place_bridges(entries, dict(zip(entries, numbers, strict=True)), skipped, name, problems)
-    return SessionContent(entries, problems, bool(line) and not line.endswith(b"\n"), session_id)
+    return SessionContent(entries, problems, bool(line) and not line.endswith(b"\n"), session_id, marks)
 
 
 def _noted(key: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -117,6 +117,11 @@ class SessionTree:
         if content.session_id is not None:
             self.session_id = content.session_id
         self._leaf = next(reversed(self._entries), None)
+        if content.line_marks is not None:
+            # The file is one branch and the leaf is its end: index it from what the read
+            # noted instead of walking 300,000 parent links on the first turn (issue 24).
+            self._positions.update(zip(self._entries, range(len(self._entries))))
+            self._branch = BranchIndex(list(self._entries.values()), self._positions, content.line_marks)
         # The next append must start on a fresh line, or it would glue itself onto the
         # torn fragment and both would be lost. The newline goes out with that append,
         # so merely loading (say, a read-only copy) never writes.

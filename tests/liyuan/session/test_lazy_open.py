@@ -14,6 +14,7 @@ import pytest
 
 from liyuan.errors import TreeError
 from liyuan.session import damage
+from liyuan.session.branch import BranchIndex, branch_to
 from liyuan.session.entries import SESSION_VERSION, Entry, parse_entry
 from liyuan.session.loader import LazyBody, SessionContent, _place_bridges, _relink, read_entries, read_session_file
 from liyuan.session.tree import SessionTree
@@ -144,6 +145,10 @@ def assert_same(lazy: SessionContent, eager: SessionContent) -> None:
     assert [(p.kind, p.line, p.entry_id) for p in lazy.problems] == [  # type: ignore[attr-defined]
         (p.kind, p.line, p.entry_id) for p in eager.problems]  # type: ignore[attr-defined]
     assert (lazy.torn_tail, lazy.session_id) == (eager.torn_tail, eager.session_id)
+    if lazy.line_marks is not None:  # the shortcut the tree takes: the file is one branch, as walked
+        last = next(reversed(lazy.entries), None)
+        assert branch_to(lazy.entries, last) == list(lazy.entries.values())
+        assert lazy.line_marks == BranchIndex(list(lazy.entries.values()), {}).marks
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -242,3 +247,31 @@ def test_a_line_orjson_keeps_is_one_json_keeps_under_every_flipped_bit() -> None
         at = rng.randrange(len(line))
         raw = line[:at] + bytes([line[at] ^ (1 << rng.randrange(8))]) + line[at + 1:] + b"\n"
         assert_same(read_entries(raw, "f.jsonl"), eager_entries(raw, "f.jsonl"))
+
+
+def _line(entry_id: str, parent: str | None, **body: Any) -> str:
+    return json.dumps({"id": entry_id, "parentId": parent, **body}, ensure_ascii=False)
+
+
+@pytest.mark.parametrize(("rows", "one_branch"), [
+    ([_line("a", None, type="message", role="user", text="一"), _line("b", "a", type="custom", customType="rp-state"),
+      _line("c", "b", type="message", role="assistant", text="二"), _line("d", "c", type="custom", customType="rp-state")],
+     True),
+    ([_line("a", None, type="message"), _line("b", "a", type="message"), _line("c", "a", type="message")], False),  # a reroll
+    ([_line("a", None, type="message"), _line("b", None, type="message")], False),  # a second root
+    ([_line("a", None, type="message"), '{"id": "b", "type": "message"}'], False),  # parentId lost: relinked
+    ([_line("a", None, type="message"), _line("b", "x", type="message")], False),  # a dangling parent
+])
+def test_a_file_that_is_one_branch_is_indexed_from_the_read(tmp_path: Path, rows: list[str], one_branch: bool) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    content = read_session_file(path)
+    assert (content.line_marks is not None) == one_branch
+    tree = SessionTree(path)
+    walked = branch_to(tree._entries, tree.leaf_id)
+    assert list(tree.branch()) == walked
+    assert tree.branch().latest_custom("rp-state") == next(
+        (e for e in reversed(walked) if e.custom_type == "rp-state"), None)
+    tree.navigate(walked[0].id)
+    tree.append_message("user", "再来")
+    assert [e.id for e in tree.branch()][:1] == [walked[0].id] and len(tree.branch()) == 2
