@@ -36,7 +36,7 @@ import orjson
 
 from liyuan.errors import TreeError
 from liyuan.session.damage import SessionProblem, Skipped, bridge, describe, encodable, near_miss_link, salvage_link
-from liyuan.session.entries import DAMAGED_ENTRY_TYPE, SESSION_VERSION, Entry, fast_entry
+from liyuan.session.entries import DAMAGED_ENTRY_TYPE, SESSION_VERSION, Entry
 
 __all__ = ["LazyBody", "SessionContent", "read_entries", "read_session_file"]
 
@@ -229,10 +229,12 @@ def _scan_lines(lines: Iterable[bytes], source: _Source, name: str) -> SessionCo
     unlinked: list[tuple[str, int, tuple[str, str | None] | None]] = []
     common: dict[tuple[Any, ...], tuple[Any, ...]] = {}
     """One ``(type, role, customType, mode)`` tuple for all lines that have the same (see :func:`_noted`)."""
-    loads, new_entry = orjson.loads, fast_entry
+    loads, new_tuple = orjson.loads, tuple.__new__  # Entry(...) built in C (see Entry)
     offset = 0
     line = b""
-    last: Entry | None = None
+    last_id: str | None = None
+    """The id of the entry kept last (``None`` before the first)."""
+    add_number = numbers.append
     marks: dict[str, list[int]] | None = {}
     """See :attr:`SessionContent.line_marks`; ``None`` from the first entry off the line."""
     for number, line in enumerate(lines, start=1):
@@ -262,7 +264,8 @@ def _scan_lines(lines: Iterable[bytes], source: _Source, name: str) -> SessionCo
         if type(obj) is not dict:
             entry_id = entry_type = None
         else:
-            entry_type = obj.get("type")
+            get = obj.get
+            entry_type = get("type")
             if entry_type == "session":
                 try:  # the reference parse, so a header's numbers read as they always did
                     head = _strict(line)
@@ -270,8 +273,8 @@ def _scan_lines(lines: Iterable[bytes], source: _Source, name: str) -> SessionCo
                     head = obj
                 session_id = _header(head, f"{name}:{number}", number, problems) or session_id
                 continue
-            entry_id = obj.get("id")
-        parent = obj.get("parentId", _MISSING) if entry_id is not None else None
+            entry_id = get("id")
+        parent = get("parentId", _MISSING) if entry_id is not None else None
         found = parent is not _MISSING
         if not found:
             parent = None
@@ -290,16 +293,16 @@ def _scan_lines(lines: Iterable[bytes], source: _Source, name: str) -> SessionCo
             problems.append(SessionProblem(f"{name}:{number}: id {entry_id!r} 重复，已跳过", "duplicate-id", number))
             continue
         if parent is not None:  # one string for an id, however many children name it
-            if last is not None and parent == last.id:
-                parent = last.id
+            if parent == last_id:
+                parent = last_id
             else:
                 marks = None
                 known = entries.get(parent)
                 if known is not None:
                     parent = known.id
-        elif last is not None or not found:
+        elif last_id is not None or not found:
             marks = None
-        key = (entry_type, obj.get("role", _MISSING), obj.get("customType", _MISSING), obj.get("mode", _MISSING))
+        key = (entry_type, get("role", _MISSING), get("customType", _MISSING), get("mode", _MISSING))
         try:
             noted = common[key]
         except KeyError:
@@ -308,12 +311,15 @@ def _scan_lines(lines: Iterable[bytes], source: _Source, name: str) -> SessionCo
             noted = _noted(key)
         if marks is not None and noted[0] == "custom" and type(noted[2]) is str and noted[2]:
             marks.setdefault(noted[2], []).append(len(entries))
-        entries[entry_id] = last = new_entry(entry_id, parent, noted[0], LazyBody(source, start, size, entry_id, noted))
-        numbers.append(number)
+        body = LazyBody(source, start, size, entry_id, noted)
+        entries[entry_id] = new_tuple(Entry, (entry_id, parent, noted[0], body))
+        last_id = entry_id
+        add_number(number)
     if unlinked:
         marks = None
         _relink(entries, dict(zip(entries, numbers, strict=True)), unlinked, name, problems)
-    if any(e.parent_id is not None and e.parent_id not in entries for e in entries.values()):
+    if marks is None and any(e.parent_id is not None and e.parent_id not in entries for e in entries.values()):
+        # (On one line every parent is the entry before it, so none is missing.)
         # Only then is there a place to find (with none missing, bridge() finds nothing).
         _place_bridges(entries, dict(zip(entries, numbers, strict=True)), skipped, name, problems)
     return SessionContent(entries, problems, bool(line) and not line.endswith(b"\n"), session_id, marks)

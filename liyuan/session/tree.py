@@ -120,7 +120,7 @@ class SessionTree:
         if content.line_marks is not None:
             # The file is one branch and the leaf is its end: index it from what the read
             # noted instead of walking 300,000 parent links on the first turn (issue 24).
-            self._positions.update(zip(self._entries, range(len(self._entries))))
+            self._positions.update(zip(self._entries, range(len(self._entries)), strict=True))
             self._branch = BranchIndex(list(self._entries.values()), self._positions, content.line_marks)
         # The next append must start on a fresh line, or it would glue itself onto the
         # torn fragment and both would be lost. The newline goes out with that append,

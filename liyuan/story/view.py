@@ -17,7 +17,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from liyuan.session.entries import IMPORT_NOTE_TYPE, Entry
 
@@ -105,7 +105,7 @@ def story_view(branch: Sequence[Entry]) -> list[Entry]:
                 text = entry.text
                 for op in ops:
                     text = _apply_draft_op(text, op)
-                entry = replace(entry, body={**entry.body, "text": text})
+                entry = entry._replace(body={**entry.body, "text": text})
         elif in_authoring:
             continue
         view.append(entry)

@@ -69,8 +69,9 @@ def eager_entries(raw: bytes, name: str = "") -> SessionContent:
     return SessionContent(entries, problems, torn_tail, session_id)
 
 
-def chat_lines(rng: random.Random, turns: int) -> list[str]:
-    """A chat as written: turns, ledgers, summaries, and rerolls that fork branches."""
+def chat_lines(rng: random.Random, turns: int, *, rerolls: bool = True) -> list[str]:
+    """A chat as written: turns, ledgers, summaries, and (unless ``rerolls=False``) rerolls
+    that fork branches."""
     lines = [json.dumps({"type": "session", "version": 1, "id": "s"})]
     made: list[str] = []
     parent: str | None = None
@@ -86,7 +87,7 @@ def chat_lines(rng: random.Random, turns: int) -> list[str]:
     for turn in range(turns):
         user = put(type="message", role="user", text=f"第{turn}轮", **({"mode": "authoring"} if turn % 7 == 3 else {}))
         put(type="message", role="assistant", text=f"回复{turn}「引号」\\n", usage={"total_tokens": turn})
-        if rng.random() < 0.3:
+        if rerolls and rng.random() < 0.3:
             parent = user  # a reroll: the next reply forks from the user turn
             put(type="message", role="assistant", text=f"重写{turn}")
         put(type="custom", customType="rp-state", data={"time": f"第{turn}日", "items": ["伞"]})
@@ -160,6 +161,19 @@ def test_lazy_open_equals_an_eager_parse_of_every_line(tmp_path: Path, seed: int
     path = tmp_path / "s.jsonl"
     path.write_bytes(raw)
     assert_same(read_session_file(path), eager)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_chat_never_rerolled_takes_the_one_branch_shortcut_and_reads_the_same(seed: int) -> None:
+    rng = random.Random(seed)
+    lines = chat_lines(rng, 20, rerolls=False)
+    for _ in range(3):  # damage that keeps the entries one line: blank lines, a torn last write
+        lines.insert(rng.randrange(1, len(lines)), " ")
+    raw = ("\n".join(lines) + "\n" + '{"id": "cut", "par').encode("utf-8")
+    eager = eager_entries(raw, "s.jsonl")
+    lazy = read_entries(raw, "s.jsonl")
+    assert lazy.line_marks is not None and set(lazy.line_marks) == {"rp-state", "rp-summary"}
+    assert_same(lazy, eager)
 
 
 def test_every_hostile_line_is_judged_as_before(tmp_path: Path) -> None:
@@ -254,10 +268,12 @@ def _line(entry_id: str, parent: str | None, **body: Any) -> str:
 
 
 @pytest.mark.parametrize(("rows", "one_branch"), [
-    ([_line("a", None, type="message", role="user", text="一"), _line("b", "a", type="custom", customType="rp-state"),
-      _line("c", "b", type="message", role="assistant", text="二"), _line("d", "c", type="custom", customType="rp-state")],
-     True),
-    ([_line("a", None, type="message"), _line("b", "a", type="message"), _line("c", "a", type="message")], False),  # a reroll
+    ([_line("a", None, type="message", role="user", text="一"),
+      _line("b", "a", type="custom", customType="rp-state"),
+      _line("c", "b", type="message", role="assistant", text="二"),
+      _line("d", "c", type="custom", customType="rp-state")], True),
+    ([_line("a", None, type="message"), _line("b", "a", type="message"),
+      _line("c", "a", type="message")], False),  # a reroll
     ([_line("a", None, type="message"), _line("b", None, type="message")], False),  # a second root
     ([_line("a", None, type="message"), '{"id": "b", "type": "message"}'], False),  # parentId lost: relinked
     ([_line("a", None, type="message"), _line("b", "x", type="message")], False),  # a dangling parent
