@@ -340,8 +340,7 @@ class Chat:
         if resident and self._resident_file:
             record = record.with_sources("resident", [f"file:{self._resident_file}"])
         if ledger is None:
-            snapshot = next((e for e in reversed(branch) if e.type == "custom" and e.custom_type == STATE_ENTRY_TYPE),
-                            None)
+            snapshot = branch.latest_custom(STATE_ENTRY_TYPE)  # indexed: no walk back over a chat with none
             if snapshot is not None:
                 record = record.with_sources("state", [f"entry:{snapshot.id}"])
                 if roster is None:  # rendered from the same snapshot

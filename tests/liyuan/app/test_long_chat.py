@@ -62,3 +62,65 @@ def test_a_recap_of_an_open_chat_reads_the_tree_not_the_file(tmp_path: Path, mon
     assert outcome is not None and outcome.recapped == ["a"]
     assert "她接过伞" in sent[-1]
     card.close()
+
+
+def _written_chat(card_dir: Path, turns: int) -> None:
+    """A chat of ``turns`` turns without ledgers, a relay summary every 20 turns, as written."""
+    import json
+
+    folder = card_dir / "对话" / "long" / "会话"
+    folder.mkdir(parents=True)
+    lines = [{"type": "session", "version": 1, "id": "long-001", "timestamp": "t"}]
+    parent: str | None = None
+    replies: list[str] = []
+
+    def put(**fields: object) -> str:
+        nonlocal parent
+        entry_id = f"e{len(lines)}"
+        lines.append({"id": entry_id, "parentId": parent, "timestamp": "t", **fields})
+        parent = entry_id
+        return entry_id
+
+    for turn in range(1, turns + 1):
+        put(type="message", role="user", text=f"第{turn}轮：伞呢？")
+        replies.append(put(type="message", role="assistant", text=f"（手写回复）第{turn}轮，伞在门后。"))
+        if turn % 20 == 0:
+            put(type="custom", customType="rp-summary", data={
+                "summary": f"## 前情提要\n- （手写摘要）到第{turn - 6}轮", "coversThroughId": replies[turn - 7],
+                "turns": turn - 6, "chars": 100})
+    (folder / "001.jsonl").write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines),
+                                      encoding="utf-8")
+
+
+@pytest.mark.parametrize("with_ledger", [False, True])
+def test_a_turn_reads_as_many_entries_at_2000_turns_as_at_200(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_ledger: bool) -> None:
+    """Issue 24: the foreground of a turn looks only at the live tail, with or without a ledger
+    (a chat without one was once walked back to its root every turn, looking for a snapshot)."""
+    from liyuan.session.loader import LazyBody
+
+    reads: list[int] = []
+
+    def count(turns: int) -> int:
+        card_dir = tmp_path / str(turns)
+        _written_chat(card_dir, turns)
+        card = Card.open(card_dir, auto_sync=False, background=False)
+        chat = card.chat("long")
+        chat.prepare("热身")
+        chat.record("（手写回复）热身", ledger=Ledger(location="码头") if with_ledger else None)
+        real = LazyBody.get
+        seen = [0]
+
+        def counted(self: LazyBody, key: str, default: object = None) -> object:
+            seen[0] += 1
+            return real(self, key, default)
+
+        monkeypatch.setattr(LazyBody, "get", counted)
+        chat.prepare("伞到底在哪？")
+        chat.record("（手写回复）在门后。", ledger=Ledger(location="茶馆") if with_ledger else None)
+        monkeypatch.setattr(LazyBody, "get", real)
+        card.close()
+        reads.append(seen[0])
+        return seen[0]
+
+    assert count(2000) <= count(200) + 5, reads
