@@ -3,7 +3,7 @@
 1,000 turns in the default run (a few seconds); ``nox -s bench`` runs it at 100,000
 turns (``LIYUAN_LONG_TURNS=100000``, minutes). The side model is the scripted
 summariser (replies made by rule, labelled scripted); vector memory uses the hashing
-embedder. The chat is written by :func:`harness.bench.long.build_chat` with ids that
+embedder. The chat is written by :func:`harness.bench.longchat.build_chat` with ids that
 never repeat (the 8-hex ids collide by about 50,000 turns; widening them is issue 26).
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.bench.long import CHAR, USER, _fill_store, _replies_on_branch_file, _vector_config, build_chat
+from harness.bench.longchat import CHAR, USER, build_chat, fill_store, memory_config, replies_on_branch
 from harness.eval.scripted import scripted_summariser
 from liyuan import Activity, Card
 from liyuan.session.state import Ledger, state_from_branch
@@ -26,10 +26,10 @@ TURNS = int(os.environ.get("LIYUAN_LONG_TURNS", "1000"))
 def test_a_long_chat_runs_end_to_end(tmp_path: Path) -> None:
     card_dir = tmp_path / "卡"
     path, ids = build_chat(card_dir, "long", TURNS, ledger=True)
-    replies = _replies_on_branch_file(path)
-    _fill_store(card_dir, "long", _vector_config(True).vector, min(5000, TURNS // 3), replies)
+    replies = replies_on_branch(path)
+    fill_store(card_dir, "long", memory_config(True).vector, min(5000, TURNS // 3), replies)
     seen: list[Activity] = []
-    with Card.open(card_dir, side_model=scripted_summariser(USER, CHAR), config=_vector_config(True),
+    with Card.open(card_dir, side_model=scripted_summariser(USER, CHAR), config=memory_config(True),
                    user_name=USER, char_name=CHAR, ids=ids, on_activity=seen.append) as card:
         chat = card.chat("long")
         first = chat.prepare("那把青伞是谁留下的？")
@@ -50,5 +50,5 @@ def test_a_long_chat_runs_end_to_end(tmp_path: Path) -> None:
         length = len(chat.branch())
     errors = [a.text for a in seen if a.kind == "error"]
     assert errors == []
-    with Card.open(card_dir, config=_vector_config(False), ids=ids) as again:
+    with Card.open(card_dir, config=memory_config(False), ids=ids) as again:
         assert len(again.chat("long").branch()) == length
