@@ -7,6 +7,7 @@ The tree separates the caller's mistakes from runtime failures::
     ├── StateError           a call the chat or card is not ready for: record() before prepare(),
     │                        nothing to reroll, a closed chat, no side model, a chat that exists
     ├── TreeError            a session file that cannot be used at all (not a bad line: those are skipped)
+    │   └── SessionConflictError  another app server appended to the session first (nothing written)
     ├── MemoryFileError      a card-memory file that cannot be read or written safely
     │   ├── VersionConflict  a hand edit raced another change (stale version)
     │   ├── ManifestError    the manifest is damaged: the card's sync stops until it is repaired
@@ -28,6 +29,7 @@ __all__ = [
     "MemoryFileError",
     "ModelError",
     "ModelOutputError",
+    "SessionConflictError",
     "StateError",
     "TreeError",
     "UnsafePathError",
@@ -54,6 +56,15 @@ class StateError(LiyuanError):
 
 class TreeError(LiyuanError):
     """A session tree cannot be opened or appended to."""
+
+
+class SessionConflictError(TreeError):
+    """Another writer (another app server) appended to the session since this tree last
+    read or wrote it; the refused entry was not written, and nothing else was lost.
+
+    Reopen the chat (``card.reopen(chat_id)``) to see what the other writer added, then
+    repeat the call.
+    """
 
 
 class MemoryFileError(LiyuanError):

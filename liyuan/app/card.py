@@ -25,6 +25,7 @@ import contextlib
 import json
 import logging
 import os
+import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -37,8 +38,9 @@ from liyuan.app.activity import Activity, Lane, Listener
 from liyuan.app.card_lore import CardLore
 from liyuan.app.chat import Chat
 from liyuan.app.vectors import open_vector
-from liyuan.card.files import CHAT_META_FILE, SESSIONS_DIR, CardLayout, atomic_write_text, validate_chat_id
+from liyuan.card.files import CHAT_META_FILE, CardLayout, atomic_write_text, validate_chat_id
 from liyuan.card.repair import ManifestRepair
+from liyuan.card.sessions import FileSessions, SessionStore
 from liyuan.card.sync import CardMemory, MergeStatus, SyncOutcome
 from liyuan.card.worker import SyncWorker
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
@@ -89,13 +91,15 @@ class Card(CardLore):
             default entering and deleting a chat sync in the background, as the seed says.
         chunk_stores: Where the chats keep their vector memory (default: a SQLite file in
             each chat's folder); e.g. :class:`~liyuan.vector.pgstores.PostgresChunkStores`.
+        sessions: Where the chats' sessions are kept (default: JSONL files in each chat's
+            folder); e.g. :class:`~liyuan.storage.pgsessions.PostgresSessions`.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, side_model: ChatModel | None = None,
                  config: MemoryConfig | None = None, user_name: str = "你", char_name: str = "",
                  on_activity: Listener | None = None, background: bool = True,
                  clock: Clock = system_clock, ids: IdFactory = random_ids, auto_sync: bool = True,
-                 chunk_stores: ChunkStores | None = None) -> None:
+                 chunk_stores: ChunkStores | None = None, sessions: SessionStore | None = None) -> None:
         if config is not None and not isinstance(config, MemoryConfig):
             raise ConfigError(f"config 应为 MemoryConfig，实际是 {type(config).__name__}")
         self.path = Path(path)
@@ -114,6 +118,9 @@ class Card(CardLore):
         self._clock = clock
         self._ids = ids
         self._layout = CardLayout(self.path)
+        self._sessions: SessionStore = sessions if sessions is not None else FileSessions(self._layout)
+        self._session_names: dict[str, str] = {}
+        """The session each open chat appends to (the newest of its sessions)."""
         self._lore = LoreShelf(self.path)
         self._chats: dict[str, Chat] = {}
         self._chats_guard = threading.Lock()
@@ -194,21 +201,28 @@ class Card(CardLore):
         from liyuan.session.imports import import_chat
 
         validate_chat_id(chat_id)
-        sessions = self._layout.sessions_dir(chat_id)
-        if chat_id in self._chats or (sessions.is_dir() and any(sessions.glob("*.jsonl"))):
+        if chat_id in self._chats or self._sessions.names(chat_id):
             raise StateError(f"局 {chat_id} 已经有会话了：导入只建新的一局")
-        target = self._layout.chat_file(chat_id, SESSIONS_DIR, FIRST_SESSION_FILE)
-        import_chat(path, target, format, user_name=speaker, conversation=conversation,
-                    session_id=f"{chat_id}-{target.stem}", clock=self._clock, ids=self._ids)
+        session_id = f"{chat_id}-{Path(FIRST_SESSION_FILE).stem}"
+        if isinstance(self._sessions, FileSessions):
+            target = self._sessions.path(chat_id, FIRST_SESSION_FILE)
+            import_chat(path, target, format, user_name=speaker, conversation=conversation,
+                        session_id=session_id, clock=self._clock, ids=self._ids)
+        else:  # written as a file first (all or nothing), then stored as the chat's first session
+            with tempfile.TemporaryDirectory(prefix="liyuan-import-") as folder:
+                target = Path(folder) / FIRST_SESSION_FILE
+                import_chat(path, target, format, user_name=speaker, conversation=conversation,
+                            session_id=session_id, clock=self._clock, ids=self._ids)
+                self._sessions.log(chat_id, FIRST_SESSION_FILE).create(target.read_bytes())
         return self.chat(chat_id, title=title)
 
     def chat_ids(self) -> list[str]:
-        """The chats on disk, sorted (a symlink in ``对话/`` is no chat).
+        """The card's chats, sorted (in files: a symlink in ``对话/`` is no chat).
 
         Raises:
             UnsafePathError: ``对话/`` itself is a symlink.
         """
-        return self._layout.chat_ids()
+        return self._sessions.chat_ids()
 
     def delete_chat(self, chat_id: str) -> bool:
         """Delete a chat: its recap, then its folder; the card then forgets what it alone supported.
@@ -223,6 +237,7 @@ class Card(CardLore):
         validate_chat_id(chat_id)
         with self._chats_guard:
             chat = self._chats.pop(chat_id, None)
+            self._session_names.pop(chat_id, None)
         if chat is not None:
             chat.close()
         deleted = self.memory.delete_chat(chat_id)
@@ -360,16 +375,14 @@ class Card(CardLore):
                           recap_input_max_chars=self.config.recap_input_max_chars,
                           merge_recap_max_chars=self.config.merge_recap_max_chars,
                           on_activity=on_line or (lambda line: self._emit(Activity("sync", line))),
-                          loaded=self._loaded_branch)
+                          loaded=self._loaded_branch, sessions=self._sessions)
 
-    def _loaded_branch(self, path: Path) -> tuple[Sequence[Entry], list[str]] | None:
-        """The branch of a session file an open chat holds (a recap reads it instead of the file)."""
+    def _loaded_branch(self, chat_id: str, name: str) -> tuple[Sequence[Entry], list[str]] | None:
+        """The branch of a session an open chat holds (a recap reads it instead of the session)."""
         with self._chats_guard:
-            trees = [chat.tree for chat in self._chats.values()]
-        for tree in trees:
-            if tree.path is not None and tree.path == path:
-                return tree.written_branch()
-        return None
+            chat = self._chats.get(chat_id)
+            held = chat is not None and self._session_names.get(chat_id) == name
+        return chat.tree.written_branch() if chat is not None and held else None
 
     def _sync_memory(self, _key: Path) -> CardMemory | None:
         # A sync's lines wait for its outcome (one sync per card at a time), then go out carrying it.
@@ -412,12 +425,11 @@ class Card(CardLore):
             self._emit(Activity("sync", f"清理了 {removed} 个导入中断（进程被杀）时留下的临时文件"))
 
     def _open_chat(self, chat_id: str, user_name: str, char_name: str, greeting: str | None) -> Chat:
-        folder = self._layout.sessions_dir(chat_id)
-        existing = sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
-        path = existing[-1] if existing else folder / FIRST_SESSION_FILE
-        self._layout.chat_file(chat_id, SESSIONS_DIR, path.name)  # a symlinked session file: refused
-        tree = SessionTree(path, session_id=f"{chat_id}-{path.stem}", clock=self._clock, ids=self._ids,
-                           fsync=self.config.durability == "entry")
+        existing = self._sessions.names(chat_id)
+        name = existing[-1] if existing else FIRST_SESSION_FILE
+        log = self._sessions.log(chat_id, name, fsync=self.config.durability == "entry")  # a symlink: refused
+        tree = SessionTree(log=log, session_id=f"{chat_id}-{Path(name).stem}", clock=self._clock, ids=self._ids)
+        self._session_names[chat_id] = name
         if not existing and greeting is None:
             greeting = next(iter(self.greetings()), None)  # the imported card's first_mes
         if not existing and greeting:

@@ -13,6 +13,7 @@ from liyuan.card.files import CHATS_DIR, CardLayout, MemoryFiles
 from liyuan.card.housekeeping import remove_inside
 from liyuan.card.lock import CardLocks
 from liyuan.card.repair import ManifestRepair, repair_manifest
+from liyuan.card.sessions import SessionStore
 from liyuan.errors import MemoryFileError
 
 __all__ = ["HandPath"]
@@ -23,6 +24,7 @@ class HandPath:
 
     layout: CardLayout
     files: MemoryFiles
+    sessions: SessionStore
     _locks: CardLocks
 
     def _say(self, line: str) -> None:
@@ -90,7 +92,7 @@ class HandPath:
         fail-closed defaults fill what cannot be. A healthy or missing manifest is left alone.
         """
         with self._locks.write:
-            repair = repair_manifest(self.files)
+            repair = repair_manifest(self.files, self.sessions)
         if repair.kept_at is not None:
             unknown = f"；读不回的部分按最保守的方式处理：{'、'.join(repair.unknown)}" if repair.unknown else ""
             self._say(f"记忆清单已重建，损坏的文件保存在 {repair.kept_at.name}{unknown}")
@@ -114,8 +116,9 @@ class HandPath:
         recap = self.layout.recap_path(chat_id)  # validates the id before any path is used
         folder = self.layout.chat_dir(chat_id)  # a symlink on the way: UnsafePathError, nothing removed
         with self._locks.write:
-            existed = recap.exists() or folder.exists()
+            existed = recap.exists() or folder.exists() or bool(self.sessions.names(chat_id))
             self.files.delete(recap)
+            self.sessions.drop(chat_id)  # sessions kept elsewhere (a database); files go with the folder
             try:
                 # Relative to directory descriptors: a link swapped in after the check above
                 # still cannot make this remove anything outside the card.

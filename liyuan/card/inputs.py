@@ -4,7 +4,8 @@
   the tree's own loader :func:`~liyuan.session.loader.read_session_file` (opening a
   :class:`~liyuan.session.tree.SessionTree` would create a file that vanished meanwhile, which
   would move the chat's fingerprint): the leaf is the last entry in file order.
-- :func:`collect_chat_evidence` turns a chat's sessions into one transcript (summaries
+- :func:`collect_chat_evidence` turns a chat's sessions (from the card's
+  :class:`~liyuan.card.sessions.SessionStore`) into one transcript (summaries
   and text of each session's current branch, sessions separated by a marked line) and
   cuts the **earliest** text first when it is longer than the budget, at a paragraph
   break. It returns ``None`` when the chat has no turn at all (e.g. a greeting only).
@@ -20,11 +21,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from liyuan.card.files import SESSIONS_DIR, MemoryFiles, sha1_text
+from liyuan.card.files import MemoryFiles, sha1_text
 from liyuan.card.manifest import Manifest
+from liyuan.card.sessions import SessionStore
+from liyuan.errors import MemoryFileError
 from liyuan.session.branch import branch_to
 from liyuan.session.entries import Entry, SessionProblem, is_message
-from liyuan.session.loader import read_session_file
+from liyuan.session.loader import SessionContent, read_session_file
 from liyuan.session.state import format_state, state_from_branch
 from liyuan.story.history import active_summary, serialize_for_summary
 from liyuan.story.view import story_view
@@ -37,6 +40,7 @@ __all__ = [
     "ChangedRecap",
     "ChatEvidence",
     "RecapDiff",
+    "branch_of",
     "branch_of_session_file",
     "collect_chat_evidence",
     "diff_recaps",
@@ -105,21 +109,29 @@ class RecapDiff:
 
 
 def branch_of_session_file(path: Path, damage: list[str] | None = None) -> list[Entry]:
-    """The current branch of a session file, root first, read-only.
+    """The current branch of a session file, root first, read-only (see :func:`branch_of`).
 
-    Blank lines, bad JSON, the ``session`` header, entries without a string id and
-    duplicate ids are skipped; a skipped line's place is kept (see
-    :mod:`liyuan.session.damage`). The leaf is the last entry in file order, so a
-    swiped-away sibling never appears. An unreadable file gives an empty branch.
-
-    Args:
-        path: The session file.
-        damage: When given, receives the notes of links recovered or guessed on the branch.
+    An unreadable file gives an empty branch.
     """
     try:
         content = read_session_file(path)
     except OSError:
         return []
+    return branch_of(content, damage)
+
+
+def branch_of(content: SessionContent, damage: list[str] | None = None) -> list[Entry]:
+    """The current branch of a session as read, root first.
+
+    Blank lines, bad JSON, the ``session`` header, entries without a string id and
+    duplicate ids are skipped; a skipped line's place is kept (see
+    :mod:`liyuan.session.damage`). The leaf is the last entry in file order, so a
+    swiped-away sibling never appears.
+
+    Args:
+        content: The session, as the loader read it.
+        damage: When given, receives the notes of links recovered or guessed on the branch.
+    """
     entries = content.entries
     branch = branch_to(entries, next(reversed(entries), None))
     if damage is not None:
@@ -148,49 +160,49 @@ def _session_section(branch: Sequence[Entry], user_name: str, char_name: str) ->
     return "\n\n".join(parts), sum(1 for e in view if is_message(e, "user"))
 
 
-LoadedBranch = Callable[[Path], tuple[Sequence[Entry], list[str]] | None]
-"""For a session file, the branch to its last entry and its damage notes, as an open chat
-already holds them (``None``: not open here, read the file)."""
+LoadedBranch = Callable[[str, str], tuple[Sequence[Entry], list[str]] | None]
+"""For a chat's session (chat id, session name), the branch to its last entry and its damage
+notes, as an open chat already holds them (``None``: not open here, read the session)."""
 
 
 def collect_chat_evidence(
-    chat_dir: Path, *, user_name: str, char_name: str, max_chars: int = RECAP_INPUT_MAX_CHARS,
-    on_damage: Callable[[str], None] | None = None, loaded: LoadedBranch | None = None,
+    sessions: SessionStore, chat_id: str, *, user_name: str, char_name: str,
+    max_chars: int = RECAP_INPUT_MAX_CHARS, on_damage: Callable[[str], None] | None = None,
+    loaded: LoadedBranch | None = None,
 ) -> ChatEvidence | None:
     """Gather one chat's evidence for its recap.
 
     Args:
-        chat_dir: ``cards/<卡>/对话/<chatId>``.
+        sessions: The card's sessions (:class:`~liyuan.card.sessions.SessionStore`).
+        chat_id: The chat.
         user_name: Name written before the user's lines.
         char_name: Name written before the character's lines.
         max_chars: Transcript budget; beyond it the earliest text is cut, starting
             after the first paragraph break at or after the excess.
         on_damage: Receives a note for every damaged line whose place on a branch was
             recovered or guessed (the recap still uses the whole branch).
-        loaded: Branches of session files an open chat has in memory already: used
-            instead of reading those files a second time (issue 24: a long chat's recap
-            on opening it would otherwise parse the whole file again beside the open copy).
+        loaded: Branches of sessions an open chat has in memory already: used instead of
+            reading those sessions a second time (issue 24: a long chat's recap on
+            opening it would otherwise parse the whole session again beside the open copy).
 
     Returns:
         The evidence, or ``None`` when no session has a user turn or a summary.
     """
-    sessions_dir = chat_dir / SESSIONS_DIR
     try:
-        # A symlinked session file would read from outside the card: it is no session.
-        files = sorted(p for p in sessions_dir.iterdir()
-                       if p.name.endswith(".jsonl") and p.is_file() and not p.is_symlink())
-    except OSError:
+        names = sessions.names(chat_id)
+    except MemoryFileError:  # the chat's folder leads outside the card: nothing to read
         return None
     sections: list[str] = []
     turns = 0
     last_branch: Sequence[Entry] | None = None
-    for path in files:
-        held = loaded(path) if loaded is not None else None
+    for name in names:
+        held = loaded(chat_id, name) if loaded is not None else None
         damage: list[str] = []
         if held is not None:
             branch, damage = held
         else:
-            branch = branch_of_session_file(path, damage)
+            content = sessions.read(chat_id, name)
+            branch = branch_of(content, damage) if content is not None else []
         if on_damage is not None:
             for note in damage:
                 on_damage(note)

@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from liyuan.card.files import SESSIONS_DIR, MemoryFiles, is_valid_chat_id, source_mark_of
+from liyuan.card.files import MemoryFiles, is_valid_chat_id
 from liyuan.card.manifest import (
     Manifest,
     ManualState,
@@ -40,6 +40,7 @@ from liyuan.card.manifest import (
     save_manifest,
 )
 from liyuan.card.manual import HANDBOOK_REF, RESIDENT_REF, recap_ref
+from liyuan.card.sessions import FileSessions, SessionStore
 
 __all__ = ["ManifestRepair", "repair_manifest"]
 
@@ -112,11 +113,11 @@ def _salvage(text: str) -> tuple[Manifest, list[str], list[str]]:
     return Manifest(records, merged_at.group(1) if merged_at else None, manual), salvaged, unknown
 
 
-def repair_manifest(files: MemoryFiles) -> ManifestRepair:
+def repair_manifest(files: MemoryFiles, sessions: SessionStore | None = None) -> ManifestRepair:
     """Rebuild a damaged manifest (see the module docstring); a healthy or missing one is left alone.
 
     The caller holds the card's write lock (:meth:`~liyuan.card.sync.CardMemory.repair_manifest`
-    does).
+    does). ``sessions``: where the chats' sessions are (default: the card folder's files).
 
     Returns:
         Where the damaged file is kept and what could and could not be read back.
@@ -135,8 +136,9 @@ def repair_manifest(files: MemoryFiles) -> ManifestRepair:
     recaps = files.recap_texts()
     assumed: list[str] = []
     if "forgottenChats" in unknown:
-        for chat_id in layout.chat_ids():
-            if chat_id not in recaps and source_mark_of(layout.chat_dir(chat_id) / SESSIONS_DIR):
+        sessions = sessions if sessions is not None else FileSessions(layout)
+        for chat_id in sessions.chat_ids():
+            if chat_id not in recaps and sessions.mark(chat_id):
                 assumed.append(chat_id)
         manual.forgotten_chats = sorted(set(manual.forgotten_chats) | set(assumed))
     if "protectedRefs" in unknown:

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Literal
 
 from liyuan.card import manual as card_manual
-from liyuan.card.files import CardLayout, MemoryFiles, session_heads, sessions_kept, source_mark_of
+from liyuan.card.files import CardLayout, MemoryFiles
 from liyuan.card.handpath import HandPath
 from liyuan.card.inputs import (
     MERGE_BATCH_RECAPS,
@@ -66,6 +66,7 @@ from liyuan.card.manifest import Manifest, finish_pending, load_manifest, save_m
 from liyuan.card.merge_check import check_merge, merge_needs_every_recap
 from liyuan.card.merge_write import still_holds, write_merge
 from liyuan.card.prompts import build_merge_prompt, build_recap_prompt, validate_recap
+from liyuan.card.sessions import FileSessions, SessionStore
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.context.budget import RESIDENT_MAX_CHARS
 from liyuan.errors import ManifestError, MemoryFileError, ModelError, ModelOutputError, UnsafePathError
@@ -119,6 +120,8 @@ class CardMemory(HandPath):
             reply may be (:func:`liyuan.card.prompts.build_merge_prompt`).
         loaded: Session branches an open chat holds already (see
             :func:`~liyuan.card.inputs.collect_chat_evidence`); :class:`liyuan.Card` passes them.
+        sessions: Where the chats' sessions are (:class:`~liyuan.card.sessions.SessionStore`);
+            default: the files in the card folder.
     """
 
     def __init__(
@@ -136,8 +139,10 @@ class CardMemory(HandPath):
         recap_input_max_chars: int = RECAP_INPUT_MAX_CHARS,
         merge_recap_max_chars: int | None = None,
         loaded: LoadedBranch | None = None,
+        sessions: SessionStore | None = None,
     ) -> None:
         self.layout = CardLayout(Path(card_dir))
+        self.sessions: SessionStore = sessions if sessions is not None else FileSessions(self.layout)
         self.recap_input_max_chars = recap_input_max_chars
         self.merge_recap_max_chars = merge_recap_max_chars
         self._loaded = loaded
@@ -218,11 +223,16 @@ class CardMemory(HandPath):
         chat), each checked again under the write lock before its recap (:meth:`_recap_one`)."""
         recapped: list[str] = []
         failed: list[str] = []
-        for chat_id in self.layout.chat_ids():
+        for chat_id in self.sessions.chat_ids():
             if _off_limits(manifest, chat_id):
                 continue
             record = manifest.recaps.get(chat_id)
-            mark = source_mark_of(self.layout.sessions_dir(chat_id))
+            try:
+                mark = self.sessions.mark(chat_id)
+            except UnsafePathError as exc:  # this chat's folder leads outside: skip it, sync the others
+                self._say(f"复盘「{chat_id}」已跳过：{exc}")
+                failed.append(chat_id)
+                continue
             if not mark or (record is not None and record.source_mark == mark):
                 continue
             result = self._recap_one(chat_id)
@@ -234,25 +244,19 @@ class CardMemory(HandPath):
 
     def _recap_one(self, chat_id: str) -> bool | None:
         """True: recapped; False: failed; None: nothing to do."""
-        layout, files = self.layout, self.files
-        try:
-            sessions = layout.sessions_dir(chat_id)
-            chat_dir = layout.chat_dir(chat_id)
-        except UnsafePathError as exc:  # this chat's folder leads outside: skip it, sync the others
-            self._say(f"复盘「{chat_id}」已跳过：{exc}")
-            return False
+        layout, files, sessions = self.layout, self.files, self.sessions
         # Decide and stamp in one critical section: a forget landing between the two
         # would otherwise get the recap of the chat it just forgot written back.
         with self._locks.write:
             manifest = load_manifest(files)
             if _off_limits(manifest, chat_id):
                 return None
-            mark = source_mark_of(sessions)
+            mark = sessions.mark(chat_id)
             record = manifest.recaps.get(chat_id)
             if not mark or (record is not None and record.source_mark == mark):
                 return None
             name = layout.chat_name(chat_id)  # read only for chats with work: most syncs stop above
-            heads = session_heads(sessions)  # which files the recap is built from (checked after the call)
+            heads = sessions.heads(chat_id)  # which sessions the recap is built from (checked after the call)
             try:
                 previous = files.read_text(layout.recap_path(chat_id))
                 if _off_limits(load_manifest(files), chat_id):
@@ -263,7 +267,7 @@ class CardMemory(HandPath):
                 self._say(f"复盘「{name}」失败：{exc}")
                 return False
         evidence = collect_chat_evidence(
-            chat_dir, user_name=self.user_name, char_name=self.char_name,
+            sessions, chat_id, user_name=self.user_name, char_name=self.char_name,
             max_chars=self.recap_input_max_chars, loaded=self._loaded,
             on_damage=lambda note: self._say(f"「{name}」的会话文件有损坏的行：{note}"),
         )
@@ -297,7 +301,7 @@ class CardMemory(HandPath):
             # recap) leaves it valid, and discarding it would pay for the same recap twice.
             # Its sessions may have grown, but they must be the same files: a chat deleted
             # meanwhile has none, and one deleted and reopened under the same id has others.
-            if not still_holds(files, layout.recap_path(chat_id), previous) or not sessions_kept(sessions, heads):
+            if not still_holds(files, layout.recap_path(chat_id), previous) or not sessions.kept(chat_id, heads):
                 self._say(f"复盘「{name}」已丢弃：期间这一局或它的复盘被改动")
                 return False
             try:
@@ -375,7 +379,7 @@ class CardMemory(HandPath):
                 return "skipped", [], 0
             try:
                 checked = check_merge(completion, previous_handbook=handbook, previous_resident=resident,
-                                      chats={*diff.hashes, *layout.chat_ids()}, deleted=diff.deleted,
+                                      chats={*diff.hashes, *self.sessions.chat_ids()}, deleted=diff.deleted,
                                       forgotten=manifest.forgotten(), instructions=prompt.system)
             except ModelOutputError as exc:
                 self._say(f"合并记忆失败：{exc}")

@@ -1,14 +1,15 @@
-"""The session tree: one append-only JSONL file per session.
+"""The session tree: an append-only log of entries, a JSONL file by default.
 
 Guarantees:
 
-- The file is only ever appended to. Each append writes one complete line (looping
-  over short writes), then fsyncs, so a crash leaves at most one torn last line. After
-  an append that failed part-way, the next append starts on a fresh line, so the
-  fragment is skipped on reload and costs no later entry.
+- The session is only ever appended to, one complete line per entry (how each backend
+  keeps that is in :mod:`liyuan.session.log`: a file loops over short writes and fsyncs,
+  so a crash leaves at most one torn last line, and the next append starts on a fresh
+  line; PostgreSQL commits each append, and refuses one made on a stale view with
+  :class:`~liyuan.errors.SessionConflictError`).
 - Loading never crashes on bad content: blank lines, torn or malformed lines, entries
   without an id, duplicate ids and unknown shapes are skipped and reported in
-  :attr:`SessionTree.problems`. The file itself is never rewritten.
+  :attr:`SessionTree.problems`. The stored lines are never rewritten.
 - A skipped line never detaches the entries before it: its place on the branch is
   recovered from what the line still holds, or guessed from file order and reported as
   a cut (:meth:`SessionTree.branch_breaks`); see :mod:`liyuan.session.damage`.
@@ -36,14 +37,14 @@ import json
 import os
 import threading
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.errors import TreeError
 from liyuan.session.branch import BranchIndex, BranchView, branch_to
 from liyuan.session.entries import SESSION_VERSION, Entry, SessionProblem
-from liyuan.session.loader import read_session_file
+from liyuan.session.loader import SessionContent
+from liyuan.session.log import FileSessionLog, SessionLog
 
 __all__ = ["ID_DRAWS", "SessionTree"]
 
@@ -51,10 +52,12 @@ ID_DRAWS = 8
 """How often an append draws a new id when the factory gives one the tree already has."""
 
 class SessionTree:
-    """An append-only session tree, backed by a JSONL file or held in memory.
+    """An append-only session tree, backed by a JSONL file, another log, or held in memory.
 
     Args:
-        path: The JSONL file, or ``None`` for an in-memory tree.
+        path: The JSONL file (a :class:`~liyuan.session.log.FileSessionLog`), or ``None``.
+        log: Another backend's session (:class:`~liyuan.session.log.SessionLog`), instead
+            of ``path``; neither: an in-memory tree.
         session_id: Id written into a new file's header.
         clock: Timestamp source for new entries.
         ids: Id source for new entries (a collision is drawn again, see :data:`ID_DRAWS`).
@@ -72,9 +75,15 @@ class SessionTree:
         clock: Clock = system_clock,
         ids: IdFactory = random_ids,
         fsync: bool = True,
+        log: SessionLog | None = None,
     ) -> None:
-        self.path = Path(path) if path is not None else None
-        self._fsync = fsync
+        if path is not None and log is not None:
+            raise ValueError("SessionTree: path 和 log 只能给一个")
+        if path is not None:
+            log = FileSessionLog(path, fsync=fsync)
+        self._log = log
+        self.path = log.path if isinstance(log, FileSessionLog) else None
+        """The JSONL file of a file-backed tree, else ``None``."""
         self.session_id = session_id
         self._clock = clock
         self._ids = ids
@@ -88,30 +97,24 @@ class SessionTree:
         """Entry id to its index on any branch holding it (shared by every cached branch)."""
         self.problems: list[str] = []
         """Human-readable notes on every line skipped while loading."""
-        self._mid_line = False
-        """True when a failed append left the file ending inside a line."""
         self.lock = threading.RLock()
         """Held by every append and navigation. Hold it to make a check of :attr:`leaf_id`
         and an append one step when another thread may move the leaf (the leaf guard of a
         background compaction)."""
         self._read_only_reason: str | None = None
         """Why appending is refused (a newer file version), or ``None``."""
-        if self.path is not None:
-            if self.path.exists():
-                self._load(self.path)
+        if log is not None:
+            content = log.read()
+            if content is not None:
+                self._load(content)
             else:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
                 header = {"type": "session", "version": SESSION_VERSION, "id": session_id,
                           "timestamp": clock()}
-                self._write_line(header)
+                log.create(_line(header))
 
     # -- loading -------------------------------------------------------------
 
-    def _load(self, path: Path) -> None:
-        try:
-            content = read_session_file(path)
-        except OSError as exc:
-            raise TreeError(f"无法读取会话文件 {path}: {exc}") from exc
+    def _load(self, content: SessionContent) -> None:
         self._entries = content.entries
         self.problems.extend(content.problems)
         if content.session_id is not None:
@@ -122,10 +125,6 @@ class SessionTree:
             # noted instead of walking 300,000 parent links on the first turn (issue 24).
             self._positions.update(zip(self._entries, range(len(self._entries)), strict=True))
             self._branch = BranchIndex(list(self._entries.values()), self._positions, content.line_marks)
-        # The next append must start on a fresh line, or it would glue itself onto the
-        # torn fragment and both would be lost. The newline goes out with that append,
-        # so merely loading (say, a read-only copy) never writes.
-        self._mid_line = content.torn_tail
         newer = [p for p in content.problems if isinstance(p, SessionProblem) and p.kind == "newer-version"]
         if newer:
             self._read_only_reason = newer[0]
@@ -224,8 +223,8 @@ class SessionTree:
             entry_id = self._fresh_id()
             body = {"timestamp": self._clock(), **fields}
             entry = Entry(entry_id, self._leaf, entry_type, body)
-            if self.path is not None:
-                self._write_line(entry.to_json())
+            if self._log is not None:
+                self._log.append(_line(entry.to_json()))
             self._entries[entry_id] = entry
             if self._branch is not None:
                 # The new entry's parent is the old leaf, the cached path's last entry, and its
@@ -253,56 +252,22 @@ class SessionTree:
         raise TreeError(f"id 工厂连续 {ID_DRAWS + 1} 次给出了重复的 id：{entry_id!r}")
 
     def sync(self) -> None:
-        """Fsync the file now (a tree built with ``fsync=False`` calls this once per turn).
+        """Make every append so far durable (a tree built with ``fsync=False`` calls this
+        once per turn, ``MemoryConfig.durability="turn"``).
 
         Raises:
-            TreeError: The file cannot be synced.
+            TreeError: The session cannot be synced.
         """
-        if self.path is None:
+        if self._log is None:
             return
         with self.lock:
-            try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-            except OSError as exc:
-                raise TreeError(f"无法同步会话文件 {self.path}: {exc}") from exc
-
-    def _write_line(self, obj: Mapping[str, Any]) -> None:
-        line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
-        try:
-            data = line.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise TreeError(f"条目含无法编码成 UTF-8 的字符（孤立的代理项），没有写入：{exc}") from exc
-        self._append_bytes(data)
-
-    def _append_bytes(self, data: bytes) -> None:
-        assert self.path is not None
-        if self._mid_line:
-            # An earlier append failed part-way: the file ends inside a fragment. Start a
-            # fresh line, or this entry would glue onto the fragment and be lost on reload.
-            data = b"\n" + data
-        written = 0
-        try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                # os.write may legally take fewer bytes than offered (a signal, a full
-                # pipe-like target): keep writing the rest until the line is complete.
-                while written < len(data):
-                    count = os.write(fd, data[written:])
-                    if count <= 0:
-                        raise OSError(f"os.write 没有写入任何字节（已写 {written}/{len(data)}）")
-                    written += count
-                if self._fsync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            if written:
-                self._mid_line = not data[:written].endswith(b"\n")
-            raise TreeError(f"无法追加会话文件 {self.path}: {exc}") from exc
-        self._mid_line = False
+            self._log.sync()
 
 
+def _line(obj: Mapping[str, Any]) -> bytes:
+    """One session line, as every backend stores it."""
+    line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
+    try:
+        return line.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise TreeError(f"条目含无法编码成 UTF-8 的字符（孤立的代理项），没有写入：{exc}") from exc

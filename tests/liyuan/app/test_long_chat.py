@@ -38,7 +38,7 @@ def test_unknown_durability_is_refused() -> None:
 def test_a_recap_of_an_open_chat_reads_the_tree_not_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 24: opening a long chat must not parse its session file a second time for the recap."""
     from liyuan import FunctionModel, ModelRequest
-    from liyuan.card import inputs
+    from liyuan.card.sessions import FileSessions
 
     from ..card.test_fixtures import RECAP_A, merge_for
 
@@ -50,14 +50,14 @@ def test_a_recap_of_an_open_chat_reads_the_tree_not_the_file(tmp_path: Path, mon
             return RECAP_A
         return merge_for("a")
 
-    def no_second_read(path: Path, damage: list[str] | None = None) -> list[object]:
-        raise AssertionError(f"会话文件又读了一遍：{path}")
+    def no_second_read(self: FileSessions, chat_id: str, name: str) -> None:
+        raise AssertionError(f"会话文件又读了一遍：{chat_id}/{name}")
 
     card = Card.open(tmp_path / "卡", side_model=FunctionModel(answer), background=False)
     chat = card.chat("a")
     chat.prepare("我把伞递给她。")
     chat.record("（手写回复）她接过伞，说了声谢谢。")
-    monkeypatch.setattr(inputs, "branch_of_session_file", no_second_read)
+    monkeypatch.setattr(FileSessions, "read", no_second_read)
     outcome = card.sync()
     assert outcome is not None and outcome.recapped == ["a"]
     assert "她接过伞" in sent[-1]

@@ -12,6 +12,7 @@ from liyuan.card import inputs as card_inputs
 from liyuan.card.files import CardLayout, MemoryFiles, atomic_write_text, sha1_text
 from liyuan.card.inputs import SESSION_SEPARATOR, branch_of_session_file, collect_chat_evidence, diff_recaps
 from liyuan.card.manifest import Manifest, ManualState, RecapRecord
+from liyuan.card.sessions import FileSessions
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.session.entries import Entry
 from liyuan.session.state import EMPTY_STATE_TEXT, Character, Ledger
@@ -74,7 +75,7 @@ def test_evidence_uses_the_summary_and_the_uncovered_text(tmp_path: Path) -> Non
     tree.append_message("user", "后来的话")
     tree.append_message("assistant", "小满点头。")
     tree.append_custom("rp-state", Ledger(time="第二天清晨", characters=(Character("小满", 60),)).to_dict())
-    evidence = collect_chat_evidence(chat, user_name=USER, char_name=CHAR)
+    evidence = collect_chat_evidence(FileSessions(CardLayout(tmp_path)), "A", user_name=USER, char_name=CHAR)
     assert evidence is not None
     assert evidence.turns == 2
     assert "【前情提要】\n第一章：城门遇袭。" in evidence.transcript
@@ -89,7 +90,8 @@ def test_evidence_cuts_the_earliest_text_first(tmp_path: Path) -> None:
     long = "段落内容。" * 700
     write_chat(tmp_path, "A", [("user", long), ("assistant", long)], session="s1.jsonl")
     write_chat(tmp_path, "A", [("user", "第二个窗口的话"), ("assistant", "好。")], session="s2.jsonl")
-    evidence = collect_chat_evidence(tmp_path / "对话" / "A", user_name=USER, char_name=CHAR, max_chars=3000)
+    evidence = collect_chat_evidence(FileSessions(CardLayout(tmp_path)), "A", user_name=USER, char_name=CHAR,
+                                     max_chars=3000)
     assert evidence is not None
     assert evidence.omitted_chars > 0
     assert "阿明：第二个窗口的话" in evidence.transcript
@@ -103,7 +105,8 @@ def test_evidence_cuts_the_earliest_text_first(tmp_path: Path) -> None:
 def test_evidence_cut_starts_after_a_paragraph_break(tmp_path: Path) -> None:
     turns = [("user" if i % 2 == 0 else "assistant", f"第{i}段" + "字" * 95) for i in range(40)]
     write_chat(tmp_path, "A", turns)
-    evidence = collect_chat_evidence(tmp_path / "对话" / "A", user_name=USER, char_name=CHAR, max_chars=1000)
+    evidence = collect_chat_evidence(FileSessions(CardLayout(tmp_path)), "A", user_name=USER, char_name=CHAR,
+                                     max_chars=1000)
     assert evidence is not None and evidence.omitted_chars > 0
     assert evidence.transcript.startswith(("阿明：第", "小满：第"))  # a whole block, not a fragment
     assert evidence.transcript.endswith("第39段" + "字" * 95)
@@ -111,7 +114,8 @@ def test_evidence_cut_starts_after_a_paragraph_break(tmp_path: Path) -> None:
 
 def test_evidence_cut_never_splits_an_emoji_and_keeps_the_budget(tmp_path: Path) -> None:
     write_chat(tmp_path, "A", [("user", "😀" * 2000)])  # one block: no paragraph break to cut at
-    evidence = collect_chat_evidence(tmp_path / "对话" / "A", user_name=USER, char_name=CHAR, max_chars=1001)
+    evidence = collect_chat_evidence(FileSessions(CardLayout(tmp_path)), "A", user_name=USER, char_name=CHAR,
+                                     max_chars=1001)
     assert evidence is not None
     assert evidence.transcript == "😀" * 500  # 1000 units: a 501st emoji would need 1002
     assert evidence.omitted_chars == utf16_len("阿明：" + "😀" * 1500) == 3003
@@ -128,15 +132,15 @@ def test_evidence_builds_each_session_view_once(tmp_path: Path, monkeypatch: pyt
         return story_view(branch)
 
     monkeypatch.setattr(card_inputs, "story_view", counting_view)
-    evidence = collect_chat_evidence(tmp_path / "对话" / "A", user_name=USER, char_name=CHAR)
+    evidence = collect_chat_evidence(FileSessions(CardLayout(tmp_path)), "A", user_name=USER, char_name=CHAR)
     assert evidence is not None and evidence.turns == 2
     assert built == [2, 2]  # one view per session file, shared by the section and the beat count
 
 
 def test_greeting_only_chat_has_no_evidence(tmp_path: Path) -> None:
     write_chat(tmp_path, "A", [("assistant", "（开场白）欢迎来到梨园。")])
-    assert collect_chat_evidence(tmp_path / "对话" / "A", user_name=USER, char_name=CHAR) is None
-    assert collect_chat_evidence(tmp_path / "对话" / "missing", user_name=USER, char_name=CHAR) is None
+    assert collect_chat_evidence(FileSessions(CardLayout(tmp_path)), "A", user_name=USER, char_name=CHAR) is None
+    assert collect_chat_evidence(FileSessions(CardLayout(tmp_path)), "missing", user_name=USER, char_name=CHAR) is None
 
 
 def test_diff_recaps_changed_and_deleted(tmp_path: Path) -> None:

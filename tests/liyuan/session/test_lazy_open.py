@@ -232,25 +232,27 @@ def test_the_turn_path_parses_only_the_live_tail(tmp_path: Path) -> None:
 
 
 def test_the_recap_of_an_open_chat_reuses_its_tree_and_parses_only_the_tail(tmp_path: Path) -> None:
-    from liyuan.card.files import SESSIONS_DIR
     from liyuan.card.inputs import collect_chat_evidence
+    from liyuan.card.layout import CardLayout
+    from liyuan.card.sessions import FileSessions
 
-    path = tmp_path / "chat" / SESSIONS_DIR / "001.jsonl"
+    sessions = FileSessions(CardLayout(tmp_path))
+    path = sessions.path("chat", "001.jsonl")
     path.parent.mkdir(parents=True)
     path.write_text("\n".join(chat_lines(random.Random(9), 200)) + "\n", encoding="utf-8")
     tree = SessionTree(path)
-    asked: list[Path] = []
+    asked: list[tuple[str, str]] = []
 
-    def loaded(session: Path) -> Any:
-        asked.append(session)
-        return tree.written_branch() if session == tree.path else None
+    def loaded(chat_id: str, name: str) -> Any:
+        asked.append((chat_id, name))
+        return tree.written_branch() if (chat_id, name) == ("chat", "001.jsonl") else None
 
-    evidence = collect_chat_evidence(tmp_path / "chat", user_name="我", char_name="她", loaded=loaded)
-    assert asked == [path]  # the open tree's branch, not a second read of the file
+    evidence = collect_chat_evidence(sessions, "chat", user_name="我", char_name="她", loaded=loaded)
+    assert asked == [("chat", "001.jsonl")]  # the open tree's branch, not a second read of the file
     assert 0 < len(parsed(tree)) <= 30  # the whole branch was scanned, only the live tail parsed
     assert evidence is not None and evidence.turns == 171  # the 29 authoring turns are no story
     assert evidence.transcript.startswith("【前情提要】")
-    assert evidence == collect_chat_evidence(tmp_path / "chat", user_name="我", char_name="她")  # as read from the file
+    assert evidence == collect_chat_evidence(sessions, "chat", user_name="我", char_name="她")  # as read from the file
 
 
 def test_a_line_orjson_keeps_is_one_json_keeps_under_every_flipped_bit() -> None:

@@ -1,0 +1,108 @@
+"""A card's chats' sessions, wherever they are kept: the seam the card and its sync read through.
+
+:class:`SessionStore` is what :class:`~liyuan.Card` and the card's sync
+(:class:`~liyuan.card.sync.CardMemory`) need of the sessions: which chats have any, a
+chat's sessions in order, one session's log (:class:`~liyuan.session.log.SessionLog`),
+a fingerprint that changes whenever a session of the chat grows, and the heads that
+tell the same sessions from new ones under the same chat id. Everything a session means
+is read by one loader from the log's bytes, so the recaps are the same on every backend.
+
+:class:`FileSessions` is the default: ``对话/<chatId>/会话/*.jsonl`` in the card folder,
+read and checked exactly as before the seam (a symlinked file is no session, a chat
+folder that leads outside the card raises :class:`~liyuan.errors.UnsafePathError`).
+``liyuan.storage.pgsessions.PostgresSessions`` keeps them in PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from liyuan.card.files import session_heads, sessions_kept, source_mark_of
+from liyuan.card.layout import SESSIONS_DIR, CardLayout
+from liyuan.errors import TreeError
+from liyuan.session.loader import SessionContent
+from liyuan.session.log import FileSessionLog, SessionLog
+
+__all__ = ["FileSessions", "SessionStore"]
+
+
+class SessionStore(Protocol):
+    """The sessions of one card's chats."""
+
+    def chat_ids(self) -> list[str]:
+        """The chats of the card, sorted."""
+        ...
+
+    def names(self, chat_id: str) -> list[str]:
+        """The chat's sessions in order (``001.jsonl`` ...); empty when it has none."""
+        ...
+
+    def log(self, chat_id: str, name: str, *, fsync: bool = True) -> SessionLog:
+        """One session of the chat, to read and append to (created on its first write)."""
+        ...
+
+    def read(self, chat_id: str, name: str) -> SessionContent | None:
+        """One session's content, read-only; ``None`` when it is gone or unreadable."""
+        ...
+
+    def mark(self, chat_id: str) -> str:
+        """A fingerprint of the chat's sessions that changes when any of them grows;
+        ``""`` when it has none (the sync skips it)."""
+        ...
+
+    def heads(self, chat_id: str) -> dict[str, bytes]:
+        """The first bytes of each session: which sessions a recap is built from."""
+        ...
+
+    def kept(self, chat_id: str, heads: dict[str, bytes]) -> bool:
+        """True when every session of ``heads`` is still there with its head (grown or not)."""
+        ...
+
+    def drop(self, chat_id: str) -> None:
+        """Delete every session of the chat."""
+        ...
+
+
+class FileSessions:
+    """Sessions as JSONL files in the card folder (the default; see the module docstring)."""
+
+    def __init__(self, layout: CardLayout) -> None:
+        self.layout = layout
+
+    def chat_ids(self) -> list[str]:
+        return self.layout.chat_ids()
+
+    def names(self, chat_id: str) -> list[str]:
+        folder = self.layout.sessions_dir(chat_id)
+        try:
+            # A symlinked session file would read from outside the card: it is no session.
+            return sorted(p.name for p in folder.iterdir()
+                          if p.name.endswith(".jsonl") and p.is_file() and not p.is_symlink())
+        except OSError:
+            return []
+
+    def path(self, chat_id: str, name: str) -> Path:
+        """Where the session's file is (checked: a symlinked file or folder is refused)."""
+        return self.layout.chat_file(chat_id, SESSIONS_DIR, name)
+
+    def log(self, chat_id: str, name: str, *, fsync: bool = True) -> FileSessionLog:
+        return FileSessionLog(self.path(chat_id, name), fsync=fsync)
+
+    def read(self, chat_id: str, name: str) -> SessionContent | None:
+        try:
+            return FileSessionLog(self.layout.sessions_dir(chat_id) / name).read()
+        except TreeError:  # an unreadable file reads as no session, as it always did
+            return None
+
+    def mark(self, chat_id: str) -> str:
+        return source_mark_of(self.layout.sessions_dir(chat_id))
+
+    def heads(self, chat_id: str) -> dict[str, bytes]:
+        return session_heads(self.layout.sessions_dir(chat_id))
+
+    def kept(self, chat_id: str, heads: dict[str, bytes]) -> bool:
+        return sessions_kept(self.layout.sessions_dir(chat_id), heads)
+
+    def drop(self, chat_id: str) -> None:
+        """Nothing of its own: the chat's folder, sessions included, is deleted with the chat."""
