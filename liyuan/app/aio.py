@@ -193,6 +193,10 @@ class AsyncCard:
         """See :meth:`Card.greetings <liyuan.app.card.Card.greetings>`."""
         return await asyncio.to_thread(self.sync_card.greetings)
 
+    async def reopen(self, chat_id: str) -> AsyncChat:
+        """See :meth:`Card.reopen <liyuan.app.card.Card.reopen>`."""
+        return AsyncChat(await asyncio.to_thread(self.sync_card.reopen, chat_id))
+
     async def delete_chat(self, chat_id: str) -> bool:
         """See :meth:`Card.delete_chat <liyuan.app.card.Card.delete_chat>`."""
         return await asyncio.to_thread(self.sync_card.delete_chat, chat_id)

@@ -21,7 +21,6 @@ Invariants:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -45,7 +44,7 @@ from liyuan.card.sync import CardMemory, MergeStatus, SyncOutcome
 from liyuan.card.worker import SyncWorker
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.config import MemoryConfig
-from liyuan.errors import ConfigError, MemoryFileError, ModelError, StateError
+from liyuan.errors import ConfigError, ModelError, StateError
 from liyuan.lore.store import LoreShelf
 from liyuan.model import ChatModel, Completion, ModelRequest
 from liyuan.runner import Deadline
@@ -223,6 +222,17 @@ class Card(CardLore):
             UnsafePathError: ``对话/`` itself is a symlink.
         """
         return self._sessions.chat_ids()
+
+    def reopen(self, chat_id: str) -> Chat:
+        """Open a chat again from its stored sessions: after a
+        :class:`~liyuan.errors.SessionConflictError` (another app server wrote to it), this
+        chat's next turn sees what the other wrote. The old :class:`Chat` is closed."""
+        validate_chat_id(chat_id)
+        with self._chats_guard:
+            chat = self._chats.pop(chat_id, None)
+        if chat is not None:
+            chat.close()
+        return self.chat(chat_id)
 
     def delete_chat(self, chat_id: str) -> bool:
         """Delete a chat: its recap, then its folder; the card then forgets what it alone supported.
@@ -405,22 +415,8 @@ class Card(CardLore):
         self._synced(key, SyncOutcome(errors=[f"{type(exc).__name__}: {exc}"]))
 
     def _clean_interrupted_imports(self) -> None:
-        """Remove what imports killed mid-way left: their temporary files, and the chat folders
-        they had created that hold nothing else (a phantom chat :meth:`chat_ids` would list)."""
-        from liyuan.session.imports import remove_dead_import_temps
-
-        removed = 0
-        try:
-            for chat_id in self._layout.chat_ids():
-                sessions = self._layout.sessions_dir(chat_id)
-                count = remove_dead_import_temps(sessions)
-                if count:
-                    removed += count
-                    for folder in (sessions, sessions.parent):
-                        with contextlib.suppress(OSError):  # not empty: a real chat, kept
-                            folder.rmdir()
-        except (OSError, MemoryFileError) as exc:  # a symlink or an unreadable folder: the calls say so
-            _log.warning("清理导入残留时出错：%s", exc)
+        """Remove what imports killed mid-way left (see :meth:`FileSessions.clean_dead_imports`)."""
+        removed = self._sessions.clean_dead_imports() if isinstance(self._sessions, FileSessions) else 0
         if removed:
             self._emit(Activity("sync", f"清理了 {removed} 个导入中断（进程被杀）时留下的临时文件"))
 

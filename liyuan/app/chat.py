@@ -40,7 +40,7 @@ from liyuan.model import ChatMessage, ChatModel, Usage
 from liyuan.runner import Job
 from liyuan.session.branch import BranchView
 from liyuan.session.entries import Entry, awaits_reply
-from liyuan.session.state import STATE_ENTRY_TYPE, Ledger, format_roster, format_state, state_from_branch
+from liyuan.session.state import STATE_ENTRY_TYPE, Ledger, format_roster, format_state, latest_state_entry
 from liyuan.session.tree import SessionTree
 from liyuan.story.compact import CompactionPlan, compact_now, run_compaction
 from liyuan.story.history import active_summary
@@ -321,7 +321,8 @@ class Chat:
     def _assemble(self, user: Entry | None, user_text: str, *, ledger: Ledger | None, roster: str | None,
                   lore_index: str, extra: Sequence[str]) -> Turn:
         branch = self.tree.branch()
-        shown = ledger if ledger is not None else state_from_branch(branch)
+        snapshot = latest_state_entry(branch) if ledger is None else None  # indexed: no walk back to the root
+        shown = ledger if snapshot is None else Ledger.from_dict(snapshot.data)
         recall: list[str] = []
         if self.vector is not None and self._config.vector.inject_on_turn:
             recall = recall_for_turn(self.vector, user_text, branch_ids_of(branch),
@@ -339,12 +340,10 @@ class Chat:
         record = prepared.record
         if resident and self._resident_file:
             record = record.with_sources("resident", [f"file:{self._resident_file}"])
-        if ledger is None:
-            snapshot = branch.latest_custom(STATE_ENTRY_TYPE)  # indexed: no walk back over a chat with none
-            if snapshot is not None:
-                record = record.with_sources("state", [f"entry:{snapshot.id}"])
-                if roster is None:  # rendered from the same snapshot
-                    record = record.with_sources("roster", [f"entry:{snapshot.id}"])
+        if snapshot is not None:  # the ledger shown is the branch's latest snapshot
+            record = record.with_sources("state", [f"entry:{snapshot.id}"])
+            if roster is None:  # rendered from the same snapshot
+                record = record.with_sources("roster", [f"entry:{snapshot.id}"])
         return Turn(prepared.messages, user_text, user, prepared.summary, prepared.resident, tuple(recall),
                     prepared.injection.render(), record, prepared.lore)
 

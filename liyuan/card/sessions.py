@@ -15,16 +15,20 @@ folder that leads outside the card raises :class:`~liyuan.errors.UnsafePathError
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from pathlib import Path
 from typing import Protocol
 
 from liyuan.card.files import session_heads, sessions_kept, source_mark_of
 from liyuan.card.layout import SESSIONS_DIR, CardLayout
-from liyuan.errors import TreeError
+from liyuan.errors import MemoryFileError, TreeError
 from liyuan.session.loader import SessionContent
 from liyuan.session.log import FileSessionLog, SessionLog
 
 __all__ = ["FileSessions", "SessionStore"]
+
+_log = logging.getLogger(__name__)
 
 
 class SessionStore(Protocol):
@@ -106,3 +110,23 @@ class FileSessions:
 
     def drop(self, chat_id: str) -> None:
         """Nothing of its own: the chat's folder, sessions included, is deleted with the chat."""
+
+    def clean_dead_imports(self) -> int:
+        """Remove what imports killed mid-way left: their temporary files, and the chat folders
+        they had created that hold nothing else (a phantom chat :meth:`chat_ids` would list).
+        Returns how many files went; a symlink or an unreadable folder is logged and skipped."""
+        from liyuan.session.imports import remove_dead_import_temps
+
+        removed = 0
+        try:
+            for chat_id in self.layout.chat_ids():
+                sessions = self.layout.sessions_dir(chat_id)
+                count = remove_dead_import_temps(sessions)
+                if count:
+                    removed += count
+                    for folder in (sessions, sessions.parent):
+                        with contextlib.suppress(OSError):  # not empty: a real chat, kept
+                            folder.rmdir()
+        except (OSError, MemoryFileError) as exc:  # a symlink or an unreadable folder: the calls say so
+            _log.warning("清理导入残留时出错：%s", exc)
+        return removed

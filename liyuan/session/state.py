@@ -25,6 +25,7 @@ __all__ = [
     "Ledger",
     "format_roster",
     "format_state",
+    "latest_state_entry",
     "state_from_branch",
 ]
 
@@ -172,15 +173,20 @@ def format_roster(ledger: Ledger | None) -> str:
 
 
 def state_from_branch(branch: Sequence[Entry]) -> Ledger | None:
-    """The latest ``rp-state`` snapshot on the branch, or ``None``.
+    """The latest ``rp-state`` snapshot on the branch, or ``None`` (see :func:`latest_state_entry`)."""
+    latest = latest_state_entry(branch)
+    return Ledger.from_dict(latest.data) if latest is not None else None
+
+
+def latest_state_entry(branch: Sequence[Entry]) -> Entry | None:
+    """The latest ``rp-state`` entry on the branch, or ``None``.
 
     On the tree's current branch (a :class:`~liyuan.session.branch.BranchView`) this is a
     look-up in the branch's index, whatever the branch's length; on a list, a scan back.
     """
+    found: Entry | None
     if isinstance(branch, BranchView):
-        latest = branch.latest_custom(STATE_ENTRY_TYPE)
-        return Ledger.from_dict(latest.data) if latest is not None else None
-    for entry in reversed(branch):
-        if entry.type == "custom" and entry.custom_type == STATE_ENTRY_TYPE:
-            return Ledger.from_dict(entry.data)
-    return None
+        found = branch.latest_custom(STATE_ENTRY_TYPE)
+    else:
+        found = next((e for e in reversed(branch) if e.type == "custom" and e.custom_type == STATE_ENTRY_TYPE), None)
+    return found

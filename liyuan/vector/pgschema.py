@@ -1,4 +1,4 @@
-"""The PostgreSQL schema of the chunk store, its version and its migrations.
+"""The PostgreSQL schema of liyuan's tables (chunks, sessions), its version and its migrations.
 
 Invariants:
 
@@ -28,7 +28,7 @@ except ModuleNotFoundError as exc:
 
 __all__ = ["SCHEMA_VERSION", "migrate"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _MIGRATIONS: tuple[str, ...] = (
     # 0 -> 1: the chats, their chunks, eviction counts and pending turns.
@@ -79,6 +79,17 @@ _MIGRATIONS: tuple[str, ...] = (
         node_id text,
         text text NOT NULL,
         PRIMARY KEY (scope, chat, seq)
+    );
+    """,
+    # 1 -> 2: the chats' sessions, line by line, exactly as a session file holds them.
+    """
+    CREATE TABLE liyuan_session_lines (
+        scope text NOT NULL,
+        chat text NOT NULL,
+        session text NOT NULL,
+        seq bigint NOT NULL,
+        line bytea NOT NULL,
+        PRIMARY KEY (scope, chat, session, seq)
     );
     """,
 )

@@ -1,0 +1,12 @@
+"""Where a card's state is kept when one machine is not enough (issue 22).
+
+The default is the card folder: files in it, read and written by the rest of liyuan.
+The modules here are other backends behind the same seams, imported by their full name
+(they need the ``postgres`` extra): :mod:`liyuan.storage.pgsessions` keeps the chats'
+sessions in PostgreSQL (the chats' vector memory has its own:
+:class:`liyuan.vector.PostgresChunkStores`).
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -1,0 +1,216 @@
+"""A card's sessions in PostgreSQL: several app servers, one chat, nothing lost.
+
+``Card.open(path, sessions=PostgresSessions(conninfo, scope="卡的 id"))`` keeps every
+chat's sessions in one table, ``liyuan_session_lines``, one row per appended line, the
+bytes exactly as a session file holds them (so a session reads back through the same
+loader and gives the same tree, and a session exports to a file byte for byte). Needs
+the ``postgres`` extra (psycopg 3 and pgvector).
+
+Invariants:
+
+- Rows are keyed by ``(scope, chat, session, seq)``; ``seq`` counts a session's lines
+  from 1 (the header) without gaps, and a row is never updated.
+- Every append is one transaction holding ``pg_advisory_xact_lock`` on a hash of the
+  session's key, and it inserts only if the session's last ``seq`` is the one this log
+  last read or wrote. Two servers appending to one chat take turns; the one whose view
+  is stale is refused with :class:`~liyuan.errors.SessionConflictError` and writes
+  nothing (no entry lost, none duplicated, none forked behind the other's back). Locks
+  are transaction-scoped, so a crashed holder frees them with its connection, and they
+  are safe behind a connection pool.
+- A chat's fingerprint (:meth:`PostgresSessions.mark`) is per session its name, line
+  count, byte count and a digest of its header: it changes with every append, and a chat
+  deleted and started again under the same id has other headers.
+- One connection per :class:`PostgresSessions` (opened on first use, reopened after a
+  failure), shared by its logs and serialised by a lock: a card's appends queue in one
+  process, and each takes one round trip.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from liyuan.errors import ConfigError, SessionConflictError, TreeError
+from liyuan.session.loader import SessionContent, read_entries
+from liyuan.vector.pgschema import migrate
+from liyuan.vector.requires import postgres_missing
+
+try:
+    import psycopg
+except ModuleNotFoundError as exc:
+    raise postgres_missing(exc) from exc
+
+__all__ = ["PostgresSessionLog", "PostgresSessions"]
+
+_T = TypeVar("_T")
+_SESSION = "scope = %(scope)s AND chat = %(chat)s AND session = %(session)s"
+
+
+def _key(*parts: str) -> int:
+    digest = hashlib.blake2b("\x00".join(("session", *parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+class PostgresSessions:
+    """The sessions of one card's chats in PostgreSQL (:class:`~liyuan.card.sessions.SessionStore`).
+
+    Args:
+        conninfo: A libpq connection string or URI (``postgresql://user@host/db``).
+        scope: The card's id in the database (chats of two scopes never mix).
+
+    Raises:
+        ConfigError: The server cannot be reached, or the schema is newer than this
+            library knows (on first use).
+    """
+
+    def __init__(self, conninfo: str, *, scope: str) -> None:
+        self._conninfo = conninfo
+        self.scope = scope
+        self._lock = threading.RLock()
+        self._db: psycopg.Connection[Any] | None = None
+
+    # -- connection ------------------------------------------------------------------
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        if self._db is not None and not self._db.closed and not self._db.broken:
+            return self._db
+        try:
+            db = psycopg.connect(self._conninfo, autocommit=True)
+        except psycopg.OperationalError as exc:
+            raise ConfigError(f"无法连接存放会话的 PostgreSQL：{exc}") from exc
+        try:
+            migrate(db)
+        except BaseException:
+            db.close()
+            raise
+        self._db = db
+        return db
+
+    def run(self, work: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+        """``work(connection)`` under this store's lock; a database failure is a :class:`TreeError`."""
+        with self._lock:
+            try:
+                return work(self._connection())
+            except psycopg.Error as exc:
+                raise TreeError(f"PostgreSQL 里的会话读写失败：{exc}") from exc
+
+    @contextmanager
+    def transaction(self, *key: str) -> Iterator[psycopg.Cursor[Any]]:
+        """One transaction holding the advisory lock of ``key`` (a session, or a chat)."""
+        with self._lock:
+            db = self._connection()
+            try:
+                with db.transaction(), db.cursor() as cur:
+                    cur.execute("SELECT pg_advisory_xact_lock(%s)", (_key(self.scope, *key),))
+                    yield cur
+            except psycopg.Error as exc:
+                raise TreeError(f"PostgreSQL 里的会话写入失败（没有写入）：{exc}") from exc
+
+    def close(self) -> None:
+        """Close the connection (the next call opens a new one)."""
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    # -- the store -------------------------------------------------------------------
+
+    def chat_ids(self) -> list[str]:
+        rows = self.run(lambda db: db.execute(
+            "SELECT DISTINCT chat FROM liyuan_session_lines WHERE scope = %s ORDER BY chat", (self.scope,)).fetchall())
+        return [row[0] for row in rows]
+
+    def names(self, chat_id: str) -> list[str]:
+        rows = self.run(lambda db: db.execute(
+            "SELECT DISTINCT session FROM liyuan_session_lines WHERE scope = %s AND chat = %s ORDER BY session",
+            (self.scope, chat_id)).fetchall())
+        return [row[0] for row in rows]
+
+    def log(self, chat_id: str, name: str, *, fsync: bool = True) -> PostgresSessionLog:
+        """One session (``fsync`` is moot: every append is a committed transaction)."""
+        return PostgresSessionLog(self, chat_id, name)
+
+    def read(self, chat_id: str, name: str) -> SessionContent | None:
+        try:
+            return PostgresSessionLog(self, chat_id, name).read()
+        except TreeError:
+            return None
+
+    def mark(self, chat_id: str) -> str:
+        rows = self.run(lambda db: db.execute(
+            "SELECT session, count(*), sum(length(line)), md5(min(CASE WHEN seq = 1 THEN line END))"
+            " FROM liyuan_session_lines WHERE scope = %s AND chat = %s GROUP BY session ORDER BY session",
+            (self.scope, chat_id)).fetchall())
+        return "|".join(f"{name}:{lines}:{size}:{(head or '')[:12]}" for name, lines, size, head in rows)
+
+    def heads(self, chat_id: str) -> dict[str, bytes]:
+        rows = self.run(lambda db: db.execute(
+            "SELECT session, line FROM liyuan_session_lines WHERE scope = %s AND chat = %s AND seq = 1",
+            (self.scope, chat_id)).fetchall())
+        return {name: bytes(line) for name, line in rows}
+
+    def kept(self, chat_id: str, heads: dict[str, bytes]) -> bool:
+        if not heads:
+            return False
+        now = self.heads(chat_id)
+        return all(now.get(name) == head for name, head in heads.items())
+
+    def drop(self, chat_id: str) -> None:
+        """Delete every session of the chat, in one transaction."""
+        with self.transaction(chat_id) as cur:
+            cur.execute("DELETE FROM liyuan_session_lines WHERE scope = %s AND chat = %s", (self.scope, chat_id))
+
+
+class PostgresSessionLog:
+    """One session in PostgreSQL (:class:`~liyuan.session.log.SessionLog`); see the module docstring."""
+
+    def __init__(self, store: PostgresSessions, chat_id: str, name: str) -> None:
+        self._store = store
+        self.chat_id = chat_id
+        self._name = name
+        self._where = {"scope": store.scope, "chat": chat_id, "session": name}
+        self._lines = 0
+        """The last ``seq`` this log read or wrote: where the next append must land."""
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def read(self) -> SessionContent | None:
+        rows = self._store.run(lambda db: db.execute(
+            f"SELECT seq, line FROM liyuan_session_lines WHERE {_SESSION} ORDER BY seq", self._where).fetchall())
+        if not rows:
+            return None
+        self._lines = int(rows[-1][0])
+        return read_entries(b"".join(bytes(row[1]) for row in rows), self._name)
+
+    def create(self, header: bytes) -> None:
+        """Store a new session: its header, or a whole session's lines (an import)."""
+        lines = header.splitlines(keepends=True)
+        with self._store.transaction(self.chat_id, self._name) as cur:
+            if cur.execute(f"SELECT 1 FROM liyuan_session_lines WHERE {_SESSION} LIMIT 1", self._where).fetchone():
+                raise SessionConflictError(f"会话 {self.chat_id}/{self._name} 已经在别处建好了：重新打开这一局再继续")
+            cur.executemany("INSERT INTO liyuan_session_lines (scope, chat, session, seq, line)"
+                            " VALUES (%(scope)s, %(chat)s, %(session)s, %(seq)s, %(line)s)",
+                            [{**self._where, "seq": seq, "line": line} for seq, line in enumerate(lines, start=1)])
+        self._lines = len(lines)
+
+    def append(self, data: bytes) -> None:
+        with self._store.transaction(self.chat_id, self._name) as cur:
+            row = cur.execute(f"SELECT coalesce(max(seq), 0) FROM liyuan_session_lines WHERE {_SESSION}",
+                              self._where).fetchone()
+            last = int(row[0]) if row else 0
+            if last != self._lines:
+                raise SessionConflictError(
+                    f"这一局（{self.chat_id}/{self._name}）在别处有了新的内容（{last - self._lines} 行），"
+                    "这一条没有写入：重新打开这一局（card.reopen）看到那些内容后再继续")
+            cur.execute("INSERT INTO liyuan_session_lines (scope, chat, session, seq, line)"
+                        " VALUES (%(scope)s, %(chat)s, %(session)s, %(seq)s, %(line)s)",
+                        {**self._where, "seq": last + 1, "line": data})
+        self._lines = last + 1
+
+    def sync(self) -> None:
+        """Nothing to do: every append was committed."""
