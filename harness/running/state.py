@@ -21,6 +21,7 @@ from liyuan.clock import counter_ids
 from liyuan.config import MemoryConfig
 
 if TYPE_CHECKING:
+    from liyuan.card.sessions import SessionStore
     from liyuan.vector.chunkstore import ChunkStores
 
 from .artifacts import ArtifactSet
@@ -80,6 +81,8 @@ class ScenarioRun:
     """The project root (``sim/imports/`` is read from it)."""
     chunk_stores: ChunkStores | None = None
     """Where the card's chats keep their vector memory (``None``: SQLite files, the default)."""
+    sessions: SessionStore | None = None
+    """Where the card's chats keep their sessions (``None``: JSONL files, the default)."""
     opened: dict[str, Chat] = field(default_factory=dict)
     """Chats already opened (their opening written)."""
     played: dict[str, int] = field(default_factory=dict)
@@ -103,7 +106,8 @@ class ScenarioRun:
             self._card = Card.open(self.workdir / "cards" / self.scenario.card, side_model=self.recorder,
                                    config=self.config, user_name=self.scenario.user, char_name=self.scenario.char,
                                    on_activity=self.on_activity, background=False, clock=self.clock,
-                                   ids=counter_ids("e"), auto_sync=False, chunk_stores=self.chunk_stores)
+                                   ids=counter_ids("e"), auto_sync=False, chunk_stores=self.chunk_stores,
+                                   sessions=self.sessions)
         return self._card
 
     def chat_spec(self, chat_id: str) -> ChatSpec:
