@@ -50,6 +50,10 @@ class SessionStore(Protocol):
         """One session's content, read-only; ``None`` when it is gone or unreadable."""
         ...
 
+    def raw(self, chat_id: str, name: str) -> bytes | None:
+        """One session's bytes exactly as stored (what a file of it holds); ``None`` when gone."""
+        ...
+
     def mark(self, chat_id: str) -> str:
         """A fingerprint of the chat's sessions that changes when any of them grows;
         ``""`` when it has none (the sync skips it)."""
@@ -98,6 +102,14 @@ class FileSessions:
             return FileSessionLog(self.layout.sessions_dir(chat_id) / name).read()
         except TreeError:  # an unreadable file reads as no session, as it always did
             return None
+
+    def raw(self, chat_id: str, name: str) -> bytes | None:
+        try:
+            return self.path(chat_id, name).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise TreeError(f"无法读取会话文件 {chat_id}/{name}：{exc}") from exc
 
     def mark(self, chat_id: str) -> str:
         return source_mark_of(self.layout.sessions_dir(chat_id))

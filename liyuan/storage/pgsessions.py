@@ -49,6 +49,13 @@ _T = TypeVar("_T")
 _SESSION = "scope = %(scope)s AND chat = %(chat)s AND session = %(session)s"
 
 
+def _lines_of(data: bytes) -> list[bytes]:
+    """``data`` cut after every ``\n`` (only there: a stray ``\r`` in a damaged line stays in
+    its line); a last piece without one (a torn write) is a line of its own."""
+    parts = data.split(b"\n")
+    return [part + b"\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
 def _key(*parts: str) -> int:
     digest = hashlib.blake2b("\x00".join(("session", *parts)).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
@@ -139,6 +146,12 @@ class PostgresSessions:
         except TreeError:
             return None
 
+    def raw(self, chat_id: str, name: str) -> bytes | None:
+        rows = self.run(lambda db: db.execute(
+            f"SELECT line FROM liyuan_session_lines WHERE {_SESSION} ORDER BY seq",
+            {"scope": self.scope, "chat": chat_id, "session": name}).fetchall())
+        return b"".join(bytes(row[0]) for row in rows) if rows else None
+
     def mark(self, chat_id: str) -> str:
         rows = self.run(lambda db: db.execute(
             "SELECT session, count(*), sum(length(line)), md5(min(CASE WHEN seq = 1 THEN line END))"
@@ -189,7 +202,7 @@ class PostgresSessionLog:
 
     def create(self, header: bytes) -> None:
         """Store a new session: its header, or a whole session's lines (an import)."""
-        lines = header.splitlines(keepends=True)
+        lines = _lines_of(header)
         with self._store.transaction(self.chat_id, self._name) as cur:
             if cur.execute(f"SELECT 1 FROM liyuan_session_lines WHERE {_SESSION} LIMIT 1", self._where).fetchone():
                 raise SessionConflictError(f"会话 {self.chat_id}/{self._name} 已经在别处建好了：重新打开这一局再继续")

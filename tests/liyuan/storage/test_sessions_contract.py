@@ -146,3 +146,31 @@ def test_scopes_do_not_mix(postgres_dsn: str) -> None:
     assert card_a.chat_ids() == ["a"] and card_b.chat_ids() == [] and card_b.read("a", "001.jsonl") is None
     card_a.close()
     card_b.close()
+
+
+def test_a_card_s_sessions_go_to_postgres_and_back_byte_for_byte(postgres_dsn: str, tmp_path: Path) -> None:
+    from liyuan.storage.copy import copy_sessions
+    from liyuan.storage.pgsessions import PostgresSessions
+
+    files = FileSessions(CardLayout(tmp_path / "原卡"))
+    tree = _tree(files, "a")
+    first = tree.append_message("user", "第一句")
+    tree.append_message("assistant", "（手写回复）回答")
+    tree.navigate(first.id)
+    tree.append_message("assistant", "（手写回复）重来的回答")
+    _tree(files, "a", "002.jsonl").append_message("user", "第二个窗口")
+    damaged = files.path("b", "001.jsonl")
+    damaged.parent.mkdir(parents=True)
+    damaged.write_bytes(b'{"type":"session","version":1,"id":"b"}\n\xff\xfe not\r json\n'
+                        b'{"id":"x","parentId":null,"type":"message","role":"user","text":"\xe5\xa5\xbd"}\n{"id":"torn","par')
+    database = PostgresSessions(postgres_dsn, scope="搬家")
+    assert copy_sessions(files, database) == 3
+    back = FileSessions(CardLayout(tmp_path / "搬回来"))
+    assert copy_sessions(database, back) == 3
+    for chat_id, name in (("a", "001.jsonl"), ("a", "002.jsonl"), ("b", "001.jsonl")):
+        assert back.path(chat_id, name).read_bytes() == files.path(chat_id, name).read_bytes()
+    copied = SessionTree(log=database.log("b", "001.jsonl"))  # damage reads the same from the database
+    assert copied.problems == SessionTree(damaged).problems and [e.id for e in copied] == ["x"]
+    with pytest.raises(SessionConflictError, match="不覆盖"):
+        copy_sessions(files, database, chats=["a"])
+    database.close()
