@@ -1,4 +1,6 @@
-"""The two chunk stores side by side (``python -m harness bench --only stores``; issue 22).
+"""The two backends side by side, chunk stores and sessions (``python -m harness bench --only stores``; issue 22).
+
+The sessions' half (per-turn cost, opening a 10,000-turn chat) is :mod:`harness.bench.session_backends`.
 
 One chat of 5,000 chunks of 384-d vectors (a seeded random embedder: the store's cost,
 not a model's) in the SQLite file and in PostgreSQL with pgvector, measured alike:
@@ -41,6 +43,7 @@ from liyuan.vector.config import EXTERNAL, NARRATIVE
 
 from ..pgserver import DSN_ENV, PostgresUnavailable, start_postgres
 from .overhead import percentile
+from .session_backends import print_sessions, session_table
 
 __all__ = ["DIM", "RandomEmbedder", "print_stores", "store_table"]
 
@@ -177,6 +180,7 @@ def store_table(folder: Path, *, chunks: int = CHUNKS, dsn: str | None = None,
             close = getattr(store, "close", None)
             if close is not None:
                 close()
+        table["sessions"] = session_table(server, progress=progress)
     return table
 
 
@@ -197,4 +201,9 @@ def print_stores(table: dict[str, Any]) -> None:
     print(f"{'指标':<28}" + "".join(f"{name:>14}" for name in backends))
     for key, label in _ROWS:
         print(f"{label:<28}" + "".join(f"{data[key]:>14,}" for data in backends.values()))
+    recall_p95 = backends.get("postgres", {}).get("recall_p95_ms")
+    if recall_p95 is not None:
+        print(f"目标：PostgreSQL 召回 p95 ≤ 50 毫秒 → {'达标' if recall_p95 <= 50 else '未达标'}（{recall_p95:.2f}）")
     print(f"PostgreSQL：{table['notes']['postgres']}")
+    if "sessions" in table:
+        print_sessions(table["sessions"])

@@ -10,13 +10,14 @@ Invariants:
 
 - Rows are keyed by ``(scope, chat, session, seq)``; ``seq`` counts a session's lines
   from 1 (the header) without gaps, and a row is never updated.
-- Every append is one transaction holding ``pg_advisory_xact_lock`` on a hash of the
-  session's key, and it inserts only if the session's last ``seq`` is the one this log
-  last read or wrote. Two servers appending to one chat take turns; the one whose view
-  is stale is refused with :class:`~liyuan.errors.SessionConflictError` and writes
-  nothing (no entry lost, none duplicated, none forked behind the other's back). Locks
-  are transaction-scoped, so a crashed holder frees them with its connection, and they
-  are safe behind a connection pool.
+- Every append is one ``INSERT`` of the ``seq`` after the last one this log read or
+  wrote (one round trip, its own transaction). The primary key lets only one writer have
+  a ``seq``: of two servers appending to one chat on the same view, the second is refused
+  with :class:`~liyuan.errors.SessionConflictError` and writes nothing (no entry lost,
+  none duplicated, none forked behind the other's back); an append to a session deleted
+  meanwhile is refused the same way. Creating and deleting sessions hold a
+  transaction-scoped advisory lock on the session's (or chat's) key, which a crashed
+  holder frees with its connection and which is safe behind a connection pool.
 - A chat's fingerprint (:meth:`PostgresSessions.mark`) is per session its name, line
   count, byte count and a digest of its header: it changes with every append, and a chat
   deleted and started again under the same id has other headers.
@@ -47,6 +48,16 @@ __all__ = ["PostgresSessionLog", "PostgresSessions"]
 
 _T = TypeVar("_T")
 _SESSION = "scope = %(scope)s AND chat = %(chat)s AND session = %(session)s"
+
+
+_APPEND = f"""
+INSERT INTO liyuan_session_lines (scope, chat, session, seq, line)
+SELECT %(scope)s, %(chat)s, %(session)s, %(seq)s, %(line)s
+WHERE %(seq)s = 1 OR EXISTS (SELECT 1 FROM liyuan_session_lines WHERE {_SESSION} AND seq = %(seq)s - 1)
+"""
+"""One append, one statement: the next ``seq`` after the last this log saw. The primary key
+lets one writer have it (the other's insert fails: a conflict); the ``EXISTS`` refuses a
+session deleted meanwhile."""
 
 
 def _lines_of(data: bytes) -> list[bytes]:
@@ -212,18 +223,19 @@ class PostgresSessionLog:
         self._lines = len(lines)
 
     def append(self, data: bytes) -> None:
-        with self._store.transaction(self.chat_id, self._name) as cur:
-            row = cur.execute(f"SELECT coalesce(max(seq), 0) FROM liyuan_session_lines WHERE {_SESSION}",
-                              self._where).fetchone()
-            last = int(row[0]) if row else 0
-            if last != self._lines:
+        seq = self._lines + 1
+        try:
+            inserted = self._store.run(
+                lambda db: db.execute(_APPEND, {**self._where, "seq": seq, "line": data}).rowcount)
+        except TreeError as exc:
+            if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
                 raise SessionConflictError(
-                    f"这一局（{self.chat_id}/{self._name}）在别处有了新的内容（{last - self._lines} 行），"
-                    "这一条没有写入：重新打开这一局（card.reopen）看到那些内容后再继续")
-            cur.execute("INSERT INTO liyuan_session_lines (scope, chat, session, seq, line)"
-                        " VALUES (%(scope)s, %(chat)s, %(session)s, %(seq)s, %(line)s)",
-                        {**self._where, "seq": last + 1, "line": data})
-        self._lines = last + 1
+                    f"这一局（{self.chat_id}/{self._name}）在别处有了新的内容，这一条没有写入："
+                    "重新打开这一局（card.reopen）看到那些内容后再继续") from exc
+            raise
+        if inserted != 1:
+            raise SessionConflictError(f"这一局（{self.chat_id}/{self._name}）在别处被删除了，这一条没有写入")
+        self._lines = seq
 
     def sync(self) -> None:
         """Nothing to do: every append was committed."""

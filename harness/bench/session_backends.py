@@ -1,0 +1,128 @@
+"""The two session backends side by side (part of ``python -m harness bench --only stores``; issue 22).
+
+One chat of 10,000 turns (user line, reply, ledger snapshot, a scripted relay summary
+every 30 turns: :mod:`harness.bench.longchat`), written once as a file and copied byte
+for byte into PostgreSQL (:func:`liyuan.storage.copy.copy_sessions`), then measured
+alike through :class:`liyuan.Card` with vector memory off and an instant scripted side
+model (labelled scripted), so the figures are the library's and its storage's own:
+
+- open: a new ``Card`` and ``card.chat`` to the first ``prepare()`` returning (in this
+  process, so imports are warm; the file is in the page cache, the rows in the server's),
+  median of three;
+- per turn: ``prepare()`` + ``record()`` with a ledger, p50 / p95 over
+  :data:`TURNS` turns after three untimed (each turn appends three entries: a file
+  append with its fsync, or a committed transaction).
+
+The file sits where the long-chat series puts its chats (a memory disk when there is
+one); PostgreSQL is the bench's server (fsync off there too), over loopback: a real
+network adds a round trip per append.
+
+Invariant: nothing here asserts; it prints and returns the numbers.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from liyuan import Card
+from liyuan.card.layout import CardLayout
+from liyuan.card.sessions import FileSessions, SessionStore
+from liyuan.clock import IdFactory
+from liyuan.session.state import Ledger
+
+from ..eval.scripted import scripted_summariser
+from .longchat import CHAR, USER, build_chat, ledger_of, memory_config, reply
+from .overhead import percentile
+
+__all__ = ["TURNS", "session_table"]
+
+SIZE = 10_000
+TURNS = 100
+OPENS = 3
+
+
+def _turns(card_dir: Path, sessions: SessionStore, ids: IdFactory) -> dict[str, float]:
+    with Card.open(card_dir, side_model=scripted_summariser(USER, CHAR), config=memory_config(False),
+                   user_name=USER, char_name=CHAR, ids=ids, sessions=sessions, auto_sync=False) as card:
+        chat = card.chat("long")
+        times = []
+        for beat in range(TURNS + 3):
+            started = time.perf_counter()
+            chat.prepare(f"第{beat}次追问：那把青伞是谁留下的？")
+            chat.record(reply(beat), ledger=Ledger.from_dict(ledger_of(beat)))
+            if beat >= 3:
+                times.append((time.perf_counter() - started) * 1000)
+        card.flush()
+    return {"turn_p50_ms": statistics.median(times), "turn_p95_ms": percentile(times, 95)}
+
+
+def _open(card_dir: Path, sessions: Callable[[], SessionStore], ids: IdFactory) -> float:
+    times = []
+    for _ in range(OPENS):
+        store = sessions()
+        started = time.perf_counter()
+        card = Card.open(card_dir, side_model=scripted_summariser(USER, CHAR), config=memory_config(False),
+                         user_name=USER, char_name=CHAR, ids=ids, sessions=store, auto_sync=False)
+        card.chat("long").prepare("那把青伞是谁留下的？")
+        times.append(time.perf_counter() - started)
+        card.close()
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
+    return statistics.median(times)
+
+
+def session_table(dsn: str | None, *, size: int = SIZE,
+                  progress: Callable[[str], None] = lambda _line: None) -> dict[str, Any]:
+    """Both backends on the same chat (PostgreSQL only when ``dsn`` is given)."""
+    shm = Path("/dev/shm")
+    base = Path(tempfile.mkdtemp(prefix="liyuan-sessions-",
+                                 dir=shm if shm.is_dir() and os.access(shm, os.W_OK) else None))
+    table: dict[str, Any] = {"turns_in_chat": size, "timed_turns": TURNS, "backends": {}}
+    try:
+        progress(f"会话后端：写一局 {size} 轮 …")
+        files_dir = base / "files"
+        _path, ids = build_chat(files_dir, "long", size, ledger=True)
+        backends: dict[str, Callable[[], SessionStore]] = {"files": lambda: FileSessions(CardLayout(files_dir))}
+        if dsn is not None:
+            from liyuan.storage.copy import copy_sessions
+            from liyuan.storage.pgsessions import PostgresSessions
+
+            target = PostgresSessions(dsn, scope="bench-sessions")
+            target.drop("long")
+            copy_sessions(FileSessions(CardLayout(files_dir)), target)
+            target.close()
+            backends["postgres"] = lambda: PostgresSessions(dsn, scope="bench-sessions")
+        for name, make in backends.items():
+            card_dir = files_dir if name == "files" else base / "postgres"
+            progress(f"会话后端：{name}，打开和每轮 …")
+            row = {"open_s": _open(card_dir, make, ids)}
+            store = make()
+            row.update(_turns(card_dir, store, ids))
+            close = getattr(store, "close", None)
+            if close is not None:
+                close()
+            table["backends"][name] = row
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return table
+
+
+def print_sessions(table: dict[str, Any]) -> None:
+    backends = table["backends"]
+    print(f"\n会话后端对比：一局 {table['turns_in_chat']:,} 轮，"
+          f"每轮 prepare + record（带账本，计 {table['timed_turns']} 轮）")
+    print(f"{'指标':<28}" + "".join(f"{name:>14}" for name in backends))
+    for key, label in (("open_s", "打开到首次 prepare（秒）"), ("turn_p50_ms", "每轮 p50（毫秒）"),
+                       ("turn_p95_ms", "每轮 p95（毫秒）")):
+        print(f"{label:<28}" + "".join(f"{data[key]:>14.3f}" for data in backends.values()))
+    if "postgres" in backends:
+        ratio = backends["postgres"]["turn_p50_ms"] / backends["files"]["turn_p50_ms"]
+        print(f"目标：PostgreSQL 每轮不超过文件的 2 倍 → {'达标' if ratio <= 2 else '未达标'}（{ratio:.2f}×）")
