@@ -140,9 +140,12 @@ def _open_child(card_dir: Path, chat_id: str, vector: bool, cap: int) -> dict[st
     result["peak_mb"] = _peak_kb() / 1024
     result["base_mb"] = base / 1024
     if chat.vector is not None:
-        # Warm means both indexes loaded: wait for the keyword index the open started loading.
+        # Warm means the keyword index the open started loading in the background is done.
+        # Not lexical_ready(): that is per snapshot, and the reply's ingest makes a new one,
+        # whose index the next recall appends to the loaded postings (the old wait never
+        # ended when the ingest landed after the load).
         tokenizer = chat.vector.config.lexical_tokenizer
-        while not chat.vector.store.snapshot().lexical_ready(tokenizer) and time.perf_counter() - started < 600:
+        while chat.vector.store.snapshot().lexical_pending(tokenizer) and time.perf_counter() - started < 600:
             time.sleep(0.2)
         result["ready_s"] = time.perf_counter() - started
         times = []

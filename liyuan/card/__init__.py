@@ -14,6 +14,7 @@ raise :class:`~liyuan.errors.VersionConflict`).
 - :mod:`liyuan.card.lock`: the card's locks across threads and processes (OS file locks).
 - :mod:`liyuan.card.manifest`: the manifest ``.清单.json`` and its removal journal.
 - :mod:`liyuan.card.repair`: rebuilding a damaged manifest (the damaged file is kept).
+- :mod:`liyuan.card.sessions`: the sessions seam (:class:`SessionStore`; :class:`FileSessions`, the card folder).
 - :mod:`liyuan.card.inputs`: evidence from a chat's sessions; the recap diff.
 - :mod:`liyuan.card.prompts`: the recap and merge prompts; the merge-reply parser.
 - :mod:`liyuan.card.sync`: :class:`CardMemory` (sync, reading, the hard path).
@@ -27,14 +28,17 @@ from __future__ import annotations
 from liyuan.card.files import validate_chat_id
 from liyuan.card.manual import MemoryDoc, MemoryHit
 from liyuan.card.repair import ManifestRepair
+from liyuan.card.sessions import FileSessions, SessionStore
 from liyuan.card.sync import CardMemory, MergeStatus, SyncOutcome
 
 __all__ = [
     "CardMemory",
+    "FileSessions",
     "ManifestRepair",
     "MemoryDoc",
     "MemoryHit",
     "MergeStatus",
+    "SessionStore",
     "SyncOutcome",
     "validate_chat_id",
 ]
