@@ -318,8 +318,8 @@ def print_long(table: dict[str, Any]) -> None:
         print(_ratio_row(f"{key} 秒", [row[s]["open_s"] for s in sizes], "s "))
         print(_ratio_row(f"{key} 峰值", [row[s]["peak_mb"] - row[s]["base_mb"] for s in sizes], "MB"))
         print(f"{'  会话文件':<16}" + "".join(f"{row[s]['file_mb']:>10.2f}MB" for s in sizes))
-        print(f"{'  每次（秒）':<16}" + "".join(
-            f"{'/'.join(f'{t:.2f}' for t in row[s].get('open_s_runs', [row[s]['open_s']])):>12}" for s in sizes))
+        print("  每次（秒）  " + "；".join(
+            f"{s} 轮 " + "/".join(f"{t:.2f}" for t in row[s].get("open_s_runs", [row[s]["open_s"]])) for s in sizes))
         if key == "向量开":
             print(f"{'  首次召回条数':<16}" + "".join(f"{row[s]['first_recall_hits']:>12}" for s in sizes))
     big = table["open"].get("向量关", {}).get(sizes[-1])
