@@ -15,9 +15,9 @@ Invariants:
   a ``seq``: of two servers appending to one chat on the same view, the second is refused
   with :class:`~liyuan.errors.SessionConflictError` and writes nothing (no entry lost,
   none duplicated, none forked behind the other's back); an append to a session deleted
-  meanwhile is refused the same way. Creating and deleting sessions hold a
-  transaction-scoped advisory lock on the session's (or chat's) key, which a crashed
-  holder frees with its connection and which is safe behind a connection pool.
+  meanwhile is refused the same way. Creating a session and deleting a chat hold a
+  transaction-scoped advisory lock on the chat's key, which a crashed holder frees with
+  its connection and which is safe behind a connection pool.
 - A chat's fingerprint (:meth:`PostgresSessions.mark`) is per session its name, line
   count, byte count and a digest of its header: it changes with every append, and a chat
   deleted and started again under the same id has other headers.
@@ -34,9 +34,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from liyuan.errors import ConfigError, SessionConflictError, TreeError
+from liyuan.errors import SessionConflictError, TreeError
 from liyuan.session.loader import SessionContent, read_entries
-from liyuan.vector.pgschema import migrate
+from liyuan.vector.pgschema import connect
 from liyuan.vector.requires import postgres_missing
 
 try:
@@ -61,8 +61,9 @@ session deleted meanwhile."""
 
 
 def _lines_of(data: bytes) -> list[bytes]:
-    """``data`` cut after every ``\n`` (only there: a stray ``\r`` in a damaged line stays in
-    its line); a last piece without one (a torn write) is a line of its own."""
+    """``data`` cut after every newline byte (only there: a stray carriage return in a
+    damaged line stays in its line); a last piece without one (a torn write) is a line
+    of its own."""
     parts = data.split(b"\n")
     return [part + b"\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
@@ -95,17 +96,8 @@ class PostgresSessions:
     def _connection(self) -> psycopg.Connection[Any]:
         if self._db is not None and not self._db.closed and not self._db.broken:
             return self._db
-        try:
-            db = psycopg.connect(self._conninfo, autocommit=True)
-        except psycopg.OperationalError as exc:
-            raise ConfigError(f"无法连接存放会话的 PostgreSQL：{exc}") from exc
-        try:
-            migrate(db)
-        except BaseException:
-            db.close()
-            raise
-        self._db = db
-        return db
+        self._db = connect(self._conninfo, "PostgreSQL 会话库")
+        return self._db
 
     def run(self, work: Callable[[psycopg.Connection[Any]], _T]) -> _T:
         """``work(connection)`` under this store's lock; a database failure is a :class:`TreeError`."""
@@ -116,13 +108,13 @@ class PostgresSessions:
                 raise TreeError(f"PostgreSQL 里的会话读写失败：{exc}") from exc
 
     @contextmanager
-    def transaction(self, *key: str) -> Iterator[psycopg.Cursor[Any]]:
-        """One transaction holding the advisory lock of ``key`` (a session, or a chat)."""
+    def transaction(self, chat_id: str) -> Iterator[psycopg.Cursor[Any]]:
+        """One transaction holding the chat's advisory lock (creating a session, deleting the chat)."""
         with self._lock:
             db = self._connection()
             try:
                 with db.transaction(), db.cursor() as cur:
-                    cur.execute("SELECT pg_advisory_xact_lock(%s)", (_key(self.scope, *key),))
+                    cur.execute("SELECT pg_advisory_xact_lock(%s)", (_key(self.scope, chat_id),))
                     yield cur
             except psycopg.Error as exc:
                 raise TreeError(f"PostgreSQL 里的会话写入失败（没有写入）：{exc}") from exc
@@ -214,7 +206,7 @@ class PostgresSessionLog:
     def create(self, header: bytes) -> None:
         """Store a new session: its header, or a whole session's lines (an import)."""
         lines = _lines_of(header)
-        with self._store.transaction(self.chat_id, self._name) as cur:
+        with self._store.transaction(self.chat_id) as cur:  # the chat's lock: a drop waits, and vice versa
             if cur.execute(f"SELECT 1 FROM liyuan_session_lines WHERE {_SESSION} LIMIT 1", self._where).fetchone():
                 raise SessionConflictError(f"会话 {self.chat_id}/{self._name} 已经在别处建好了：重新打开这一局再继续")
             cur.executemany("INSERT INTO liyuan_session_lines (scope, chat, session, seq, line)"

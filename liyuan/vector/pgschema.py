@@ -26,7 +26,7 @@ try:
 except ModuleNotFoundError as exc:
     raise postgres_missing(exc) from exc
 
-__all__ = ["SCHEMA_VERSION", "migrate"]
+__all__ = ["SCHEMA_VERSION", "connect", "migrate"]
 
 SCHEMA_VERSION = 2
 
@@ -131,3 +131,22 @@ def migrate(db: psycopg.Connection[Any]) -> int:
         db.execute("DELETE FROM liyuan_schema")
         db.execute("INSERT INTO liyuan_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
     return found
+
+
+def connect(conninfo: str, what: str) -> psycopg.Connection[Any]:
+    """An autocommit connection to ``conninfo`` with the schema created or migrated.
+
+    Raises:
+        ConfigError: The server cannot be reached (the message names ``what`` it is for),
+            or the schema is newer than this library, or pgvector is missing.
+    """
+    try:
+        db = psycopg.connect(conninfo, autocommit=True)
+    except psycopg.OperationalError as exc:
+        raise ConfigError(f"无法连接 {what}：{exc}") from exc
+    try:
+        migrate(db)
+    except BaseException:
+        db.close()
+        raise
+    return db

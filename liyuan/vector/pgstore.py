@@ -41,10 +41,9 @@ import numpy as np
 import numpy.typing as npt
 
 from liyuan.clock import Clock, system_clock
-from liyuan.errors import ConfigError
 from liyuan.vector.chunkstore import CHUNK_COLUMNS, NewChunk, chunk_from_row, rebuilt
 from liyuan.vector.index import Chunk, Snapshot, TermCache, reusable_rows
-from liyuan.vector.pgschema import SCHEMA_VERSION, migrate
+from liyuan.vector.pgschema import SCHEMA_VERSION, connect
 from liyuan.vector.requires import postgres_missing
 
 try:
@@ -129,12 +128,8 @@ class PostgresChunkStore:
     def _connection(self) -> psycopg.Connection[Any]:
         if self._db is not None and not self._db.closed and not self._db.broken:
             return self._db
+        db = connect(self._conninfo, "PostgreSQL 向量记忆库")
         try:
-            db = psycopg.connect(self._conninfo, autocommit=True)
-        except psycopg.OperationalError as exc:
-            raise ConfigError(f"无法连接 PostgreSQL 向量记忆库：{exc}") from exc
-        try:
-            migrate(db)
             register_vector(db)
         except BaseException:
             db.close()
