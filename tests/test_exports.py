@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("app", "card", "context", "discussion", "lore", "prompts", "session", "story", "vector")
+PACKAGES = ("app", "card", "context", "discussion", "lore", "prompts", "session", "storage", "story", "vector")
 BEFORE = 242
 """Names the facade and the package ``__init__`` files exported when issue 21 was filed."""
 
