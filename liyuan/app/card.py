@@ -118,8 +118,6 @@ class Card(CardLore):
         self._ids = ids
         self._layout = CardLayout(self.path)
         self._sessions: SessionStore = sessions if sessions is not None else FileSessions(self._layout)
-        self._session_names: dict[str, str] = {}
-        """The session each open chat appends to (the newest of its sessions)."""
         self._lore = LoreShelf(self.path)
         self._chats: dict[str, Chat] = {}
         self._chats_guard = threading.Lock()
@@ -247,7 +245,6 @@ class Card(CardLore):
         validate_chat_id(chat_id)
         with self._chats_guard:
             chat = self._chats.pop(chat_id, None)
-            self._session_names.pop(chat_id, None)
         if chat is not None:
             chat.close()
         deleted = self.memory.delete_chat(chat_id)
@@ -391,8 +388,8 @@ class Card(CardLore):
         """The branch of a session an open chat holds (a recap reads it instead of the session)."""
         with self._chats_guard:
             chat = self._chats.get(chat_id)
-            held = chat is not None and self._session_names.get(chat_id) == name
-        return chat.tree.written_branch() if chat is not None and held else None
+        log = chat.tree.log if chat is not None else None
+        return chat.tree.written_branch() if chat is not None and log is not None and log.name == name else None
 
     def _sync_memory(self, _key: Path) -> CardMemory | None:
         # A sync's lines wait for its outcome (one sync per card at a time), then go out carrying it.
@@ -425,7 +422,6 @@ class Card(CardLore):
         name = existing[-1] if existing else FIRST_SESSION_FILE
         log = self._sessions.log(chat_id, name, fsync=self.config.durability == "entry")  # a symlink: refused
         tree = SessionTree(log=log, session_id=f"{chat_id}-{Path(name).stem}", clock=self._clock, ids=self._ids)
-        self._session_names[chat_id] = name
         if not existing and greeting is None:
             greeting = next(iter(self.greetings()), None)  # the imported card's first_mes
         if not existing and greeting:

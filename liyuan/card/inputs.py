@@ -1,7 +1,7 @@
 """What the card-memory model calls are given: a chat's evidence, and the recap diff.
 
-- :func:`branch_of_session_file` reads one session file **without touching it**, with
-  the tree's own loader :func:`~liyuan.session.loader.read_session_file` (opening a
+- :func:`branch_of` is a session's current branch as read **without touching it**
+  (:meth:`SessionStore.read <liyuan.card.sessions.SessionStore.read>`; opening a
   :class:`~liyuan.session.tree.SessionTree` would create a file that vanished meanwhile, which
   would move the chat's fingerprint): the leaf is the last entry in file order.
 - :func:`collect_chat_evidence` turns a chat's sessions (from the card's
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from liyuan.card.files import MemoryFiles, sha1_text
 from liyuan.card.manifest import Manifest
@@ -27,7 +26,7 @@ from liyuan.card.sessions import SessionStore
 from liyuan.errors import MemoryFileError
 from liyuan.session.branch import branch_to
 from liyuan.session.entries import Entry, SessionProblem, is_message
-from liyuan.session.loader import SessionContent, read_session_file
+from liyuan.session.loader import SessionContent
 from liyuan.session.state import format_state, state_from_branch
 from liyuan.story.history import active_summary, serialize_for_summary
 from liyuan.story.view import story_view
@@ -41,7 +40,6 @@ __all__ = [
     "ChatEvidence",
     "RecapDiff",
     "branch_of",
-    "branch_of_session_file",
     "collect_chat_evidence",
     "diff_recaps",
 ]
@@ -106,18 +104,6 @@ class RecapDiff:
         later = {recap.chat_id for recap in self.changed[count:]}
         hashes = {chat_id: digest for chat_id, digest in self.hashes.items() if chat_id not in later}
         return RecapDiff(self.changed[:count], self.deleted, hashes), len(later)
-
-
-def branch_of_session_file(path: Path, damage: list[str] | None = None) -> list[Entry]:
-    """The current branch of a session file, root first, read-only (see :func:`branch_of`).
-
-    An unreadable file gives an empty branch.
-    """
-    try:
-        content = read_session_file(path)
-    except OSError:
-        return []
-    return branch_of(content, damage)
 
 
 def branch_of(content: SessionContent, damage: list[str] | None = None) -> list[Entry]:

@@ -40,7 +40,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
-from liyuan.errors import TreeError
+from liyuan.errors import ConfigError, TreeError
 from liyuan.session.branch import BranchIndex, BranchView, branch_to
 from liyuan.session.entries import SESSION_VERSION, Entry, SessionProblem
 from liyuan.session.loader import SessionContent
@@ -78,7 +78,7 @@ class SessionTree:
         log: SessionLog | None = None,
     ) -> None:
         if path is not None and log is not None:
-            raise ValueError("SessionTree: path 和 log 只能给一个")
+            raise ConfigError("SessionTree: path 和 log 只能给一个")
         if path is not None:
             log = FileSessionLog(path, fsync=fsync)
         self._log = log
@@ -130,6 +130,11 @@ class SessionTree:
             self._read_only_reason = newer[0]
 
     # -- reading -------------------------------------------------------------
+
+    @property
+    def log(self) -> SessionLog | None:
+        """Where the entries are stored (``None``: in memory only)."""
+        return self._log
 
     @property
     def leaf_id(self) -> str | None:

@@ -10,11 +10,12 @@ import pytest
 
 from liyuan.card import inputs as card_inputs
 from liyuan.card.files import CardLayout, MemoryFiles, atomic_write_text, sha1_text
-from liyuan.card.inputs import SESSION_SEPARATOR, branch_of_session_file, collect_chat_evidence, diff_recaps
+from liyuan.card.inputs import SESSION_SEPARATOR, branch_of, collect_chat_evidence, diff_recaps
 from liyuan.card.manifest import Manifest, ManualState, RecapRecord
 from liyuan.card.sessions import FileSessions
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.session.entries import Entry
+from liyuan.session.log import FileSessionLog
 from liyuan.session.state import EMPTY_STATE_TEXT, Character, Ledger
 from liyuan.session.tree import SessionTree
 from liyuan.story.view import story_view
@@ -31,6 +32,12 @@ def _lines(path: Path, objs: list[object | str]) -> None:
     )
 
 
+def _branch(path: Path) -> list[Entry]:
+    content = FileSessionLog(path).read()
+    assert content is not None
+    return branch_of(content)
+
+
 def test_branch_skips_header_and_broken_lines(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     _lines(path, [
@@ -40,7 +47,7 @@ def test_branch_skips_header_and_broken_lines(tmp_path: Path) -> None:
         {"parentId": "u1", "type": "message", "role": "assistant", "text": "没有 id"},
         {"id": "a1", "parentId": "u1", "type": "message", "role": "assistant", "text": "嗯"},
     ])
-    branch = branch_of_session_file(path)
+    branch = _branch(path)
     assert [(e.id, e.role) for e in branch] == [("u1", "user"), ("a1", "assistant")]
 
 
@@ -51,7 +58,7 @@ def test_branch_follows_the_last_entry_in_file_order(tmp_path: Path) -> None:
         {"id": "e2", "parentId": "e1", "type": "message", "role": "assistant", "text": "初版"},
         {"id": "e3", "parentId": "e1", "type": "message", "role": "assistant", "text": "重roll版"},
     ])
-    branch = branch_of_session_file(path)
+    branch = _branch(path)
     assert [e.id for e in branch] == ["e1", "e3"]
     assert branch[-1].text == "重roll版"
 
@@ -60,10 +67,10 @@ def test_reading_a_torn_session_does_not_touch_the_file(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     path.write_bytes(b'{"id":"u1","parentId":null,"type":"message","role":"user","text":"x"}\n{"id":"u2"')
     before = path.read_bytes()
-    assert [e.id for e in branch_of_session_file(path)] == ["u1"]
+    assert [e.id for e in _branch(path)] == ["u1"]
     assert path.read_bytes() == before  # the fingerprint must not move by reading
     gone = tmp_path / "gone.jsonl"
-    assert branch_of_session_file(gone) == [] and not gone.exists()  # a vanished file is not created again
+    assert FileSessionLog(gone).read() is None and not gone.exists()  # a vanished file is not created again
 
 
 def test_evidence_uses_the_summary_and_the_uncovered_text(tmp_path: Path) -> None:
