@@ -44,6 +44,7 @@ from typing import Any
 from liyuan import Card
 from liyuan.card.files import CardLayout, MemoryFiles, sha1_text, source_mark_of
 from liyuan.card.manifest import Manifest, save_manifest
+from liyuan.card.sessions import SessionStore
 from liyuan.card.sync import CardMemory
 from liyuan.clock import IdFactory, counter_ids
 from liyuan.session.state import Ledger
@@ -77,11 +78,12 @@ OPEN_REPEAT = 3
 Progress = Callable[[str], None]
 
 def per_turn(card_dir: Path, chat_id: str, *, vector: bool, ledger: bool, ids: IdFactory,
-             beats: int) -> dict[str, float]:
-    """Median and p95 (ms) of ``prepare()`` + ``record()`` over ``beats`` beats after a warm-up."""
+             beats: int, sessions: SessionStore | None = None) -> dict[str, float]:
+    """Median and p95 (ms) of ``prepare()`` + ``record()`` over ``beats`` beats after a warm-up
+    (``sessions``: where the card keeps them; default its folder)."""
     config = memory_config(vector)
     with Card.open(card_dir, side_model=scripted_summariser(USER, CHAR), config=config, user_name=USER,
-                   char_name=CHAR, ids=ids) as card:
+                   char_name=CHAR, ids=ids, sessions=sessions) as card:
         chat = card.chat(chat_id)
         card.flush()
         if chat.vector is not None:

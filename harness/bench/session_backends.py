@@ -35,32 +35,16 @@ from liyuan import Card
 from liyuan.card.layout import CardLayout
 from liyuan.card.sessions import FileSessions, SessionStore
 from liyuan.clock import IdFactory
-from liyuan.session.state import Ledger
 
 from ..eval.scripted import scripted_summariser
-from .longchat import CHAR, USER, build_chat, ledger_of, memory_config, reply
-from .overhead import percentile
+from .long import per_turn
+from .longchat import CHAR, USER, build_chat, memory_config
 
 __all__ = ["TURNS", "session_table"]
 
 SIZE = 10_000
 TURNS = 100
 OPENS = 3
-
-
-def _turns(card_dir: Path, sessions: SessionStore, ids: IdFactory) -> dict[str, float]:
-    with Card.open(card_dir, side_model=scripted_summariser(USER, CHAR), config=memory_config(False),
-                   user_name=USER, char_name=CHAR, ids=ids, sessions=sessions, auto_sync=False) as card:
-        chat = card.chat("long")
-        times = []
-        for beat in range(TURNS + 3):
-            started = time.perf_counter()
-            chat.prepare(f"第{beat}次追问：那把青伞是谁留下的？")
-            chat.record(reply(beat), ledger=Ledger.from_dict(ledger_of(beat)))
-            if beat >= 3:
-                times.append((time.perf_counter() - started) * 1000)
-        card.flush()
-    return {"turn_p50_ms": statistics.median(times), "turn_p95_ms": percentile(times, 95)}
 
 
 def _open(card_dir: Path, sessions: Callable[[], SessionStore], ids: IdFactory) -> float:
@@ -105,7 +89,8 @@ def session_table(dsn: str | None, *, size: int = SIZE,
             progress(f"会话后端：{name}，打开和每轮 …")
             row = {"open_s": _open(card_dir, make, ids)}
             store = make()
-            row.update(_turns(card_dir, store, ids))
+            turns = per_turn(card_dir, "long", vector=False, ledger=True, ids=ids, beats=TURNS, sessions=store)
+            row.update(turn_p50_ms=turns["p50_ms"], turn_p95_ms=turns["p95_ms"])
             close = getattr(store, "close", None)
             if close is not None:
                 close()
