@@ -216,15 +216,18 @@ class PostgresSessionLog:
 
     def append(self, data: bytes) -> None:
         seq = self._lines + 1
-        try:
-            inserted = self._store.run(
-                lambda db: db.execute(_APPEND, {**self._where, "seq": seq, "line": data}).rowcount)
-        except TreeError as exc:
-            if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
-                raise SessionConflictError(
-                    f"这一局（{self.chat_id}/{self._name}）在别处有了新的内容，这一条没有写入："
-                    "重新打开这一局（card.reopen）看到那些内容后再继续") from exc
-            raise
+
+        def insert(db: psycopg.Connection[Any]) -> int:
+            try:
+                return db.execute(_APPEND, {**self._where, "seq": seq, "line": data}).rowcount
+            except psycopg.errors.UniqueViolation:
+                return -1  # another writer has this seq
+
+        inserted = self._store.run(insert)
+        if inserted == -1:
+            raise SessionConflictError(
+                f"这一局（{self.chat_id}/{self._name}）在别处有了新的内容，这一条没有写入："
+                "重新打开这一局（card.reopen）看到那些内容后再继续")
         if inserted != 1:
             raise SessionConflictError(f"这一局（{self.chat_id}/{self._name}）在别处被删除了，这一条没有写入")
         self._lines = seq
