@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-from pathlib import Path
 from typing import Any
 
-from liyuan.card.files import CardLayout, atomic_write_text, read_text_optional
+from liyuan.card.memstore import MemoryStore
 from liyuan.card.sync import SyncOutcome
 from liyuan.context.budget import (
     RESIDENT_ENVELOPE_CHARS,
@@ -41,17 +40,10 @@ HAND_WRITTEN_EDIT_LINE = "（手改的记忆：人工撰写，演示在应用里
 _CHAT_ATTR_RE = re.compile(r'<conversation\s+chat="([^"]*)"')
 
 
-def memory_snapshot(card_dir: Path) -> dict[str, str]:
-    """Every memory file (relative path -> short sha256), hidden bookkeeping excluded."""
-    base = CardLayout(card_dir).memory_dir
-    if not base.is_dir():
-        return {}
-    out = {}
-    for path in sorted(base.rglob("*")):
-        rel = path.relative_to(base).as_posix()
-        if path.is_file() and not any(part.startswith(".") for part in rel.split("/")):
-            out[rel] = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
-    return out
+def memory_snapshot(files: MemoryStore) -> dict[str, str]:
+    """Every memory document (relative path -> short sha256), hidden bookkeeping excluded."""
+    return {rel: hashlib.sha256(data).hexdigest()[:12] for rel, data in files.snapshot().items()
+            if not any(part.startswith(".") for part in rel.split("/"))}
 
 
 def _recap_chat(run: ScenarioRun, call: CallRecord, candidates: list[str]) -> str | None:
@@ -70,9 +62,9 @@ def sync(run: ScenarioRun, step: StepSpec) -> StepResult:
     run.name_chats()
     card = run.card
     memory = card.memory
-    before = memory_snapshot(card.path)
+    before = memory_snapshot(memory.files)
     outcome = card.sync() or SyncOutcome()
-    after = memory_snapshot(card.path)
+    after = memory_snapshot(memory.files)
     touched = list(outcome.recapped) + list(outcome.failed)
     recap_calls: dict[str, CallRecord] = {}
     for call in run.recorder.step_calls(step.id, "recap"):
@@ -81,7 +73,7 @@ def sync(run: ScenarioRun, step: StepSpec) -> StepResult:
             recap_calls[chat_id] = call
     for chat_id, call in recap_calls.items():
         run.write_txt(f"recap_prompt:{chat_id}", prompt_text(call), header=prompt_label(run))
-        text = read_text_optional(memory.layout.recap_path(chat_id))
+        text = memory.files.read_text(memory.layout.recap_path(chat_id))
         if chat_id in outcome.recapped and text is not None:
             run.write_txt(f"recap:{chat_id}", text, header=run.header_for([call]))
     merge_calls = run.recorder.step_calls(step.id, "merge")
@@ -95,7 +87,7 @@ def sync(run: ScenarioRun, step: StepSpec) -> StepResult:
             run.write_txt("merge_prompt_tail", user[tail_at:], header=prompt_label(run))
         if outcome.merged == "ok":
             for key, path in (("handbook", memory.layout.handbook), ("resident", memory.layout.resident)):
-                text = read_text_optional(path)
+                text = memory.files.read_text(path)
                 if text is not None:
                     run.write_txt(key, text, header=run.header_for([call]))
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
@@ -124,7 +116,7 @@ def write_recap(run: ScenarioRun, step: StepSpec) -> StepResult:
     memory = run.card.memory
     chat_id = step.params["chat"]
     text = step.params["text"].strip() + "\n"
-    atomic_write_text(memory.layout.recap_path(chat_id), text)
+    memory.files.write_text(memory.layout.recap_path(chat_id), text)
     run.write_txt("recap", text, header=HAND_WRITTEN_LINE)
     return StepResult({"chat": chat_id, "path": f"局/{chat_id}.md", "provenance": "hand-written",
                        "chars": len(text.strip())}, f"手写复盘 局/{chat_id}.md（{len(text.strip())} 字）")
@@ -137,9 +129,9 @@ def delete_recap(run: ScenarioRun, step: StepSpec) -> StepResult:
     memory = run.card.memory
     chat_id = step.params["chat"]
     path = memory.layout.recap_path(chat_id)
-    if not path.is_file():
+    if not memory.files.exists(path):
         raise ConfigError(f"{step.id}: 没有 局/{chat_id}.md 可删")
-    path.unlink()
+    memory.files.delete(path)
     return StepResult({"chat": chat_id, "deleted": f"局/{chat_id}.md"}, f"删掉了 局/{chat_id}.md")
 
 

@@ -27,7 +27,7 @@ import os
 import tempfile
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -37,14 +37,15 @@ from liyuan.app.activity import Activity, Lane, Listener
 from liyuan.app.card_lore import CardLore
 from liyuan.app.chat import Chat
 from liyuan.app.vectors import open_vector
-from liyuan.card.files import CHAT_META_FILE, CardLayout, atomic_write_text, validate_chat_id
+from liyuan.card.files import CHAT_META_FILE, CardLayout, MemoryFiles, atomic_write_text, validate_chat_id
+from liyuan.card.memstore import MemoryBackend, MemoryStore
 from liyuan.card.repair import ManifestRepair
 from liyuan.card.sessions import FileSessions, SessionStore
 from liyuan.card.sync import CardMemory, MergeStatus, SyncOutcome
 from liyuan.card.worker import SyncWorker
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.config import MemoryConfig
-from liyuan.errors import ConfigError, ModelError, StateError
+from liyuan.errors import ConfigError, MemoryFileError, ModelError, StateError
 from liyuan.lore.store import LoreShelf
 from liyuan.model import ChatModel, Completion, ModelRequest
 from liyuan.runner import Deadline
@@ -92,13 +93,16 @@ class Card(CardLore):
             each chat's folder); e.g. :class:`~liyuan.vector.pgstores.PostgresChunkStores`.
         sessions: Where the chats' sessions are kept (default: JSONL files in each chat's
             folder); e.g. :class:`~liyuan.storage.pgsessions.PostgresSessions`.
+        memory: Where the card's memory documents and locks are kept (default: ``记忆/`` in
+            the card folder); e.g. :class:`~liyuan.storage.pgmemory.PostgresMemory`.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, side_model: ChatModel | None = None,
                  config: MemoryConfig | None = None, user_name: str = "你", char_name: str = "",
                  on_activity: Listener | None = None, background: bool = True,
                  clock: Clock = system_clock, ids: IdFactory = random_ids, auto_sync: bool = True,
-                 chunk_stores: ChunkStores | None = None, sessions: SessionStore | None = None) -> None:
+                 chunk_stores: ChunkStores | None = None, sessions: SessionStore | None = None,
+                 memory: MemoryBackend | None = None) -> None:
         if config is not None and not isinstance(config, MemoryConfig):
             raise ConfigError(f"config 应为 MemoryConfig，实际是 {type(config).__name__}")
         self.path = Path(path)
@@ -118,6 +122,8 @@ class Card(CardLore):
         self._ids = ids
         self._layout = CardLayout(self.path)
         self._sessions: SessionStore = sessions if sessions is not None else FileSessions(self._layout)
+        self._files: MemoryStore = memory.bind(self._layout, clock=clock, ids=ids) if memory is not None \
+            else MemoryFiles(self._layout, clock=clock, ids=ids)
         self._lore = LoreShelf(self.path)
         self._chats: dict[str, Chat] = {}
         self._chats_guard = threading.Lock()
@@ -125,7 +131,7 @@ class Card(CardLore):
         self._unreported: SyncOutcome | None = None
         """Every sync finished since :meth:`sync` last reported, combined (bounded by the chats)."""
         self._outcomes_guard = threading.Lock()
-        self._resident_cache: tuple[tuple[int, int, int] | None, str | None] | None = None
+        self._resident_cache: tuple[Hashable | None, str | None] | None = None
         self._memory: tuple[ChatModel | None, CardMemory] | None = None  # with the side model it was built for
         self._worker = SyncWorker(self._sync_memory, on_outcome=self._synced, on_error=self._sync_failed) \
             if background else None
@@ -284,16 +290,13 @@ class Card(CardLore):
     def resident_summary(self) -> str | None:
         """The resident summary as stored (each turn sends it fitted to the budget).
 
-        Read again only when the file changed (its inode, size or modification time: an
-        atomic rewrite, a hand edit or a symlink put in its place all change one), so a
-        turn does not pay for a file read.
+        Read again only when its stamp changed (files: the inode, size or modification
+        time, which an atomic rewrite, a hand edit or a symlink put in its place all
+        change), so a turn does not pay for a file read.
         """
         try:
-            stat = os.lstat(self._layout.resident)
-            key: tuple[int, int, int] | None = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
-        except FileNotFoundError:
-            key = None
-        except OSError:
+            key = self._files.stamp(self._layout.resident)
+        except MemoryFileError:
             return self.memory.load_resident_summary()
         cached = self._resident_cache
         if cached is not None and cached[0] == key:
@@ -382,7 +385,7 @@ class Card(CardLore):
                           recap_input_max_chars=self.config.recap_input_max_chars,
                           merge_recap_max_chars=self.config.merge_recap_max_chars,
                           on_activity=on_line or (lambda line: self._emit(Activity("sync", line))),
-                          loaded=self._loaded_branch, sessions=self._sessions)
+                          loaded=self._loaded_branch, sessions=self._sessions, files=self._files)
 
     def _loaded_branch(self, chat_id: str, name: str) -> tuple[Sequence[Entry], list[str]] | None:
         """The branch of a session an open chat holds (a recap reads it instead of the session)."""

@@ -40,11 +40,11 @@ import hashlib
 import os
 import re
 import shutil
-from collections.abc import Collection
+from collections.abc import Collection, Hashable, Mapping
 from pathlib import Path
 
 from liyuan import fileio
-from liyuan.card.housekeeping import HISTORY_KEEP, check_inside, prune_history, remove_orphan_temps
+from liyuan.card.housekeeping import HISTORY_KEEP, check_inside, is_temp_name, prune_history, remove_orphan_temps
 from liyuan.card.layout import (
     CHAT_META_FILE,
     CHATS_DIR,
@@ -59,6 +59,8 @@ from liyuan.card.layout import (
     is_valid_chat_id,
     validate_chat_id,
 )
+from liyuan.card.lock import SYNC_LOCK_FILE, WRITE_LOCK_FILE, card_locks
+from liyuan.card.memstore import CardLocks
 from liyuan.card.swap import replace_text
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.errors import MemoryFileError
@@ -190,7 +192,8 @@ def sessions_kept(sessions_dir: Path, heads: dict[str, bytes]) -> bool:
 
 
 class MemoryFiles:
-    """Every read and write of a card's memory folder goes through here.
+    """Every read and write of a card's memory folder goes through here: the file backend
+    of :class:`~liyuan.card.memstore.MemoryStore`.
 
     Sync code receives one of these, so tests can inject failures (a crash between two
     writes) by overriding :meth:`write_text`.
@@ -205,6 +208,11 @@ class MemoryFiles:
         self.layout = layout
         self._clock = clock
         self._ids = ids
+
+    @property
+    def locks(self) -> CardLocks:
+        """The card's OS file locks (:func:`~liyuan.card.lock.card_locks`)."""
+        return card_locks(self.layout.card_dir)
 
     def safe(self, path: Path) -> Path:
         """``path`` if it stays inside the card without a symlink, else :class:`UnsafePathError`."""
@@ -226,6 +234,56 @@ class MemoryFiles:
             return None
         except OSError as exc:
             raise MemoryFileError(f"无法读取记忆文件 {path}：{exc}") from exc
+
+    def exists(self, path: Path) -> bool:
+        """Whether the file exists (after :meth:`safe`)."""
+        return self.safe(path).exists()
+
+    def stamp(self, path: Path) -> Hashable | None:
+        """The file's inode, size and modification time (an atomic rewrite, a hand edit or a
+        symlink put in its place change one); ``None`` when it does not exist.
+
+        Raises:
+            MemoryFileError: It cannot be looked at.
+        """
+        try:
+            stat = os.lstat(path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise MemoryFileError(f"无法读取记忆文件 {path}：{exc}") from exc
+        return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+    def snapshot(self) -> dict[str, bytes]:
+        """Every file under ``记忆/`` by its path relative to it, ``.history/`` included; the lock
+        files and what crashed writes left behind are not documents and are left out.
+
+        Raises:
+            UnsafePathError: A path in the folder is a symlink.
+            MemoryFileError: A file cannot be read.
+        """
+        base = self.safe(self.layout.memory_dir)
+        found: dict[str, bytes] = {}
+        for folder, dirs, names in os.walk(base):
+            dirs.sort()
+            for name in sorted(names):
+                path = self.safe(Path(folder) / name)
+                rel = self.layout.relative(path)
+                if rel in (SYNC_LOCK_FILE, WRITE_LOCK_FILE) or is_temp_name(name):
+                    continue
+                data = self.read_bytes(path)
+                if data is not None:
+                    found[rel] = data
+        return dict(sorted(found.items()))
+
+    def restore(self, documents: Mapping[str, bytes]) -> None:
+        """Write every document of a :meth:`snapshot` (atomically, each checked by :meth:`safe`)."""
+        for rel, data in documents.items():
+            path = self.safe(self.layout.memory_dir / rel)
+            try:
+                fileio.atomic_write_bytes(path, data)
+            except OSError as exc:
+                raise MemoryFileError(f"无法写入记忆文件 {path}：{exc}") from exc
 
     def write_text(self, path: Path, text: str) -> None:
         """See :func:`atomic_write_text` (after :meth:`safe`)."""

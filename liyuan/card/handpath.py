@@ -9,9 +9,9 @@ with a sync's read-decide-write, in this process or another.
 from __future__ import annotations
 
 from liyuan.card import manual as card_manual
-from liyuan.card.files import CHATS_DIR, CardLayout, MemoryFiles
+from liyuan.card.files import CHATS_DIR, CardLayout
 from liyuan.card.housekeeping import remove_inside
-from liyuan.card.lock import CardLocks
+from liyuan.card.memstore import CardLocks, MemoryStore
 from liyuan.card.repair import ManifestRepair, repair_manifest
 from liyuan.card.sessions import SessionStore
 from liyuan.errors import MemoryFileError
@@ -23,7 +23,7 @@ class HandPath:
     """Base of :class:`~liyuan.card.sync.CardMemory`: the hard path and the reading calls."""
 
     layout: CardLayout
-    files: MemoryFiles
+    files: MemoryStore
     sessions: SessionStore
     _locks: CardLocks
 
@@ -116,7 +116,7 @@ class HandPath:
         recap = self.layout.recap_path(chat_id)  # validates the id before any path is used
         folder = self.layout.chat_dir(chat_id)  # a symlink on the way: UnsafePathError, nothing removed
         with self._locks.write:
-            existed = recap.exists() or folder.exists() or bool(self.sessions.names(chat_id))
+            existed = self.files.exists(recap) or folder.exists() or bool(self.sessions.names(chat_id))
             self.files.delete(recap)
             self.sessions.drop(chat_id)  # sessions kept elsewhere (a database); files go with the folder
             try:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from liyuan.errors import MemoryFileError, UnsafePathError
 
-__all__ = ["HISTORY_KEEP", "check_inside", "prune_history", "remove_inside", "remove_orphan_temps"]
+__all__ = ["HISTORY_KEEP", "check_inside", "is_temp_name", "prune_history", "remove_inside", "remove_orphan_temps"]
 
 HISTORY_KEEP = 20
 """Copies of each memory document kept in ``.history/`` (older ones are pruned)."""
@@ -139,6 +139,11 @@ def prune_history(history_dir: Path, suffix: str, keep: int = HISTORY_KEEP) -> i
     except OSError as exc:
         raise MemoryFileError(f"无法清理备份目录 {history_dir}：{exc}") from exc
     return len(old)
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether ``name`` is one an atomic write or a staged replace gives its temp file."""
+    return _TEMP_RE.fullmatch(name) is not None
 
 
 def remove_orphan_temps(folders: list[Path]) -> int:

@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from liyuan.card.files import MemoryFiles, sha1_text
+from liyuan.card.files import sha1_text
 from liyuan.card.manifest import Manifest
+from liyuan.card.memstore import MemoryStore
 from liyuan.card.sessions import SessionStore
 from liyuan.errors import MemoryFileError
 from liyuan.session.branch import branch_to
@@ -213,7 +214,7 @@ def collect_chat_evidence(
     return ChatEvidence(full, turns, omitted, format_state(state_from_branch(last_branch)))
 
 
-def diff_recaps(files: MemoryFiles, manifest: Manifest, *, every: bool = False) -> RecapDiff:
+def diff_recaps(files: MemoryStore, manifest: Manifest, *, every: bool = False) -> RecapDiff:
     """Compare ``局/*.md`` with the manifest.
 
     A recap file emptied by hand counts as removed. Chats the hard path forgot are

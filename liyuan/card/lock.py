@@ -23,12 +23,12 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from liyuan.card.housekeeping import check_inside
 from liyuan.card.layout import CardLayout
+from liyuan.card.memstore import CardLocks
 from liyuan.errors import MemoryFileError
 
 __all__ = ["SYNC_LOCK_FILE", "WRITE_LOCK_FILE", "CardLock", "CardLocks", "card_locks"]
@@ -157,16 +157,6 @@ class CardLock:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.release()
-
-
-@dataclass
-class CardLocks:
-    """The two locks of one card (see :func:`card_locks`)."""
-
-    run: CardLock
-    """Held for a whole sync: one at a time per card, in any process."""
-    write: CardLock
-    """Held briefly around compare-and-write; never across a model call. Re-entrant."""
 
 
 _LOCKS: dict[Path, CardLocks] = {}

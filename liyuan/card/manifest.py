@@ -27,7 +27,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from liyuan.card.files import HANDBOOK_FILE, RECAPS_DIR, RESIDENT_FILE, MemoryFiles, is_valid_chat_id
+from liyuan.card.files import HANDBOOK_FILE, RECAPS_DIR, RESIDENT_FILE, is_valid_chat_id
+from liyuan.card.memstore import MemoryStore
 from liyuan.errors import ManifestError
 
 __all__ = [
@@ -246,7 +247,7 @@ REPAIR_HINT = ("修复请调用 card.repair_manifest()（liyuan.Card；只用 Ca
 """The sentence every damaged-manifest error and activity line ends with: exactly what to call."""
 
 
-def load_manifest(files: MemoryFiles) -> Manifest:
+def load_manifest(files: MemoryStore) -> Manifest:
     """The card's manifest; empty only when the file does not exist.
 
     Raises:
@@ -268,12 +269,12 @@ def load_manifest(files: MemoryFiles) -> Manifest:
     return parsed
 
 
-def save_manifest(files: MemoryFiles, manifest: Manifest) -> None:
+def save_manifest(files: MemoryStore, manifest: Manifest) -> None:
     """Write the manifest atomically."""
     files.write_text(files.layout.manifest, manifest.to_json())
 
 
-def finish_pending(files: MemoryFiles, manifest: Manifest) -> bool:
+def finish_pending(files: MemoryStore, manifest: Manifest) -> bool:
     """Carry out the removal journal (after a crash, or right after deciding it).
 
     Recaps in the journal are deleted; the handbook and resident are moved to

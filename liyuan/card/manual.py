@@ -24,8 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from liyuan.card.files import CardLayout, MemoryFiles, sha256_text, validate_chat_id
+from liyuan.card.files import CardLayout, sha256_text, validate_chat_id
 from liyuan.card.manifest import Manifest, ManualState, finish_pending, load_manifest, save_manifest
+from liyuan.card.memstore import MemoryStore
 from liyuan.errors import ConfigError, VersionConflict
 from liyuan.text import utf16_len
 
@@ -103,7 +104,7 @@ class MemoryHit:
     """Up to 1200 chars, starting 160 chars before the earliest match."""
 
 
-def read_memory(files: MemoryFiles, ref: str) -> tuple[str, str] | None:
+def read_memory(files: MemoryStore, ref: str) -> tuple[str, str] | None:
     """``(text, version)`` of a document, or ``None`` when it does not exist.
 
     Raises:
@@ -127,7 +128,7 @@ def _journal(manifest: Manifest, paths: list[str]) -> None:
     state.pending = [*state.pending, *(p for p in paths if p not in state.pending)]
 
 
-def _begin_change(files: MemoryFiles) -> tuple[Manifest, ManualState]:
+def _begin_change(files: MemoryStore) -> tuple[Manifest, ManualState]:
     """The prologue of every hard-path change: load, finish interrupted removals, count it."""
     manifest = load_manifest(files)
     finish_pending(files, manifest)  # the journal of an earlier crash goes first
@@ -147,7 +148,7 @@ def _drop_merge_records(manifest: Manifest) -> None:
         record.merged_hash = None
 
 
-def change_memory(files: MemoryFiles, ref: str, version: str, content: str | None) -> None:
+def change_memory(files: MemoryStore, ref: str, version: str, content: str | None) -> None:
     """Replace (``content``) or delete (``None``) a memory document by hand.
 
     A recap change clears every merge record and retires both aggregates (unless
@@ -209,7 +210,7 @@ def change_memory(files: MemoryFiles, ref: str, version: str, content: str | Non
     finish_pending(files, manifest)
 
 
-def forget_chat_recap(files: MemoryFiles, chat_id: str) -> bool:
+def forget_chat_recap(files: MemoryStore, chat_id: str) -> bool:
     """Forget a chat for good: delete its recap and rebuild both aggregates without it.
 
     The chat is never recapped again, even if its sessions grow.
@@ -222,7 +223,7 @@ def forget_chat_recap(files: MemoryFiles, chat_id: str) -> bool:
     """
     layout = files.layout
     path = layout.recap_path(chat_id)
-    if not path.exists():
+    if not files.exists(path):
         return False
     manifest, state = _begin_change(files)
     _forget(state, chat_id)
@@ -233,7 +234,7 @@ def forget_chat_recap(files: MemoryFiles, chat_id: str) -> bool:
     return True
 
 
-def resume_merging(files: MemoryFiles) -> bool:
+def resume_merging(files: MemoryStore) -> bool:
     """Undo the pin a hand edit of the handbook or resident set.
 
     Both aggregates lose their protection and the superseded recaps are visible again;
@@ -255,7 +256,7 @@ def resume_merging(files: MemoryFiles) -> bool:
     return True
 
 
-def _visible_docs(files: MemoryFiles, manifest: Manifest) -> list[tuple[str, str]]:
+def _visible_docs(files: MemoryStore, manifest: Manifest) -> list[tuple[str, str]]:
     """``(ref, text)`` of every document a reader should see, in a stable order."""
     layout = files.layout
     docs: list[tuple[str, str]] = []
@@ -271,7 +272,7 @@ def _visible_docs(files: MemoryFiles, manifest: Manifest) -> list[tuple[str, str
     return docs
 
 
-def list_memory(files: MemoryFiles) -> list[MemoryDoc]:
+def list_memory(files: MemoryStore) -> list[MemoryDoc]:
     """Every visible document: aggregates first, then recaps by chat id.
 
     Forgotten chats and recaps superseded by a hand-edited aggregate (and unchanged
@@ -294,7 +295,7 @@ def list_memory(files: MemoryFiles) -> list[MemoryDoc]:
     ]
 
 
-def search_memory(files: MemoryFiles, query: str, limit: int = 6) -> list[MemoryHit]:
+def search_memory(files: MemoryStore, query: str, limit: int = 6) -> list[MemoryHit]:
     """Find visible documents containing any of the query's words (case-insensitive).
 
     Args:

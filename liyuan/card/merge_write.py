@@ -16,15 +16,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from liyuan.card import manual as card_manual
-from liyuan.card.files import MemoryFiles, sha256_text
+from liyuan.card.files import sha256_text
 from liyuan.card.inputs import RecapDiff
 from liyuan.card.manifest import load_manifest, save_manifest
+from liyuan.card.memstore import MemoryStore
 from liyuan.text import utf16_len
 
 __all__ = ["still_holds", "write_merge"]
 
 
-def still_holds(files: MemoryFiles, path: Path, expected: str | None) -> bool:
+def still_holds(files: MemoryStore, path: Path, expected: str | None) -> bool:
     """True when ``path`` still holds ``expected`` (``None``: still missing), by hash."""
     current = files.read_text(path)
     if current is None or expected is None:
@@ -32,7 +33,7 @@ def still_holds(files: MemoryFiles, path: Path, expected: str | None) -> bool:
     return sha256_text(current) == sha256_text(expected)
 
 
-def write_merge(files: MemoryFiles, diff: RecapDiff, handbook: str, resident: str, *,
+def write_merge(files: MemoryStore, diff: RecapDiff, handbook: str, resident: str, *,
                 before: tuple[str | None, str | None], now: str) -> str | None:
     """Write a merge (the caller holds the card's write lock).
 

@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from liyuan.card.files import MemoryFiles, is_valid_chat_id
+from liyuan.card.files import is_valid_chat_id
 from liyuan.card.manifest import (
     Manifest,
     ManualState,
@@ -40,6 +40,7 @@ from liyuan.card.manifest import (
     save_manifest,
 )
 from liyuan.card.manual import HANDBOOK_REF, RESIDENT_REF, recap_ref
+from liyuan.card.memstore import MemoryStore
 from liyuan.card.sessions import FileSessions, SessionStore
 
 __all__ = ["ManifestRepair", "repair_manifest"]
@@ -113,7 +114,7 @@ def _salvage(text: str) -> tuple[Manifest, list[str], list[str]]:
     return Manifest(records, merged_at.group(1) if merged_at else None, manual), salvaged, unknown
 
 
-def repair_manifest(files: MemoryFiles, sessions: SessionStore | None = None) -> ManifestRepair:
+def repair_manifest(files: MemoryStore, sessions: SessionStore | None = None) -> ManifestRepair:
     """Rebuild a damaged manifest (see the module docstring); a healthy or missing one is left alone.
 
     The caller holds the card's write lock (:meth:`~liyuan.card.sync.CardMemory.repair_manifest`

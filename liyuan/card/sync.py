@@ -63,6 +63,7 @@ from liyuan.card.inputs import (
 )
 from liyuan.card.lock import card_locks
 from liyuan.card.manifest import Manifest, finish_pending, load_manifest, save_manifest
+from liyuan.card.memstore import MemoryStore
 from liyuan.card.merge_check import check_merge, merge_needs_every_recap
 from liyuan.card.merge_write import still_holds, write_merge
 from liyuan.card.prompts import build_merge_prompt, build_recap_prompt, validate_recap
@@ -112,7 +113,8 @@ class CardMemory(HandPath):
         language: Output language of recaps and merges.
         clock: Timestamps for the manifest and backups.
         on_activity: Receives one-line progress notes in Chinese (the app shows them).
-        files: The file adapter (tests inject failures here).
+        files: Where the memory documents are (:class:`~liyuan.card.memstore.MemoryStore`);
+            default: the card folder (:class:`~liyuan.card.files.MemoryFiles`, where tests inject failures).
         ids: Unique suffixes for temp and backup files.
         recap_input_max_chars: Transcript budget of one recap call; beyond it the earliest
             text is left out (the prompt says how much).
@@ -134,7 +136,7 @@ class CardMemory(HandPath):
         language: str = "中文",
         clock: Clock = system_clock,
         on_activity: Callable[[str], None] | None = None,
-        files: MemoryFiles | None = None,
+        files: MemoryStore | None = None,
         ids: IdFactory = random_ids,
         recap_input_max_chars: int = RECAP_INPUT_MAX_CHARS,
         merge_recap_max_chars: int | None = None,
@@ -152,8 +154,8 @@ class CardMemory(HandPath):
         self.language = language
         self._clock = clock
         self._on_activity = on_activity
-        self.files = files if files is not None else MemoryFiles(self.layout, clock=clock, ids=ids)
-        self._locks = card_locks(self.layout.card_dir)
+        self.files: MemoryStore = files if files is not None else MemoryFiles(self.layout, clock=clock, ids=ids)
+        self._locks = self.files.locks
 
     def _say(self, line: str) -> None:
         log.info("%s: %s", self.layout.card_dir.name, line)
