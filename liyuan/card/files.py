@@ -39,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import secrets
 import shutil
 from collections.abc import Collection, Hashable, Mapping
 from pathlib import Path
@@ -79,13 +80,13 @@ __all__ = [
     "CardLayout",
     "MemoryFiles",
     "atomic_write_text",
+    "content_copy_name",
+    "history_copy_name",
+    "history_suffix",
     "is_valid_chat_id",
     "read_text_optional",
-    "session_heads",
-    "sessions_kept",
     "sha1_text",
     "sha256_text",
-    "source_mark_of",
     "validate_chat_id",
 ]
 
@@ -126,69 +127,20 @@ def read_text_optional(path: Path) -> str | None:
         raise MemoryFileError(f"无法读取记忆文件 {path}：{exc}") from exc
 
 
-def source_mark_of(sessions_dir: Path) -> str:
-    """The fingerprint of a chat's sessions: ``name:size:mtime_ms`` per file, ``|``-joined.
-
-    Only ``*.jsonl`` files count, in name order. A file that vanishes between listing and
-    stat is skipped. A missing or unreadable folder gives ``""``, which means "skip".
-    """
-    try:
-        names = sorted(p.name for p in sessions_dir.iterdir() if p.name.endswith(".jsonl"))
-    except OSError:
-        return ""
-    parts: list[str] = []
-    for name in names:
-        try:
-            stat = (sessions_dir / name).stat()
-        except OSError:
-            continue
-        parts.append(f"{name}:{stat.st_size}:{stat.st_mtime_ns // 1_000_000}")
-    return "|".join(parts)
+def history_suffix(rel: str) -> str:
+    """How every ``.history/`` copy of the document ``rel`` (relative to ``记忆/``) ends."""
+    return "-" + rel.replace("/", "-")
 
 
-SESSION_HEAD_BYTES = 4096
-"""How much of each session file :func:`session_heads` keeps."""
+def history_copy_name(rel: str, clock: Clock, ids: IdFactory) -> str:
+    """A fresh ``.history/`` name for a copy of ``rel``: timestamp, unique id, the document's name."""
+    stamp = re.sub(r"[^0-9A-Za-z]", "", clock())[:18]
+    return f"{stamp}-{ids()}{history_suffix(rel)}"
 
 
-def session_heads(sessions_dir: Path) -> dict[str, bytes]:
-    """The first bytes of every ``*.jsonl`` session file: which files a recap is built from.
-
-    Session files are only ever appended to, so a head stays the same while the chat
-    goes on; a chat deleted and started again under the same id has new files whose
-    heads differ (other entry ids and timestamps). A missing folder gives ``{}``.
-    """
-    try:
-        names = sorted(p.name for p in sessions_dir.iterdir() if p.name.endswith(".jsonl"))
-    except OSError:
-        return {}
-    heads: dict[str, bytes] = {}
-    for name in names:
-        try:
-            with open(sessions_dir / name, "rb") as file:
-                heads[name] = file.read(SESSION_HEAD_BYTES)
-        except OSError:
-            continue
-    return heads
-
-
-def sessions_kept(sessions_dir: Path, heads: dict[str, bytes]) -> bool:
-    """True when every file of ``heads`` is still there and still starts with its head (grown or not).
-
-    False for no heads at all: there is nothing the sessions could still be.
-    """
-    if not heads:
-        return False
-    for name, head in heads.items():
-        try:
-            with open(sessions_dir / name, "rb") as file:
-                if file.read(len(head)) != head:
-                    return False
-        except OSError:
-            return False
-    return True
-
-
-# -- the file adapter ------------------------------------------------------------------
+def content_copy_name(rel: str, data: bytes) -> str:
+    """The ``.history/`` name of a copy of ``rel`` holding ``data`` (the same bytes, the same name)."""
+    return f"sha256-{hashlib.sha256(data).hexdigest()[:16]}{history_suffix(rel)}"
 
 
 class MemoryFiles:
@@ -364,18 +316,16 @@ class MemoryFiles:
             raise MemoryFileError(f"无法删除记忆文件 {path}：{exc}") from exc
 
     def _history_name(self, path: Path) -> str:
-        return "-" + self.layout.relative(path).replace("/", "-")
+        return history_suffix(self.layout.relative(path))
 
     def new_id(self) -> str:
-        return self._ids()
+        """A staged name's unique part; not from ``ids``, so a replay's entry ids never depend on the backend."""
+        return secrets.token_hex(6)
 
     def history_path(self, path: Path) -> Path:
         """A fresh ``.history/`` name for a copy of ``path`` (timestamp, unique id, the document's name)."""
-        return self._history_path(path)
-
-    def _history_path(self, path: Path) -> Path:
-        stamp = re.sub(r"[^0-9A-Za-z]", "", self._clock())[:18]
-        return self.safe(self.layout.history_dir / f"{stamp}-{self._ids()}{self._history_name(path)}")
+        name = history_copy_name(self.layout.relative(path), self._clock, self._ids)
+        return self.safe(self.layout.history_dir / name)
 
     def backup_copy(self, path: Path) -> Path | None:
         """Copy ``path`` into ``.history/``; ``None`` when there is nothing to copy.
@@ -384,7 +334,7 @@ class MemoryFiles:
         """
         if not self.safe(path).is_file():
             return None
-        target = self._history_path(path)
+        target = self.history_path(path)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
@@ -403,8 +353,7 @@ class MemoryFiles:
         data = self.read_bytes(path)
         if data is None:
             return None
-        digest = hashlib.sha256(data).hexdigest()[:16]
-        target = self.safe(self.layout.history_dir / f"sha256-{digest}{self._history_name(path)}")
+        target = self.safe(self.layout.history_dir / content_copy_name(self.layout.relative(path), data))
         if target.is_file():
             return target
         try:
@@ -417,7 +366,7 @@ class MemoryFiles:
         """Move ``path`` into ``.history/``; ``None`` when it does not exist (older copies pruned)."""
         if not self.safe(path).exists():
             return None
-        target = self._history_path(path)
+        target = self.history_path(path)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(path, target)
