@@ -42,9 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from liyuan import Card
-from liyuan.card.files import CardLayout, MemoryFiles, sha1_text, source_mark_of
+from liyuan.card.files import CardLayout, MemoryFiles, sha1_text
 from liyuan.card.manifest import Manifest, save_manifest
-from liyuan.card.sessions import SessionStore
+from liyuan.card.sessions import SessionStore, source_mark_of
 from liyuan.card.sync import CardMemory
 from liyuan.clock import IdFactory, counter_ids
 from liyuan.session.state import Ledger

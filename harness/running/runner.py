@@ -19,17 +19,13 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from liyuan.clock import fixed_clock
 from liyuan.errors import LiyuanError
-
-if TYPE_CHECKING:
-    from liyuan.card.sessions import SessionStore
-    from liyuan.vector.chunkstore import ChunkStores
 
 from .. import steps as step_handlers  # noqa: F401  (registers the step handlers)
 from .artifacts import ArtifactSet
@@ -43,17 +39,16 @@ from .state import DEFAULT_CLOCK_START, HANDLERS, RunReport, ScenarioRun, StepRe
 __all__ = ["run_scenarios"]
 
 
-ChunkStoresFor = Callable[[str], "ChunkStores"]
-"""The chunk stores of a scenario's card, by scenario name."""
-SessionsFor = Callable[[str], "SessionStore"]
-"""The session store of a scenario's card, by scenario name."""
+StorageFor = Callable[[str], Mapping[str, Any]]
+"""Where a scenario's card keeps its state, by scenario name: options of :class:`liyuan.Card`
+(``sessions=``, ``memory=``, ``chunk_stores=``); empty for the card folder."""
 StepListener = Callable[[str, str], None]
 """Told ``(out name, step id)`` before each step runs (the template coverage tracker)."""
 
 
 def _run_one(scenario: Scenario, setup: ModelSetup, artifacts: ArtifactSet, progress: Progress,
-             root: Path, on_step: StepListener | None = None, chunk_stores: ChunkStoresFor | None = None,
-             sessions: SessionsFor | None = None) -> tuple[dict[str, list[dict[str, Any]]], list[str], Recorder]:
+             root: Path, on_step: StepListener | None = None,
+             storage: StorageFor | None = None) -> tuple[dict[str, list[dict[str, Any]]], list[str], Recorder]:
     recorder = Recorder(setup.backend_for(scenario, root), on_call=progress.call)
     records: dict[str, list[dict[str, Any]]] = {}
     failures: list[str] = []
@@ -63,8 +58,7 @@ def _run_one(scenario: Scenario, setup: ModelSetup, artifacts: ArtifactSet, prog
         run = ScenarioRun(scenario=scenario, recorder=recorder, setup=setup, workdir=workdir,
                           artifacts=artifacts, progress=progress, clock=fixed_clock(DEFAULT_CLOCK_START),
                           config=scenario.memory_config, root=root,
-                          chunk_stores=chunk_stores(scenario.name) if chunk_stores is not None else None,
-                          sessions=sessions(scenario.name) if sessions is not None else None)
+                          storage=storage(scenario.name) if storage is not None else {})
         label = "占位回复（导入的聊天，不是模型输出）" if setup.kind == "scripted" and scenario.source else setup.label
         progress.scenario(scenario.name, len(scenario.steps), label)
         for index, step in enumerate(scenario.steps, start=1):
@@ -127,8 +121,7 @@ def run_scenarios(
     write: bool = True,
     on_step: StepListener | None = None,
     concurrency: int = 1,
-    chunk_stores: ChunkStoresFor | None = None,
-    sessions: SessionsFor | None = None,
+    storage: StorageFor | None = None,
 ) -> RunReport:
     """Run scenarios and write their artifacts.
 
@@ -144,10 +137,9 @@ def run_scenarios(
             that allow parallel requests). The artifacts are byte-identical to a
             sequential run; only the progress lines interleave. Steps within one
             scenario always run in order. Not combined with ``on_step``.
-        chunk_stores: Where each scenario's card keeps its vector memory, by scenario
-            name (default: SQLite files); the artifacts must not depend on it.
-        sessions: Where each scenario's card keeps its chats' sessions, by scenario
-            name (default: JSONL files); the artifacts must not depend on it either.
+        storage: Where each scenario's card keeps its sessions, memory documents and
+            vector memory, by scenario name (default: the card folder); the artifacts
+            must not depend on it.
 
     Raises:
         ScenarioError: A scenario or reply file is malformed, or a name is unknown.
@@ -173,7 +165,7 @@ def run_scenarios(
 
     def one(scenario: Scenario) -> tuple[ArtifactSet, dict[str, list[dict[str, Any]]], list[str], Recorder]:
         own = ArtifactSet(secrets=setup.secrets)
-        return (own, *_run_one(scenario, setup, own, progress, root, on_step, chunk_stores, sessions))
+        return (own, *_run_one(scenario, setup, own, progress, root, on_step, storage))
 
     if concurrency > 1:
         with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="harness-scenario") as pool:

@@ -20,15 +20,76 @@ import logging
 from pathlib import Path
 from typing import Protocol
 
-from liyuan.card.files import session_heads, sessions_kept, source_mark_of
 from liyuan.card.layout import SESSIONS_DIR, CardLayout
 from liyuan.errors import MemoryFileError, TreeError
 from liyuan.session.loader import SessionContent
 from liyuan.session.log import FileSessionLog, SessionLog
 
-__all__ = ["FileSessions", "SessionStore"]
+__all__ = ["FileSessions", "SessionStore", "session_heads", "sessions_kept", "source_mark_of"]
 
 _log = logging.getLogger(__name__)
+
+
+def source_mark_of(sessions_dir: Path) -> str:
+    """The fingerprint of a chat's sessions: ``name:size:mtime_ms`` per file, ``|``-joined.
+
+    Only ``*.jsonl`` files count, in name order. A file that vanishes between listing and
+    stat is skipped. A missing or unreadable folder gives ``""``, which means "skip".
+    """
+    try:
+        names = sorted(p.name for p in sessions_dir.iterdir() if p.name.endswith(".jsonl"))
+    except OSError:
+        return ""
+    parts: list[str] = []
+    for name in names:
+        try:
+            stat = (sessions_dir / name).stat()
+        except OSError:
+            continue
+        parts.append(f"{name}:{stat.st_size}:{stat.st_mtime_ns // 1_000_000}")
+    return "|".join(parts)
+
+
+SESSION_HEAD_BYTES = 4096
+"""How much of each session file :func:`session_heads` keeps."""
+
+
+def session_heads(sessions_dir: Path) -> dict[str, bytes]:
+    """The first bytes of every ``*.jsonl`` session file: which files a recap is built from.
+
+    Session files are only ever appended to, so a head stays the same while the chat
+    goes on; a chat deleted and started again under the same id has new files whose
+    heads differ (other entry ids and timestamps). A missing folder gives ``{}``.
+    """
+    try:
+        names = sorted(p.name for p in sessions_dir.iterdir() if p.name.endswith(".jsonl"))
+    except OSError:
+        return {}
+    heads: dict[str, bytes] = {}
+    for name in names:
+        try:
+            with open(sessions_dir / name, "rb") as file:
+                heads[name] = file.read(SESSION_HEAD_BYTES)
+        except OSError:
+            continue
+    return heads
+
+
+def sessions_kept(sessions_dir: Path, heads: dict[str, bytes]) -> bool:
+    """True when every file of ``heads`` is still there and still starts with its head (grown or not).
+
+    False for no heads at all: there is nothing the sessions could still be.
+    """
+    if not heads:
+        return False
+    for name, head in heads.items():
+        try:
+            with open(sessions_dir / name, "rb") as file:
+                if file.read(len(head)) != head:
+                    return False
+        except OSError:
+            return False
+    return True
 
 
 class SessionStore(Protocol):

@@ -22,7 +22,7 @@ from typing import Protocol
 from liyuan import fileio
 from liyuan.errors import MemoryFileError
 
-__all__ = ["STAGED_MARK", "MemoryFiles", "replace_text"]
+__all__ = ["STAGED_MARK", "MemoryFiles", "as_read", "replace_text"]
 
 
 class MemoryFiles(Protocol):
@@ -38,7 +38,7 @@ STAGED_MARK = ".staged."
 """Part of the name a new text is staged under beside its file."""
 
 
-def _as_read(data: bytes) -> str | None:
+def as_read(data: bytes) -> str | None:
     """``data`` decoded as the memory files are read (UTF-8, universal newlines); ``None``: not UTF-8."""
     try:
         text = data.decode("utf-8")
@@ -87,7 +87,7 @@ def _swap_in(files: MemoryFiles, path: Path, staged: Path, text: str, expected: 
         return _link_then_rename(files, path, staged, expected)
     fileio.fsync_dir(path.parent)
     displaced = staged.read_bytes()  # what path named the instant before the swap
-    if _as_read(displaced) == expected:
+    if as_read(displaced) == expected:
         return True
     files.keep_displaced(path, displaced)
     fileio.exchange(staged, path)  # undo: the save is back; staged holds ours (or a newer save)
@@ -108,7 +108,7 @@ def _link_then_rename(files: MemoryFiles, path: Path, staged: Path, expected: st
         return False
     os.replace(staged, path)
     displaced = caught.read_bytes()
-    if _as_read(displaced) == expected:
+    if as_read(displaced) == expected:
         caught.unlink()
         fileio.fsync_dir(path.parent)
         return True

@@ -1,4 +1,4 @@
-"""The PostgreSQL schema of liyuan's tables (chunks, sessions), its version and its migrations.
+"""The PostgreSQL schema of liyuan's tables (chunks, sessions, memory documents), its version and its migrations.
 
 Invariants:
 
@@ -28,7 +28,7 @@ except ModuleNotFoundError as exc:
 
 __all__ = ["SCHEMA_VERSION", "connect", "migrate"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _MIGRATIONS: tuple[str, ...] = (
     # 0 -> 1: the chats, their chunks, eviction counts and pending turns.
@@ -90,6 +90,16 @@ _MIGRATIONS: tuple[str, ...] = (
         seq bigint NOT NULL,
         line bytea NOT NULL,
         PRIMARY KEY (scope, chat, session, seq)
+    );
+    """,
+    # 2 -> 3: a card's memory documents (and their .history/ copies), the bytes a file would hold.
+    """
+    CREATE TABLE liyuan_memory_files (
+        scope text NOT NULL,
+        path text NOT NULL,
+        seq bigint GENERATED ALWAYS AS IDENTITY,
+        data bytea NOT NULL,
+        PRIMARY KEY (scope, path)
     );
     """,
 )

@@ -13,13 +13,11 @@ from liyuan.card.files import (
     MemoryFiles,
     atomic_write_text,
     read_text_optional,
-    session_heads,
-    sessions_kept,
-    source_mark_of,
     validate_chat_id,
 )
 from liyuan.card.manifest import Manifest, ManualState, RecapRecord, finish_pending, load_manifest, save_manifest
 from liyuan.card.manual import list_memory, search_memory
+from liyuan.card.sessions import session_heads, sessions_kept, source_mark_of
 from liyuan.errors import ConfigError, ManifestError, MemoryFileError
 
 BAD_IDS = ["", "../x", "..", ".", "/etc/passwd", "a/b", "a\\b", "局一", "ａ", "a b", "abc\n", "a.md", "x" * 129]

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from liyuan.card.files import CardLayout, MemoryFiles, sha1_text, source_mark_of
+from liyuan.card.files import CardLayout, MemoryFiles, sha1_text
 from liyuan.card.manifest import Manifest, save_manifest
+from liyuan.card.sessions import source_mark_of
 from liyuan.card.sync import CardMemory
 from liyuan.model import FunctionModel
 

@@ -1,0 +1,318 @@
+"""A card's memory documents and locks in PostgreSQL: several app servers, one card, nothing lost.
+
+``Card.open(path, memory=PostgresMemory(conninfo, scope="卡的 id"))`` keeps the recaps, the
+handbook, the resident summary, the manifest and the ``.history/`` copies in one table,
+``liyuan_memory_files``: one row per document, named by its path under ``记忆/`` and
+holding the bytes its file would hold. The sync and the hard path run the same code as on
+files (:class:`~liyuan.card.memstore.MemoryStore`); a card moves between the backends
+byte for byte (:func:`liyuan.storage.copy.copy_memory`). Needs the ``postgres`` extra.
+
+Invariants:
+
+- **The write lock is a transaction.** Taking the card's write lock begins a transaction
+  on a connection of its own and takes a transaction-scoped advisory lock on the card;
+  every read and write the holding thread makes goes through that transaction, and
+  leaving the lock commits it. So a read-decide-write (a recap and the manifest that
+  records it; a hand edit, its backup and the manifest) lands whole or not at all: an
+  exception that leaves the outermost ``with`` rolls it back, and a holder that dies
+  loses its transaction and its lock with its connection.
+- **The sync lock is a session advisory lock** on another connection of its own, held
+  across the model calls: one sync of a card at a time across every server. The server
+  frees it when the holder's connection ends (a crash, ``kill -9``). It carries no
+  fencing counter: a holder whose connection is cut while it waits on a model loses the
+  lock without knowing, and a second sync may start. That is safe because every write
+  happens under the write lock and checks what it read (a recap is written only over the
+  text its call was based on; a merge only if the input stamp did not move), so the
+  worst case is a model call paid for and thrown away.
+- **Replace only if unchanged** (:meth:`PostgresMemoryFiles.replace_text`) reads the row
+  ``FOR UPDATE`` and compares in the same transaction: there is no window for another
+  server's write.
+- A ``.history/`` copy is a row like any document; the newest
+  :data:`~liyuan.card.housekeeping.HISTORY_KEEP` copies of each document are kept (newest
+  by insertion).
+- Other threads of the process read through a third, autocommit connection (serialised
+  by a lock): they see committed documents only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path, PurePosixPath
+from typing import Any, TypeVar
+
+from liyuan.card.files import content_copy_name, history_copy_name, history_suffix, is_valid_chat_id
+from liyuan.card.housekeeping import HISTORY_KEEP
+from liyuan.card.layout import HISTORY_DIR, RECAPS_DIR, CardLayout
+from liyuan.card.memstore import CardLocks
+from liyuan.card.swap import as_read
+from liyuan.clock import Clock, IdFactory, random_ids, system_clock
+from liyuan.errors import MemoryFileError, UnsafePathError
+from liyuan.storage.pglocks import SyncLock, WriteLock
+from liyuan.vector.pgschema import connect
+from liyuan.vector.requires import postgres_missing
+
+try:
+    import psycopg
+except ModuleNotFoundError as exc:
+    raise postgres_missing(exc) from exc
+
+__all__ = ["PostgresMemory", "PostgresMemoryFiles"]
+
+_T = TypeVar("_T")
+_HISTORY = f"{HISTORY_DIR}/"
+
+
+class PostgresMemory:
+    """The memory of one card in PostgreSQL (:class:`~liyuan.card.memstore.MemoryBackend`).
+
+    Args:
+        conninfo: A libpq connection string or URI (``postgresql://user@host/db``).
+        scope: The card's id in the database (two scopes never mix). Use the same scope for
+            the card's :class:`~liyuan.storage.pgsessions.PostgresSessions`.
+
+    Raises:
+        ConfigError: The server cannot be reached, or the schema is newer than this
+            library knows (on first use).
+    """
+
+    def __init__(self, conninfo: str, *, scope: str) -> None:
+        self._conninfo = conninfo
+        self.scope = scope
+        self._guard = threading.RLock()
+        self._db: psycopg.Connection[Any] | None = None
+        opener = partial(connect, conninfo, "PostgreSQL 记忆库")
+        self._write = WriteLock(opener, scope)
+        self._sync = SyncLock(opener, scope)
+        self.locks = CardLocks(run=self._sync, write=self._write)
+
+    def bind(self, layout: CardLayout, *, clock: Clock = system_clock,
+             ids: IdFactory = random_ids) -> PostgresMemoryFiles:
+        """The documents of this card, named by paths under ``layout.memory_dir``."""
+        return PostgresMemoryFiles(self, layout, clock=clock, ids=ids)
+
+    def close(self) -> None:
+        """Close the connections (the next call opens new ones); do not call while a lock is held."""
+        with self._guard:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+        self._write.close()
+        self._sync.close()
+
+    def _open(self, db: psycopg.Connection[Any] | None) -> psycopg.Connection[Any]:
+        if db is not None and not db.closed and not db.broken:
+            return db
+        return connect(self._conninfo, "PostgreSQL 记忆库")
+
+    def run(self, work: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+        """``work(connection)``: in the write lock's transaction when this thread holds it, else
+        on the shared autocommit connection; a database failure is a :class:`MemoryFileError`."""
+        try:
+            held = self._write.held()
+            if held is not None:
+                return work(held)
+            with self._guard:
+                self._db = self._open(self._db)
+                return work(self._db)
+        except psycopg.Error as exc:
+            raise MemoryFileError(f"PostgreSQL 里的记忆读写失败：{exc}") from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        """One transaction (a savepoint inside the write lock's), rolled back by an exception."""
+        try:
+            held = self._write.held()
+            if held is not None:
+                with held.transaction():
+                    yield held
+                return
+            with self._guard:
+                db = self._db = self._open(self._db)
+                with db.transaction():
+                    yield db
+        except psycopg.Error as exc:
+            raise MemoryFileError(f"PostgreSQL 里的记忆写入失败（没有写入）：{exc}") from exc
+
+
+class PostgresMemoryFiles:
+    """The memory documents of one card in PostgreSQL (:class:`~liyuan.card.memstore.MemoryStore`)."""
+
+    def __init__(self, memory: PostgresMemory, layout: CardLayout, *, clock: Clock = system_clock,
+                 ids: IdFactory = random_ids) -> None:
+        self.memory = memory
+        self.layout = layout
+        self._clock = clock
+        self._ids = ids
+        self._scope = memory.scope
+
+    @property
+    def locks(self) -> CardLocks:
+        return self.memory.locks
+
+    def _rel(self, path: Path) -> str:
+        try:
+            rel = path.relative_to(self.layout.memory_dir).as_posix()
+        except ValueError:
+            raise UnsafePathError(f"记忆文档的路径不在这张卡的记忆里：{path}") from None
+        if rel in ("", ".") or ".." in PurePosixPath(rel).parts:
+            raise UnsafePathError(f"记忆文档的路径不在这张卡的记忆里：{path}")
+        return rel
+
+    def _path(self, rel: str) -> Path:
+        return self.layout.memory_dir / rel
+
+    def _get(self, rel: str) -> bytes | None:
+        row = self.memory.run(lambda db: db.execute(
+            "SELECT data FROM liyuan_memory_files WHERE scope = %s AND path = %s", (self._scope, rel)).fetchone())
+        return bytes(row[0]) if row else None
+
+    def _put(self, db: psycopg.Connection[Any], rel: str, data: bytes) -> None:
+        db.execute("INSERT INTO liyuan_memory_files (scope, path, data) VALUES (%s, %s, %s)"
+                   " ON CONFLICT (scope, path) DO UPDATE SET data = EXCLUDED.data", (self._scope, rel, data))
+
+    def _decode(self, rel: str, data: bytes) -> str:
+        text = as_read(data)
+        if text is None:
+            raise MemoryFileError(f"无法读取记忆文档 {rel}：不是 UTF-8 文本")
+        return text
+
+    # -- reading --------------------------------------------------------------------
+
+    def read_bytes(self, path: Path) -> bytes | None:
+        return self._get(self._rel(path))
+
+    def read_text(self, path: Path) -> str | None:
+        rel = self._rel(path)
+        data = self._get(rel)
+        return None if data is None else self._decode(rel, data)
+
+    def exists(self, path: Path) -> bool:
+        return self._get(self._rel(path)) is not None
+
+    def stamp(self, path: Path) -> Hashable | None:
+        """The document's md5 (computed by the server): the same text, the same stamp."""
+        rel = self._rel(path)
+        row = self.memory.run(lambda db: db.execute(
+            "SELECT md5(data) FROM liyuan_memory_files WHERE scope = %s AND path = %s", (self._scope, rel)).fetchone())
+        return str(row[0]) if row else None
+
+    def recap_texts(self, forgotten: Collection[str] = ()) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for rel, data in self._recap_rows():
+            chat_id = rel[len(RECAPS_DIR) + 1:-3]
+            if is_valid_chat_id(chat_id) and chat_id not in forgotten:
+                found[chat_id] = self._decode(rel, data)
+        return dict(sorted(found.items()))
+
+    def _recap_rows(self) -> list[tuple[str, bytes]]:
+        rows = self.memory.run(lambda db: db.execute(
+            "SELECT path, data FROM liyuan_memory_files WHERE scope = %s AND left(path, %s) = %s",
+            (self._scope, len(RECAPS_DIR) + 1, f"{RECAPS_DIR}/")).fetchall())
+        return sorted((rel, bytes(data)) for rel, data in rows if rel.endswith(".md") and rel.count("/") == 1)
+
+    def input_stamp(self) -> str:
+        """As :meth:`liyuan.card.files.MemoryFiles.input_stamp` computes it, over the rows."""
+        layout = self.layout
+        fixed = [self._rel(p) for p in (layout.manifest, layout.handbook, layout.resident)]
+        rows = self.memory.run(lambda db: db.execute(
+            "SELECT path, data FROM liyuan_memory_files WHERE scope = %s AND path = ANY(%s)",
+            (self._scope, fixed)).fetchall())
+        data_of = {rel: bytes(data) for rel, data in rows}
+        digest = hashlib.sha1()
+        inputs: list[tuple[str, bytes | None]] = [(rel, data_of.get(rel)) for rel in fixed]
+        for index, (rel, data) in enumerate(inputs + list(self._recap_rows())):
+            if index:
+                digest.update(b"\0")
+            digest.update(rel.encode("utf-8") + b"\0")
+            digest.update(b"<missing>" if data is None else data)
+        return digest.hexdigest()
+
+    def snapshot(self) -> dict[str, bytes]:
+        rows = self.memory.run(lambda db: db.execute(
+            "SELECT path, data FROM liyuan_memory_files WHERE scope = %s", (self._scope,)).fetchall())
+        return dict(sorted((rel, bytes(data)) for rel, data in rows))
+
+    # -- writing --------------------------------------------------------------------
+
+    def write_text(self, path: Path, text: str) -> None:
+        rel = self._rel(path)
+        self.memory.run(lambda db: self._put(db, rel, text.encode("utf-8")))
+
+    def replace_text(self, path: Path, text: str, expected: str | None) -> bool:
+        rel = self._rel(path)
+        with self.memory.transaction() as db:
+            row = db.execute("SELECT data FROM liyuan_memory_files WHERE scope = %s AND path = %s FOR UPDATE",
+                             (self._scope, rel)).fetchone()
+            if (None if row is None else as_read(bytes(row[0]))) != expected or (row is None) != (expected is None):
+                return False
+            self._put(db, rel, text.encode("utf-8"))
+        return True
+
+    def delete(self, path: Path) -> None:
+        rel = self._rel(path)
+        self.memory.run(lambda db: db.execute(
+            "DELETE FROM liyuan_memory_files WHERE scope = %s AND path = %s", (self._scope, rel)))
+
+    def restore(self, documents: Mapping[str, bytes]) -> None:
+        """Store every document in one transaction; ``.history/`` copies in name order (their
+        names start with their time), so pruning keeps the newest."""
+        rels = sorted(self._rel(self._path(rel)) for rel in documents)
+        with self.memory.transaction() as db:
+            for rel in rels:
+                self._put(db, rel, documents[rel])
+
+    def _keep_copy(self, db: psycopg.Connection[Any], name: str, rel: str, data: bytes) -> Path:
+        copy = f"{_HISTORY}{name}"
+        db.execute("INSERT INTO liyuan_memory_files (scope, path, data) VALUES (%s, %s, %s)"
+                   " ON CONFLICT (scope, path) DO NOTHING", (self._scope, copy, data))
+        suffix = history_suffix(rel)
+        db.execute(
+            "DELETE FROM liyuan_memory_files WHERE scope = %(scope)s AND path IN ("
+            " SELECT path FROM liyuan_memory_files WHERE scope = %(scope)s AND left(path, %(n)s) = %(history)s"
+            " AND strpos(substr(path, %(n)s + 1), '/') = 0 AND right(path, %(m)s) = %(suffix)s"
+            " ORDER BY seq DESC, path DESC OFFSET %(keep)s)",
+            {"scope": self._scope, "n": len(_HISTORY), "history": _HISTORY, "m": len(suffix), "suffix": suffix,
+             "keep": HISTORY_KEEP})
+        return self._path(copy)
+
+    def backup_copy(self, path: Path) -> Path | None:
+        rel = self._rel(path)
+        with self.memory.transaction() as db:
+            row = db.execute("SELECT data FROM liyuan_memory_files WHERE scope = %s AND path = %s",
+                             (self._scope, rel)).fetchone()
+            if row is None:
+                return None
+            return self._keep_copy(db, history_copy_name(rel, self._clock, self._ids), rel, bytes(row[0]))
+
+    def backup_once(self, path: Path) -> Path | None:
+        rel = self._rel(path)
+        data = self._get(rel)
+        if data is None:
+            return None
+        copy = f"{_HISTORY}{content_copy_name(rel, data)}"
+        self.memory.run(lambda db: db.execute(
+            "INSERT INTO liyuan_memory_files (scope, path, data) VALUES (%s, %s, %s)"
+            " ON CONFLICT (scope, path) DO NOTHING", (self._scope, copy, data)))
+        return self._path(copy)
+
+    def move_to_history(self, path: Path) -> Path | None:
+        rel = self._rel(path)
+        with self.memory.transaction() as db:
+            row = db.execute("DELETE FROM liyuan_memory_files WHERE scope = %s AND path = %s RETURNING data",
+                             (self._scope, rel)).fetchone()
+            if row is None:
+                return None
+            return self._keep_copy(db, history_copy_name(rel, self._clock, self._ids), rel, bytes(row[0]))
+
+    # -- housekeeping: nothing on disk -------------------------------------------------
+
+    def check_paths(self) -> None:
+        """Nothing to check: documents are rows, no path can be a symlink."""
+
+    def remove_orphan_temps(self) -> int:
+        """Nothing to remove: a write that died rolled back with its transaction."""
+        return 0
