@@ -37,7 +37,7 @@ from liyuan.app.activity import Activity, Lane, Listener
 from liyuan.app.card_lore import CardLore
 from liyuan.app.chat import Chat
 from liyuan.app.vectors import open_vector
-from liyuan.card.files import CHAT_META_FILE, CardLayout, MemoryFiles, atomic_write_text, validate_chat_id
+from liyuan.card.files import CardLayout, MemoryFiles, validate_chat_id
 from liyuan.card.memstore import MemoryBackend, MemoryStore
 from liyuan.card.repair import ManifestRepair
 from liyuan.card.sessions import FileSessions, SessionStore
@@ -154,7 +154,7 @@ class Card(CardLore):
             user_name: The user's character name; only the card's own (given to
                 :meth:`open`) is accepted, since recaps and merges use the card's names.
             char_name: The character's name; likewise only the card's own.
-            title: The chat's display name, kept in its ``meta.json``.
+            title: The chat's display name, kept as its ``meta.json`` (in its folder, or the session store).
             greeting: The card's opening line, written as the first entry of a new chat;
                 default: the imported card's first greeting (``first_mes``), if any.
 
@@ -173,8 +173,7 @@ class Card(CardLore):
                 chat = self._open_chat(chat_id, user_name or self.user_name, char_name or self.char_name, greeting)
                 self._chats[chat_id] = chat
         if title is not None:
-            meta = self._layout.chat_file(chat_id, CHAT_META_FILE)
-            atomic_write_text(meta, json.dumps({"name": title}, ensure_ascii=False) + "\n")
+            self._sessions.set_meta(chat_id, (json.dumps({"name": title}, ensure_ascii=False) + "\n").encode())
         if self._auto_sync:
             self.sync(wait=False)
         return chat

@@ -34,6 +34,7 @@ __all__ = [
     "RESIDENT_FILE",
     "SESSIONS_DIR",
     "CardLayout",
+    "chat_name_from",
     "is_valid_chat_id",
     "validate_chat_id",
 ]
@@ -161,17 +162,28 @@ class CardLayout:
     def chat_name(self, chat_id: str) -> str:
         """The chat's display name from ``meta.json`` (``name``), else its id."""
         try:
-            raw = json.loads(self.chat_file(chat_id, CHAT_META_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError, UnsafePathError):
-            # ValueError covers bad UTF-8, bad JSON and numbers too long to convert;
-            # RecursionError, nesting too deep to parse. A name is never worth a crash.
+            data = self.chat_file(chat_id, CHAT_META_FILE).read_bytes()
+        except (OSError, UnsafePathError):
             return chat_id
-        name = raw.get("name") if isinstance(raw, dict) else None
-        return name.strip() if isinstance(name, str) and name.strip() else chat_id
+        return chat_name_from(data, chat_id)
 
     def relative(self, path: Path) -> str:
         """``path`` relative to the memory folder, with ``/`` separators (for the journal)."""
         return path.relative_to(self.memory_dir).as_posix()
+
+
+def chat_name_from(meta: bytes | None, chat_id: str) -> str:
+    """The display name a chat's ``meta.json`` bytes give (``name``), else its id."""
+    if meta is None:
+        return chat_id
+    try:
+        raw = json.loads(meta.decode("utf-8"))
+    except (ValueError, RecursionError):
+        # ValueError covers bad UTF-8, bad JSON and numbers too long to convert;
+        # RecursionError, nesting too deep to parse. A name is never worth a crash.
+        return chat_id
+    name = raw.get("name") if isinstance(raw, dict) else None
+    return name.strip() if isinstance(name, str) and name.strip() else chat_id
 
 
 def is_valid_chat_id(name: str) -> bool:

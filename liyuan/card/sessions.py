@@ -20,12 +20,13 @@ import logging
 from pathlib import Path
 from typing import Protocol
 
-from liyuan.card.layout import SESSIONS_DIR, CardLayout
-from liyuan.errors import MemoryFileError, TreeError
+from liyuan.card.layout import CHAT_META_FILE, SESSIONS_DIR, CardLayout, chat_name_from
+from liyuan.errors import LiyuanError, MemoryFileError, TreeError
+from liyuan.fileio import atomic_write_bytes
 from liyuan.session.loader import SessionContent
 from liyuan.session.log import FileSessionLog, SessionLog
 
-__all__ = ["FileSessions", "SessionStore", "session_heads", "sessions_kept", "source_mark_of"]
+__all__ = ["FileSessions", "SessionStore", "chat_name", "session_heads", "sessions_kept", "source_mark_of"]
 
 _log = logging.getLogger(__name__)
 
@@ -128,9 +129,26 @@ class SessionStore(Protocol):
         """True when every session of ``heads`` is still there with its head (grown or not)."""
         ...
 
-    def drop(self, chat_id: str) -> None:
-        """Delete every session of the chat."""
+    def meta(self, chat_id: str) -> bytes | None:
+        """The chat's ``meta.json`` bytes (its display name), ``None`` when it has none."""
         ...
+
+    def set_meta(self, chat_id: str, data: bytes) -> None:
+        """Store the chat's ``meta.json`` bytes whole."""
+        ...
+
+    def drop(self, chat_id: str) -> None:
+        """Delete every session of the chat (and its meta)."""
+        ...
+
+
+def chat_name(sessions: SessionStore, chat_id: str) -> str:
+    """The chat's display name (its meta's ``name``), else its id; never raises for a bad meta."""
+    try:
+        meta = sessions.meta(chat_id)
+    except (OSError, LiyuanError):
+        meta = None
+    return chat_name_from(meta, chat_id)
 
 
 class FileSessions:
@@ -181,8 +199,23 @@ class FileSessions:
     def kept(self, chat_id: str, heads: dict[str, bytes]) -> bool:
         return sessions_kept(self.layout.sessions_dir(chat_id), heads)
 
+    def meta(self, chat_id: str) -> bytes | None:
+        try:
+            return self.layout.chat_file(chat_id, CHAT_META_FILE).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise MemoryFileError(f"无法读取这一局的 {CHAT_META_FILE}：{exc}") from exc
+
+    def set_meta(self, chat_id: str, data: bytes) -> None:
+        path = self.layout.chat_file(chat_id, CHAT_META_FILE)
+        try:
+            atomic_write_bytes(path, data)
+        except OSError as exc:
+            raise MemoryFileError(f"无法写入 {path}：{exc}") from exc
+
     def drop(self, chat_id: str) -> None:
-        """Nothing of its own: the chat's folder, sessions included, is deleted with the chat."""
+        """Nothing of its own: the chat's folder, sessions and meta included, is deleted with the chat."""
 
     def clean_dead_imports(self) -> int:
         """Remove what imports killed mid-way left: their temporary files, and the chat folders

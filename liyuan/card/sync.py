@@ -67,7 +67,7 @@ from liyuan.card.memstore import MemoryStore
 from liyuan.card.merge_check import check_merge, merge_needs_every_recap
 from liyuan.card.merge_write import still_holds, write_merge
 from liyuan.card.prompts import build_merge_prompt, build_recap_prompt, validate_recap
-from liyuan.card.sessions import FileSessions, SessionStore
+from liyuan.card.sessions import FileSessions, SessionStore, chat_name
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.context.budget import RESIDENT_MAX_CHARS
 from liyuan.errors import ManifestError, MemoryFileError, ModelError, ModelOutputError, UnsafePathError
@@ -156,6 +156,9 @@ class CardMemory(HandPath):
         self._on_activity = on_activity
         self.files: MemoryStore = files if files is not None else MemoryFiles(self.layout, clock=clock, ids=ids)
         self._locks = self.files.locks
+
+    def _chat_name(self, chat_id: str) -> str:
+        return chat_name(self.sessions, chat_id)
 
     def _say(self, line: str) -> None:
         log.info("%s: %s", self.layout.card_dir.name, line)
@@ -257,7 +260,7 @@ class CardMemory(HandPath):
             record = manifest.recaps.get(chat_id)
             if not mark or (record is not None and record.source_mark == mark):
                 return None
-            name = layout.chat_name(chat_id)  # read only for chats with work: most syncs stop above
+            name = chat_name(sessions, chat_id)  # read only for chats with work: most syncs stop above
             heads = sessions.heads(chat_id)  # which sessions the recap is built from (checked after the call)
             try:
                 previous = files.read_text(layout.recap_path(chat_id))
@@ -334,12 +337,12 @@ class CardMemory(HandPath):
                 # Read after the stamp: a writer outside this process (no shared lock) that
                 # lands before the stamp is seen here; one that lands after moves the stamp.
                 manifest = load_manifest(files)
-                diff = diff_recaps(files, manifest)
+                diff = diff_recaps(files, manifest, name_of=self._chat_name)
                 handbook = files.read_text(layout.handbook)
                 resident = files.read_text(layout.resident)
                 unsourced = merge_needs_every_recap(handbook, resident, diff, manifest)
                 if unsourced:
-                    diff = diff_recaps(files, manifest, every=True)
+                    diff = diff_recaps(files, manifest, every=True, name_of=self._chat_name)
             except (ManifestError, UnsafePathError):
                 raise
             except MemoryFileError as exc:

@@ -1,27 +1,127 @@
-"""Moving a card's sessions between backends, byte for byte.
+"""Moving a card between backends, byte for byte: its sessions, chat names and memory.
 
-:func:`copy_sessions` copies every session of every chat from one
-:class:`~liyuan.card.sessions.SessionStore` to another: from the card folder into
-PostgreSQL when an app outgrows one machine, and back out to files to read, edit or
-archive them by hand. A session's bytes arrive exactly as they left (a damaged line, a
-torn last write and all), so copying there and back gives the same files.
+:func:`copy_card` copies a whole card from one :class:`CardStorage` to another: from the
+card folder into PostgreSQL when an app outgrows one machine, and back out to a folder to
+read, edit or archive it by hand. :func:`copy_sessions` and :func:`copy_memory` are its
+two halves. Bytes arrive exactly as they left (a damaged session line, a torn last write,
+a recap that is not UTF-8, the ``.history/`` copies), so copying there and back gives the
+same files.
 
-Invariant: a session the target already has is never overwritten; the copy stops with
-:class:`~liyuan.errors.SessionConflictError` before writing anything of that session.
+One thing may be re-taken on arrival: the manifest records, per chat, the fingerprint of
+the sessions its recap was made from, and a fingerprint is the backend's own (files: size
+and modification time; PostgreSQL: size and header). With ``restamp=True`` (the default)
+a chat whose recap was up to date in the source gets the target's fingerprint, so the
+first sync after a move pays for no recap; with ``restamp=False`` the copy is byte for byte
+throughout and that sync recaps every chat once.
+
+Invariants: a session or a memory document the target already has is never overwritten
+(the copy stops before writing it); the source is read under its write lock, the target
+written under its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
 
-from liyuan.card.sessions import SessionStore
-from liyuan.errors import SessionConflictError
+from liyuan.card.files import MemoryFiles
+from liyuan.card.layout import CardLayout
+from liyuan.card.manifest import load_manifest, save_manifest
+from liyuan.card.memstore import MemoryStore
+from liyuan.card.sessions import FileSessions, SessionStore
+from liyuan.errors import SessionConflictError, StateError
 
-__all__ = ["copy_sessions"]
+__all__ = ["CardCopy", "CardStorage", "copy_card", "copy_memory", "copy_sessions"]
+
+
+@dataclass
+class CardStorage:
+    """Where one card's state is: its chats' sessions and its memory documents."""
+
+    sessions: SessionStore
+    memory: MemoryStore
+
+    @classmethod
+    def folder(cls, path: str | Path) -> CardStorage:
+        """The card folder ``path`` (``cards/<卡>``), as :meth:`liyuan.Card.open` keeps it."""
+        layout = CardLayout(Path(path))
+        return cls(FileSessions(layout), MemoryFiles(layout))
+
+    @classmethod
+    def postgres(cls, conninfo: str, *, scope: str) -> CardStorage:
+        """The card ``scope`` in PostgreSQL (needs the ``postgres`` extra); :meth:`close` it after."""
+        from liyuan.storage.pgmemory import PostgresMemory
+        from liyuan.storage.pgsessions import PostgresSessions
+
+        return cls(PostgresSessions(conninfo, scope=scope),
+                   PostgresMemory(conninfo, scope=scope).bind(CardLayout(Path(scope))))
+
+    def close(self) -> None:
+        """Close what holds connections (nothing to do for a folder)."""
+        for part in (self.sessions, getattr(self.memory, "memory", None)):
+            close = getattr(part, "close", None)
+            if close is not None:
+                close()
+
+
+@dataclass(frozen=True)
+class CardCopy:
+    """What :func:`copy_card` copied."""
+
+    sessions: int
+    documents: int
+    restamped: list[str]
+    """Chats whose recap was up to date and got the target's fingerprint (``restamp=True``)."""
+
+
+def copy_card(source: CardStorage, target: CardStorage, *, restamp: bool = True) -> CardCopy:
+    """Copy a whole card (sessions, chat names, memory documents with ``.history/``); see the module.
+
+    Raises:
+        SessionConflictError: The target has sessions of one of the chats already (nothing is copied).
+        StateError: The target has memory documents already (nothing is copied).
+        TreeError, MemoryFileError: Something cannot be read or written.
+    """
+    taken = [chat_id for chat_id in source.sessions.chat_ids() if target.sessions.names(chat_id)]
+    if taken:
+        raise SessionConflictError(f"目标里已经有这些局的会话：{'、'.join(taken)}：不覆盖，什么都没有复制")
+    if target.memory.snapshot():
+        raise StateError("目标里已经有记忆文档：不覆盖，什么都没有复制")
+    sessions = copy_sessions(source.sessions, target.sessions)
+    documents = copy_memory(source.memory, target.memory)
+    restamped: list[str] = []
+    if restamp:
+        with target.memory.locks.write:
+            manifest = load_manifest(target.memory)
+            for chat_id, record in manifest.recaps.items():
+                if record.source_mark and record.source_mark == source.sessions.mark(chat_id):
+                    record.source_mark = target.sessions.mark(chat_id)
+                    restamped.append(chat_id)
+            if restamped:
+                save_manifest(target.memory, manifest)
+    return CardCopy(sessions, documents, sorted(restamped))
+
+
+def copy_memory(source: MemoryStore, target: MemoryStore) -> int:
+    """Copy every memory document (``.history/`` included) byte for byte; how many.
+
+    Raises:
+        StateError: The target has documents already (nothing is copied).
+    """
+    with source.locks.write:
+        documents = source.snapshot()
+    with target.locks.write:
+        present = target.snapshot()
+        if present:
+            raise StateError(f"目标里已经有 {len(present)} 份记忆文档：不覆盖，记忆没有复制")
+        target.restore(documents)
+    return len(documents)
 
 
 def copy_sessions(source: SessionStore, target: SessionStore, *, chats: Iterable[str] | None = None) -> int:
-    """Copy the sessions of ``chats`` (default: every chat of ``source``) to ``target``.
+    """Copy the sessions of ``chats`` (default: every chat of ``source``) to ``target``, and
+    each chat's meta (its display name) where the target has none.
 
     Returns:
         How many sessions were copied.
@@ -42,4 +142,7 @@ def copy_sessions(source: SessionStore, target: SessionStore, *, chats: Iterable
                 continue  # gone since the listing
             target.log(chat_id, name).create(data)
             copied += 1
+        meta = source.meta(chat_id)
+        if meta is not None and target.meta(chat_id) is None:  # the target's own name is kept
+            target.set_meta(chat_id, meta)
     return copied

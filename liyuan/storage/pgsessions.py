@@ -174,10 +174,21 @@ class PostgresSessions:
         now = self.heads(chat_id)
         return all(now.get(name) == head for name, head in heads.items())
 
+    def meta(self, chat_id: str) -> bytes | None:
+        row = self.run(lambda db: db.execute(
+            "SELECT data FROM liyuan_chat_meta WHERE scope = %s AND chat = %s", (self.scope, chat_id)).fetchone())
+        return bytes(row[0]) if row else None
+
+    def set_meta(self, chat_id: str, data: bytes) -> None:
+        self.run(lambda db: db.execute(
+            "INSERT INTO liyuan_chat_meta (scope, chat, data) VALUES (%s, %s, %s)"
+            " ON CONFLICT (scope, chat) DO UPDATE SET data = EXCLUDED.data", (self.scope, chat_id, data)))
+
     def drop(self, chat_id: str) -> None:
-        """Delete every session of the chat, in one transaction."""
+        """Delete every session of the chat and its meta, in one transaction."""
         with self.transaction(chat_id) as cur:
             cur.execute("DELETE FROM liyuan_session_lines WHERE scope = %s AND chat = %s", (self.scope, chat_id))
+            cur.execute("DELETE FROM liyuan_chat_meta WHERE scope = %s AND chat = %s", (self.scope, chat_id))
 
 
 class PostgresSessionLog:

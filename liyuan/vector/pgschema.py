@@ -92,7 +92,8 @@ _MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (scope, chat, session, seq)
     );
     """,
-    # 2 -> 3: a card's memory documents (and their .history/ copies), the bytes a file would hold.
+    # 2 -> 3: a card's memory documents (and their .history/ copies) and its chats' meta.json,
+    # the bytes a file would hold.
     """
     CREATE TABLE liyuan_memory_files (
         scope text NOT NULL,
@@ -100,6 +101,12 @@ _MIGRATIONS: tuple[str, ...] = (
         seq bigint GENERATED ALWAYS AS IDENTITY,
         data bytea NOT NULL,
         PRIMARY KEY (scope, path)
+    );
+    CREATE TABLE liyuan_chat_meta (
+        scope text NOT NULL,
+        chat text NOT NULL,
+        data bytea NOT NULL,
+        PRIMARY KEY (scope, chat)
     );
     """,
 )

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from liyuan.card.files import CardLayout, MemoryFiles, sha1_text
+from liyuan.card.files import MemoryFiles, sha1_text
 from liyuan.card.manifest import load_manifest
+from liyuan.card.sessions import FileSessions
 from liyuan.errors import ConfigError, ModelError
 from liyuan.model import FunctionModel, ModelRequest, ScriptedModel
 
@@ -153,13 +154,13 @@ def test_unchanged_chats_cost_no_meta_read(tmp_path: Path, monkeypatch: pytest.M
     model = FunctionModel(lambda r: _recap_for(r) if r.purpose == "recap" else merge_reply())
     assert memory(tmp_path, model).sync().merged == "ok"
     named: list[str] = []
-    real = CardLayout.chat_name
+    real = FileSessions.meta
 
-    def counting(self: CardLayout, chat_id: str) -> str:
+    def counting(self: FileSessions, chat_id: str) -> bytes | None:
         named.append(chat_id)
         return real(self, chat_id)
 
-    monkeypatch.setattr(CardLayout, "chat_name", counting)
+    monkeypatch.setattr(FileSessions, "meta", counting)
     out = memory(tmp_path, model).sync()
     assert (out.recapped, out.merged, named) == ([], "no-change", [])  # the fingerprint exit comes first
     write_chat(tmp_path, "A", [("user", "去茶馆吧。"), ("assistant", "好。")])

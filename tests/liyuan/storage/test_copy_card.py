@@ -1,0 +1,123 @@
+"""A whole card moves between the card folder and PostgreSQL (issue 22): sessions, chat
+names, recaps, handbook, resident summary, manifest and ``.history/``.
+
+Every recap and merge reply here is hand-written (a scripted stand-in): no model wrote them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from liyuan import Card
+from liyuan.card import manual as card_manual
+from liyuan.card.lock import SYNC_LOCK_FILE, WRITE_LOCK_FILE
+from liyuan.clock import counter_ids, fixed_clock
+from liyuan.errors import SessionConflictError, StateError
+from liyuan.model import FunctionModel, ModelRequest
+from liyuan.storage.copy import CardStorage, copy_card
+from tests.liyuan.card.test_fixtures import CHAR, USER, merge_for, recap, user_text
+
+
+def _model() -> FunctionModel:
+    def reply(request: ModelRequest) -> str:
+        if request.purpose == "recap":
+            chat = "甲" if "甲的" in user_text(request) else "乙"
+            return recap(f"{chat}局", f"- {chat}局里的事。")
+        return merge_for("jA", "jB")
+    return FunctionModel(reply)
+
+
+def _open(path: Path, model: FunctionModel, storage: CardStorage | None = None, dsn: str = "",
+          scope: str = "") -> Card:
+    options = {}
+    if storage is not None:
+        from liyuan.storage.pgmemory import PostgresMemory
+
+        options = {"sessions": storage.sessions, "memory": PostgresMemory(dsn, scope=scope)}
+    return Card.open(path, side_model=model, user_name=USER, char_name=CHAR, background=False,
+                     auto_sync=False, clock=fixed_clock(), ids=counter_ids("e"), **options)  # type: ignore[arg-type]
+
+
+def _play(card: Card, chat_id: str, who: str, beats: int) -> None:
+    chat = card.chat(chat_id, title=f"{who}的一局")
+    for n in range(beats):
+        chat.prepare(f"{who}的第{n}拍")
+        chat.record(f"（脚本回复）{who}的第{n}拍之后")
+
+
+@pytest.fixture
+def played(tmp_path: Path) -> Path:
+    """A card folder with two chats, a sync, and a hand edit of the handbook (so ``.history/`` has a copy)."""
+    folder = tmp_path / "原卡"
+    with _open(folder, _model()) as card:
+        _play(card, "jA", "甲", 3)
+        _play(card, "jB", "乙", 2)
+        outcome = card.sync()
+        assert outcome is not None and outcome.recapped == ["jA", "jB"] and outcome.merged == "ok"
+        doc = card.memory.read_memory(card_manual.HANDBOOK_REF)
+        assert doc is not None
+        card.memory.change_memory(card_manual.HANDBOOK_REF, doc[1], doc[0] + "\n- 手工补的一条（手写）\n")
+    return folder
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    skip = {SYNC_LOCK_FILE, WRITE_LOCK_FILE}
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name not in skip}
+
+
+@pytest.fixture
+def postgres(postgres_dsn: str) -> Iterator[list[CardStorage]]:
+    opened: list[CardStorage] = []
+    yield opened
+    for each in opened:
+        each.close()
+
+
+def test_a_card_goes_to_postgres_and_back_byte_for_byte(played: Path, tmp_path: Path, postgres_dsn: str,
+                                                        postgres: list[CardStorage]) -> None:
+    before = _files(played)
+    assert any(rel.startswith("记忆/.history/") for rel in before) and "记忆/记忆.md" in before
+    assert "对话/jA/meta.json" in before
+    postgres.append(CardStorage.postgres(postgres_dsn, scope="搬家"))
+    there = copy_card(CardStorage.folder(played), postgres[0], restamp=False)
+    assert there.sessions == 2 and there.documents == sum(rel.startswith("记忆/") for rel in before)
+    copy_card(postgres[0], CardStorage.folder(tmp_path / "回来"), restamp=False)
+    assert _files(tmp_path / "回来") == before
+
+
+def test_a_moved_card_pays_for_no_recap_and_keeps_its_chat_names(played: Path, tmp_path: Path,
+                                                                  postgres_dsn: str,
+                                                                  postgres: list[CardStorage]) -> None:
+    postgres.append(CardStorage.postgres(postgres_dsn, scope="搬家"))
+    moved = copy_card(CardStorage.folder(played), postgres[0])
+    assert moved.restamped == ["jA", "jB"]
+    model = _model()
+    other_server = tmp_path / "另一台服务器"  # an empty folder: nothing of the card is on this machine
+    with _open(other_server, model, postgres[0], postgres_dsn, "搬家") as card:
+        outcome = card.sync()
+        assert outcome is not None and outcome.recapped == [] and model.calls == []  # nothing paid again
+        assert card.resident_summary() == CardStorage.folder(played).memory.read_text(
+            CardStorage.folder(played).memory.layout.resident).strip()  # type: ignore[union-attr]
+        _play(card, "jA", "甲", 1)  # a new beat on the other server
+        assert card.sync().recapped == ["jA"]  # type: ignore[union-attr]
+    recap_calls = [c for c in model.calls if c.purpose == "recap"]
+    assert len(recap_calls) == 1 and 'chat="甲的一局"' in user_text(recap_calls[0])  # its name came along
+    assert not any((other_server / "对话").rglob("*.jsonl")) and not (other_server / "记忆").exists()
+
+
+def test_a_copy_never_overwrites_memory_the_target_has(played: Path, postgres_dsn: str,
+                                                       postgres: list[CardStorage]) -> None:
+    postgres.append(CardStorage.postgres(postgres_dsn, scope="已有"))
+    target = postgres[0]
+    target.memory.write_text(target.memory.layout.handbook, "目标自己的手册\n")
+    with pytest.raises(StateError):
+        copy_card(CardStorage.folder(played), target)
+    assert target.memory.snapshot() == {"记忆.md": "目标自己的手册\n".encode()}
+    assert target.sessions.chat_ids() == []  # nothing of the card was copied
+    copy_card(CardStorage.folder(played), CardStorage.folder(played.parent / "第一份"))
+    with pytest.raises(SessionConflictError):
+        copy_card(CardStorage.folder(played), CardStorage.folder(played.parent / "第一份"))
