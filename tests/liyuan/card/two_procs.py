@@ -8,7 +8,13 @@ every model call sleeps too. The model is a scripted stand-in (no model wrote th
 replies); it appends one line per call to a shared file, so paid calls are counted
 across processes.
 
-Run ``python -m tests.liyuan.card.two_procs 100`` to print the figures of 100 trials.
+With a PostgreSQL connection string (``dsn``) the same trial runs on the PostgreSQL
+backends (issue 22): the card is set up in a folder and moved into the database
+(:func:`liyuan.storage.copy.copy_card`), and each process is another "server" with an
+empty folder of its own, its own connections, the card's sessions and memory in the
+database and its locks advisory locks.
+
+Run ``python -m tests.liyuan.card.two_procs 100 [dsn]`` to print the figures of 100 trials.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from liyuan.card import manual as card_manual
 from liyuan.card.files import CardLayout, MemoryFiles
@@ -66,16 +73,36 @@ def _model(calls: Path, rng: random.Random) -> FunctionModel:
     return FunctionModel(reply)
 
 
-def _memory(card: Path, calls: Path, seed: int) -> CardMemory:
+def _memory(card: Path, calls: Path, seed: int, dsn: str | None = None) -> CardMemory:
     rng = random.Random(seed)
-    mem = CardMemory(card, _model(calls, rng), user_name=USER, char_name=CHAR, clock=fixed_clock())
-    mem.files = SlowFiles(mem.layout, rng)
-    return mem
+    if dsn is None:
+        return CardMemory(card, _model(calls, rng), user_name=USER, char_name=CHAR, clock=fixed_clock(),
+                          files=SlowFiles(CardLayout(card), rng))
+    from liyuan.storage.pgmemory import PostgresMemory
+    from liyuan.storage.pgsessions import PostgresSessions
+
+    server = card.parent / f"{card.name}-server-{seed}"  # another machine: nothing of the card on it
+    scope = card.name
+    slow = _slow_postgres(PostgresMemory(dsn, scope=scope).bind(CardLayout(server), clock=fixed_clock()), rng)
+    return CardMemory(server, _model(calls, rng), user_name=USER, char_name=CHAR, clock=fixed_clock(),
+                      sessions=PostgresSessions(dsn, scope=scope), files=slow)
 
 
-def _sync_role(card: Path, calls: Path, seed: int, start: object) -> None:
+def _slow_postgres(files: Any, rng: random.Random) -> Any:
+    """The PostgreSQL store with every write waiting a few milliseconds first (a slow network)."""
+    for name in ("write_text", "replace_text"):
+        real = getattr(files, name)
+
+        def slow(*args: Any, _real: Any = real) -> Any:
+            time.sleep(rng.uniform(0, 0.006))
+            return _real(*args)
+        setattr(files, name, slow)
+    return files
+
+
+def _sync_role(card: Path, calls: Path, seed: int, start: object, dsn: str | None = None) -> None:
     start.wait()  # type: ignore[attr-defined]
-    _memory(card, calls, seed).sync()
+    _memory(card, calls, seed, dsn).sync()
 
 
 def _edit(mem: CardMemory, ref: str, text: str) -> None:
@@ -89,9 +116,9 @@ def _edit(mem: CardMemory, ref: str, text: str) -> None:
             continue  # a sync changed it meanwhile: read again, like an editor would
 
 
-def _hand_role(card: Path, calls: Path, seed: int, start: object) -> None:
+def _hand_role(card: Path, calls: Path, seed: int, start: object, dsn: str | None = None) -> None:
     rng = random.Random(seed)
-    mem = _memory(card, calls, seed + 1)
+    mem = _memory(card, calls, seed + 1, dsn)
     steps = ["handbook", "resident"]
     rng.shuffle(steps)  # both edits in either order, then the forget (a forget first would
     steps.append("forget")  # retire the resident, and a missing document cannot be edited)
@@ -129,44 +156,56 @@ def _setup(card: Path) -> None:
     write_chat(card, "jB", [("user", "乙的第2拍。"), ("assistant", "好。")])
 
 
-def _text(path: Path) -> str:
-    return path.read_text(encoding="utf-8").strip() if path.is_file() else ""
-
-
-def one_trial(root: Path, seed: int, counts: Counts) -> None:
-    """Run one trial under ``root`` and add its figures to ``counts``."""
+def one_trial(root: Path, seed: int, counts: Counts, dsn: str | None = None) -> None:
+    """Run one trial under ``root`` and add its figures to ``counts`` (on PostgreSQL with ``dsn``)."""
     card = root / f"card{seed}"
     _setup(card)
     calls = root / f"calls{seed}.txt"
     calls.touch()
+    if dsn is not None:
+        from liyuan.storage.copy import CardStorage, copy_card
+
+        storage = CardStorage.postgres(dsn, scope=card.name)
+        copy_card(CardStorage.folder(card), storage)
+        storage.close()  # no connection of this process may be shared with the forked ones
     ctx = multiprocessing.get_context("fork")
     start = ctx.Event()
-    procs = [ctx.Process(target=_sync_role, args=(card, calls, seed * 3 + 1, start)),
-             ctx.Process(target=_sync_role, args=(card, calls, seed * 3 + 2, start)),
-             ctx.Process(target=_hand_role, args=(card, calls, seed * 3 + 3, start))]
+    procs = [ctx.Process(target=_sync_role, args=(card, calls, seed * 3 + 1, start, dsn)),
+             ctx.Process(target=_sync_role, args=(card, calls, seed * 3 + 2, start, dsn)),
+             ctx.Process(target=_hand_role, args=(card, calls, seed * 3 + 3, start, dsn))]
     for proc in procs:
         proc.start()
     start.set()
     for proc in procs:
         proc.join(30)
         counts.failed_processes += proc.exitcode != 0
-    layout = CardLayout(card)
-    manifest = load_manifest(MemoryFiles(layout))
-    counts.trials += 1
-    counts.lost_handbook_edits += _text(layout.handbook) != HAND_HANDBOOK
-    counts.lost_resident_edits += _text(layout.resident) != HAND_RESIDENT
-    counts.lost_pins += not (manifest.manual and manifest.manual.aggregate_pinned)
-    counts.resurrected_chats += layout.recap_path("jB").exists() or "jB" not in manifest.forgotten()
+    if dsn is None:
+        files: Any = MemoryFiles(CardLayout(card))
+    else:
+        from liyuan.storage.pgmemory import PostgresMemory
+
+        files = PostgresMemory(dsn, scope=card.name).bind(CardLayout(card))
+    try:
+        layout = files.layout
+        manifest = load_manifest(files)
+        counts.trials += 1
+        counts.lost_handbook_edits += (files.read_text(layout.handbook) or "").strip() != HAND_HANDBOOK
+        counts.lost_resident_edits += (files.read_text(layout.resident) or "").strip() != HAND_RESIDENT
+        counts.lost_pins += not (manifest.manual and manifest.manual.aggregate_pinned)
+        counts.resurrected_chats += files.exists(layout.recap_path("jB")) or "jB" not in manifest.forgotten()
+    finally:
+        if dsn is not None:
+            files.memory.close()
     lines = calls.read_text(encoding="utf-8").split()
     paid = [" ".join(lines[i:i + 2]) for i in range(0, len(lines), 2)]
     counts.duplicate_paid_calls += len(paid) != len(set(paid))
 
 
-def run_trials(root: Path, trials: int, first_seed: int = 1) -> Counts:
-    """``trials`` trials under ``root``; their figures."""
+def run_trials(root: Path, trials: int, first_seed: int = 1, dsn: str | None = None) -> Counts:
+    """``trials`` trials under ``root``; their figures (on PostgreSQL with ``dsn``)."""
     counts = Counts()
     for seed in range(first_seed, first_seed + trials):
-        one_trial(root, seed, counts)
+        one_trial(root, seed, counts, dsn)
     return counts
 
 
@@ -174,5 +213,5 @@ if __name__ == "__main__":
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 100
     began = time.monotonic()
     with tempfile.TemporaryDirectory() as folder:
-        result = run_trials(Path(folder), n)
+        result = run_trials(Path(folder), n, dsn=sys.argv[2] if len(sys.argv) > 2 else None)
     print(result, f"{time.monotonic() - began:.1f}s")
