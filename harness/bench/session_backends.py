@@ -1,8 +1,10 @@
-"""The two session backends side by side (part of ``python -m harness bench --only stores``; issue 22).
+"""The two card backends side by side (part of ``python -m harness bench --only stores``; issue 22).
 
 One chat of 10,000 turns (user line, reply, ledger snapshot, a scripted relay summary
 every 30 turns: :mod:`harness.bench.longchat`), written once as a file and copied byte
-for byte into PostgreSQL (:func:`liyuan.storage.copy.copy_sessions`), then measured
+for byte into PostgreSQL (:func:`liyuan.storage.copy.copy_card`: the sessions and the
+card's memory, whose resident summary every turn reads and whose locks are advisory
+locks there), then measured
 alike through :class:`liyuan.Card` with vector memory off and an instant scripted side
 model (labelled scripted), so the figures are the library's and its storage's own:
 
@@ -32,8 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from liyuan import Card
-from liyuan.card.layout import CardLayout
-from liyuan.card.sessions import FileSessions, SessionStore
 from liyuan.clock import IdFactory
 
 from ..eval.scripted import scripted_summariser
@@ -47,19 +47,28 @@ TURNS = 100
 OPENS = 3
 
 
-def _open(card_dir: Path, sessions: Callable[[], SessionStore], ids: IdFactory) -> float:
+Storage = Callable[[], dict[str, Any]]
+"""Opens the :class:`~liyuan.Card` options of one backend (empty: the card folder)."""
+
+
+def _close(options: dict[str, Any]) -> None:
+    for part in options.values():
+        close = getattr(part, "close", None)
+        if close is not None:
+            close()
+
+
+def _open(card_dir: Path, storage: Storage, ids: IdFactory) -> float:
     times = []
     for _ in range(OPENS):
-        store = sessions()
+        options = storage()
         started = time.perf_counter()
         card = Card.open(card_dir, side_model=scripted_summariser(USER, CHAR), config=memory_config(False),
-                         user_name=USER, char_name=CHAR, ids=ids, sessions=store, auto_sync=False)
+                         user_name=USER, char_name=CHAR, ids=ids, auto_sync=False, **options)
         card.chat("long").prepare("那把青伞是谁留下的？")
         times.append(time.perf_counter() - started)
         card.close()
-        close = getattr(store, "close", None)
-        if close is not None:
-            close()
+        _close(options)
     return statistics.median(times)
 
 
@@ -74,35 +83,39 @@ def session_table(dsn: str | None, *, size: int = SIZE,
         progress(f"会话后端：写一局 {size} 轮 …")
         files_dir = base / "files"
         _path, ids = build_chat(files_dir, "long", size, ledger=True)
-        backends: dict[str, Callable[[], SessionStore]] = {"files": lambda: FileSessions(CardLayout(files_dir))}
+        backends: dict[str, Storage] = {"files": dict}
         if dsn is not None:
-            from liyuan.storage.copy import copy_sessions
-            from liyuan.storage.pgsessions import PostgresSessions
-
-            target = PostgresSessions(dsn, scope="bench-sessions")
-            target.drop("long")
-            copy_sessions(FileSessions(CardLayout(files_dir)), target)
-            target.close()
-            backends["postgres"] = lambda: PostgresSessions(dsn, scope="bench-sessions")
+            backends["postgres"] = _into_postgres(dsn, files_dir)
         for name, make in backends.items():
             card_dir = files_dir if name == "files" else base / "postgres"
             progress(f"会话后端：{name}，打开和每轮 …")
             row = {"open_s": _open(card_dir, make, ids)}
-            store = make()
-            turns = per_turn(card_dir, "long", vector=False, ledger=True, ids=ids, beats=TURNS, sessions=store)
+            options = make()
+            turns = per_turn(card_dir, "long", vector=False, ledger=True, ids=ids, beats=TURNS, storage=options)
             row.update(turn_p50_ms=turns["p50_ms"], turn_p95_ms=turns["p95_ms"])
-            close = getattr(store, "close", None)
-            if close is not None:
-                close()
+            _close(options)
             table["backends"][name] = row
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return table
 
 
+def _into_postgres(dsn: str, files_dir: Path) -> Storage:
+    """Copy the card into a fresh scope; how to open it there."""
+    from liyuan.storage.copy import CardStorage, copy_card
+    from liyuan.storage.pgmemory import PostgresMemory
+    from liyuan.storage.pgsessions import PostgresSessions
+
+    scope = f"bench-card-{os.getpid()}-{time.time_ns()}"
+    target = CardStorage.postgres(dsn, scope=scope)
+    copy_card(CardStorage.folder(files_dir), target)
+    target.close()
+    return lambda: {"sessions": PostgresSessions(dsn, scope=scope), "memory": PostgresMemory(dsn, scope=scope)}
+
+
 def print_sessions(table: dict[str, Any]) -> None:
     backends = table["backends"]
-    print(f"\n会话后端对比：一局 {table['turns_in_chat']:,} 轮，"
+    print(f"\n卡片后端对比（会话与记忆）：一局 {table['turns_in_chat']:,} 轮，"
           f"每轮 prepare + record（带账本，计 {table['timed_turns']} 轮）")
     print(f"{'指标':<28}" + "".join(f"{name:>14}" for name in backends))
     for key, label in (("open_s", "打开到首次 prepare（秒）"), ("turn_p50_ms", "每轮 p50（毫秒）"),
