@@ -205,9 +205,10 @@ class Chat:
                 fields["usage"] = counts
             if thinking:
                 fields["thinking"] = thinking
-            entry = self.tree.append_message("assistant", reply, **fields)
+            items: list[tuple[str, dict[str, Any]]] = [("message", {"role": "assistant", "text": reply, **fields})]
             if ledger is not None:
-                self.tree.append_custom(STATE_ENTRY_TYPE, ledger.to_dict())
+                items.append(("custom", {"customType": STATE_ENTRY_TYPE, "data": ledger.to_dict()}))
+            entry = self.tree.extend(items)[0]  # the reply and its ledger: one write, both or neither
             if self._config.durability == "turn":
                 self.tree.sync()  # the turn's one fsync: its user line, reply and ledger
         if agent:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
@@ -222,21 +222,35 @@ class SessionTree:
             TreeError: The file has a newer version, the entry cannot be encoded as
                 UTF-8 (a lone surrogate), or the file cannot be written.
         """
+        return self.extend([(entry_type, fields)])[0]
+
+    def extend(self, items: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Entry]:
+        """Append several entries, each a child of the one before (the first of the current
+        leaf), in one write to the log: all of them are stored or none (a reply and its
+        ledger; on PostgreSQL one round trip). The last becomes the leaf.
+
+        Raises:
+            TreeError: As :meth:`append`; nothing of the batch is kept then.
+        """
         with self.lock:
             if self._read_only_reason is not None:
                 raise TreeError(f"不能往这个会话文件追加：{self._read_only_reason}")
-            entry_id = self._fresh_id()
-            body = {"timestamp": self._clock(), **fields}
-            entry = Entry(entry_id, self._leaf, entry_type, body)
-            if self._log is not None:
-                self._log.append(_line(entry.to_json()))
-            self._entries[entry_id] = entry
-            if self._branch is not None:
-                # The new entry's parent is the old leaf, the cached path's last entry, and its
-                # id is fresh, so the walk from it is exactly the old path plus itself.
-                self._branch.append(entry)
-            self._leaf = entry_id
-            return entry
+            entries: list[Entry] = []
+            parent = self._leaf
+            for entry_type, fields in items:
+                entry_id = self._fresh_id({entry.id for entry in entries})
+                entries.append(Entry(entry_id, parent, entry_type, {"timestamp": self._clock(), **fields}))
+                parent = entry_id
+            if self._log is not None and entries:
+                self._log.append(b"".join(_line(entry.to_json()) for entry in entries))
+            for entry in entries:
+                self._entries[entry.id] = entry
+                if self._branch is not None:
+                    # The entry's parent is the old leaf, the cached path's last entry, and its
+                    # id is fresh, so the walk from it is exactly the old path plus itself.
+                    self._branch.append(entry)
+                self._leaf = entry.id
+            return entries
     # --8<-- [end:navigate]
 
     def append_message(self, role: str, text: str, **extra: Any) -> Entry:
@@ -247,11 +261,12 @@ class SessionTree:
         """Append a custom entry such as ``rp-summary`` or ``rp-state``."""
         return self.append("custom", customType=custom_type, data=dict(data))
 
-    def _fresh_id(self) -> str:
-        """A new id from the factory, drawn again (up to :data:`ID_DRAWS` times) on a collision."""
+    def _fresh_id(self, taken: Collection[str] = ()) -> str:
+        """A new id from the factory, drawn again (up to :data:`ID_DRAWS` times) on a collision
+        (with an entry of the tree or one of ``taken``)."""
         entry_id = self._ids()
         for _ in range(ID_DRAWS):
-            if entry_id not in self._entries:
+            if entry_id not in self._entries and entry_id not in taken:
                 return entry_id
             entry_id = self._ids()
         raise TreeError(f"id 工厂连续 {ID_DRAWS + 1} 次给出了重复的 id：{entry_id!r}")

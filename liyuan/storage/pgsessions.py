@@ -11,7 +11,8 @@ Invariants:
 - Rows are keyed by ``(scope, chat, session, seq)``; ``seq`` counts a session's lines
   from 1 (the header) without gaps, and a row is never updated.
 - Every append is one ``INSERT`` of the ``seq`` after the last one this log read or
-  wrote (one round trip, its own transaction). The primary key lets only one writer have
+  wrote, and of the ones after it when it carries several lines (a reply and its ledger):
+  one round trip, its own transaction. The primary key lets only one writer have
   a ``seq``: of two servers appending to one chat on the same view, the second is refused
   with :class:`~liyuan.errors.SessionConflictError` and writes nothing (no entry lost,
   none duplicated, none forked behind the other's back); an append to a session deleted
@@ -52,12 +53,13 @@ _SESSION = "scope = %(scope)s AND chat = %(chat)s AND session = %(session)s"
 
 _APPEND = f"""
 INSERT INTO liyuan_session_lines (scope, chat, session, seq, line)
-SELECT %(scope)s, %(chat)s, %(session)s, %(seq)s, %(line)s
+SELECT %(scope)s, %(chat)s, %(session)s, %(seq)s + n - 1, line
+FROM unnest(%(lines)s::bytea[]) WITH ORDINALITY AS appended(line, n)
 WHERE %(seq)s = 1 OR EXISTS (SELECT 1 FROM liyuan_session_lines WHERE {_SESSION} AND seq = %(seq)s - 1)
 """
-"""One append, one statement: the next ``seq`` after the last this log saw. The primary key
-lets one writer have it (the other's insert fails: a conflict); the ``EXISTS`` refuses a
-session deleted meanwhile."""
+"""One append, one statement, however many lines: the ``seq`` after the last this log saw
+and the ones after it. The primary key lets one writer have them (the other's insert fails
+whole: a conflict); the ``EXISTS`` refuses a session deleted meanwhile."""
 
 
 def _lines_of(data: bytes) -> list[bytes]:
@@ -227,10 +229,11 @@ class PostgresSessionLog:
 
     def append(self, data: bytes) -> None:
         seq = self._lines + 1
+        lines = _lines_of(data)
 
         def insert(db: psycopg.Connection[Any]) -> int:
             try:
-                return db.execute(_APPEND, {**self._where, "seq": seq, "line": data}).rowcount
+                return db.execute(_APPEND, {**self._where, "seq": seq, "lines": lines}).rowcount
             except psycopg.errors.UniqueViolation:
                 return -1  # another writer has this seq
 
@@ -239,9 +242,9 @@ class PostgresSessionLog:
             raise SessionConflictError(
                 f"这一局（{self.chat_id}/{self._name}）在别处有了新的内容，这一条没有写入："
                 "重新打开这一局（card.reopen）看到那些内容后再继续")
-        if inserted != 1:
+        if inserted != len(lines):
             raise SessionConflictError(f"这一局（{self.chat_id}/{self._name}）在别处被删除了，这一条没有写入")
-        self._lines = seq
+        self._lines = seq + len(lines) - 1
 
     def sync(self) -> None:
         """Nothing to do: every append was committed."""

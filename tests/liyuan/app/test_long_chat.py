@@ -13,7 +13,8 @@ from liyuan.session.state import Ledger
 from liyuan.session.tree import SessionTree
 
 
-@pytest.mark.parametrize(("durability", "per_beat"), [("entry", 3), ("turn", 1)])
+# entry: one fsync for the user line, one for the reply and its ledger (written together)
+@pytest.mark.parametrize(("durability", "per_beat"), [("entry", 2), ("turn", 1)])
 def test_fsyncs_per_beat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durability: str, per_beat: int) -> None:
     card = Card.open(tmp_path / "卡", config=MemoryConfig(durability=durability))  # type: ignore[arg-type]
     chat = card.chat("a")

@@ -119,6 +119,39 @@ def test_an_imported_chat_lands_in_the_backend(sessions: SessionStore, tmp_path:
     assert [e.text for e in content.entries.values() if e.type == "message"][-1] == "（导入的回复）你好呀"
 
 
+def test_a_batch_of_entries_is_one_write_chained_and_reads_back(sessions: SessionStore) -> None:
+    tree = _tree(sessions)
+    user = tree.append_message("user", "伞呢？")
+    writes: list[bytes] = []
+    log = tree.log
+    assert log is not None
+    real = log.append
+    log.append = lambda data: (writes.append(data), real(data))[1]  # type: ignore[method-assign]
+    reply, state = tree.extend([("message", {"role": "assistant", "text": "在门后。"}),
+                                ("custom", {"customType": "rp-state", "data": {"location": "茶馆"}})])
+    assert len(writes) == 1 and writes[0].count(b"\n") == 2  # both lines, one write
+    assert (reply.parent_id, state.parent_id, tree.leaf_id) == (user.id, reply.id, state.id)
+    again = _tree(sessions)
+    assert again.entries() == tree.entries() and [e.id for e in again.branch()] == [user.id, reply.id, state.id]
+
+
+def test_a_stale_batch_is_refused_whole(postgres_dsn: str) -> None:
+    from liyuan.storage.pgsessions import PostgresSessions
+
+    one, two = PostgresSessions(postgres_dsn, scope="卡"), PostgresSessions(postgres_dsn, scope="卡")
+    first = SessionTree(log=one.log("a", "001.jsonl"), ids=counter_ids("p-"))
+    first.append_message("user", "开头")
+    SessionTree(log=two.log("a", "001.jsonl"), ids=counter_ids("q-")).append_message("assistant", "别处先写")
+    with pytest.raises(SessionConflictError):
+        first.extend([("message", {"role": "assistant", "text": "回复"}), ("custom", {"customType": "rp-state",
+                                                                                        "data": {}})])
+    assert len(first) == 1
+    assert [e.text for e in SessionTree(log=one.log("a", "001.jsonl")).branch()] == ["开头", "别处先写"]
+    assert one.raw("a", "001.jsonl") is not None and one.raw("a", "001.jsonl").count(b"\n") == 3  # type: ignore[union-attr]
+    one.close()
+    two.close()
+
+
 def test_a_stale_append_is_refused_and_nothing_is_lost(postgres_dsn: str) -> None:
     from liyuan.storage.pgsessions import PostgresSessions
 
