@@ -1,6 +1,7 @@
 """Cross-session card memory (#cross, #merge, #forget): recaps, the handbook, the resident summary.
 
-A card's memory lives in ``cards/<卡>/记忆/`` as plain Markdown: one recap per chat
+A card's memory lives in ``cards/<卡>/记忆/`` as plain Markdown (or, byte for byte the
+same, in PostgreSQL: :mod:`liyuan.storage.pgmemory`): one recap per chat
 (``局/<chatId>.md``), the merged handbook (``记忆.md``) and the resident summary
 (``常驻摘要.md``) sent with every turn. Guarantees: every write is atomic; a chat's
 recap is rewritten only when its fingerprint changed; a deleted chat takes away only
@@ -15,6 +16,8 @@ raise :class:`~liyuan.errors.VersionConflict`).
 - :mod:`liyuan.card.manifest`: the manifest ``.清单.json`` and its removal journal.
 - :mod:`liyuan.card.repair`: rebuilding a damaged manifest (the damaged file is kept).
 - :mod:`liyuan.card.sessions`: the sessions seam (:class:`SessionStore`; :class:`FileSessions`, the card folder).
+- :mod:`liyuan.card.memstore`: the memory seam (:class:`MemoryStore`, :class:`MemoryBackend`; the
+  card folder's is :class:`~liyuan.card.files.MemoryFiles`).
 - :mod:`liyuan.card.inputs`: evidence from a chat's sessions; the recap diff.
 - :mod:`liyuan.card.prompts`: the recap and merge prompts; the merge-reply parser.
 - :mod:`liyuan.card.sync`: :class:`CardMemory` (sync, reading, the hard path).
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 from liyuan.card.files import validate_chat_id
 from liyuan.card.manual import MemoryDoc, MemoryHit
+from liyuan.card.memstore import MemoryBackend, MemoryStore
 from liyuan.card.repair import ManifestRepair
 from liyuan.card.sessions import FileSessions, SessionStore
 from liyuan.card.sync import CardMemory, MergeStatus, SyncOutcome
@@ -35,8 +39,10 @@ __all__ = [
     "CardMemory",
     "FileSessions",
     "ManifestRepair",
+    "MemoryBackend",
     "MemoryDoc",
     "MemoryHit",
+    "MemoryStore",
     "MergeStatus",
     "SessionStore",
     "SyncOutcome",

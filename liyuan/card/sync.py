@@ -48,6 +48,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -156,9 +157,6 @@ class CardMemory(HandPath):
         self._on_activity = on_activity
         self.files: MemoryStore = files if files is not None else MemoryFiles(self.layout, clock=clock, ids=ids)
         self._locks = self.files.locks
-
-    def _chat_name(self, chat_id: str) -> str:
-        return chat_name(self.sessions, chat_id)
 
     def _say(self, line: str) -> None:
         log.info("%s: %s", self.layout.card_dir.name, line)
@@ -337,12 +335,12 @@ class CardMemory(HandPath):
                 # Read after the stamp: a writer outside this process (no shared lock) that
                 # lands before the stamp is seen here; one that lands after moves the stamp.
                 manifest = load_manifest(files)
-                diff = diff_recaps(files, manifest, name_of=self._chat_name)
+                diff = diff_recaps(files, manifest, name_of=partial(chat_name, self.sessions))
                 handbook = files.read_text(layout.handbook)
                 resident = files.read_text(layout.resident)
                 unsourced = merge_needs_every_recap(handbook, resident, diff, manifest)
                 if unsourced:
-                    diff = diff_recaps(files, manifest, every=True, name_of=self._chat_name)
+                    diff = diff_recaps(files, manifest, every=True, name_of=partial(chat_name, self.sessions))
             except (ManifestError, UnsafePathError):
                 raise
             except MemoryFileError as exc:
