@@ -280,13 +280,7 @@ class PostgresMemoryFiles:
         return self._path(copy)
 
     def backup_copy(self, path: Path) -> Path | None:
-        rel = self._rel(path)
-        with self.memory.transaction() as db:
-            row = db.execute("SELECT data FROM liyuan_memory_files WHERE scope = %s AND path = %s",
-                             (self._scope, rel)).fetchone()
-            if row is None:
-                return None
-            return self._keep_copy(db, history_copy_name(rel, self._clock, self._ids), rel, bytes(row[0]))
+        return self._to_history(path, remove=False)
 
     def backup_once(self, path: Path) -> Path | None:
         rel = self._rel(path)
@@ -300,10 +294,15 @@ class PostgresMemoryFiles:
         return self._path(copy)
 
     def move_to_history(self, path: Path) -> Path | None:
+        return self._to_history(path, remove=True)
+
+    def _to_history(self, path: Path, *, remove: bool) -> Path | None:
+        """Copy (``remove``: move) the document into ``.history/``, in one transaction."""
         rel = self._rel(path)
+        take = "DELETE FROM liyuan_memory_files WHERE scope = %s AND path = %s RETURNING data" if remove \
+            else "SELECT data FROM liyuan_memory_files WHERE scope = %s AND path = %s"
         with self.memory.transaction() as db:
-            row = db.execute("DELETE FROM liyuan_memory_files WHERE scope = %s AND path = %s RETURNING data",
-                             (self._scope, rel)).fetchone()
+            row = db.execute(take, (self._scope, rel)).fetchone()
             if row is None:
                 return None
             return self._keep_copy(db, history_copy_name(rel, self._clock, self._ids), rel, bytes(row[0]))

@@ -13,20 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from .two_procs import run_trials
+from .two_procs import assert_clean, run_trials
 
 TRIALS = 50
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="the trial forks its processes")
 def test_two_processes_lose_nothing_and_pay_once(tmp_path: Path) -> None:
-    counts = run_trials(tmp_path, TRIALS)
-    assert counts.trials == TRIALS and counts.failed_processes == 0
-    assert counts.lost_handbook_edits == 0
-    assert counts.lost_resident_edits == 0
-    assert counts.lost_pins == 0
-    assert counts.resurrected_chats == 0
-    assert counts.duplicate_paid_calls == 0  # at most one paid call per recap and per merge
+    assert_clean(run_trials(tmp_path, TRIALS), TRIALS)
 
 
 def _hold_sync_lock(card: Path, held: object, release: object) -> None:

@@ -201,6 +201,16 @@ def one_trial(root: Path, seed: int, counts: Counts, dsn: str | None = None) -> 
     counts.duplicate_paid_calls += len(paid) != len(set(paid))
 
 
+def assert_clean(counts: Counts, trials: int) -> None:
+    """Every trial ran, and none lost an edit, a pin or a forget, or paid for a call twice."""
+    assert counts.trials == trials and counts.failed_processes == 0
+    assert counts.lost_handbook_edits == 0
+    assert counts.lost_resident_edits == 0
+    assert counts.lost_pins == 0
+    assert counts.resurrected_chats == 0
+    assert counts.duplicate_paid_calls == 0  # at most one paid call per recap and per merge
+
+
 def run_trials(root: Path, trials: int, first_seed: int = 1, dsn: str | None = None) -> Counts:
     """``trials`` trials under ``root``; their figures (on PostgreSQL with ``dsn``)."""
     counts = Counts()

@@ -97,12 +97,6 @@ def test_two_servers_syncing_one_card_in_postgres_lose_no_edit_and_pay_once(post
     servers sync the card while a third edits the handbook and the resident summary by hand
     and forgets a chat; each has an empty folder, its own connections, and the card's
     sessions, memory and locks in the database."""
-    from tests.liyuan.card.two_procs import run_trials
+    from tests.liyuan.card.two_procs import assert_clean, run_trials
 
-    counts = run_trials(tmp_path, TRIALS, dsn=postgres_dsn)
-    assert counts.trials == TRIALS and counts.failed_processes == 0
-    assert counts.lost_handbook_edits == 0
-    assert counts.lost_resident_edits == 0
-    assert counts.lost_pins == 0
-    assert counts.resurrected_chats == 0
-    assert counts.duplicate_paid_calls == 0  # at most one paid call per recap and per merge
+    assert_clean(run_trials(tmp_path, TRIALS, dsn=postgres_dsn), TRIALS)
