@@ -226,11 +226,13 @@ class SessionTree:
 
     def extend(self, items: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Entry]:
         """Append several entries, each a child of the one before (the first of the current
-        leaf), in one write to the log: all of them are stored or none (a reply and its
-        ledger; on PostgreSQL one round trip). The last becomes the leaf.
+        leaf), in one write to the log (a reply and its ledger; on PostgreSQL one statement
+        and one round trip, stored whole or not at all). The last becomes the leaf.
 
         Raises:
-            TreeError: As :meth:`append`; nothing of the batch is kept then.
+            TreeError: As :meth:`append`; the tree then holds none of the batch. A file
+                whose write failed part-way (a full disk) may keep the complete lines
+                written before the failure, as a single failed write may keep a fragment.
         """
         with self.lock:
             if self._read_only_reason is not None:

@@ -30,7 +30,7 @@ from liyuan.card.layout import CardLayout
 from liyuan.card.manifest import load_manifest, save_manifest
 from liyuan.card.memstore import MemoryStore
 from liyuan.card.sessions import FileSessions, SessionStore
-from liyuan.errors import SessionConflictError, StateError
+from liyuan.errors import ManifestError, SessionConflictError, StateError
 
 __all__ = ["CardCopy", "CardStorage", "copy_card", "copy_memory", "copy_sessions"]
 
@@ -73,6 +73,8 @@ class CardCopy:
     documents: int
     restamped: list[str]
     """Chats whose recap was up to date and got the target's fingerprint (``restamp=True``)."""
+    note: str = ""
+    """Why nothing was restamped although asked (the manifest is damaged: it was copied as it is)."""
 
 
 def copy_card(source: CardStorage, target: CardStorage, *, restamp: bool = True) -> CardCopy:
@@ -88,19 +90,27 @@ def copy_card(source: CardStorage, target: CardStorage, *, restamp: bool = True)
         raise SessionConflictError(f"目标里已经有这些局的会话：{'、'.join(taken)}：不覆盖，什么都没有复制")
     if target.memory.snapshot():
         raise StateError("目标里已经有记忆文档：不覆盖，什么都没有复制")
-    sessions = copy_sessions(source.sessions, target.sessions)
+    marks = {chat_id: source.sessions.mark(chat_id) for chat_id in source.sessions.chat_ids()}
+    sessions = copy_sessions(source.sessions, target.sessions, chats=list(marks))
     documents = copy_memory(source.memory, target.memory)
     restamped: list[str] = []
+    note = ""
     if restamp:
-        with target.memory.locks.write:
-            manifest = load_manifest(target.memory)
-            for chat_id, record in manifest.recaps.items():
-                if record.source_mark and record.source_mark == source.sessions.mark(chat_id):
-                    record.source_mark = target.sessions.mark(chat_id)
-                    restamped.append(chat_id)
-            if restamped:
-                save_manifest(target.memory, manifest)
-    return CardCopy(sessions, documents, sorted(restamped))
+        try:
+            with target.memory.locks.write:
+                manifest = load_manifest(target.memory)
+                for chat_id, record in manifest.recaps.items():
+                    # Up to date with the sessions as copied: the mark taken before the copy,
+                    # and the source has not moved since (a live card may grow meanwhile).
+                    mark = marks.get(chat_id)
+                    if mark and record.source_mark == mark == source.sessions.mark(chat_id):
+                        record.source_mark = target.sessions.mark(chat_id)
+                        restamped.append(chat_id)
+                if restamped:
+                    save_manifest(target.memory, manifest)
+        except ManifestError as exc:
+            note = f"清单已损坏，没有换指纹（修好清单后第一次同步会重做复盘）：{exc}"
+    return CardCopy(sessions, documents, sorted(restamped), note)
 
 
 def copy_memory(source: MemoryStore, target: MemoryStore) -> int:

@@ -23,11 +23,12 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
-from liyuan.errors import MemoryFileError
+from liyuan.errors import MemoryFileError, StateError
 from liyuan.vector.requires import postgres_missing
 
 try:
     import psycopg
+    from psycopg.pq import TransactionStatus
 except ModuleNotFoundError as exc:
     raise postgres_missing(exc) from exc
 
@@ -57,8 +58,20 @@ class _AdvisoryLock:
             self._db = self._opener()
         return self._db
 
+    @property
+    def in_use(self) -> bool:
+        """Whether a thread of this process holds the lock."""
+        return self._depth > 0
+
     def close(self) -> None:
-        """Close this lock's connection (never while it is held)."""
+        """Close this lock's connection.
+
+        Raises:
+            StateError: The lock is held (closing would drop it, and a write lock's
+                uncommitted writes, behind its holder's back).
+        """
+        if self.in_use:
+            raise StateError("卡的锁还被持有，不能关闭它的连接：先离开锁，再关闭")
         if self._db is not None:
             self._db.close()
             self._db = None
@@ -127,6 +140,8 @@ class WriteLock(_AdvisoryLock):
 
     def _take(self, blocking: bool) -> bool:
         db = self._connection()
+        if db.info.transaction_status != TransactionStatus.IDLE:
+            db.execute("ROLLBACK")  # a commit cut short left a transaction open: never build on it
         db.execute("BEGIN")
         got = False
         try:
@@ -146,8 +161,22 @@ class WriteLock(_AdvisoryLock):
     def _give(self, failed: bool) -> None:
         self._owner = None
         db = self._db
-        if db is not None and not db.closed and not db.broken:
-            db.execute("ROLLBACK" if failed else "COMMIT")
+        if db is None or db.closed or db.broken:
+            if failed:
+                return
+            raise MemoryFileError(_NOT_COMMITTED)
+        if failed:
+            db.execute("ROLLBACK")
+            return
+        if db.info.transaction_status != TransactionStatus.INTRANS:
+            # A statement failed inside the transaction and its error was caught: a COMMIT
+            # would quietly roll back. Say so instead.
+            db.execute("ROLLBACK")
+            raise MemoryFileError(_NOT_COMMITTED)
+        db.execute("COMMIT")
+
+
+_NOT_COMMITTED = ("这一步对记忆的写入没有提交（PostgreSQL 里的事务中途出错或连接断了），什么都没写进去：重做这一步")
 
 
 class SyncLock(_AdvisoryLock):

@@ -50,7 +50,7 @@ from liyuan.card.layout import HISTORY_DIR, RECAPS_DIR, CardLayout
 from liyuan.card.memstore import CardLocks
 from liyuan.card.swap import as_read
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
-from liyuan.errors import MemoryFileError, UnsafePathError
+from liyuan.errors import MemoryFileError, StateError, UnsafePathError
 from liyuan.storage.pglocks import SyncLock, WriteLock
 from liyuan.vector.pgschema import connect
 from liyuan.vector.requires import postgres_missing
@@ -95,7 +95,13 @@ class PostgresMemory:
         return PostgresMemoryFiles(self, layout, clock=clock, ids=ids)
 
     def close(self) -> None:
-        """Close the connections (the next call opens new ones); do not call while a lock is held."""
+        """Close the connections (the next call opens new ones).
+
+        Raises:
+            StateError: One of the card's locks is held (nothing is closed then).
+        """
+        if self._write.in_use or self._sync.in_use:
+            raise StateError("卡的锁还被持有，不能关闭连接：先离开锁，再关闭")
         with self._guard:
             if self._db is not None:
                 self._db.close()
@@ -244,12 +250,16 @@ class PostgresMemoryFiles:
 
     def replace_text(self, path: Path, text: str, expected: str | None) -> bool:
         rel = self._rel(path)
+        data = text.encode("utf-8")
         with self.memory.transaction() as db:
+            if expected is None:  # only if missing: an insert that never overwrites a row put meanwhile
+                return db.execute("INSERT INTO liyuan_memory_files (scope, path, data) VALUES (%s, %s, %s)"
+                                  " ON CONFLICT (scope, path) DO NOTHING", (self._scope, rel, data)).rowcount == 1
             row = db.execute("SELECT data FROM liyuan_memory_files WHERE scope = %s AND path = %s FOR UPDATE",
                              (self._scope, rel)).fetchone()
-            if (None if row is None else as_read(bytes(row[0]))) != expected or (row is None) != (expected is None):
+            if row is None or as_read(bytes(row[0])) != expected:
                 return False
-            self._put(db, rel, text.encode("utf-8"))
+            self._put(db, rel, data)
         return True
 
     def delete(self, path: Path) -> None:
@@ -260,10 +270,10 @@ class PostgresMemoryFiles:
     def restore(self, documents: Mapping[str, bytes]) -> None:
         """Store every document in one transaction; ``.history/`` copies in name order (their
         names start with their time), so pruning keeps the newest."""
-        rels = sorted(self._rel(self._path(rel)) for rel in documents)
+        checked = sorted((self._rel(self._path(name)), data) for name, data in documents.items())
         with self.memory.transaction() as db:
-            for rel in rels:
-                self._put(db, rel, documents[rel])
+            for rel, data in checked:
+                self._put(db, rel, data)
 
     def _keep_copy(self, db: psycopg.Connection[Any], name: str, rel: str, data: bytes) -> Path:
         copy = f"{_HISTORY}{name}"

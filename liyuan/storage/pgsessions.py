@@ -203,6 +203,8 @@ class PostgresSessionLog:
         self._where = {"scope": store.scope, "chat": chat_id, "session": name}
         self._lines = 0
         """The last ``seq`` this log read or wrote: where the next append must land."""
+        self._mid_line = False
+        """True when the session ends inside a line (a torn write copied in from a file)."""
 
     @property
     def name(self) -> str:
@@ -214,7 +216,9 @@ class PostgresSessionLog:
         if not rows:
             return None
         self._lines = int(rows[-1][0])
-        return read_entries(b"".join(bytes(row[1]) for row in rows), self._name)
+        content = read_entries(b"".join(bytes(row[1]) for row in rows), self._name)
+        self._mid_line = content.torn_tail
+        return content
 
     def create(self, header: bytes) -> None:
         """Store a new session: its header, or a whole session's lines (an import)."""
@@ -226,10 +230,13 @@ class PostgresSessionLog:
                             " VALUES (%(scope)s, %(chat)s, %(session)s, %(seq)s, %(line)s)",
                             [{**self._where, "seq": seq, "line": line} for seq, line in enumerate(lines, start=1)])
         self._lines = len(lines)
+        self._mid_line = bool(lines) and not lines[-1].endswith(b"\n")
 
     def append(self, data: bytes) -> None:
         seq = self._lines + 1
-        lines = _lines_of(data)
+        # After a torn last line the newline goes first, in its own row, as a file gets it:
+        # else the first new line would be glued to the fragment and lost with it.
+        lines = _lines_of(b"\n" + data if self._mid_line else data)
 
         def insert(db: psycopg.Connection[Any]) -> int:
             try:
@@ -245,6 +252,7 @@ class PostgresSessionLog:
         if inserted != len(lines):
             raise SessionConflictError(f"这一局（{self.chat_id}/{self._name}）在别处被删除了，这一条没有写入")
         self._lines = seq + len(lines) - 1
+        self._mid_line = False
 
     def sync(self) -> None:
         """Nothing to do: every append was committed."""

@@ -23,7 +23,7 @@ from liyuan.card.housekeeping import HISTORY_KEEP
 from liyuan.card.layout import CardLayout
 from liyuan.card.memstore import MemoryStore
 from liyuan.clock import counter_ids, fixed_clock
-from liyuan.errors import MemoryFileError, UnsafePathError
+from liyuan.errors import MemoryFileError, StateError, UnsafePathError
 
 BACKENDS = ["files", "postgres"]
 ROOT = Path(__file__).resolve().parents[3]
@@ -238,5 +238,28 @@ def test_on_postgres_a_step_that_fails_under_the_write_lock_leaves_nothing(postg
         with store.locks.write:
             store.write_text(store.layout.recap_path("jA"), "新复盘\n")
         assert store.read_text(store.layout.recap_path("jA")) == "新复盘\n"
+    finally:
+        memory.close()
+
+
+def test_on_postgres_a_write_step_whose_statement_failed_is_not_reported_as_written(
+        postgres_dsn: str, tmp_path: Path) -> None:
+    """A statement that fails inside the write lock's transaction aborts it; leaving the lock
+    must say so, not commit in silence (PostgreSQL would turn the COMMIT into a rollback)."""
+    from liyuan.storage.pgmemory import PostgresMemory
+
+    memory = PostgresMemory(postgres_dsn, scope="卡")
+    store = memory.bind(CardLayout(tmp_path))
+    try:
+        with pytest.raises(MemoryFileError, match="没有提交"), store.locks.write:
+            store.write_text(store.layout.handbook, "写到一半的手册\n")
+            with pytest.raises(MemoryFileError):
+                memory.run(lambda db: db.execute("SELECT 1/0"))  # caught by the step, as a sync might
+        assert store.read_text(store.layout.handbook) is None
+        with store.locks.write:  # the lock and its connection are usable again
+            store.write_text(store.layout.handbook, "重做的手册\n")
+        assert store.read_text(store.layout.handbook) == "重做的手册\n"
+        with store.locks.write, pytest.raises(StateError):
+            memory.close()  # never behind the holder's back
     finally:
         memory.close()

@@ -135,6 +135,21 @@ def test_a_batch_of_entries_is_one_write_chained_and_reads_back(sessions: Sessio
     assert again.entries() == tree.entries() and [e.id for e in again.branch()] == [user.id, reply.id, state.id]
 
 
+def test_an_append_after_a_torn_last_line_starts_a_line_of_its_own(sessions: SessionStore) -> None:
+    first = _tree(sessions)
+    first.append_message("user", "完整的一句")
+    whole = sessions.raw("a", "001.jsonl")
+    assert whole is not None
+    other = "b"  # a chat whose session was copied in with a torn last write
+    sessions.log(other, "001.jsonl").create(whole + b'{"type":"message","id":"torn')
+    tree = _tree(sessions, chat=other)
+    tree.append_message("assistant", "接着写")
+    again = _tree(sessions, chat=other)
+    assert [e.text for e in again.branch()] == ["完整的一句", "接着写"]  # nothing glued to the fragment
+    raw = sessions.raw(other, "001.jsonl")
+    assert raw is not None and raw.startswith(whole + b'{"type":"message","id":"torn\n{')
+
+
 def test_a_stale_batch_is_refused_whole(postgres_dsn: str) -> None:
     from liyuan.storage.pgsessions import PostgresSessions
 
