@@ -1,11 +1,14 @@
-"""Moving a card between backends, byte for byte: its sessions, chat names and memory.
+"""Moving a card between backends: its sessions, chat names and memory byte for byte, its
+vector memory chunk by chunk.
 
 :func:`copy_card` copies a whole card from one :class:`CardStorage` to another: from the
 card folder into PostgreSQL when an app outgrows one machine, and back out to a folder to
-read, edit or archive it by hand. :func:`copy_sessions` and :func:`copy_memory` are its
-two halves. Bytes arrive exactly as they left (a damaged session line, a torn last write,
-a recap that is not UTF-8, the ``.history/`` copies), so copying there and back gives the
-same files.
+read, edit or archive it by hand. :func:`copy_sessions`, :func:`copy_memory` and
+:func:`copy_chunks` are its parts. Session and memory bytes arrive exactly as they left (a
+damaged session line, a torn last write, a recap that is not UTF-8, the ``.history/``
+copies), so copying there and back gives the same files. Chunks arrive with their vectors
+and version links under ids of the target's own, so recall ranks them as before (a
+SQLite file is not byte-stable anyway).
 
 One thing may be re-taken on arrival: the manifest records, per chat, the fingerprint of
 the sessions its recap was made from, and a fingerprint is the backend's own (files: size
@@ -14,8 +17,8 @@ a chat whose recap was up to date in the source gets the target's fingerprint, s
 first sync after a move pays for no recap; with ``restamp=False`` the copy is byte for byte
 throughout and that sync recaps every chat once.
 
-Invariants: a session or a memory document the target already has is never overwritten
-(the copy stops before writing it); the source is read under its write lock, the target
+Invariants: a session, a memory document or a chat's chunks the target already has are
+never overwritten (the copy stops before writing anything); the source is read under its write lock, the target
 written under its own.
 """
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from liyuan.card.files import MemoryFiles
 from liyuan.card.layout import CardLayout
@@ -32,7 +36,10 @@ from liyuan.card.memstore import MemoryStore
 from liyuan.card.sessions import FileSessions, SessionStore
 from liyuan.errors import ManifestError, SessionConflictError, StateError
 
-__all__ = ["CardCopy", "CardStorage", "copy_card", "copy_memory", "copy_sessions"]
+if TYPE_CHECKING:
+    from liyuan.vector.chunkstore import ChunkStore, ChunkStores
+
+__all__ = ["CardCopy", "CardStorage", "copy_card", "copy_chunks", "copy_memory", "copy_sessions"]
 
 
 @dataclass
@@ -41,25 +48,41 @@ class CardStorage:
 
     sessions: SessionStore
     memory: MemoryStore
+    chunk_stores: ChunkStores | None = None
+    """Where the chats' vector memory is (``None``: not copied)."""
 
     @classmethod
     def folder(cls, path: str | Path) -> CardStorage:
         """The card folder ``path`` (``cards/<卡>``), as :meth:`liyuan.Card.open` keeps it."""
+        from liyuan.app.vectors import FolderChunkStores
+
         layout = CardLayout(Path(path))
-        return cls(FileSessions(layout), MemoryFiles(layout))
+        return cls(FileSessions(layout), MemoryFiles(layout), FolderChunkStores(layout))
 
     @classmethod
     def postgres(cls, conninfo: str, *, scope: str) -> CardStorage:
         """The card ``scope`` in PostgreSQL (needs the ``postgres`` extra); :meth:`close` it after."""
         from liyuan.storage.pgmemory import PostgresMemory
         from liyuan.storage.pgsessions import PostgresSessions
+        from liyuan.vector.pgstores import PostgresChunkStores
 
         return cls(PostgresSessions(conninfo, scope=scope),
-                   PostgresMemory(conninfo, scope=scope).bind(CardLayout(Path(scope))))
+                   PostgresMemory(conninfo, scope=scope).bind(CardLayout(Path(scope))),
+                   PostgresChunkStores(conninfo, scope=scope))
+
+    def chunks_of(self, chat_id: str) -> ChunkStore | None:
+        """The chat's chunk store when it has any chunks (a folder's is never created here)."""
+        from liyuan.app.vectors import FolderChunkStores
+
+        stores = self.chunk_stores
+        if stores is None or (isinstance(stores, FolderChunkStores) and not stores.has(chat_id)):
+            return None
+        store = stores.open(chat_id)
+        return store if store.count() or store.pending() else None
 
     def close(self) -> None:
         """Close what holds connections (nothing to do for a folder)."""
-        for part in (self.sessions, getattr(self.memory, "memory", None)):
+        for part in (self.sessions, getattr(self.memory, "memory", None), self.chunk_stores):
             close = getattr(part, "close", None)
             if close is not None:
                 close()
@@ -71,6 +94,8 @@ class CardCopy:
 
     sessions: int
     documents: int
+    chunks: int
+    """Vector-memory chunks copied (over every chat)."""
     restamped: list[str]
     """Chats whose recap was up to date and got the target's fingerprint (``restamp=True``)."""
     note: str = ""
@@ -85,14 +110,23 @@ def copy_card(source: CardStorage, target: CardStorage, *, restamp: bool = True)
         StateError: The target has memory documents already (nothing is copied).
         TreeError, MemoryFileError: Something cannot be read or written.
     """
-    taken = [chat_id for chat_id in source.sessions.chat_ids() if target.sessions.names(chat_id)]
+    chats = source.sessions.chat_ids()
+    taken = [chat_id for chat_id in chats if target.sessions.names(chat_id)]
     if taken:
         raise SessionConflictError(f"目标里已经有这些局的会话：{'、'.join(taken)}：不覆盖，什么都没有复制")
     if target.memory.snapshot():
         raise StateError("目标里已经有记忆文档：不覆盖，什么都没有复制")
-    marks = {chat_id: source.sessions.mark(chat_id) for chat_id in source.sessions.chat_ids()}
-    sessions = copy_sessions(source.sessions, target.sessions, chats=list(marks))
+    vectors = {chat_id: store for chat_id in chats if (store := source.chunks_of(chat_id)) is not None} \
+        if target.chunk_stores is not None else {}
+    if any(target.chunks_of(chat_id) is not None for chat_id in vectors):
+        raise StateError("目标里已经有这些局的向量记忆：不覆盖，什么都没有复制")
+    marks = {chat_id: source.sessions.mark(chat_id) for chat_id in chats}
+    sessions = copy_sessions(source.sessions, target.sessions, chats=chats)
     documents = copy_memory(source.memory, target.memory)
+    chunks = 0
+    for chat_id, store in vectors.items():
+        assert target.chunk_stores is not None  # vectors is empty without it
+        chunks += copy_chunks(store, target.chunk_stores.open(chat_id))
     restamped: list[str] = []
     note = ""
     if restamp:
@@ -110,7 +144,7 @@ def copy_card(source: CardStorage, target: CardStorage, *, restamp: bool = True)
                     save_manifest(target.memory, manifest)
         except ManifestError as exc:
             note = f"清单已损坏，没有换指纹（修好清单后第一次同步会重做复盘）：{exc}"
-    return CardCopy(sessions, documents, sorted(restamped), note)
+    return CardCopy(sessions, documents, chunks, sorted(restamped), note)
 
 
 def copy_memory(source: MemoryStore, target: MemoryStore) -> int:
@@ -156,3 +190,40 @@ def copy_sessions(source: SessionStore, target: SessionStore, *, chats: Iterable
         if meta is not None and target.meta(chat_id) is None:  # the target's own name is kept
             target.set_meta(chat_id, meta)
     return copied
+
+
+def copy_chunks(source: ChunkStore, target: ChunkStore) -> int:
+    """Copy one chat's vector memory: every chunk with its vector, oldest first, the links
+    between a chunk and the version it extends, and the turns queued for ingest. Ids and
+    timestamps are the target's own; recall ranks the copy as it ranked the original.
+    A chunk whose vector is unreadable arrives without one and is embedded again later.
+    How many chunks were copied.
+
+    Raises:
+        StateError: The target has chunks already (nothing is copied).
+    """
+    import numpy as np
+
+    from liyuan.vector.checked import UNEMBEDDED
+    from liyuan.vector.chunkstore import NewChunk
+
+    if target.count():
+        raise StateError("目标里这一局已经有向量记忆：不覆盖，没有复制")
+    snapshot = source.snapshot()
+    vectors = {snapshot.chunks[row].id: matrix[i] for rows, matrix in snapshot.matrices.values()
+               for i, row in enumerate(rows.tolist())}
+    chunks = source.chunks()
+    empty = np.zeros(0, dtype=np.float32)
+    copied: dict[str, str] = {}
+    for chunk in chunks:
+        vector = vectors.get(chunk.id)
+        embedded = vector is not None and vector.size > 0
+        parent = copied.get(chunk.parent) if chunk.parent is not None else None
+        added = target.add([NewChunk(chunk.store, chunk.text, vector if embedded else empty,  # type: ignore[arg-type]
+                                     chunk.embedder if embedded else UNEMBEDDED, chunk.source, chunk.title,
+                                     chunk.node_id, parent, chunk.merge_count)], max_chunks=len(chunks) + 1)
+        if added:
+            copied[chunk.id] = added[0]
+    for _seq, node_id, text in source.pending():
+        target.next_turn((node_id, text))
+    return len(copied)

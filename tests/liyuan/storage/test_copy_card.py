@@ -121,3 +121,51 @@ def test_a_copy_never_overwrites_memory_the_target_has(played: Path, postgres_ds
     copy_card(CardStorage.folder(played), CardStorage.folder(played.parent / "第一份"))
     with pytest.raises(SessionConflictError):
         copy_card(CardStorage.folder(played), CardStorage.folder(played.parent / "第一份"))
+
+
+def _vector_card(path: Path, stores: object = None, memory: object = None, sessions: object = None,
+                 ids: str = "v") -> Card:
+    from liyuan import MemoryConfig, VectorConfig
+
+    options = {k: v for k, v in (("chunk_stores", stores), ("memory", memory), ("sessions", sessions)) if v is not None}
+    return Card.open(path, config=MemoryConfig(vector=VectorConfig(enabled=True, embedder="hash")), user_name=USER,
+                     char_name=CHAR, background=False, clock=fixed_clock(), ids=counter_ids(ids), auto_sync=False,
+                     **options)  # type: ignore[arg-type]
+
+
+PLACES = ["东门的茶摊", "北礁的灯塔", "码头的石阶", "老梨树下", "城西的当铺", "渡口的白帆", "灯室的铜铃", "雪夜的客栈"]
+
+
+def test_vector_memory_moves_with_the_card_and_recalls_the_same(tmp_path: Path, postgres_dsn: str,
+                                                                postgres: list[CardStorage]) -> None:
+    from liyuan.storage.pgmemory import PostgresMemory
+    from liyuan.storage.pgsessions import PostgresSessions
+    from liyuan.vector.pgstores import PostgresChunkStores
+
+    folder = tmp_path / "原卡"
+    with _vector_card(folder) as card:
+        chat = card.chat("jA", greeting="雾很大。")
+        for i, place in enumerate(PLACES):
+            chat.prepare(f"第{i}天，我们去{place}看看。")
+            chat.record(f"（脚本回复）第{i}天林溯带你到了{place}，" + "那里的风很冷，她讲了一段旧事。" * 3)
+    postgres.append(CardStorage.postgres(postgres_dsn, scope="向量搬家"))
+    moved = copy_card(CardStorage.folder(folder), postgres[0])
+    assert moved.chunks > 0
+    copy_card(postgres[0], CardStorage.folder(tmp_path / "回来"))  # and back out to a folder
+
+    def ask(card: Card) -> list[str]:
+        with card:
+            return [m.content for m in card.chat("jA").prepare("还记得北礁的灯塔吗？").messages]
+
+    on_files = ask(_vector_card(folder, ids="q"))
+    parts = {"stores": PostgresChunkStores(postgres_dsn, scope="向量搬家"),
+             "memory": PostgresMemory(postgres_dsn, scope="向量搬家"),
+             "sessions": PostgresSessions(postgres_dsn, scope="向量搬家")}
+    try:
+        on_postgres = ask(_vector_card(tmp_path / "另一台服务器", ids="q", **parts))
+    finally:
+        for part in parts.values():
+            part.close()  # type: ignore[attr-defined]
+    back = ask(_vector_card(tmp_path / "回来", ids="q"))
+    assert any("【剧情记忆】" in m and "北礁的灯塔" in m for m in on_files)  # recall ran on the original
+    assert on_postgres == on_files and back == on_files
