@@ -18,8 +18,8 @@ first sync after a move pays for no recap; with ``restamp=False`` the copy is by
 throughout and that sync recaps every chat once.
 
 Invariants: a session, a memory document or a chat's chunks the target already has are
-never overwritten (the copy stops before writing anything); the source is read under its write lock, the target
-written under its own.
+never overwritten (the copy stops before writing anything); the source's memory is read
+under its write lock, the target's written under its own.
 """
 
 from __future__ import annotations
