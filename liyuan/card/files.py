@@ -306,8 +306,8 @@ class MemoryFiles:
                 found[chat_id] = text
         return found
 
-    def delete(self, path: Path) -> None:
-        """Remove a file; a missing file is fine."""
+    def delete(self, path: Path, *, at_once: bool = False) -> None:
+        """Remove a file; a missing file is fine (``at_once`` changes nothing: it always is)."""
         try:
             self.safe(path).unlink()
         except FileNotFoundError:

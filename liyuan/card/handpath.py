@@ -117,7 +117,7 @@ class HandPath:
         folder = self.layout.chat_dir(chat_id)  # a symlink on the way: UnsafePathError, nothing removed
         with self._locks.write:
             existed = self.files.exists(recap) or folder.exists() or bool(self.sessions.names(chat_id))
-            self.files.delete(recap)
+            self.files.delete(recap, at_once=True)  # gone before the sessions, on every backend
             self.sessions.drop(chat_id)  # sessions kept elsewhere (a database); files go with the folder
             try:
                 # Relative to directory descriptors: a link swapped in after the check above

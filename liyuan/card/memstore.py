@@ -104,8 +104,14 @@ class MemoryStore(Protocol):
         no window between the check and the write; False (nothing written) when it did not."""
         ...
 
-    def delete(self, path: Path) -> None:
-        """Remove the document; a missing one is fine."""
+    def delete(self, path: Path, *, at_once: bool = False) -> None:
+        """Remove the document; a missing one is fine.
+
+        ``at_once``: durable when this returns even inside the write lock (a backend whose
+        write lock is a transaction commits it apart), for a step whose order against
+        another store matters: a deleted chat's recap goes before its sessions. Never for a
+        document the same step has written.
+        """
         ...
 
     def recap_texts(self, forgotten: Collection[str] = ()) -> dict[str, str]:

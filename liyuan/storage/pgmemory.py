@@ -114,11 +114,12 @@ class PostgresMemory:
             return db
         return connect(self._conninfo, "PostgreSQL 记忆库")
 
-    def run(self, work: Callable[[psycopg.Connection[Any]], _T]) -> _T:
-        """``work(connection)``: in the write lock's transaction when this thread holds it, else
-        on the shared autocommit connection; a database failure is a :class:`MemoryFileError`."""
+    def run(self, work: Callable[[psycopg.Connection[Any]], _T], *, apart: bool = False) -> _T:
+        """``work(connection)``: in the write lock's transaction when this thread holds it (unless
+        ``apart``), else on the shared autocommit connection; a database failure is a
+        :class:`MemoryFileError`."""
         try:
-            held = self._write.held()
+            held = None if apart else self._write.held()
             if held is not None:
                 return work(held)
             with self._guard:
@@ -262,10 +263,12 @@ class PostgresMemoryFiles:
             self._put(db, rel, data)
         return True
 
-    def delete(self, path: Path) -> None:
+    def delete(self, path: Path, *, at_once: bool = False) -> None:
+        """``at_once``: on the shared autocommit connection, committed before this returns even
+        while this thread holds the write lock (whose advisory lock still keeps other writers out)."""
         rel = self._rel(path)
         self.memory.run(lambda db: db.execute(
-            "DELETE FROM liyuan_memory_files WHERE scope = %s AND path = %s", (self._scope, rel)))
+            "DELETE FROM liyuan_memory_files WHERE scope = %s AND path = %s", (self._scope, rel)), apart=at_once)
 
     def restore(self, documents: Mapping[str, bytes]) -> None:
         """Store every document in one transaction; ``.history/`` copies in name order (their

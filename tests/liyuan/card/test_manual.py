@@ -231,11 +231,11 @@ class FailingDelete(MemoryFiles):
         super().__init__(base.layout)
         self.armed = True
 
-    def delete(self, path: Path) -> None:
+    def delete(self, path: Path, *, at_once: bool = False) -> None:
         if self.armed:
             self.armed = False
             raise OSError("模拟崩溃")
-        super().delete(path)
+        super().delete(path, at_once=at_once)
 
 
 class FailingWrite(MemoryFiles):

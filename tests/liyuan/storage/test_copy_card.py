@@ -13,6 +13,7 @@ import pytest
 
 from liyuan import Card
 from liyuan.card import manual as card_manual
+from liyuan.card.layout import CardLayout
 from liyuan.card.lock import SYNC_LOCK_FILE, WRITE_LOCK_FILE
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.errors import SessionConflictError, StateError
@@ -169,3 +170,39 @@ def test_vector_memory_moves_with_the_card_and_recalls_the_same(tmp_path: Path, 
     back = ask(_vector_card(tmp_path / "回来", ids="q"))
     assert any("【剧情记忆】" in m and "北礁的灯塔" in m for m in on_files)  # recall ran on the original
     assert on_postgres == on_files and back == on_files
+
+
+def test_a_deleted_chat_s_recap_is_gone_for_good_before_its_sessions_go(played: Path, postgres_dsn: str,
+                                                                       postgres: list[CardStorage],
+                                                                       tmp_path: Path) -> None:
+    """On PostgreSQL the recap's deletion is committed before the sessions are dropped, as on
+    files (recap first): a process dying in between forgets the chat instead of keeping the
+    memory of a chat that no longer exists."""
+    from liyuan.storage.pgmemory import PostgresMemory
+    from liyuan.storage.pgsessions import PostgresSessions
+
+    postgres.append(CardStorage.postgres(postgres_dsn, scope="删局"))
+    copy_card(CardStorage.folder(played), postgres[0])
+    sessions = PostgresSessions(postgres_dsn, scope="删局")
+    memory = PostgresMemory(postgres_dsn, scope="删局")
+    seen: list[bool] = []
+    real = sessions.drop
+
+    def drop(chat_id: str) -> None:  # what another server sees at the moment the sessions go
+        watcher = PostgresMemory(postgres_dsn, scope="删局")
+        try:
+            files = watcher.bind(CardLayout(tmp_path))
+            seen.append(files.exists(files.layout.recap_path(chat_id)))
+        finally:
+            watcher.close()
+        real(chat_id)
+
+    sessions.drop = drop  # type: ignore[method-assign]
+    try:
+        with Card.open(tmp_path / "服务器", sessions=sessions, memory=memory, background=False,
+                       auto_sync=False) as card:
+            assert card.delete_chat("jA")
+    finally:
+        sessions.close()
+        memory.close()
+    assert seen == [False]  # already committed as gone
