@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
 from liyuan.errors import MemoryFileError, StateError
+from liyuan.vector.pgschema import LazyConnection
 from liyuan.vector.requires import postgres_missing
 
 try:
@@ -34,9 +35,6 @@ except ModuleNotFoundError as exc:
 
 __all__ = ["SyncLock", "WriteLock", "lock_key"]
 
-Opener = Callable[[], "psycopg.Connection[Any]"]
-
-
 def lock_key(kind: str, scope: str) -> int:
     """The advisory lock key (a signed 64-bit number) of one lock of one card."""
     digest = hashlib.blake2b("\x00".join(("memory", kind, scope)).encode(), digest_size=8).digest()
@@ -46,17 +44,11 @@ def lock_key(kind: str, scope: str) -> int:
 class _AdvisoryLock:
     """A thread lock (this process) around an advisory lock (every process)."""
 
-    def __init__(self, opener: Opener, key: int, *, reentrant: bool) -> None:
-        self._opener = opener
+    def __init__(self, db: LazyConnection, key: int, *, reentrant: bool) -> None:
+        self._db = db
         self._key = key
         self._thread_lock: threading.Lock | threading.RLock = threading.RLock() if reentrant else threading.Lock()
         self._depth = 0
-        self._db: psycopg.Connection[Any] | None = None
-
-    def _connection(self) -> psycopg.Connection[Any]:
-        if self._db is None or self._db.closed or self._db.broken:
-            self._db = self._opener()
-        return self._db
 
     @property
     def in_use(self) -> bool:
@@ -72,9 +64,7 @@ class _AdvisoryLock:
         """
         if self.in_use:
             raise StateError("卡的锁还被持有，不能关闭它的连接：先离开锁，再关闭")
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        self._db.close()
 
     def _take(self, blocking: bool) -> bool:
         raise NotImplementedError
@@ -130,16 +120,16 @@ class _AdvisoryLock:
 class WriteLock(_AdvisoryLock):
     """The write lock: a transaction holding ``pg_advisory_xact_lock`` (see the module)."""
 
-    def __init__(self, opener: Opener, scope: str) -> None:
-        super().__init__(opener, lock_key("write", scope), reentrant=True)
+    def __init__(self, db: LazyConnection, scope: str) -> None:
+        super().__init__(db, lock_key("write", scope), reentrant=True)
         self._owner: int | None = None
 
     def held(self) -> psycopg.Connection[Any] | None:
         """The lock's transaction when the calling thread holds it, else ``None``."""
-        return self._db if self._owner == threading.get_ident() else None
+        return self._db.current if self._owner == threading.get_ident() else None
 
     def _take(self, blocking: bool) -> bool:
-        db = self._connection()
+        db = self._db.get()
         if db.info.transaction_status != TransactionStatus.IDLE:
             db.execute("ROLLBACK")  # a commit cut short left a transaction open: never build on it
         db.execute("BEGIN")
@@ -160,7 +150,7 @@ class WriteLock(_AdvisoryLock):
 
     def _give(self, failed: bool) -> None:
         self._owner = None
-        db = self._db
+        db = self._db.current
         if db is None or db.closed or db.broken:
             if failed:
                 return
@@ -182,11 +172,11 @@ _NOT_COMMITTED = ("这一步对记忆的写入没有提交（PostgreSQL 里的�
 class SyncLock(_AdvisoryLock):
     """The sync lock: a session advisory lock (see the module)."""
 
-    def __init__(self, opener: Opener, scope: str) -> None:
-        super().__init__(opener, lock_key("sync", scope), reentrant=False)
+    def __init__(self, db: LazyConnection, scope: str) -> None:
+        super().__init__(db, lock_key("sync", scope), reentrant=False)
 
     def _take(self, blocking: bool) -> bool:
-        db = self._connection()
+        db = self._db.get()
         if blocking:
             db.execute("SELECT pg_advisory_lock(%s)", (self._key,))
             return True
@@ -194,6 +184,6 @@ class SyncLock(_AdvisoryLock):
         return bool(row and row[0])
 
     def _give(self, failed: bool) -> None:
-        db = self._db
+        db = self._db.current
         if db is not None and not db.closed and not db.broken:
             db.execute("SELECT pg_advisory_unlock(%s)", (self._key,))

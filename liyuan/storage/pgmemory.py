@@ -40,7 +40,6 @@ import hashlib
 import threading
 from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
 from contextlib import contextmanager
-from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
@@ -52,7 +51,7 @@ from liyuan.card.swap import as_read
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.errors import MemoryFileError, StateError, UnsafePathError
 from liyuan.storage.pglocks import SyncLock, WriteLock
-from liyuan.vector.pgschema import connect
+from liyuan.vector.pgschema import LazyConnection
 from liyuan.vector.requires import postgres_missing
 
 try:
@@ -64,6 +63,7 @@ __all__ = ["PostgresMemory", "PostgresMemoryFiles"]
 
 _T = TypeVar("_T")
 _HISTORY = f"{HISTORY_DIR}/"
+_WHAT = "PostgreSQL 记忆库"
 
 
 class PostgresMemory:
@@ -80,13 +80,11 @@ class PostgresMemory:
     """
 
     def __init__(self, conninfo: str, *, scope: str) -> None:
-        self._conninfo = conninfo
         self.scope = scope
         self._guard = threading.RLock()
-        self._db: psycopg.Connection[Any] | None = None
-        opener = partial(connect, conninfo, "PostgreSQL 记忆库")
-        self._write = WriteLock(opener, scope)
-        self._sync = SyncLock(opener, scope)
+        self._db = LazyConnection(conninfo, _WHAT)
+        self._write = WriteLock(LazyConnection(conninfo, _WHAT), scope)
+        self._sync = SyncLock(LazyConnection(conninfo, _WHAT), scope)
         self.locks = CardLocks(run=self._sync, write=self._write)
 
     def bind(self, layout: CardLayout, *, clock: Clock = system_clock,
@@ -103,16 +101,9 @@ class PostgresMemory:
         if self._write.in_use or self._sync.in_use:
             raise StateError("卡的锁还被持有，不能关闭连接：先离开锁，再关闭")
         with self._guard:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+            self._db.close()
         self._write.close()
         self._sync.close()
-
-    def _open(self, db: psycopg.Connection[Any] | None) -> psycopg.Connection[Any]:
-        if db is not None and not db.closed and not db.broken:
-            return db
-        return connect(self._conninfo, "PostgreSQL 记忆库")
 
     def run(self, work: Callable[[psycopg.Connection[Any]], _T], *, apart: bool = False) -> _T:
         """``work(connection)``: in the write lock's transaction when this thread holds it (unless
@@ -123,8 +114,7 @@ class PostgresMemory:
             if held is not None:
                 return work(held)
             with self._guard:
-                self._db = self._open(self._db)
-                return work(self._db)
+                return work(self._db.get())
         except psycopg.Error as exc:
             raise MemoryFileError(f"PostgreSQL 里的记忆读写失败：{exc}") from exc
 
@@ -138,7 +128,7 @@ class PostgresMemory:
                     yield held
                 return
             with self._guard:
-                db = self._db = self._open(self._db)
+                db = self._db.get()
                 with db.transaction():
                     yield db
         except psycopg.Error as exc:

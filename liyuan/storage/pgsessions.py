@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 from liyuan.errors import SessionConflictError, TreeError
 from liyuan.session.loader import SessionContent, read_entries
-from liyuan.vector.pgschema import connect
+from liyuan.vector.pgschema import LazyConnection
 from liyuan.vector.requires import postgres_missing
 
 try:
@@ -88,24 +88,17 @@ class PostgresSessions:
     """
 
     def __init__(self, conninfo: str, *, scope: str) -> None:
-        self._conninfo = conninfo
         self.scope = scope
         self._lock = threading.RLock()
-        self._db: psycopg.Connection[Any] | None = None
+        self._db = LazyConnection(conninfo, "PostgreSQL 会话库")
 
     # -- connection ------------------------------------------------------------------
-
-    def _connection(self) -> psycopg.Connection[Any]:
-        if self._db is not None and not self._db.closed and not self._db.broken:
-            return self._db
-        self._db = connect(self._conninfo, "PostgreSQL 会话库")
-        return self._db
 
     def run(self, work: Callable[[psycopg.Connection[Any]], _T]) -> _T:
         """``work(connection)`` under this store's lock; a database failure is a :class:`TreeError`."""
         with self._lock:
             try:
-                return work(self._connection())
+                return work(self._db.get())
             except psycopg.Error as exc:
                 raise TreeError(f"PostgreSQL 里的会话读写失败：{exc}") from exc
 
@@ -113,7 +106,7 @@ class PostgresSessions:
     def transaction(self, chat_id: str) -> Iterator[psycopg.Cursor[Any]]:
         """One transaction holding the chat's advisory lock (creating a session, deleting the chat)."""
         with self._lock:
-            db = self._connection()
+            db = self._db.get()
             try:
                 with db.transaction(), db.cursor() as cur:
                     cur.execute("SELECT pg_advisory_xact_lock(%s)", (_key(self.scope, chat_id),))
@@ -124,9 +117,7 @@ class PostgresSessions:
     def close(self) -> None:
         """Close the connection (the next call opens a new one)."""
         with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+            self._db.close()
 
     # -- the store -------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from liyuan.errors import ConfigError
@@ -26,7 +27,7 @@ try:
 except ModuleNotFoundError as exc:
     raise postgres_missing(exc) from exc
 
-__all__ = ["SCHEMA_VERSION", "connect", "migrate"]
+__all__ = ["SCHEMA_VERSION", "LazyConnection", "connect", "migrate"]
 
 SCHEMA_VERSION = 3
 
@@ -167,3 +168,43 @@ def connect(conninfo: str, what: str) -> psycopg.Connection[Any]:
         db.close()
         raise
     return db
+
+
+class LazyConnection:
+    """One autocommit connection (:func:`connect`), opened on first use and again after it
+    broke or was closed. Not a lock: its owner serialises the calls.
+
+    Args:
+        conninfo: As for :func:`connect`.
+        what: What the connection is for (named when the server cannot be reached).
+        prepare: Run on every new connection (e.g. registering the ``vector`` type).
+    """
+
+    def __init__(self, conninfo: str, what: str,
+                 prepare: Callable[[psycopg.Connection[Any]], None] | None = None) -> None:
+        self._conninfo = conninfo
+        self._what = what
+        self._prepare = prepare
+        self.current: psycopg.Connection[Any] | None = None
+        """The connection as it is (``None`` before the first use or after :meth:`close`)."""
+
+    def get(self) -> psycopg.Connection[Any]:
+        """The connection, opened (again) when there is no usable one."""
+        db = self.current
+        if db is not None and not db.closed and not db.broken:
+            return db
+        db = connect(self._conninfo, self._what)
+        if self._prepare is not None:
+            try:
+                self._prepare(db)
+            except BaseException:
+                db.close()
+                raise
+        self.current = db
+        return db
+
+    def close(self) -> None:
+        """Close it (the next :meth:`get` opens a new one)."""
+        if self.current is not None:
+            self.current.close()
+            self.current = None

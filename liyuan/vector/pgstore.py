@@ -43,7 +43,7 @@ import numpy.typing as npt
 from liyuan.clock import Clock, system_clock
 from liyuan.vector.chunkstore import CHUNK_COLUMNS, NewChunk, chunk_from_row, rebuilt
 from liyuan.vector.index import Chunk, Snapshot, TermCache, reusable_rows
-from liyuan.vector.pgschema import SCHEMA_VERSION, connect
+from liyuan.vector.pgschema import SCHEMA_VERSION, LazyConnection
 from liyuan.vector.requires import postgres_missing
 
 try:
@@ -109,12 +109,11 @@ class PostgresChunkStore:
     """
 
     def __init__(self, conninfo: str, *, scope: str, chat: str, clock: Clock = system_clock) -> None:
-        self._conninfo = conninfo
         self._where = {"scope": scope, "chat": chat}
         self._key = _chat_key(scope, chat)
         self._clock = clock
         self._lock = threading.RLock()
-        self._db: psycopg.Connection[Any] | None = None
+        self._db = LazyConnection(conninfo, "PostgreSQL 向量记忆库", register_vector)
         self._snapshot: Snapshot | None = None
         self._terms = TermCache()
         with self._lock:
@@ -126,23 +125,12 @@ class PostgresChunkStore:
     # -- connection ------------------------------------------------------------------
 
     def _connection(self) -> psycopg.Connection[Any]:
-        if self._db is not None and not self._db.closed and not self._db.broken:
-            return self._db
-        db = connect(self._conninfo, "PostgreSQL 向量记忆库")
-        try:
-            register_vector(db)
-        except BaseException:
-            db.close()
-            raise
-        self._db = db
-        return db
+        return self._db.get()
 
     def close(self) -> None:
         """Close the connection (the next call opens a new one)."""
         with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+            self._db.close()
 
     def drop(self) -> None:
         """Delete every row of this chat (its chunks, queue, counts, counters): one transaction."""
