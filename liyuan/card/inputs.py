@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from liyuan.card.files import sha1_text
 from liyuan.card.manifest import Manifest
 from liyuan.card.memstore import MemoryStore
-from liyuan.card.sessions import SessionStore
+from liyuan.card.sessions import SessionStore, chat_name
 from liyuan.errors import MemoryFileError
 from liyuan.session.branch import branch_to
 from liyuan.session.entries import Entry, SessionProblem, is_message
@@ -214,8 +214,8 @@ def collect_chat_evidence(
     return ChatEvidence(full, turns, omitted, format_state(state_from_branch(last_branch)))
 
 
-def diff_recaps(files: MemoryStore, manifest: Manifest, *, every: bool = False,
-                name_of: Callable[[str], str] | None = None) -> RecapDiff:
+def diff_recaps(files: MemoryStore, manifest: Manifest, sessions: SessionStore, *,
+                every: bool = False) -> RecapDiff:
     """Compare ``局/*.md`` with the manifest.
 
     A recap file emptied by hand counts as removed. Chats the hard path forgot are
@@ -224,9 +224,9 @@ def diff_recaps(files: MemoryStore, manifest: Manifest, *, every: bool = False,
     Args:
         files: The card's file adapter (every recap is read through it).
         manifest: The loaded manifest.
+        sessions: The card's sessions (the chats' display names).
         every: Count every recap on disk as changed (a handbook without any chat block
             must be rebuilt from all of them: a merge can only write blocks it is sent).
-        name_of: A chat's display name (default: its ``meta.json`` in the card folder).
 
     Returns:
         New or changed recaps (sorted by id), deleted chats, and current hashes.
@@ -237,9 +237,8 @@ def diff_recaps(files: MemoryStore, manifest: Manifest, *, every: bool = False,
     # A recap emptied by hand counts as gone; an unreadable one raises (never "deleted").
     on_disk = {k: v for k, v in files.recap_texts(manifest.forgotten()).items() if v.strip()}
     hashes = {chat_id: sha1_text(text) for chat_id, text in on_disk.items()}
-    name_of = name_of or files.layout.chat_name
     changed = [
-        ChangedRecap(chat_id, name_of(chat_id), on_disk[chat_id].strip())
+        ChangedRecap(chat_id, chat_name(sessions, chat_id), on_disk[chat_id].strip())
         for chat_id in sorted(on_disk)
         if every or (record := manifest.recaps.get(chat_id)) is None or record.merged_hash != hashes[chat_id]
     ]

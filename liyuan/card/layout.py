@@ -2,7 +2,8 @@
 
 See :mod:`liyuan.card.files` for the layout of one card and its invariants; this module
 only names paths (and validates chat ids before they become part of one). It reads
-nothing but folder listings and ``meta.json``.
+nothing but folder listings; :func:`chat_name_from` parses the ``meta.json`` bytes a
+session store gives.
 
 Every path it gives for a chat (:meth:`CardLayout.chat_dir`, :meth:`CardLayout.sessions_dir`,
 :meth:`CardLayout.chat_file`) and the listing of ``对话/`` are checked by
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from liyuan.card.housekeeping import check_inside
-from liyuan.errors import ConfigError, UnsafePathError
+from liyuan.errors import ConfigError
 
 __all__ = [
     "CHATS_DIR",
@@ -158,14 +159,6 @@ class CardLayout:
         except OSError:
             return []
         return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False) and is_valid_chat_id(e.name))
-
-    def chat_name(self, chat_id: str) -> str:
-        """The chat's display name from ``meta.json`` (``name``), else its id."""
-        try:
-            data = self.chat_file(chat_id, CHAT_META_FILE).read_bytes()
-        except (OSError, UnsafePathError):
-            return chat_id
-        return chat_name_from(data, chat_id)
 
     def relative(self, path: Path) -> str:
         """``path`` relative to the memory folder, with ``/`` separators (for the journal)."""

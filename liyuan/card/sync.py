@@ -48,7 +48,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -335,12 +334,12 @@ class CardMemory(HandPath):
                 # Read after the stamp: a writer outside this process (no shared lock) that
                 # lands before the stamp is seen here; one that lands after moves the stamp.
                 manifest = load_manifest(files)
-                diff = diff_recaps(files, manifest, name_of=partial(chat_name, self.sessions))
+                diff = diff_recaps(files, manifest, self.sessions)
                 handbook = files.read_text(layout.handbook)
                 resident = files.read_text(layout.resident)
                 unsourced = merge_needs_every_recap(handbook, resident, diff, manifest)
                 if unsourced:
-                    diff = diff_recaps(files, manifest, every=True, name_of=partial(chat_name, self.sessions))
+                    diff = diff_recaps(files, manifest, self.sessions, every=True)
             except (ManifestError, UnsafePathError):
                 raise
             except MemoryFileError as exc:

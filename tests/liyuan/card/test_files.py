@@ -17,7 +17,7 @@ from liyuan.card.files import (
 )
 from liyuan.card.manifest import Manifest, ManualState, RecapRecord, finish_pending, load_manifest, save_manifest
 from liyuan.card.manual import list_memory, search_memory
-from liyuan.card.sessions import session_heads, sessions_kept, source_mark_of
+from liyuan.card.sessions import FileSessions, chat_name, session_heads, sessions_kept, source_mark_of
 from liyuan.errors import ConfigError, ManifestError, MemoryFileError
 
 BAD_IDS = ["", "../x", "..", ".", "/etc/passwd", "a/b", "a\\b", "局一", "ａ", "a b", "abc\n", "a.md", "x" * 129]
@@ -59,9 +59,10 @@ def test_chat_name_from_meta_else_id(tmp_path: Path) -> None:
     (tmp_path / "对话" / "A" / "meta.json").write_text('{"name": " 初来乍到 "}', encoding="utf-8")
     (tmp_path / "对话" / "B").mkdir(parents=True)
     (tmp_path / "对话" / "B" / "meta.json").write_text("{broken", encoding="utf-8")
-    assert layout.chat_name("A") == "初来乍到"
-    assert layout.chat_name("B") == "B"
-    assert layout.chat_name("C") == "C"
+    sessions = FileSessions(layout)
+    assert chat_name(sessions, "A") == "初来乍到"
+    assert chat_name(sessions, "B") == "B"
+    assert chat_name(sessions, "C") == "C"
 
 
 def test_atomic_write_replaces_whole_and_leaves_no_temp(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from liyuan.card.files import CardLayout, is_valid_chat_id, validate_chat_id
+from liyuan.card.sessions import FileSessions, chat_name
 from liyuan.errors import ConfigError
 from liyuan.model import FunctionModel, ModelRequest
 from liyuan.vector.config_file import load_config
@@ -28,7 +29,7 @@ HOSTILE = pytest.mark.parametrize("text", [DEEP, HUGE], ids=["1000-deep", "5000-
 def test_meta_json_falls_back_to_the_id(tmp_path: Path, text: str) -> None:
     (tmp_path / "对话" / "jA").mkdir(parents=True)
     (tmp_path / "对话" / "jA" / "meta.json").write_text(text, encoding="utf-8")
-    assert CardLayout(tmp_path).chat_name("jA") == "jA"
+    assert chat_name(FileSessions(CardLayout(tmp_path)), "jA") == "jA"
 
 
 @HOSTILE

@@ -157,19 +157,19 @@ def test_diff_recaps_changed_and_deleted(tmp_path: Path) -> None:
     recap2 = memory_dir / "局" / "2222.md"
     atomic_write_text(recap1, "复盘一\n")
     atomic_write_text(recap2, "复盘二\n")
-    diff = diff_recaps(files, Manifest())
+    diff = diff_recaps(files, Manifest(), FileSessions(CardLayout(tmp_path)))
     assert [c.chat_id for c in diff.changed] == ["1111", "2222"]
     assert diff.deleted == []
     assert diff.changed[0].text == "复盘一" and diff.changed[0].name == "1111"
 
     manifest = Manifest(recaps={"1111": RecapRecord("m", "", sha1_text("复盘一\n"))})
-    assert [c.chat_id for c in diff_recaps(files, manifest).changed] == ["2222"]
+    assert [c.chat_id for c in diff_recaps(files, manifest, FileSessions(CardLayout(tmp_path))).changed] == ["2222"]
     atomic_write_text(recap1, "复盘一（改）\n")
     recap2.unlink()  # never merged: nothing to forget
-    diff = diff_recaps(files, manifest)
+    diff = diff_recaps(files, manifest, FileSessions(CardLayout(tmp_path)))
     assert [c.chat_id for c in diff.changed] == ["1111"] and diff.deleted == []
     recap1.unlink()
-    diff = diff_recaps(files, manifest)
+    diff = diff_recaps(files, manifest, FileSessions(CardLayout(tmp_path)))
     assert diff.changed == [] and diff.deleted == ["1111"]
 
 
@@ -182,5 +182,5 @@ def test_diff_ignores_foreign_files_forgotten_chats_and_counts_blank_as_gone(tmp
     atomic_write_text(memory_dir / "局" / "A.txt", "x")
     manifest = Manifest(recaps={"E": RecapRecord("m", "", "oldhash")},
                         manual=ManualState(forgotten_chats=["F"]))
-    diff = diff_recaps(files, manifest)
+    diff = diff_recaps(files, manifest, FileSessions(CardLayout(tmp_path)))
     assert diff.changed == [] and diff.deleted == ["E"] and diff.hashes == {}
