@@ -12,8 +12,9 @@ model (labelled scripted), so the figures are the library's and its storage's ow
   process, so imports are warm; the file is in the page cache, the rows in the server's),
   median of three;
 - per turn: ``prepare()`` + ``record()`` with a ledger, p50 / p95 over
-  :data:`TURNS` turns after three untimed (each turn appends three entries: a file
-  append with its fsync, or a committed transaction).
+  :data:`TURNS` turns after three untimed (each turn makes two appends, the user line,
+  then the reply with its ledger: a file append with its fsync, or one committed
+  statement; on PostgreSQL it also reads the resident summary's stamp).
 
 The file sits where the long-chat series puts its chats (a memory disk when there is
 one); PostgreSQL is the bench's server (fsync off there too), over loopback: a real

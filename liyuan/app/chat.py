@@ -41,7 +41,7 @@ from liyuan.runner import Job
 from liyuan.session.branch import BranchView
 from liyuan.session.entries import Entry, awaits_reply
 from liyuan.session.state import STATE_ENTRY_TYPE, Ledger, format_roster, format_state, latest_state_entry
-from liyuan.session.tree import SessionTree
+from liyuan.session.tree import SessionTree, custom_entry, message_entry
 from liyuan.story.compact import CompactionPlan, compact_now, run_compaction
 from liyuan.story.history import active_summary
 from liyuan.vector.recall import bounded_archive, branch_ids_of, ingest_for_turn, recall_for_turn
@@ -205,9 +205,9 @@ class Chat:
                 fields["usage"] = counts
             if thinking:
                 fields["thinking"] = thinking
-            items: list[tuple[str, dict[str, Any]]] = [("message", {"role": "assistant", "text": reply, **fields})]
+            items = [message_entry("assistant", reply, **fields)]
             if ledger is not None:
-                items.append(("custom", {"customType": STATE_ENTRY_TYPE, "data": ledger.to_dict()}))
+                items.append(custom_entry(STATE_ENTRY_TYPE, ledger.to_dict()))
             entry = self.tree.extend(items)[0]  # the reply and its ledger: one write, both or neither
             if self._config.durability == "turn":
                 self.tree.sync()  # the turn's one fsync: its user line, reply and ledger

@@ -46,7 +46,7 @@ from liyuan.session.entries import SESSION_VERSION, Entry, SessionProblem
 from liyuan.session.loader import SessionContent
 from liyuan.session.log import FileSessionLog, SessionLog
 
-__all__ = ["ID_DRAWS", "SessionTree"]
+__all__ = ["ID_DRAWS", "NewEntry", "SessionTree", "custom_entry", "message_entry"]
 
 ID_DRAWS = 8
 """How often an append draws a new id when the factory gives one the tree already has."""
@@ -257,11 +257,11 @@ class SessionTree:
 
     def append_message(self, role: str, text: str, **extra: Any) -> Entry:
         """Append a message (``user``, ``assistant`` or ``toolResult``)."""
-        return self.append("message", role=role, text=text, **extra)
+        return self.extend([message_entry(role, text, **extra)])[0]
 
     def append_custom(self, custom_type: str, data: Mapping[str, Any]) -> Entry:
         """Append a custom entry such as ``rp-summary`` or ``rp-state``."""
-        return self.append("custom", customType=custom_type, data=dict(data))
+        return self.extend([custom_entry(custom_type, data)])[0]
 
     def _fresh_id(self, taken: Collection[str] = ()) -> str:
         """A new id from the factory, drawn again (up to :data:`ID_DRAWS` times) on a collision
@@ -284,6 +284,20 @@ class SessionTree:
             return
         with self.lock:
             self._log.sync()
+
+
+NewEntry = tuple[str, dict[str, Any]]
+"""An entry to append: its type and its fields (:meth:`SessionTree.extend`)."""
+
+
+def message_entry(role: str, text: str, **extra: Any) -> NewEntry:
+    """A message to append (``user``, ``assistant`` or ``toolResult``)."""
+    return "message", {"role": role, "text": text, **extra}
+
+
+def custom_entry(custom_type: str, data: Mapping[str, Any]) -> NewEntry:
+    """A custom entry to append, such as ``rp-summary`` or ``rp-state``."""
+    return "custom", {"customType": custom_type, "data": dict(data)}
 
 
 def _line(obj: Mapping[str, Any]) -> bytes:

@@ -103,11 +103,13 @@ class CardCopy:
 
 
 def copy_card(source: CardStorage, target: CardStorage, *, restamp: bool = True) -> CardCopy:
-    """Copy a whole card (sessions, chat names, memory documents with ``.history/``); see the module.
+    """Copy a whole card (sessions, chat names, memory documents with ``.history/``, vector
+    memory when both sides have chunk stores); see the module.
 
     Raises:
         SessionConflictError: The target has sessions of one of the chats already (nothing is copied).
-        StateError: The target has memory documents already (nothing is copied).
+        StateError: The target has memory documents, or chunks of one of the chats, already
+            (nothing is copied).
         TreeError, MemoryFileError: Something cannot be read or written.
     """
     chats = source.sessions.chat_ids()
