@@ -14,13 +14,20 @@ Sessions:
 
 from __future__ import annotations
 
+import glob
 import os
+import shutil
+import subprocess
+import sys
 
 import nox
 
 nox.options.sessions = ["lint", "tests", "docs"]
 nox.options.error_on_external_run = True
 nox.options.default_venv_backend = "venv"
+# A Python that is not found fails its session: `nox -s tests libtests` never exits 0 with
+# 3.12 or 3.13 silently skipped.
+nox.options.error_on_missing_interpreters = True
 
 PYTHON = "3.11"
 NEWER_PYTHONS = ["3.12", "3.13"]
@@ -28,6 +35,52 @@ NEWER_PYTHONS = ["3.12", "3.13"]
 LIBRARY_TESTS = ["tests/liyuan", "tests/test_examples.py", "tests/test_exports.py", "tests/test_imports.py",
                  "tests/test_install.py"]
 TEST_EXTRAS = ".[dev,harness,docs,vector,semantic,browser,postgres]"
+LINKS = os.path.join(".nox", "pythons")
+"""Where pyenv's interpreters are linked as ``python3.X`` so that nox finds them."""
+
+
+def pyenv_python(version: str, pyenv_root: str) -> str | None:
+    """The newest ``pythonX.Y`` that pyenv installed under ``pyenv_root``, or ``None``."""
+    found = glob.glob(os.path.join(pyenv_root, "versions", f"{version}.*", "bin", f"python{version}"))
+    return max(found, key=lambda p: [int(part) if part.isdigit() else -1 for part in
+                                     p.split(os.sep)[-3].split(".")], default=None)
+
+
+def link_pythons(versions: list[str], path: str, pyenv_root: str, links: str) -> list[str]:
+    """Link pyenv's ``python3.X`` into ``links`` for each version not on ``path``; the versions still missing.
+
+    A pyenv machine has every version installed but only the global one on PATH (its shims
+    answer for that one alone): nox, which looks for ``python3.X`` on PATH, would not find
+    the others. Each missing one gets a hint on stderr saying how to install it.
+    """
+    missing = []
+    for version in versions:
+        if shutil.which(f"python{version}", path=path) and _runs(f"python{version}", path):
+            continue
+        found = pyenv_python(version, pyenv_root)
+        if found is None:
+            missing.append(version)
+            print(f"找不到 Python {version}：PATH 上没有 python{version}，{pyenv_root}/versions/ 下也没有 "
+                  f"{version}.*。请先装上它（例如 pyenv install {version} 或系统的 python{version} 包），"
+                  "否则用到它的会话会失败。", file=sys.stderr)
+            continue
+        os.makedirs(links, exist_ok=True)
+        link = os.path.join(links, f"python{version}")
+        if os.path.islink(link) or os.path.exists(link):
+            os.remove(link)
+        os.symlink(found, link)
+    return missing
+
+
+def _runs(name: str, path: str) -> bool:
+    # A pyenv shim is on PATH for every installed version but fails for all but the global one.
+    binary = shutil.which(name, path=path)
+    return binary is not None and subprocess.run([binary, "-c", ""], capture_output=True, check=False).returncode == 0
+
+
+link_pythons([PYTHON, *NEWER_PYTHONS], os.environ.get("PATH", ""),
+             os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv")), os.path.abspath(LINKS))
+os.environ["PATH"] = os.path.abspath(LINKS) + os.pathsep + os.environ.get("PATH", "")
 
 
 @nox.session(python=PYTHON)
