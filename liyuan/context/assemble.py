@@ -233,7 +233,7 @@ def _record(view: Sequence[Entry], active: ActiveSummary | None, history: Histor
         blocks.append(block("summary", history.summary.strip(), [f"entry:{view[active.index].id}"] if active else []))
     cut = _resident_cut(resident_stored, resident, other, budget_chars)
     if resident or cut is not None:
-        blocks.append(block("resident", resident or "", cut=cut))
+        blocks.append(block("resident", (resident or "").strip(), cut=cut))
     if items:
         # Each kept turn is a message of its own: sizes per turn (tokens remembered, the same
         # turns come back turn after turn), added up.
@@ -243,8 +243,29 @@ def _record(view: Sequence[Entry], active: ActiveSummary | None, history: Histor
                for kind, text in injection.blocks()]
     if tail_text:
         blocks.append(block("user", tail_text, [f"entry:{e.id}" for e in tail]))
-    return TurnRecord(tuple(blocks), len(messages), sum(len(m.content) for m in messages),
-                      sum(b.tokens for b in blocks), budget_chars)
+    blocks.append(_framing(history, resident, items, injection, tail_text, messages))
+    return TurnRecord(tuple(blocks), len(messages), sum(b.chars for b in blocks), sum(b.tokens for b in blocks),
+                      budget_chars)
+
+
+_SEPARATOR = "\n\n"
+
+
+def _framing(history: History, resident: str | None, items: Sequence[HistoryItem], injection: Injection,
+             tail_text: str, messages: Sequence[ChatMessage]) -> BlockRecord:
+    """What :func:`_assemble` adds between the blocks: the opening sentence and the blank lines.
+
+    Every message is its parts joined by :data:`_SEPARATOR` (the summary message: the opening
+    and each summary; a merged message: its turns; the tail: the data blocks and the words),
+    so ``parts - messages`` separators were written.
+    """
+    summaries = sum(1 for s in (history.summary, resident) if s and s.strip())
+    opening = summaries > 0 and bool(messages) and messages[0].content.startswith(SUMMARY_OPENING)
+    parts = (1 + summaries if opening else 0) + len(items) + len(injection.blocks()) + (1 if tail_text else 0)
+    separators = max(parts - len(messages), 0)
+    chars = (len(SUMMARY_OPENING) if opening else 0) + separators * len(_SEPARATOR)
+    tokens = (estimate(SUMMARY_OPENING) if opening else 0) + separators * estimate(_SEPARATOR)
+    return BlockRecord("framing", chars, tokens)
 
 
 def prepare_turn(

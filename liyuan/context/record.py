@@ -9,13 +9,28 @@ Invariants:
 - Sizes are measured on the text as sent: characters (``len``) and estimated tokens
   (:func:`liyuan.tokens.estimate_tokens`); the record never holds the text itself, so it
   is small enough to keep for every turn.
+- The blocks cover the whole turn: what the assembly adds between them (the 【前情提要】
+  opening sentence, the blank lines that join blocks and merged messages) is a block of its
+  own, ``framing``, so a turn's ``chars`` and ``tokens`` are exactly the sums of its blocks'.
 - Sources name where a block came from: ``entry:<id>`` (a session entry: the summary
   entry, the kept messages, the ledger snapshot), ``chunk:<id>`` (a vector chunk),
   ``file:<path>`` (a memory file, relative to the card's memory folder).
 - :meth:`TurnRecord.to_json` is the stable JSON form (``format`` names its version);
   block kinds are open strings, so a new block (say a lore layer's 【相关设定】) adds a
   kind and its title to :data:`BLOCK_TITLES` and one :class:`BlockRecord` per turn,
-  and older readers still read the rest.
+  and older readers still read the rest. A field added to the form bumps
+  :data:`RECORD_FORMAT` and is listed on the site's reference page.
+
+The JSON form, field by field (:meth:`TurnRecord.to_json`, a ``dict`` ready for ``json.dumps``):
+
+- ``format``: :data:`RECORD_FORMAT`, ``liyuan-turn-record/<version>``.
+- ``messages``: how many messages were sent (the app's system prompt not counted).
+- ``chars``, ``tokens``: the turn's size; exactly the sums of the blocks' ``chars`` and ``tokens``.
+- ``budget_chars``: the envelope the resident summary shares (4300 by default).
+- ``blocks``: in reading order, each with ``kind`` (a key of :data:`BLOCK_TITLES`), ``title``,
+  ``sent`` (whether any of it reached the model), ``chars``, ``tokens``, ``sources`` (a list of
+  ``entry:``, ``chunk:``, ``file:`` names; empty where the block has none) and ``budget``
+  (``null``, or ``action`` ``trimmed``/``dropped``, ``reason``, ``before_chars``).
 """
 
 from __future__ import annotations
@@ -29,8 +44,14 @@ from liyuan.tokens import estimate_tokens
 
 __all__ = ["BLOCK_TITLES", "RECORD_FORMAT", "BlockRecord", "BudgetCut", "TurnRecord", "block", "estimate"]
 
-RECORD_FORMAT = "liyuan-turn-record/1"
-"""The ``format`` of :meth:`TurnRecord.to_json`; a reader refuses a major version it does not know."""
+RECORD_FORMAT = "liyuan-turn-record/2"
+"""The ``format`` of :meth:`TurnRecord.to_json`; a reader refuses a version it does not know.
+
+Versions (each adds to the one before; the site's reference page lists every field):
+
+- ``/1``: totals and blocks; ``chars`` counted the separators no block held.
+- ``/2``: the ``framing`` block, so ``chars`` and ``tokens`` are the sums of the blocks'.
+"""
 
 BLOCK_TITLES: dict[str, str] = {
     "summary": "本局摘要（【前情提要】）",
@@ -43,6 +64,7 @@ BLOCK_TITLES: dict[str, str] = {
     "recall": "【剧情记忆】",
     "extra": "附加块",
     "user": "用户这一轮的话",
+    "framing": "开头句与分隔（【前情提要】开头句、块与块之间的空行）",
 }
 """Block kind to its Chinese title, in the order the model reads them."""
 
@@ -116,9 +138,9 @@ class TurnRecord:
     messages: int
     """How many messages were sent (the app's system prompt not counted)."""
     chars: int
-    """Characters of all messages together."""
+    """Characters of all messages together: the sum of the blocks' ``chars``."""
     tokens: int
-    """Estimated tokens of all messages together."""
+    """Estimated tokens: the sum of the blocks' ``tokens``."""
     budget_chars: int
     """The envelope the resident summary shares with the summary, ledger and roster."""
 

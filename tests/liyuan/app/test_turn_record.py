@@ -34,7 +34,7 @@ def test_the_record_lists_every_block_with_sizes_sources_and_the_budgets_cut(tmp
     record = turn.record
     assert record is not None
     kinds = [b.kind for b in record.blocks]
-    assert kinds == ["summary", "resident", "history", "state", "extra", "user"]
+    assert kinds == ["summary", "resident", "history", "state", "extra", "user", "framing"]
     summary, resident = record.of("summary")[0], record.of("resident")[0]
     assert summary.sources[0].startswith("entry:") and summary.chars == len(turn.summary or "")
     assert resident.sources == ("file:常驻摘要.md",)
@@ -48,6 +48,7 @@ def test_the_record_lists_every_block_with_sizes_sources_and_the_budgets_cut(tmp
     assert list(history.sources[-2:]) == [f"entry:{i}" for i in kept]
     assert record.of("user")[0].sources == (f"entry:{turn.user_entry.id}",)  # type: ignore[union-attr]
     assert record.messages == len(turn.messages) and record.chars == sum(len(m.content) for m in turn.messages)
+    assert record.chars == sum(b.chars for b in record.blocks) and record.tokens == sum(b.tokens for b in record.blocks)
     data = record.to_json()
     assert data["format"] == RECORD_FORMAT and json.loads(json.dumps(data, ensure_ascii=False)) == data
     assert data["blocks"][1]["budget"]["action"] == "trimmed" and "按段落截到" in data["blocks"][1]["budget"]["reason"]
@@ -111,3 +112,33 @@ def test_the_recap_budget_is_a_setting(tmp_path: Path) -> None:
         card.sync()
     recap = next(r for r in calls if r.purpose == "recap")
     assert "篇幅所限，这一局最早的" in recap.messages[-1].content and "第0拍" not in recap.messages[-1].content
+
+
+def _sums(turn: object) -> None:
+    record = turn.record  # type: ignore[attr-defined]
+    messages = turn.messages  # type: ignore[attr-defined]
+    assert record is not None
+    assert record.chars == sum(len(m.content) for m in messages) == sum(b.chars for b in record.blocks)
+    assert record.tokens == sum(b.tokens for b in record.blocks)
+    framing = record.of("framing")[0]
+    assert framing.chars >= 0 and framing.sources == ()
+
+
+def test_the_blocks_add_up_to_the_turn_in_every_shape_of_turn(tmp_path: Path) -> None:
+    """No summary, a summary, a resident summary, a ledger, extra blocks, a regenerate, merged
+    user turns: in each the blocks (separators included) add up to what was sent."""
+    config = MemoryConfig(keep=1, every_n_turns=2, min_chars=0)
+    with open_card(tmp_path, side_model=summariser(), config=config) as card:
+        chat = card.chat("jA", greeting="铁门外起了大雾。")
+        _sums(chat.prepare("第一句。"))  # greeting + words, no summary yet
+        chat.record("回话一。")
+        _sums(chat.prepare("第二句。", ledger=Ledger(location="灯塔", items=["伞"]), extra=["【作者注】慢。"]))
+        chat.record("回话二。", ledger=Ledger(location="灯塔"))
+        play(card, 4)
+        atomic_write_text(card.memory.layout.resident, RESIDENT)
+        turn = chat.prepare("第三句。", extra=["一", "二"])
+        assert turn.summary and turn.resident  # both summaries in the 【前情提要】 message
+        _sums(turn)
+        chat.record("回话三。")
+        chat.prepare("第四句。")
+        _sums(chat.reroll(extra=["【作者注】"]))  # the user's words are already on the branch
