@@ -59,7 +59,7 @@ import argparse
 import json
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,7 @@ from liyuan.vector import (
     VectorMemory,
 )
 
+from ..eval.snapshots import write_snapshot
 from ..running.command import Subcommand
 from .latency import latency_table, print_latency, print_weights, weight_table
 from .methods import (
@@ -83,6 +84,7 @@ from .methods import (
     memory_for,
     story_chunks,
 )
+from .stamp import close_stamp, stamp
 
 # -- recall@5 ------------------------------------------------------------------------
 
@@ -201,6 +203,13 @@ def _write(out: Path, name: str, data: dict[str, Any]) -> None:
     atomic_write_text(out / name, json.dumps(data, ensure_ascii=False, indent=2) + "\n")
 
 
+def _stamped(measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``measure()``'s table with the stamp of the run (:mod:`harness.bench.stamp`) as its ``machine``."""
+    machine = stamp(ROOT)
+    table = measure()
+    return {"machine": close_stamp(machine), **table}
+
+
 def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "sim" / "bench", help="JSON 输出目录")
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 5000, 50000], help="延迟测试的段数")
@@ -215,6 +224,9 @@ def _configure(parser: argparse.ArgumentParser) -> None:
                              "lore 是设定集每轮激活的开销（harness.bench.lore），"
                              "long 是 100 到 100,000 轮的长对话系列（harness.bench.long），"
                              "stores 是 SQLite 与 PostgreSQL 两种向量库后端的对比（harness.bench.stores）")
+    parser.add_argument("--snapshot", action="store_true",
+                        help="另外把 long、stores、latency 的结果连同测量戳（提交、时间、机器、load）写成要提交的快照 "
+                             "sim/eval/<名>.json 和 .md，站点上的数字从这里读；不能和 --quick 一起用")
     parser.add_argument("--quick", action="store_true",
                         help="快速看一眼（半分钟左右）：只跑 tokens、recall（只用不加载模型的 hash、lexical、"
                              "hybrid-hash）和每轮开销（100 和 1000 轮，各计 20 轮，不测整体用时）；"
@@ -230,6 +242,9 @@ def _bench(args: argparse.Namespace) -> int:
     everything = ["recall", "variants", "context", "weights", "latency", "tokens", "overhead", "import", "lore",
                   "long", "stores"]
     only = set(args.only or (["tokens", "recall", "overhead"] if args.quick else everything))
+    if args.snapshot and args.quick:
+        print("--snapshot 不能和 --quick 一起用：快照是站点引用的完整运行。", file=sys.stderr)
+        return 2
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
@@ -265,9 +280,11 @@ def _bench(args: argparse.Namespace) -> int:
             print_weights(table)
             _write(args.out, "weights.json", table)
         if "latency" in only:
-            table = latency_table(folder, args.sizes, args.out / "cache", progress)
+            table = _stamped(lambda: latency_table(folder, args.sizes, args.out / "cache", progress))
             print_latency(table)
             _write(args.out, "latency.json", table)
+            if args.snapshot:
+                write_snapshot(ROOT, "latency", table)
         if "lore" in only:
             from .lore import lore_table, print_lore
 
@@ -283,15 +300,19 @@ def _bench(args: argparse.Namespace) -> int:
         if "long" in only:
             from .long import long_table, print_long
 
-            table = long_table(folder, quick=args.quick, progress=progress)
+            table = _stamped(lambda: long_table(folder, quick=args.quick, progress=progress))
             print_long(table)
             _write(args.out, "long.json", table)
+            if args.snapshot:
+                write_snapshot(ROOT, "long", table)
         if "stores" in only:
             from .stores import print_stores, store_table
 
-            table = store_table(folder / "stores", progress=progress)
+            table = _stamped(lambda: store_table(folder / "stores", progress=progress))
             print_stores(table)
             _write(args.out, "stores.json", table)
+            if args.snapshot:
+                write_snapshot(ROOT, "stores", table)
     if "overhead" in only:
         from .overhead import run_bench
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -30,7 +29,6 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +41,7 @@ from ..eval.scripted import scripted_summariser
 from ..fixtures.synth import SynthBeat, generate_chat
 from ..running.runfolder import work_base
 
-__all__ = ["RESIDENT", "VARIANT", "beat_work", "machine_info", "overhead_table", "percentile", "play", "run_bench",
+__all__ = ["RESIDENT", "VARIANT", "beat_work", "overhead_table", "percentile", "play", "run_bench",
            "wall_times"]
 
 RESIDENT = "# 往局记忆（同一世界更早的几局）\n\n" + "\n\n".join(
@@ -171,21 +169,6 @@ def wall_times(root: Path, *, repeat: int = 3,
     return {"repeat": repeat, "rows": rows}
 
 
-def machine_info() -> dict[str, Any]:
-    """What the numbers were measured on, and when."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"measured_at": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "cpu": cpu,
-            "cores": os.cpu_count(), "python": platform.python_version(),
-            "system": f"{platform.system()} {platform.release()}"}
-
-
 def run_bench(root: Path, out: Path, *, sizes: Sequence[int] = (100, 1000, 10000), sample: int = 100,
               repeat: int = 3, wall: bool = True) -> dict[str, Any]:
     """Measure, print the tables, write ``bench.json`` and ``bench.md`` into ``out``.
@@ -205,20 +188,25 @@ def run_bench(root: Path, out: Path, *, sizes: Sequence[int] = (100, 1000, 10000
         The measurements (machine, overhead, wall times).
     """
     from ..eval.report import bench_markdown
+    from ..eval.snapshots import EVAL_DIR, write_snapshot
     from ..running.artifacts import atomic_write
+    from .stamp import close_stamp, stamp
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    bench: dict[str, Any] = {"machine": machine_info()}
-    bench["overhead"] = overhead_table(sizes, sample, progress)
+    machine = stamp(root)
+    bench: dict[str, Any] = {"overhead": overhead_table(sizes, sample, progress)}
     if wall:
         progress("整体用时：harness run、mkdocs build …")
         bench["wall_times"] = wall_times(root, repeat=repeat)
-    markdown = bench_markdown(bench)
-    print(markdown)
-    for name, text in (("bench.json", json.dumps(bench, ensure_ascii=False, indent=2) + "\n"),
-                       ("bench.md", markdown)):
-        atomic_write(out / name, text.encode("utf-8"))
-        print(f"写出 {(out / name).as_posix()}")
+    bench = {"machine": close_stamp(machine), **bench}
+    print(bench_markdown(bench))
+    if out.resolve() == (root / EVAL_DIR).resolve():
+        write_snapshot(root, "bench", bench)
+    else:
+        for name, text in (("bench.json", json.dumps(bench, ensure_ascii=False, indent=2) + "\n"),
+                           ("bench.md", bench_markdown(bench))):
+            atomic_write(out / name, text.encode("utf-8"))
+            print(f"写出 {(out / name).as_posix()}")
     return bench

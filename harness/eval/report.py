@@ -228,9 +228,9 @@ def strategies_markdown(report: Mapping[str, Any]) -> str:
 
 def bench_markdown(bench: Mapping[str, Any]) -> str:
     """The benchmark snapshot: machine, per-beat overhead, wall times."""
-    machine = bench["machine"]
-    lines = [f"测量于 {machine['measured_at']}，{machine['cpu']}（{machine['cores']} 核），"
-             f"Python {machine['python']}，{machine['system']}。数字随机器而变，这是一份快照。", ""]
+    from ..bench.stamp import stamp_line
+
+    lines = [stamp_line(bench["machine"]), ""]
     overhead = bench.get("overhead")
     if overhead:
         names = {"library": "本库（分支有缓存，只读活跃区间）"}

@@ -6,10 +6,12 @@ No test here times anything: speed lives in ``python -m harness eval bench``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+import subprocess
 from pathlib import Path
 from unittest.mock import patch
 
-from harness.bench.overhead import beat_work, machine_info, overhead_table, percentile, play, wall_times
+from harness.bench.overhead import beat_work, overhead_table, percentile, play, wall_times
+from harness.bench.stamp import stamp
 from harness.eval.report import bench_markdown
 from liyuan.session.entries import Entry
 from liyuan.session.state import Ledger
@@ -73,10 +75,14 @@ def test_percentile_is_nearest_rank() -> None:
     assert percentile([7.0], 95) == 7.0
 
 
-def test_machine_info_names_the_machine_and_the_time() -> None:
-    info = machine_info()
+def test_the_stamp_names_the_commit_the_machine_the_time_and_the_load() -> None:
+    root = Path(__file__).resolve().parents[2]
+    info = stamp(root)
     assert info["cores"] and info["python"] and info["cpu"]
     assert info["measured_at"].endswith("UTC")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
+    assert head.stdout.startswith(info["commit"]) and len(info["commit"]) == 12
+    assert info["load_start"] is None or info["load_start"] >= 0
 
 
 def test_wall_time_of_harness_run_succeeds_and_writes_outside_the_repo() -> None:

@@ -1,0 +1,67 @@
+"""Committed measurement snapshots: the only source of the figures the site quotes.
+
+A snapshot is a pair in ``sim/eval/``: ``<name>.json``, the measurement with its stamp
+(``machine``: commit, time, machine, load; :mod:`harness.bench.stamp`), and ``<name>.md``,
+the tables the pages include, rendered from that JSON alone with the stamp on top.
+
+- ``bench``: the per-turn overhead and wall times (``python -m harness eval bench``).
+- ``long``, ``stores``, ``latency``: ``python -m harness bench --only <name> --snapshot``.
+
+Invariant: ``<name>.md`` is :func:`render` of ``<name>.json``, byte for byte;
+``python -m harness eval`` re-renders every snapshot and ``--check`` fails when one differs,
+so a page that includes the Markdown cannot disagree with the measurement.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SNAPSHOTS", "render", "snapshot_files", "write_snapshot"]
+
+EVAL_DIR = "sim/eval"
+
+
+def _renderers() -> dict[str, Callable[[Mapping[str, Any]], str]]:
+    from .figures import latency_markdown, long_markdown, stores_markdown
+    from .report import bench_markdown
+
+    return {"bench": bench_markdown, "long": long_markdown, "stores": stores_markdown,
+            "latency": latency_markdown}
+
+
+SNAPSHOTS = ("bench", "long", "stores", "latency")
+"""Every snapshot name, in the order the pages use them."""
+
+
+def render(name: str, data: Mapping[str, Any]) -> str:
+    """The Markdown of snapshot ``name``: the stamp line, then its tables and verdicts."""
+    return _renderers()[name](data)
+
+
+def _json(data: Mapping[str, Any]) -> str:
+    return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+
+
+def write_snapshot(root: Path, name: str, data: Mapping[str, Any]) -> None:
+    """Write ``<name>.json`` and its rendering ``<name>.md`` into ``sim/eval/`` (atomically)."""
+    from ..running.artifacts import atomic_write
+
+    if "machine" not in data:
+        raise ValueError(f"快照 {name} 没有测量戳（machine）")
+    folder = root / EVAL_DIR
+    for path, text in ((folder / f"{name}.json", _json(data)), (folder / f"{name}.md", render(name, data))):
+        atomic_write(path, text.encode("utf-8"))
+        print(f"写出 {path.relative_to(root).as_posix()}")
+
+
+def snapshot_files(root: Path) -> dict[str, str]:
+    """Every committed snapshot's Markdown, re-rendered from its JSON: ``{relative path: text}``."""
+    files = {}
+    for name in SNAPSHOTS:
+        source = root / EVAL_DIR / f"{name}.json"
+        if source.exists():
+            files[f"{EVAL_DIR}/{name}.md"] = render(name, json.loads(source.read_text(encoding="utf-8")))
+    return files
