@@ -225,8 +225,8 @@ def _configure(parser: argparse.ArgumentParser) -> None:
                              "long 是 100 到 100,000 轮的长对话系列（harness.bench.long），"
                              "stores 是 SQLite 与 PostgreSQL 两种向量库后端的对比（harness.bench.stores）")
     parser.add_argument("--snapshot", action="store_true",
-                        help="另外把 long、stores、latency 的结果连同测量戳（提交、时间、机器、load）写成要提交的快照 "
-                             "sim/eval/<名>.json 和 .md，站点上的数字从这里读；不能和 --quick 一起用")
+                        help="另外把 long、stores、latency、recall 的结果连同测量戳（提交、时间、机器、load）"
+                             "写成要提交的快照 sim/eval/<名>.json 和 .md，站点上的数字从这里读；不能和 --quick 一起用")
     parser.add_argument("--quick", action="store_true",
                         help="快速看一眼（半分钟左右）：只跑 tokens、recall（只用不加载模型的 hash、lexical、"
                              "hybrid-hash）和每轮开销（100 和 1000 轮，各计 20 轮，不测整体用时）；"
@@ -257,9 +257,11 @@ def _bench(args: argparse.Namespace) -> int:
             _write(args.out, "tokens.json", table)
         if "recall" in only:
             progress("召回率：建库并查询 …")
-            table = recall_table(folder, QUICK_METHODS if args.quick else None)
+            table = _stamped(lambda: recall_table(folder, QUICK_METHODS if args.quick else None))
             _print_recall(table)
             _write(args.out, "recall.json", table)
+            if args.snapshot:
+                write_snapshot(ROOT, "recall", table)
         if "variants" in only:
             from .lexical import print_variants, variant_table
 

@@ -11,7 +11,10 @@
 - ``bench`` measures the per-beat overhead and the wall times of ``harness run`` and
   ``mkdocs build``, prints them and writes the snapshot ``sim/eval/bench.json`` and
   ``sim/eval/bench.md`` (machine-dependent; the snapshot says where and when).
-- No command: ``scorecards`` and ``strategies`` (both deterministic).
+- ``snapshots`` re-renders the Markdown of every committed measurement snapshot
+  (``sim/eval/<name>.md`` from ``<name>.json``; :mod:`harness.eval.snapshots`): the pages
+  include the Markdown, so ``--check`` fails when a page's figures and their measurement differ.
+- No command: ``scorecards``, ``strategies`` and ``snapshots`` (all deterministic).
 
 Invariant: everything except ``bench`` is a pure function of committed files, written
 byte-stably (:func:`harness.running.artifacts.canonical_json`); ``--check`` recomputes instead
@@ -76,12 +79,16 @@ def strategy_files() -> dict[str, str]:
 
 
 def results(root: Path, which: Sequence[str]) -> dict[str, str]:
-    """The deterministic result files for ``which`` (``scorecards``, ``strategies``)."""
+    """The deterministic result files for ``which`` (``scorecards``, ``strategies``, ``snapshots``)."""
     files: dict[str, str] = {}
     if "scorecards" in which:
         files.update(scorecard_files(root))
     if "strategies" in which:
         files.update(strategy_files())
+    if "snapshots" in which:
+        from .snapshots import snapshot_files
+
+        files.update(snapshot_files(root))
     return files
 
 
@@ -117,7 +124,7 @@ def _check(root: Path, files: dict[str, str]) -> int:
 
 def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("what", nargs="?", default="default", choices=["default", "scorecards", "strategies",
-                                                                         "bench", "all"],
+                                                                         "snapshots", "bench", "all"],
                         help="default：评分卡和策略对比（确定的，可以 --check）；bench：每轮开销快照；all：全部")
     add_root_option(parser)
     parser.add_argument("--check", action="store_true", help="只重新计算并比较，不写文件；过期则退出码 1")
@@ -130,8 +137,8 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 def _eval(args: argparse.Namespace) -> int:
     from liyuan.errors import LiyuanError
 
-    which = {"default": ["scorecards", "strategies"], "all": ["scorecards", "strategies"]}.get(
-        args.what, [args.what])
+    deterministic = ["scorecards", "strategies", "snapshots"]
+    which = {"default": deterministic, "all": deterministic}.get(args.what, [args.what])
     try:
         root = find_root(args.root)
         files = results(root, [w for w in which if w != "bench"])

@@ -5,7 +5,8 @@ A snapshot is a pair in ``sim/eval/``: ``<name>.json``, the measurement with its
 the tables the pages include, rendered from that JSON alone with the stamp on top.
 
 - ``bench``: the per-turn overhead and wall times (``python -m harness eval bench``).
-- ``long``, ``stores``, ``latency``: ``python -m harness bench --only <name> --snapshot``.
+- ``long``, ``stores``, ``latency``, ``recall``: ``python -m harness bench --only <name> --snapshot``
+  (``recall`` is deterministic for a given code and model, stamped all the same).
 
 Invariant: ``<name>.md`` is :func:`render` of ``<name>.json``, byte for byte;
 ``python -m harness eval`` re-renders every snapshot and ``--check`` fails when one differs,
@@ -25,14 +26,14 @@ EVAL_DIR = "sim/eval"
 
 
 def _renderers() -> dict[str, Callable[[Mapping[str, Any]], str]]:
-    from .figures import latency_markdown, long_markdown, stores_markdown
+    from .figures import latency_markdown, long_markdown, recall_markdown, stores_markdown
     from .report import bench_markdown
 
     return {"bench": bench_markdown, "long": long_markdown, "stores": stores_markdown,
-            "latency": latency_markdown}
+            "latency": latency_markdown, "recall": recall_markdown}
 
 
-SNAPSHOTS = ("bench", "long", "stores", "latency")
+SNAPSHOTS = ("bench", "long", "stores", "latency", "recall")
 """Every snapshot name, in the order the pages use them."""
 
 

@@ -77,9 +77,13 @@ def test_fact_fates_the_page_reports(report: dict[str, Any]) -> None:
     assert r["ours"]["budget_failures"] == 0  # 600 轮里没有一次违规
 
 
-def test_bench_snapshot_matches_what_the_page_concludes() -> None:
+def test_bench_snapshot_matches_what_the_page_says() -> None:
+    # Whether the target is met is said by the snapshot's own rendering, not by the page
+    # (tests/harness/test_snapshots.py); the page only says what is measured.
     bench = json.loads((ROOT / "sim" / "eval" / "bench.json").read_text(encoding="utf-8"))
-    verdicts = bench["overhead"]["verdicts"]
-    assert list(verdicts) == ["library"]  # 表里量的就是应用每轮实际走的那条路
-    assert verdicts["library"]["meets_target"] is True  # 库达到了目标
-    assert bench["machine"]["measured_at"] and bench["machine"]["cpu"]
+    assert list(bench["overhead"]["verdicts"]) == ["library"]  # 表里量的就是应用每轮实际走的那条路
+    assert [r["beats"] for r in bench["overhead"]["rows"]] == [100, 1000, 10000]  # 100、1,000、10,000 轮
+    assert bench["overhead"]["sample_beats"] == 100  # 各量最后 100 轮
+    text = PAGE.read_text(encoding="utf-8")
+    for include in ('--8<-- "sim/eval/long.md"', '--8<-- "sim/eval/latency.md"'):
+        assert include in text
