@@ -21,9 +21,95 @@ from typing import Any
 
 import pytest
 
+from .hook import ROOT
 from .test_site import WIDTHS, browser, server, sync_api  # noqa: F401  (fixtures shared with the site test)
 
 pytestmark = pytest.mark.browser
+
+KEY_EFFECTS: dict[str, tuple[str, ...]] = {
+    "compact": ("五节接力摘要",),
+    "replay": ("压缩后组装出的历史",),
+    "why-own": ("第一次：通用压缩切在第 15 轮中间",),
+    "vector": ("两次自动压缩", "第 41 轮的末端注入"),
+    "lore": ("激活日志", "末端的【相关设定】和【设定集索引】", "【前情提要】是摘要，设定是原文",
+             "这一轮的设定记录", "记录里的截掉"),
+    "cross": ("局 jA 的复盘", "jB 的复盘"),
+    "merge": ("合并出的手册", "合并出的常驻摘要"),
+    "budget": ("两次截断",),
+    "forget": ("遗忘时合并 prompt 的末尾", "常驻摘要，删 jB 前", "常驻摘要，删 jB 后", "删 jB 后的手册"),
+    "discussion": ("两次检查", "讨论摘要"),
+}
+"""Per section of the memory page (h2 id): the 效果 a reader sees without opening anything."""
+
+TEMPLATE_SECTIONS = ("compact", "replay", "why-own", "vector", "lore", "cross", "merge", "budget", "forget",
+                     "discussion")
+"""The sections that show code or a prompt: each shows at least one 模版, open."""
+
+# Every code title and fold title on the page, with the h2 section it sits in, whether a
+# closed fold hides it, and whether its code is on screen (laid out) as the page loads.
+BLOCKS = r"""() => {
+  const heads = [...document.querySelectorAll('.md-content h2[id]')];
+  const sectionOf = el => {
+    let id = null;
+    for (const h of heads)
+      if (h.compareDocumentPosition(el) & Node.DOCUMENT_POSITION_FOLLOWING) id = h.id;
+    return id;
+  };
+  const shown = el => el.getBoundingClientRect().height > 0;
+  const out = [];
+  for (const title of document.querySelectorAll('.md-content .filename, .md-content details > summary')) {
+    const fold = title.tagName === 'SUMMARY' ? title.parentElement : null;
+    const closed = title.closest('details:not([open])');
+    const code = fold ? fold.querySelector('pre') : title.closest('.highlight').querySelector('pre');
+    out.push({section: sectionOf(title), title: title.textContent.trim(), folded: closed !== null,
+              shown: !!code && shown(code) && !code.closest('details:not([open])')});
+  }
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_template_and_key_effect_is_open(server: str, browser: Any, width: int) -> None:  # noqa: F811
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    page.goto(server + "memory/", wait_until="networkidle")
+    blocks = page.evaluate(BLOCKS)
+    page.close()
+    templates = [b for b in blocks if b["title"].startswith("模版")]
+    assert len(templates) >= len(TEMPLATE_SECTIONS)
+    folded = [f"#{b['section']}: {b['title']}" for b in templates if b["folded"]]
+    unseen = [f"#{section}" for section in TEMPLATE_SECTIONS
+              if not any(b["section"] == section and b["shown"] for b in templates)]
+    missing = [f"#{section}: {want}" for section, wants in KEY_EFFECTS.items() for want in wants
+               if not any(b["section"] == section and b["title"].startswith("效果")
+                          and want in b["title"] and b["shown"] for b in blocks)]
+    assert (folded, unseen, missing) == ([], [], []), (
+        f"at {width} px — 模版 folded: {folded}; sections with no 模版 on screen: {unseen}; "
+        f"key 效果 not open: {missing}")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_merge_shows_the_merged_resident_summary(server: str, browser: Any, width: int) -> None:  # noqa: F811
+    resident = (ROOT / "sim" / "txt" / "resident-1.txt").read_text(encoding="utf-8")
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    page.goto(server + "memory/", wait_until="networkidle")
+    texts = page.evaluate(r"""() => {
+      const start = document.getElementById('merge');
+      const out = {codes: [], prose: ''};
+      for (let el = start.nextElementSibling; el && el.tagName !== 'H2'; el = el.nextElementSibling) {
+        for (const pre of el.matches('pre') ? [el] : el.querySelectorAll('pre'))
+          if (pre.getBoundingClientRect().height > 0 && !pre.closest('details:not([open])'))
+            out.codes.push(pre.innerText);
+        if (el.tagName === 'P') out.prose += el.innerText;
+      }
+      return out;
+    }""")
+    page.close()
+    def lines(text: str) -> list[str]:  # each source line is a block span: innerText doubles the breaks
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+    assert any(lines(code) == lines(resident) for code in texts["codes"]), "#merge does not show 常驻摘要.md open"
+    assert "左边" not in texts["prose"] and "右边" not in texts["prose"]
+
 
 def open_search(page: Any, base: str, width: int) -> Any:
     page.goto(base, wait_until="networkidle")
