@@ -7,6 +7,7 @@ import asyncio
 import importlib
 import re
 import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -127,3 +128,33 @@ def test_every_snippet_on_the_site_that_opens_a_card_is_an_example_that_runs() -
             if OPENS.search(body) and "--8<--" not in body:
                 typed.append(f"{page.name}: {body.strip().splitlines()[0]}")
     assert typed == [], f"snippets that open a card but are not included from examples/: {typed}"
+
+
+def _literal_blocks(doc: str) -> list[str]:
+    """The ``::`` code blocks of a reST docstring, dedented."""
+    blocks = []
+    for match in re.finditer(r"::\n\n((?:(?:    .*)?\n)+)", doc + "\n"):
+        blocks.append(textwrap.dedent(match.group(1)))
+    return blocks
+
+
+def test_the_docstring_snippets_that_open_a_card_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API page and 「接入你的应用」 render these docstrings: their examples run too."""
+    import liyuan
+    import liyuan.testing
+    from liyuan import Card
+
+    monkeypatch.chdir(tmp_path)  # the examples open cards/雾港 where they run
+    ran = 0
+    for module in (liyuan, liyuan.testing):
+        for block in _literal_blocks(module.__doc__ or ""):
+            if "Card.open(" not in block:
+                continue
+            namespace: dict[str, object] = {"reply_text": "（脚本回复，不是模型输出）她接过伞。"}
+            exec(compile(block, f"<{module.__name__} docstring>", "exec"), namespace)
+            card = namespace["card"]
+            assert isinstance(card, Card) and card.side_model is not None, module.__name__
+            card.close()
+            ran += 1
+    assert ran == 2
+    assert (tmp_path / "cards" / "雾港" / "对话" / "jA").is_dir()  # the facade's example played a beat there

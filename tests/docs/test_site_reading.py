@@ -17,12 +17,13 @@ from __future__ import annotations
 import contextlib
 import re
 import urllib.parse
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from .hook import ROOT
-from .test_site import WIDTHS, browser, server, sync_api  # noqa: F401  (fixtures shared with the site test)
+from .test_site import MIN_CODE_PX, WIDTHS, browser, page_urls, server, sync_api  # noqa: F401  (shared fixtures)
 
 pytestmark = pytest.mark.browser
 
@@ -161,3 +162,24 @@ def test_no_result_link_has_an_empty_highlight(server: str, browser: Any, width:
     assert articles, hrefs  # the page-level links are there to be checked
     empty = [h for h in hrefs if re.search(r"[?&]h=(?:&|#|$)", h)]
     assert empty == [], f"result links with an empty highlight at {width} px: {empty}"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_code_titles_are_12px_or_more_inside_folds_too(built_site: Path, server: str, browser: Any,  # noqa: F811
+                                                       width: int) -> None:
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    small: dict[str, list[str]] = {}
+    seen = 0
+    for url in page_urls(built_site, server):
+        page.goto(url, wait_until="networkidle")
+        sizes = page.evaluate("""() => { document.querySelectorAll('details').forEach(d => d.open = true);
+          return [...document.querySelectorAll('.md-content .highlight .filename')]
+            .map(f => [parseFloat(getComputedStyle(f).fontSize), !!f.closest('details'),
+                       f.textContent.slice(0, 30)]); }""")
+        seen += sum(1 for _, in_fold, _ in sizes if in_fold)
+        found = [f"{size:.2f} px: {title}" for size, _, title in sizes if size < MIN_CODE_PX]
+        if found:
+            small[url.removeprefix(server)] = found
+    page.close()
+    assert seen >= 6  # the check met titles inside folds
+    assert small == {}, f"code titles under {MIN_CODE_PX} px at {width} px: {small}"
