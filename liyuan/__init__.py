@@ -22,8 +22,9 @@ An app needs only what this module exports::
     chat.record(reply_text)
 
 The packages below hold the parts, one per section of the design: :mod:`liyuan.session`,
-:mod:`liyuan.story`, :mod:`liyuan.context`, :mod:`liyuan.card`, :mod:`liyuan.vector`,
-:mod:`liyuan.discussion`.
+:mod:`liyuan.story`, :mod:`liyuan.context`, :mod:`liyuan.lore`, :mod:`liyuan.card`,
+:mod:`liyuan.vector`, :mod:`liyuan.storage` (a card's sessions, memory and locks in
+PostgreSQL), :mod:`liyuan.discussion`.
 """
 
 from __future__ import annotations

@@ -35,9 +35,22 @@ Five things Material's search plugin cannot be configured to do:
    from a search result (``?h=`` in the address, for the on-page highlight); the worker
    gets the index the same way as before, only later.
 
+6. Search what is in the field, however it got there. The page script reads the field on
+   ``keyup`` only, and an input method or a paste puts Chinese into it without one: the
+   query stays whatever the field held when the index became ready (``按`` of ``按来源遗忘``,
+   which then lights up every word starting with 按), or is never sent at all.
+   :func:`patch_query_input` makes the field's ``input`` event send the query as well.
+
+7. No result link with an empty highlight. A page that only its sections matched gets an
+   article entry with no matched terms, and its link carried ``?h=`` with nothing after it.
+   :func:`patch_article_terms` gives that entry the terms its sections matched (the link
+   then highlights them on the page), and :func:`patch_result_links` drops the parameter
+   whenever it would still be empty.
+
 Invariant: page HTML changes only by added ``data-search-exclude`` attributes; the worker
 and the page script change by the patches above, each found exactly once (or the build fails);
-the index holds the same JSON value.
+the index holds the same JSON value. The order: worker ``patch_worker``, ``patch_compounds``,
+``patch_article_terms``; page script ``patch_bundle``, ``patch_query_input``, ``patch_result_links``.
 """
 
 from __future__ import annotations
@@ -49,8 +62,8 @@ from typing import Any
 
 from mkdocs.exceptions import PluginError
 
-__all__ = ["compact_index", "exclude_code", "on_page_content", "on_post_build", "patch_bundle", "patch_compounds",
-           "patch_worker"]
+__all__ = ["compact_index", "exclude_code", "on_page_content", "on_post_build", "patch_article_terms", "patch_bundle",
+           "patch_compounds", "patch_query_input", "patch_result_links", "patch_worker"]
 
 # Highlighted blocks as pymdownx.highlight writes them (pygments_lang_class: true).
 _CODE_BLOCK = re.compile(r'<div class="language-(?!jinja\b)[\w+-]+(?: [\w-]+)* highlight"')
@@ -100,6 +113,23 @@ def patch_compounds(source: str) -> str:
     return _TERM_FOUND.sub(lambda m: f"{m.group(1)}.includes({m.group(2)}.term)", source)
 
 
+# The article entry added to a group that only sections matched: o.push(B(_({},a),{score:0,terms:{}}))
+_ARTICLE_TERMS = re.compile(r"([\w$]+)\.push\(([\w$]+)\(([\w$]+)\(\{\},([\w$]+)\),\{score:0,terms:\{\}\}\)\)")
+
+
+def patch_article_terms(source: str) -> str:
+    """Give an article entry the terms its sections matched (see the module docstring).
+
+    Raises:
+        ValueError: the entry is not in the worker exactly once.
+    """
+    _once(_ARTICLE_TERMS, source, "文章条目的命中词")
+    return _ARTICLE_TERMS.sub(
+        lambda m: (f"{m.group(1)}.push({m.group(2)}({m.group(3)}({{}},{m.group(4)}),{{score:0,terms:"
+                   f"Object.fromEntries({m.group(1)}.flatMap(x=>Object.entries(x.terms)).filter(([,y])=>y))}}))"),
+        source)
+
+
 def compact_index(text: str) -> str:
     """The same search index JSON, as UTF-8 without ``\\u`` escapes or spaces."""
     return json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":"))
@@ -139,6 +169,42 @@ def patch_bundle(source: str) -> str:
     return _INDEX_FETCH.sub(lazy, source)
 
 
+# The query field's value stream: merge(worker ready, fromEvent(el, "keyup"), focus).pipe(map(() => el.value), ...)
+_QUERY_KEYUP = re.compile(r'([\w$]+)\(([\w$]+),"keyup"\),([\w$]+)\)\.pipe\(([\w$]+)\(\(\)=>\2\.value\)')
+# A result link's highlight: url.searchParams.set("h", Object.entries(doc.terms)....trim(),""))
+_RESULT_HIGHLIGHT = re.compile(r'([\w$]+)\.searchParams\.set\("h",'
+                               r'(Object\.entries\([\w$]+\.terms\)[^;]*?\.trim\(\),""\))\)')
+
+
+def _page_script_once(pattern: re.Pattern[str], source: str, what: str) -> None:
+    found = len(pattern.findall(source))
+    if found != 1:
+        raise ValueError(f"页面脚本里找到 {found} 处{what}（应为 1 处）")
+
+
+def patch_query_input(source: str) -> str:
+    """Send the query on the field's ``input`` event too, not only on ``keyup``.
+
+    Raises:
+        ValueError: the value stream is not in the page script exactly once.
+    """
+    _page_script_once(_QUERY_KEYUP, source, "搜索框的取值")
+    return _QUERY_KEYUP.sub(lambda m: (f'{m.group(1)}({m.group(2)},"keyup"),{m.group(1)}({m.group(2)},"input"),'
+                                       f'{m.group(3)}).pipe({m.group(4)}(()=>{m.group(2)}.value)'), source)
+
+
+def patch_result_links(source: str) -> str:
+    """Leave the highlight parameter off a result link when it would be empty.
+
+    Raises:
+        ValueError: the highlight is not in the page script exactly once.
+    """
+    _page_script_once(_RESULT_HIGHLIGHT, source, "结果链接的高亮参数")
+    return _RESULT_HIGHLIGHT.sub(
+        lambda m: (f'({m.group(1)}.searchParams.set("h",{m.group(2)}),'
+                   f'{m.group(1)}.searchParams.get("h")||{m.group(1)}.searchParams.delete("h"))'), source)
+
+
 def on_page_content(html: str, /, *, page: Any, config: Any, files: Any, **_: Any) -> str:
     """MkDocs event: runs before the search plugin indexes the page."""
     return exclude_code(html)
@@ -150,7 +216,7 @@ def on_post_build(*, config: Any, **_: Any) -> None:
     if len(workers) != 1:
         raise PluginError(f"搜索 worker 应该正好有一个，找到 {len(workers)} 个")
     try:
-        patched = patch_compounds(patch_worker(workers[0].read_text(encoding="utf-8")))
+        patched = patch_article_terms(patch_compounds(patch_worker(workers[0].read_text(encoding="utf-8"))))
     except ValueError as error:
         raise PluginError(f"{workers[0].name}: {error}") from error
     workers[0].write_text(patched, encoding="utf-8")
@@ -158,7 +224,8 @@ def on_post_build(*, config: Any, **_: Any) -> None:
     if len(bundles) != 1:
         raise PluginError(f"页面脚本应该正好有一个，找到 {len(bundles)} 个")
     try:
-        bundles[0].write_text(patch_bundle(bundles[0].read_text(encoding="utf-8")), encoding="utf-8")
+        script = patch_bundle(bundles[0].read_text(encoding="utf-8"))
+        bundles[0].write_text(patch_result_links(patch_query_input(script)), encoding="utf-8")
     except ValueError as error:
         raise PluginError(f"{bundles[0].name}: {error}") from error
     index = Path(config["site_dir"]) / "search" / "search_index.json"

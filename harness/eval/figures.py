@@ -84,7 +84,7 @@ def long_markdown(data: Mapping[str, Any]) -> str:
 
 
 _STORE_ROWS = (
-    ("recall_p50_ms", "召回 p50（排序都在库里做）", "ms"),
+    ("recall_p50_ms", "召回 p50（排序都在梨园里做）", "ms"),
     ("recall_p95_ms", "召回 p95", "ms"),
     ("after_write_p50_ms", "写入一段后马上召回 p50", "ms"),
     ("after_write_p95_ms", "写入一段后马上召回 p95", "ms"),

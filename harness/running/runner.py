@@ -208,9 +208,12 @@ def run_scenarios(
         # (a run already failed for another reason, e.g. a stale recording, says so instead).
         report.failures.append(f"模型调用全部失败（{report.calls} 次），见上面列出的调用")
     finish_run(setup, report)
-    # A failed scripted run must not overwrite the committed artifacts with half a run;
-    # an explicit --out (check, diff, a look at the failure) and model runs still write.
-    report.written = write and not (report.failures and setup.kind == "scripted" and out_base is None)
+    # A failed scripted run must not overwrite the committed artifacts with half a run, and a
+    # model run in which no call was answered leaves no run folder (模型对比 would list it as a
+    # recording); an explicit --out (check, diff, a look at the failure) and other model runs write.
+    unanswered = bool(report.calls) and len(report.failed_calls) == report.calls
+    report.written = write and not (out_base is None and (
+        (report.failures and setup.kind == "scripted") or (unanswered and setup.kind != "scripted")))
     if report.written:
         for stale in _stale_files(base, {s.name for s in scenarios}, artifacts):
             stale.unlink()

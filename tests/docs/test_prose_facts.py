@@ -170,11 +170,47 @@ def test_local_run_sentences() -> None:
     assert "<conversation>" in readme and "合并回复格式不对" in readme
 
 
+SHOWN_TWICE = {"sim/txt/resident-1.txt": "memory.md"}
+"""The one artifact shown twice, as the seed shows it (issue 39): the merged resident summary,
+open in #merge where it is made, and again as the "before" side of #forget's pair."""
+
+
 def test_no_artifact_is_shown_twice_on_the_site() -> None:
-    """Each sim/ artifact is included once across all pages; a second mention links back."""
-    seen: dict[str, str] = {}
+    """Each sim/ artifact is included once across all pages (but SHOWN_TWICE); a second mention links back."""
+    seen: dict[str, list[str]] = {}
     for page in sorted((ROOT / "docs").glob("*.md")):
         for spec in re.findall(r'--8<-- "(sim/[^"]+)"', page.read_text(encoding="utf-8")):
-            assert spec not in seen, f"{spec} is included on {seen[spec]} and again on {page.name}"
-            seen[spec] = page.name
-    assert "sim/txt/resident-1.txt" in seen  # the check saw the pages
+            seen.setdefault(spec, []).append(page.name)
+    twice = {spec: pages for spec, pages in seen.items() if len(pages) > 1}
+    assert twice == {spec: [page, page] for spec, page in SHOWN_TWICE.items()}
+    merge = MEMORY.split("{ #merge }", 1)[1].split("\n## ", 1)[0]
+    forget = MEMORY.split("{ #forget }", 1)[1].split("\n## ", 1)[0]
+    assert '--8<-- "sim/txt/resident-1.txt"' in merge and '--8<-- "sim/txt/resident-1.txt"' in forget
+
+
+def test_the_first_compaction_sentences_state_both_conditions(tmp_path: Path) -> None:
+    """Issue 39: "nothing is compacted until 36 turns" also says 2,000 characters, and a chat
+    of one-line replies really has no summary at 40 turns (until min_chars is lowered)."""
+    from liyuan import Card, MemoryConfig
+    from liyuan.testing import placeholder_side_model
+
+    default = MemoryConfig()
+    assert (default.keep, default.every_n_turns, default.min_chars) == (6, 30, 2000)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    app = (ROOT / "docs" / "app.md").read_text(encoding="utf-8")
+    index = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    assert "`min_chars=2000`" in readme and "at least 2,000 characters" in readme and "no summary at 40 turns" in readme
+    assert "`min_chars=2000`" in app and "不少于 2000 字" in app and "演到第 40 轮也可能还没有摘要" in app
+    assert "攒到 36 轮、要压的正文满 2000 字才压第一次" in index
+
+    def summary_after_40_short_beats(config: MemoryConfig) -> bool:
+        folder = tmp_path / f"min-{config.min_chars}"
+        with Card.open(folder, side_model=placeholder_side_model(), config=config, background=False) as card:
+            chat = card.chat("jA")
+            for beat in range(40):
+                chat.prepare(f"第 {beat + 1} 轮：嗯。")
+                chat.record("（脚本回复，不是模型输出）她点点头。")
+            return chat.summary is not None
+
+    assert not summary_after_40_short_beats(MemoryConfig())
+    assert summary_after_40_short_beats(MemoryConfig(min_chars=500))

@@ -68,3 +68,28 @@ def test_the_index_is_written_without_escapes(built_site: Path) -> None:
     assert len(escapes) < 10, len(escapes)
     assert "\u200b" in raw  # the word separator is still there, as the character itself
     assert json.loads(hook.compact_index('{"a": "\\u6897 \\u200b"}')) == {"a": "\u6897 \u200b"}
+
+
+def test_the_query_is_read_on_input_too_and_an_empty_highlight_is_dropped() -> None:
+    value = 'n=L(t.pipe(Re(zt)),h(e,"keyup"),o).pipe(m(()=>e.value),Y());L(h(window,"keyup"),x)'
+    out = hook.patch_query_input(value)
+    assert 'h(e,"keyup"),h(e,"input"),o).pipe(m(()=>e.value)' in out and 'L(h(window,"keyup"),x)' in out
+    with pytest.raises(ValueError, match="搜索框"):
+        hook.patch_query_input('L(h(window,"keyup"),x)')
+    link = ('V("search.highlight")&&s.searchParams.set("h",Object.entries(e.terms).filter(([,c])=>c)'
+            '.reduce((c,[p])=>`${c} ${p}`.trim(),""));let{tags:a}=Te();')
+    out = hook.patch_result_links(link)
+    assert out.startswith('V("search.highlight")&&(s.searchParams.set("h",Object.entries(e.terms)')
+    assert '.trim(),"")),s.searchParams.get("h")||s.searchParams.delete("h"));let{tags:a}' in out
+    with pytest.raises(ValueError, match="高亮参数"):
+        hook.patch_result_links("nothing")
+
+
+def test_an_article_entry_gets_the_terms_its_sections_matched() -> None:
+    source = ("for(let[s,o]of n)if(!o.find(a=>a.location===s))"
+              "{let a=this.map.get(s);o.push(B(_({},a),{score:0,terms:{}}))}")
+    out = hook.patch_article_terms(source)
+    assert ("o.push(B(_({},a),{score:0,terms:Object.fromEntries(o.flatMap(x=>Object.entries(x.terms))"
+            ".filter(([,y])=>y))}))") in out
+    with pytest.raises(ValueError, match="0 处"):
+        hook.patch_article_terms("nothing")
