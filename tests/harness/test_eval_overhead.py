@@ -5,8 +5,8 @@ No test here times anything: speed lives in ``python -m harness eval bench``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 import subprocess
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from unittest.mock import patch
 
