@@ -21,7 +21,9 @@ def test_deploy_says_turn_not_beat_and_database_not_library() -> None:
     # 库 alone was both the PostgreSQL database and the library; now it is 数据库 (or 入库, to store)
     rest = deploy.replace("数据库", "").replace("入库", "")
     assert "库" not in rest, [rest[m.start() - 10:m.start() + 5] for m in re.finditer("库", rest)]
-    assert "排序都在梨园里做" in deploy
+    assert "排序本来就在梨园（`liyuan`）里做" in deploy
+    # the store table is the included snapshot (sim/eval/stores.md), rendered by harness/eval/figures.py
+    assert "排序都在梨园里做" in (ROOT / "sim" / "eval" / "stores.md").read_text(encoding="utf-8")
 
 
 def test_deploy_and_eval_cite_tests_as_links_not_as_names_in_the_prose() -> None:
