@@ -6,9 +6,11 @@ Rules, one by one (each has its test):
   segment per turn (user words and reply); an entry scans ``scan_turns`` turns back
   (default :data:`~liyuan.lore.model.DEFAULT_SCAN_TURNS`, the 6 verbatim turns).
 - An enabled entry is active when it is ``constant``, or one of its keys occurs in its
-  window and its secondary keys pass its ``logic``. Plain keys match as substrings
-  (casefolded unless ``case_sensitive``); with ``whole_word`` a key ending in a Latin
-  letter or digit must not touch another one there; CJK keys match anywhere.
+  window and its secondary keys pass its ``logic``. A key written ``/pattern/flags`` is a
+  regex (its flags decide the case); every other key is a plain word, matched as a
+  substring (casefolded unless ``case_sensitive``); with ``whole_word`` a one-word key
+  ending in a Latin letter or digit must not touch another one there; CJK keys and keys
+  of several words match anywhere.
 - Recursion (when the book asks for it): the content of what was just activated is
   scanned as well, for at most ``recursion_steps`` further steps (capped at 5). An entry
   with ``recursive: false`` is never activated this way; one with ``prevent_recursion``
@@ -184,11 +186,15 @@ class _Activation:
         self.found: dict[int, LoreHit] = {}
         self.lore_texts: list[tuple[str, str]] = []
 
-    def plain(self, number: int, step: int) -> LoreHit | None:
+    def check(self, number: int, step: int) -> LoreHit | None:
+        """The entry's hit when a primary key is found and its secondary keys pass its logic."""
         index, entry, hits = self.index, self.index.entries[number], self.hits
         within = index.depth[number]
+        regex_primary, regex_secondary = index.patterns.get(number, ([], []))
+        texts = (["\n".join(self.segments[:within + 1])] + ([t for t, _ in self.lore_texts] if step else [])
+                 if number in index.patterns else [])
         why = None
-        for key_id, key in zip(index.primary[number], entry.keys, strict=True):
+        for key_id, key in index.primary[number]:
             first = hits.depth.get(key_id)
             if index.found(hits, key_id, within, entry.whole_word):
                 why = f"关键词「{key}」（{_where(first or 0)}）"
@@ -197,28 +203,19 @@ class _Activation:
                 why = f"递归第 {step} 步：关键词「{key}」在已激活的设定里"
                 break
         if why is None:
-            return None
+            written = next((k for k, p in regex_primary if any(self.clock.search(p, t) for t in texts)), None)
+            if written is None:
+                return None
+            why = f"正则「{written}」" if not step else f"递归第 {step} 步：正则「{written}」"
         present = [index.found(hits, k, within, entry.whole_word)
                    or any(index.text_found(k, t, f, entry.whole_word) for t, f in self.lore_texts)
                    for k in index.secondary[number]]
+        present += [any(self.clock.search(p, t) for t in texts) for p in regex_secondary]
         if not _logic_passes(entry.logic, present):
             return None
         if present:
             why += f"，次要关键词{LOGICS[entry.logic]}"
         return LoreHit(entry.title, why, step)
-
-    def regex(self, number: int, step: int) -> LoreHit | None:
-        entry = self.index.entries[number]
-        primary, secondary = self.index.patterns[number]
-        window = "\n".join(self.segments[:self.index.depth[number] + 1])
-        texts = [window] + ([t for t, _ in self.lore_texts] if step else [])
-        key = next((p.pattern for p in primary if any(self.clock.search(p, t) for t in texts)), None)
-        if key is None:
-            return None
-        present = [any(self.clock.search(p, t) for t in texts) for p in secondary]
-        if not _logic_passes(entry.logic, present):
-            return None
-        return LoreHit(entry.title, f"正则「{key}」" if not step else f"递归第 {step} 步：正则「{key}」", step)
 
     def add(self, numbers: Sequence[int]) -> None:
         for number in numbers:
@@ -251,7 +248,7 @@ def activate_entries(index: LoreIndex, segments: Sequence[str],
             entry = index.entries[number]
             if step and not entry.recursive:
                 continue
-            hit = run.regex(number, step) if entry.regex else run.plain(number, step)
+            hit = run.check(number, step)
             if hit is not None:
                 run.found[number] = hit
                 new.append(number)

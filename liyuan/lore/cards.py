@@ -11,9 +11,13 @@ Mapping, from the specifications:
 - ``{{char}}`` (the ``nickname`` if the card has one, else the ``name``), ``{{user}}``,
   and ``<char>`` / ``<bot>`` / ``<user>`` are substituted, case-insensitively, in the
   greetings and in the lore entries (titles, keys, content).
+- Keys, on every path, by SillyTavern's rule: a key written ``/pattern/flags`` is a regex
+  (its flags honoured), every other key a plain word; ``use_regex`` changes nothing (kept).
+  A ``/…/`` key that does not compile is left out of the entry, kept in its ``extra``
+  (``unusable_keys``) and named in the import report; the import goes on.
 - Lore entry: ``keys``, ``content``, ``enabled``, ``constant``, ``case_sensitive``,
-  ``use_regex``, ``priority``, ``insertion_order`` (our ``order``); ``secondary_keys``
-  only when ``selective``. The title is ``name``, else ``comment``, else the first key.
+  ``priority``, ``insertion_order`` (our ``order``); ``secondary_keys`` only when
+  ``selective``. The title is ``name``, else ``comment``, else the first key.
   Decorators (``@@...`` lines at the top of the content) are taken off the content and
   kept; ``@@activate``, ``@@dont_activate``, ``@@scan_depth``, ``@@additional_keys`` and
   ``@@exclude_keys`` are honoured. Every other field is kept in ``extra``.
@@ -23,8 +27,7 @@ Mapping, from the specifications:
 - SillyTavern World Info: ``key``, ``keysecondary`` with ``selectiveLogic`` (0 AND ANY,
   1 NOT ALL, 2 NOT ANY, 3 AND ALL), ``comment`` as the title, ``order`` as the priority
   (higher first there too), ``disable``, ``excludeRecursion``, ``preventRecursion``,
-  ``scanDepth``, ``caseSensitive``, ``matchWholeWords``; keys written ``/pattern/flags``
-  make the entry a regex entry.
+  ``scanDepth``, ``caseSensitive``, ``matchWholeWords``.
 
 A regex key that does not compile, or that runs out of time on the probe texts
 (:func:`probe_regex`), is refused with the entry named: such a key would run for seconds.
@@ -37,7 +40,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import regex
 
@@ -45,8 +48,8 @@ from liyuan.errors import CardImportError, LoreError
 from liyuan.lore.containers import Container, read_container
 from liyuan.lore.model import DEFAULT_SCAN_TURNS, MAX_SCAN_TURNS, Logic, LoreBook, LoreEntry, compile_key
 
-__all__ = ["MAX_ENTRIES", "RECURSION_ON_IMPORT", "ImportedCard", "card_from_json", "card_greetings", "probe_regex",
-           "read_card"]
+__all__ = ["MAX_ENTRIES", "RECURSION_ON_IMPORT", "ImportNote", "ImportedCard", "card_from_json", "card_greetings",
+           "probe_regex", "read_card"]
 
 MAX_ENTRIES = 200_000
 """A lore book with more entries than this is refused."""
@@ -57,7 +60,22 @@ _PROBE_LENGTH = 3000
 
 _MACRO_RE = re.compile(r"\{\{\s*(char|user)\s*\}\}|<(char|bot|user)>", re.IGNORECASE)
 _ST_LOGIC: dict[int, Logic] = {0: "and_any", 1: "not_all", 2: "not_any", 3: "and_all"}
-_ST_REGEX_KEY = re.compile(r"^/(.+)/([a-z]*)$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class ImportNote:
+    """What the import did with one field of one entry."""
+
+    entry: str
+    field: str
+    status: Literal["obeyed", "approximated", "not_applicable", "skipped"]
+    how: str
+    """Chinese: how it is approximated, why it does not apply, what was left out."""
+
+    def line(self) -> str:
+        """The note as one Chinese line."""
+        word = {"obeyed": "照做", "approximated": "近似", "not_applicable": "不适用", "skipped": "跳过"}[self.status]
+        return f"「{self.entry}」{self.field}：{word}，{self.how}"
 
 
 @dataclass(frozen=True)
@@ -73,6 +91,12 @@ class ImportedCard:
     book: LoreBook | None
     data: dict[str, Any]
     """The file's JSON as read, every field kept (stored as ``角色卡.json`` for cards)."""
+    notes: tuple[ImportNote, ...] = ()
+    """The import report: what was done with each entry's fields."""
+
+    def report_lines(self) -> list[str]:
+        """The import report, one Chinese line per note."""
+        return [note.line() for note in self.notes]
 
     @property
     def is_card(self) -> bool:
@@ -136,20 +160,35 @@ def _checked(fields: dict[str, Any], where: str) -> LoreEntry:
         entry = LoreEntry(**fields)
     except LoreError as exc:
         raise CardImportError(f"{where}：{exc}") from None
-    if entry.regex:
-        for key in (*entry.keys, *entry.secondary_keys):
-            if not probe_regex(compile_key(key, entry.case_sensitive)):
-                limit = f"{_PROBE_LENGTH} 字跑不完 {PROBE_TIMEOUT_S * 1000:.0f} 毫秒"
-                raise CardImportError(f"{where}「{entry.title}」的正则关键词 {key!r} 在测试文本上超时（{limit}，"
-                                      "会回溯几秒），没有导入")
+    for key in (*entry.keys, *entry.secondary_keys):
+        pattern = compile_key(key)
+        if pattern is not None and not probe_regex(pattern):
+            limit = f"{_PROBE_LENGTH} 字跑不完 {PROBE_TIMEOUT_S * 1000:.0f} 毫秒"
+            raise CardImportError(f"{where}「{entry.title}」的正则关键词 {key!r} 在测试文本上超时（{limit}，"
+                                  "会回溯几秒），没有导入")
     return entry
 
 
-_CARD_ENTRY_FIELDS = {"keys", "content", "enabled", "insertion_order", "case_sensitive", "use_regex", "constant",
-                      "priority", "secondary_keys"}
+_CARD_ENTRY_FIELDS = {"keys", "content", "enabled", "insertion_order", "case_sensitive", "constant", "priority",
+                      "secondary_keys"}
 
 
-def _card_entry(raw: Any, number: int, char: str, user: str) -> LoreEntry:
+def _usable(keys: list[str], title: str, field: str, notes: list[ImportNote], extra: dict[str, Any]) -> list[str]:
+    """The keys that can be matched; a ``/…/`` key that does not compile is kept aside and noted."""
+    usable, unusable = [], []
+    for key in keys:
+        try:
+            compile_key(key)
+            usable.append(key)
+        except LoreError as exc:
+            unusable.append(key)
+            notes.append(ImportNote(title, field, "skipped", f"{exc}，这个关键词不用，条目的其余关键词照常"))
+    if unusable:
+        extra[f"unusable_{field}"] = unusable
+    return usable
+
+
+def _card_entry(raw: Any, number: int, char: str, user: str, notes: list[ImportNote]) -> LoreEntry:
     where = f"设定集第 {number} 条"
     if not isinstance(raw, Mapping):
         raise CardImportError(f"{where} 不是对象")
@@ -161,9 +200,12 @@ def _card_entry(raw: Any, number: int, char: str, user: str) -> LoreEntry:
     secondary = [sub(k) for k in _texts(raw.get("secondary_keys"))] if raw.get("selective") else []
     title = next((str(raw[k]).strip() for k in ("name", "comment") if isinstance(raw.get(k), str)
                   and str(raw[k]).strip()), keys[0] if keys else f"条目 {number}")
+    kept: dict[str, Any] = {}
+    keys = _usable(keys, sub(title), "keys", notes, kept)
+    secondary = _usable(secondary, sub(title), "secondary_keys", notes, kept)
     fields: dict[str, Any] = {
         "title": sub(title), "content": sub(content), "keys": tuple(keys), "secondary_keys": tuple(secondary),
-        "regex": _bool(raw.get("use_regex"), False), "constant": _bool(raw.get("constant"), False),
+        "constant": _bool(raw.get("constant"), False),
         "enabled": _bool(raw.get("enabled"), True), "order": _int(raw.get("insertion_order"), 100),
         "priority": _int(raw.get("priority"), 0), "case_sensitive": _bool(raw.get("case_sensitive"), False),
     }
@@ -190,7 +232,7 @@ def _card_entry(raw: Any, number: int, char: str, user: str) -> LoreEntry:
         elif name in ("additional_keys", "exclude_keys") and not fields["secondary_keys"]:
             fields["secondary_keys"] = tuple(sub(k) for k in _texts(value))
             fields["logic"] = "and_any" if name == "additional_keys" else "not_any"
-    extra = {k: v for k, v in raw.items() if k not in _CARD_ENTRY_FIELDS}
+    extra = {k: v for k, v in raw.items() if k not in _CARD_ENTRY_FIELDS} | kept
     if not raw.get("selective") and raw.get("secondary_keys"):
         extra["secondary_keys"] = raw.get("secondary_keys")  # kept, unused (selective is off)
     if decorators:
@@ -199,7 +241,7 @@ def _card_entry(raw: Any, number: int, char: str, user: str) -> LoreEntry:
     return _checked(fields, where)
 
 
-def _st_entry(raw: Any, number: int, char: str, user: str) -> LoreEntry:
+def _st_entry(raw: Any, number: int, char: str, user: str, notes: list[ImportNote]) -> LoreEntry:
     where = f"世界书第 {number} 条"
     if not isinstance(raw, Mapping):
         raise CardImportError(f"{where} 不是对象")
@@ -208,15 +250,14 @@ def _st_entry(raw: Any, number: int, char: str, user: str) -> LoreEntry:
 
     keys = [sub(k) for k in _texts(raw.get("key"))]
     secondary = [sub(k) for k in _texts(raw.get("keysecondary"))]
-    is_regex = any(_ST_REGEX_KEY.match(k) for k in keys + secondary)
-    if is_regex:
-        keys = [m.group(1) if (m := _ST_REGEX_KEY.match(k)) else regex.escape(k) for k in keys]
-        secondary = [m.group(1) if (m := _ST_REGEX_KEY.match(k)) else regex.escape(k) for k in secondary]
     title = str(raw.get("comment") or "").strip() or (keys[0] if keys else f"条目 {number}")
+    kept: dict[str, Any] = {}
+    keys = _usable(keys, sub(title), "keys", notes, kept)
+    secondary = _usable(secondary, sub(title), "secondary_keys", notes, kept)
     fields: dict[str, Any] = {
         "title": sub(title), "content": sub(str(raw.get("content") or "").strip("\n")),
         "keys": tuple(keys), "secondary_keys": tuple(secondary) if raw.get("selective", True) else (),
-        "logic": _ST_LOGIC.get(_int(raw.get("selectiveLogic"), 0), "and_any"), "regex": is_regex,
+        "logic": _ST_LOGIC.get(_int(raw.get("selectiveLogic"), 0), "and_any"),
         "constant": _bool(raw.get("constant"), False), "enabled": not _bool(raw.get("disable"), False),
         "priority": _int(raw.get("order"), 0), "case_sensitive": _bool(raw.get("caseSensitive"), False),
         "whole_word": _bool(raw.get("matchWholeWords"), True),
@@ -227,7 +268,7 @@ def _st_entry(raw: Any, number: int, char: str, user: str) -> LoreEntry:
         fields["scan_turns"] = turns
     used = {"key", "keysecondary", "comment", "content", "selectiveLogic", "constant", "disable", "order",
             "caseSensitive", "matchWholeWords", "excludeRecursion", "preventRecursion", "scanDepth"}
-    fields["extra"] = {k: v for k, v in raw.items() if k not in used}
+    fields["extra"] = {k: v for k, v in raw.items() if k not in used} | kept
     return _checked(fields, where)
 
 
@@ -241,14 +282,14 @@ def _entries_list(entries: Any, where: str) -> list[Any]:
     return entries
 
 
-def _card_book(raw: Any, char: str, user: str) -> LoreBook:
+def _card_book(raw: Any, char: str, user: str, notes: list[ImportNote]) -> LoreBook:
     if not isinstance(raw, Mapping):
         raise CardImportError("character_book 应为对象")
     entries = _entries_list(raw.get("entries") or [], "character_book")
     extra = {k: v for k, v in raw.items() if k not in ("name", "description", "scan_depth", "recursive_scanning",
                                                         "entries")}
     scan = _turns(raw.get("scan_depth"))
-    return LoreBook(tuple(_card_entry(e, i, char, user) for i, e in enumerate(entries, start=1)),
+    return LoreBook(tuple(_card_entry(e, i, char, user, notes) for i, e in enumerate(entries, start=1)),
                     name=str(raw.get("name") or ""), description=str(raw.get("description") or ""),
                     scan_turns=DEFAULT_SCAN_TURNS if scan is None else scan,
                     recursion_steps=RECURSION_ON_IMPORT if raw.get("recursive_scanning") is True else 0,
@@ -264,19 +305,21 @@ def card_from_json(raw: Any, container: Container = "json", *, user_name: str = 
     if not isinstance(raw, dict):
         raise CardImportError("文件里不是 JSON 对象，认不出是角色卡还是设定集")
     spec = raw.get("spec")
+    notes: list[ImportNote] = []
     if spec in ("chara_card_v3", "chara_card_v2"):
         data = raw.get("data")
         if not isinstance(data, dict):
             raise CardImportError(f"{spec} 的 data 应为对象")
         kind = str(spec)
     elif spec == "lorebook_v3":
-        return ImportedCard("lorebook_v3", container, "", (), _card_book(raw.get("data"), "", user_name), raw)
+        book = _card_book(raw.get("data"), "", user_name, notes)
+        return ImportedCard("lorebook_v3", container, "", (), book, raw, tuple(notes))
     elif spec is None and isinstance(raw.get("entries"), Mapping | list) and "first_mes" not in raw:
         entries = _entries_list(raw["entries"], "世界书")
-        world = LoreBook(tuple(_st_entry(e, i, "", user_name) for i, e in enumerate(entries, start=1)),
+        world = LoreBook(tuple(_st_entry(e, i, "", user_name, notes) for i, e in enumerate(entries, start=1)),
                          recursion_steps=RECURSION_ON_IMPORT,
                          extra={k: v for k, v in raw.items() if k != "entries"})
-        return ImportedCard("sillytavern_world_info", container, "", (), world, raw)
+        return ImportedCard("sillytavern_world_info", container, "", (), world, raw, tuple(notes))
     elif spec is None and isinstance(raw.get("name"), str) and ("first_mes" in raw or "description" in raw):
         data, kind = raw, "chara_card_v1"
     else:
@@ -285,8 +328,9 @@ def card_from_json(raw: Any, container: Container = "json", *, user_name: str = 
     name = str(data.get("name") or "").strip()
     if not name:
         raise CardImportError("角色卡没有名字（data.name）")
-    book = _card_book(data["character_book"], _char_of(data), user_name) if data.get("character_book") else None
-    return ImportedCard(kind, container, name, card_greetings(raw, user_name=user_name), book, raw)
+    card_book = _card_book(data["character_book"], _char_of(data), user_name, notes) \
+        if data.get("character_book") else None
+    return ImportedCard(kind, container, name, card_greetings(raw, user_name=user_name), card_book, raw, tuple(notes))
 
 
 def _char_of(data: Mapping[str, Any]) -> str:

@@ -111,15 +111,15 @@ def test_recursion_flags() -> None:
 
 
 def test_regex_keys_and_invalid_regex_refused() -> None:
-    book = LoreBook((e("年份", r"\d{4}年", regex=True),))
+    book = LoreBook((e("年份", r"/\d{4}年/"),))
     assert titles(book, [], "那是1987年") == ["年份"]
     assert titles(book, [], "那是去年") == []
     with pytest.raises(LoreError, match="正则"):
-        e("坏", "([", regex=True)
+        e("坏", "/([/")
 
 
 def test_catastrophic_regex_is_bounded_and_reported() -> None:
-    book = LoreBook((e("回溯", r"(x+x+)+y", regex=True),))
+    book = LoreBook((e("回溯", r"/(x+x+)+y/"),))
     index = LoreIndex(book)
     clock = RegexClock()
     started = time.perf_counter()

@@ -57,7 +57,7 @@ def test_sillytavern_world_info(tmp_path: Path) -> None:
     assert card.kind == "sillytavern_world_info" and not card.is_card and card.book is not None
     ferry, ship, common, stopped = card.book.entries
     assert ferry.logic == "not_any" and ferry.secondary_keys == ("夜",) and ferry.priority == 100
-    assert ship.regex and ship.keys == (r"\d+号船",)
+    assert ship.keys == (r"/\d+号船/",)
     assert common.constant and not stopped.enabled
     assert ferry.extra["probability"] == 100 and card.book.recursion_steps == 3
 
@@ -157,11 +157,13 @@ def test_slow_regex_key_is_refused_at_import(tmp_path: Path) -> None:
     assert not (folder / LORE_FILE).exists()
 
 
-def test_invalid_regex_key_is_refused_at_import(tmp_path: Path) -> None:
+def test_invalid_regex_key_is_left_out_and_reported_at_import(tmp_path: Path) -> None:
     card = v3_card()
-    card["data"]["character_book"]["entries"][0].update(use_regex=True, keys=["(unclosed"])
-    with pytest.raises(CardImportError, match="正则"):
-        read_card(write(tmp_path, "c.json", card))
+    card["data"]["character_book"]["entries"][0].update(use_regex=True, keys=["(unclosed", "/(unclosed/"])
+    read = read_card(write(tmp_path, "c.json", card))
+    assert read.book is not None and read.book.entries[0].keys == ("(unclosed",)  # a bare key is a plain word
+    assert read.book.entries[0].extra["unusable_keys"] == ["/(unclosed/"]
+    assert [line for line in read.report_lines() if "正则" in line and "/(unclosed/" in line]
 
 
 def test_hundred_thousand_entry_book_imports(tmp_path: Path) -> None:
