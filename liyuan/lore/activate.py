@@ -15,8 +15,8 @@ Rules, one by one (each has its test):
   scanned as well, for at most ``recursion_steps`` further steps (capped at 5). An entry
   with ``recursive: false`` is never activated this way; one with ``prevent_recursion``
   never activates others.
-- Order: constant entries first, then higher ``priority``, then lower ``order``, then
-  the book's own order.
+- Order: constant entries first, then higher ``priority``, then higher ``order`` (as
+  SillyTavern keeps its highest ``order`` under the budget), then the book's own order.
 - Budget (the lore share, :func:`lore_share_chars`): 【相关设定】 takes whole entries in
   that order; the first entry that does not fit, and every one after it, is cut: listed
   in :attr:`LoreReport.cut`, never dropped silently, and its title goes first into the

@@ -25,8 +25,8 @@ Mapping, from the specifications:
   ``recursive_scanning: true`` (and SillyTavern files, which recurse by default) give
   3 recursion steps.
 - SillyTavern World Info: ``key``, ``keysecondary`` with ``selectiveLogic`` (0 AND ANY,
-  1 NOT ALL, 2 NOT ANY, 3 AND ALL), ``comment`` as the title, ``order`` as the priority
-  (higher first there too), ``disable``, ``excludeRecursion``, ``preventRecursion``,
+  1 NOT ALL, 2 NOT ANY, 3 AND ALL), ``comment`` as the title, ``order`` (higher first,
+  as a card's ``insertion_order``), ``disable``, ``excludeRecursion``, ``preventRecursion``,
   ``scanDepth``, ``caseSensitive``, ``matchWholeWords``.
 
 A regex key that does not compile, or that runs out of time on the probe texts
@@ -259,7 +259,7 @@ def _st_entry(raw: Any, number: int, char: str, user: str, notes: list[ImportNot
         "keys": tuple(keys), "secondary_keys": tuple(secondary) if raw.get("selective", True) else (),
         "logic": _ST_LOGIC.get(_int(raw.get("selectiveLogic"), 0), "and_any"),
         "constant": _bool(raw.get("constant"), False), "enabled": not _bool(raw.get("disable"), False),
-        "priority": _int(raw.get("order"), 0), "case_sensitive": _bool(raw.get("caseSensitive"), False),
+        "order": _int(raw.get("order"), 100), "case_sensitive": _bool(raw.get("caseSensitive"), False),
         "whole_word": _bool(raw.get("matchWholeWords"), True),
         "recursive": not _bool(raw.get("excludeRecursion"), False),
         "prevent_recursion": _bool(raw.get("preventRecursion"), False),

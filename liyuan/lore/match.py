@@ -154,9 +154,9 @@ class LoreIndex:
         """Enabled entries in activation order (the order of the index as well)."""
 
     def rank(self, number: int) -> tuple[int, int, int, int]:
-        """Sort key: constant first, then higher priority, then lower order, then book position."""
+        """Sort key: constant first, then higher priority, then higher order, then book position."""
         entry = self.entries[number]
-        return (0 if entry.constant else 1, -entry.priority, entry.order, number)
+        return (0 if entry.constant else 1, -entry.priority, -entry.order, number)
 
     def _file(self, key: str, entry: LoreEntry) -> int:
         text = key if entry.case_sensitive else key.casefold()

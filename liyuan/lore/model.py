@@ -124,9 +124,10 @@ class LoreEntry:
     """Always active (still subject to ``enabled`` and the budget)."""
     enabled: bool = True
     order: int = 100
-    """Lower first, among entries of equal priority."""
+    """Higher first, among entries of equal priority (SillyTavern's ``order``, a card's
+    ``insertion_order``): under a tight budget the lowest order is cut first."""
     priority: int = 0
-    """Higher first; the budget cuts from the end of the order."""
+    """Higher first, before ``order`` (SPEC_V3 ``priority``); the budget cuts from the end."""
     case_sensitive: bool = False
     whole_word: bool = True
     """A one-word key whose end is a Latin letter or digit must not touch another one there

@@ -45,7 +45,7 @@ CACHE_MIN_ENTRIES = 1000
 _HEADER = ("# 设定集：这张卡的设定条目，每轮按关键词激活，全文放进【相关设定】，标题列进【设定集索引】。\n"
            "# 可以手改：title 标题、keys 关键词、secondary_keys 次要关键词\n"
            "# （logic：and_any 且含任一、and_all 且全含、not_any 且都不含、not_all 且不全含）、content 正文、\n"
-           "# constant 常驻、enabled 启用、priority 优先级（大的先放）、order 顺序（小的先放）、\n"
+           "# constant 常驻、enabled 启用、priority 优先级（大的先放）、order 顺序（大的先放，预算不够先截小的）、\n"
            "# case_sensitive 区分大小写、whole_word 英文整词、regex 正则、scan_turns 扫描几轮。\n"
            "# 没写的字段取默认值；extra 里是导入时带来、梨园不用的字段，导出时原样带回。\n")
 

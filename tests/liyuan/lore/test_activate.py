@@ -89,7 +89,7 @@ def test_constant_and_disabled() -> None:
 def test_order_constant_then_priority_then_order_then_position() -> None:
     book = LoreBook((e("低序", "港", order=5), e("高优先", "港", priority=10), e("常驻", constant=True, priority=-5),
                      e("默认甲", "港"), e("默认乙", "港"), e("高序", "港", order=500)))
-    assert titles(book, [], "港") == ["常驻", "高优先", "低序", "默认甲", "默认乙", "高序"]
+    assert titles(book, [], "港") == ["常驻", "高优先", "高序", "默认甲", "默认乙", "低序"]
 
 
 def test_recursion_follows_content_up_to_the_cap() -> None:

@@ -56,7 +56,7 @@ def test_sillytavern_world_info(tmp_path: Path) -> None:
     card = read_card(write(tmp_path, "w.json", world_info()))
     assert card.kind == "sillytavern_world_info" and not card.is_card and card.book is not None
     ferry, ship, common, stopped = card.book.entries
-    assert ferry.logic == "not_any" and ferry.secondary_keys == ("夜",) and ferry.priority == 100
+    assert ferry.logic == "not_any" and ferry.secondary_keys == ("夜",) and ferry.order == 100
     assert ship.keys == (r"/\d+号船/",)
     assert common.constant and not stopped.enabled
     assert ferry.extra["probability"] == 100 and card.book.recursion_steps == 3

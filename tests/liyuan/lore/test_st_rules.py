@@ -73,3 +73,18 @@ def test_a_key_that_does_not_compile_is_skipped_and_reported(tmp_path: Path) -> 
     assert imported.book is not None and imported.book.entries[0].keys == ("wyrm",)
     assert any("/drag(on/i" in line and "wyrm" in line for line in imported.report_lines())
     assert sent(tmp_path, card, [], "a wyrm and an elf") == ["wyrm", "elf"]
+
+
+def test_tight_budget_keeps_the_highest_order_on_both_paths(tmp_path: Path) -> None:
+    """Item 3: SillyTavern keeps the highest ``order`` first; a card's ``insertion_order`` without
+    ``priority`` means the same (SPEC_V3: drop the lowest ``insertion_order`` first)."""
+    entries = [st_entry(i, ["harbor"], f"{'x' * 300}", order=order, comment=f"o{order}")
+               for i, order in enumerate((10, 30, 20))]
+    assert sent(tmp_path, st_card(entries), [], "the harbor", budget_chars=1750)[:2] == ["o30", "o20"]
+    info = {"entries": {str(i): {"uid": i, "key": ["harbor"], "comment": f"o{order}", "content": "x" * 300,
+                                 "order": order} for i, order in enumerate((10, 30, 20))}}
+    book = card_from_json(info).book
+    assert book is not None
+    from liyuan.lore.activate import lore_for_turn
+    from liyuan.lore.match import LoreIndex
+    assert lore_for_turn(LoreIndex(book), [], "the harbor", 700).report.included == ("o30", "o20")
