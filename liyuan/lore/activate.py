@@ -11,8 +11,9 @@ Rules, one by one (each has its test):
   substring (casefolded unless ``case_sensitive``); with ``whole_word`` a one-word key
   ending in a Latin letter or digit must not touch another one there; CJK keys and keys
   of several words match anywhere.
-- Recursion (when the book asks for it): the content of what was just activated is
-  scanned as well, for at most ``recursion_steps`` further steps (capped at 5). An entry
+- Recursion (on unless the book says ``recursion_steps: 0``): the content of what was
+  just activated is scanned as well, for at most ``recursion_steps`` further steps
+  (capped at 10). An entry
   with ``recursive: false`` is never activated this way; one with ``prevent_recursion``
   never activates others.
 - Order: constant entries first, then higher ``priority``, then higher ``order`` (as

@@ -22,8 +22,9 @@ Mapping, from the specifications:
   kept; ``@@activate``, ``@@dont_activate``, ``@@scan_depth``, ``@@additional_keys`` and
   ``@@exclude_keys`` are honoured. Every other field is kept in ``extra``.
 - Scan depths count messages in the specs and turns here: ``ceil(messages / 2)``.
-  ``recursive_scanning: true`` (and SillyTavern files, which recurse by default) give
-  3 recursion steps.
+  Recursion is on (:data:`RECURSION_ON_IMPORT` steps) unless the book says
+  ``recursive_scanning: false``: a fresh SillyTavern recurses, and its exporter never
+  writes the field.
 - SillyTavern World Info: ``key``, ``keysecondary`` with ``selectiveLogic`` (0 AND ANY,
   1 NOT ALL, 2 NOT ANY, 3 AND ALL), ``comment`` as the title, ``order`` (higher first,
   as a card's ``insertion_order``), ``disable``, ``excludeRecursion``, ``preventRecursion``,
@@ -46,15 +47,23 @@ import regex
 
 from liyuan.errors import CardImportError, LoreError
 from liyuan.lore.containers import Container, read_container
-from liyuan.lore.model import DEFAULT_SCAN_TURNS, MAX_SCAN_TURNS, Logic, LoreBook, LoreEntry, compile_key
+from liyuan.lore.model import (
+    DEFAULT_SCAN_TURNS,
+    MAX_RECURSION_STEPS,
+    MAX_SCAN_TURNS,
+    Logic,
+    LoreBook,
+    LoreEntry,
+    compile_key,
+)
 
 __all__ = ["MAX_ENTRIES", "RECURSION_ON_IMPORT", "ImportNote", "ImportedCard", "card_from_json", "card_greetings",
            "probe_regex", "read_card"]
 
 MAX_ENTRIES = 200_000
 """A lore book with more entries than this is refused."""
-RECURSION_ON_IMPORT = 3
-"""Recursion steps an imported book gets when it asks for recursion."""
+RECURSION_ON_IMPORT = MAX_RECURSION_STEPS
+"""Recursion steps an imported book gets unless it says ``recursive_scanning: false``."""
 PROBE_TIMEOUT_S = 0.02
 _PROBE_LENGTH = 3000
 
@@ -292,7 +301,7 @@ def _card_book(raw: Any, char: str, user: str, notes: list[ImportNote]) -> LoreB
     return LoreBook(tuple(_card_entry(e, i, char, user, notes) for i, e in enumerate(entries, start=1)),
                     name=str(raw.get("name") or ""), description=str(raw.get("description") or ""),
                     scan_turns=DEFAULT_SCAN_TURNS if scan is None else scan,
-                    recursion_steps=RECURSION_ON_IMPORT if raw.get("recursive_scanning") is True else 0,
+                    recursion_steps=0 if raw.get("recursive_scanning") is False else RECURSION_ON_IMPORT,
                     extra=extra)
 
 

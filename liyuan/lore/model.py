@@ -47,10 +47,12 @@ compaction fell (up to 36 turns can be uncovered just before one), and a name th
 model still reads word for word keeps its lore in view."""
 MAX_SCAN_TURNS = 1000
 """Upper bound of any scan depth (a typo of 10⁹ turns must not scan a whole chat)."""
-DEFAULT_RECURSION_STEPS = 0
-"""Recursion is off unless the book asks for it (an imported ``recursive_scanning`` asks for 3)."""
-MAX_RECURSION_STEPS = 5
-"""Hard cap on recursion steps, whatever the file says."""
+MAX_RECURSION_STEPS = 10
+"""Hard cap on recursion steps, whatever the file says: a chain of 11 entries, each naming
+the next, is followed to its end (authors build chains of 7); a hostile book stops here."""
+DEFAULT_RECURSION_STEPS = MAX_RECURSION_STEPS
+"""Recursion is on unless the book says otherwise, as in a fresh SillyTavern (which recurses
+until nothing new is found; here up to the cap)."""
 LORE_INDEX_MAX_CHARS = 2000
 """The original's cap on 【设定集索引】 (``LORE_INDEX_MAX_CHARS``)."""
 
@@ -253,7 +255,7 @@ class LoreBook:
     scan_turns: int = DEFAULT_SCAN_TURNS
     """Default scan depth in turns (an entry's ``scan_turns`` overrides it)."""
     recursion_steps: int = DEFAULT_RECURSION_STEPS
-    """How many times activated content may activate further entries (0: never; capped at 5)."""
+    """How many times activated content may activate further entries (0: never; capped at 10)."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Book-level fields liyuan does not use (``extensions``, ``token_budget`` ...), kept."""
 

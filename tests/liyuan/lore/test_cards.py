@@ -32,7 +32,7 @@ def test_v2_json(tmp_path: Path) -> None:
     assert third.keys == ("阿简",) and third.content == "阿简是新来的邮差。"
     assert third.scan_turns == 2 and third.secondary_keys == ("信",) and third.logic == "and_any"
     assert third.extra["decorators"] == ["@@scan_depth 4", "@@additional_keys 信"]
-    assert card.book.scan_turns == 2 and card.book.recursion_steps == 3
+    assert card.book.scan_turns == 2 and card.book.recursion_steps == 10
 
 
 def test_v2_png(tmp_path: Path) -> None:
@@ -59,7 +59,7 @@ def test_sillytavern_world_info(tmp_path: Path) -> None:
     assert ferry.logic == "not_any" and ferry.secondary_keys == ("夜",) and ferry.order == 100
     assert ship.keys == (r"/\d+号船/",)
     assert common.constant and not stopped.enabled
-    assert ferry.extra["probability"] == 100 and card.book.recursion_steps == 3
+    assert ferry.extra["probability"] == 100 and card.book.recursion_steps == 10
 
 
 def test_lorebook_v3(tmp_path: Path) -> None:

@@ -45,9 +45,9 @@ def test_exported_bare_keys_are_plain_whole_words(tmp_path: Path) -> None:
 
 def test_slash_keys_are_regexes_with_their_flags_on_both_paths(tmp_path: Path) -> None:
     """Item 2: ``/pattern/flags`` is a regex (slashes stripped, flags honoured) with or without ``use_regex``."""
-    entries = [st_entry(0, ["/drag(on|ons)/i"], "Dragons.", comment="dragons"),
-               st_entry(1, ["/Dragon/"], "Capital dragon.", comment="capital"),
-               st_entry(2, ["/^dragon$/m"], "Line dragon.", comment="line")]
+    entries = [st_entry(0, ["/drag(on|ons)/i"], "Scales.", comment="dragons"),
+               st_entry(1, ["/Dragon/"], "Wings.", comment="capital"),
+               st_entry(2, ["/^dragon$/m"], "Fire.", comment="line")]
     entries[2]["use_regex"] = False  # SillyTavern's own way of writing a regex key needs no use_regex
     card = st_card(entries)
     assert sent(tmp_path, card, [], "Two DRAGONS") == ["dragons"]
@@ -88,3 +88,26 @@ def test_tight_budget_keeps_the_highest_order_on_both_paths(tmp_path: Path) -> N
     from liyuan.lore.activate import lore_for_turn
     from liyuan.lore.match import LoreIndex
     assert lore_for_turn(LoreIndex(book), [], "the harbor", 700).report.included == ("o30", "o20")
+
+
+def chain(links: int) -> list[dict[str, Any]]:
+    """``links`` entries, each one's content naming the next one's key."""
+    return [st_entry(i, [f"link{i}"], f"see link{i + 1}", comment=f"L{i}") for i in range(links)]
+
+
+def test_recursion_is_on_unless_the_card_says_no_and_a_seven_link_chain_works(tmp_path: Path) -> None:
+    """Item 5: a fresh SillyTavern recurses; the card exporter never writes ``recursive_scanning``."""
+    assert sent(tmp_path, st_card(chain(7)), [], "start at link0") == [f"L{i}" for i in range(7)]
+    assert sent(tmp_path, st_card(chain(7), recursive_scanning=False), [], "start at link0") == ["L0"]
+
+
+def test_recursion_stays_bounded_on_a_hostile_book() -> None:
+    """Item 5: the step bound holds (a 200-link chain stops after MAX_RECURSION_STEPS steps)."""
+    from liyuan.lore.activate import activate_entries, turn_segments
+    from liyuan.lore.match import LoreIndex
+    from liyuan.lore.model import MAX_RECURSION_STEPS
+    book = card_from_json(st_card(chain(200))).book
+    assert book is not None
+    index = LoreIndex(book)
+    found = activate_entries(index, turn_segments([], "link0", index.max_depth))
+    assert len(found) == 1 + MAX_RECURSION_STEPS and MAX_RECURSION_STEPS >= 6
