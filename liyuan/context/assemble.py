@@ -260,6 +260,7 @@ def prepare_turn(
     budget_chars: int = RESIDENT_ENVELOPE_CHARS,
     lore: LoreIndex | None = None,
     lore_share: float = DEFAULT_LORE_SHARE,
+    names: tuple[str, str] = ("", ""),
 ) -> PreparedTurn:
     """Assemble one role-play turn, resident summary fitted to the shared budget.
 
@@ -284,6 +285,8 @@ def prepare_turn(
             book's index. What lore sends counts into the envelope before the resident summary.
         budget_chars: The envelope (default 4300).
         lore_share: The lore blocks' share of the envelope (default 0.4).
+        names: The user's and the character's name: the lore scan reads each message as
+            ``name: message``, as SillyTavern does.
     """
     view, active = story_tail(branch)
     history = history_of_tail(view, active)
@@ -293,7 +296,7 @@ def prepare_turn(
         new_words = user_text.strip()
         if not new_words and items and items[-1][0] == "user":
             new_words = items.pop()[1]
-        fitted = lore_for_turn(lore, items, new_words, lore_share_chars(budget_chars, lore_share))
+        fitted = lore_for_turn(lore, items, new_words, lore_share_chars(budget_chars, lore_share), names)
         lore_text, report = fitted.text, fitted.report
         lore_index = lore_index if lore_index.strip() else fitted.index
     other = other_chars_for(history.summary, state_text, roster) + utf16_len(lore_text) + utf16_len(lore_index)

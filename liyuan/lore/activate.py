@@ -4,7 +4,9 @@ Rules, one by one (each has its test):
 
 - Scanned text: the user's new words (depth 0), then the kept turns newest first, one
   segment per turn (user words and reply); an entry scans ``scan_turns`` turns back
-  (default :data:`~liyuan.lore.model.DEFAULT_SCAN_TURNS`, the 6 verbatim turns).
+  (default :data:`~liyuan.lore.model.DEFAULT_SCAN_TURNS`, the 6 verbatim turns). Each
+  message is scanned as ``name: message``, as SillyTavern does, so a key that is the
+  character's (or the user's) name finds that one's own messages.
 - An enabled entry is active when it is ``constant``, or one of its keys occurs in its
   window and its secondary keys pass its ``logic``. A key written ``/pattern/flags`` is a
   regex (its flags decide the case); every other key is a plain word, matched as a
@@ -140,20 +142,27 @@ class LoreBlocks:
     report: LoreReport
 
 
-def turn_segments(items: Sequence[tuple[str, str]], new_words: str, turns: int) -> list[str]:
+def turn_segments(items: Sequence[tuple[str, str]], new_words: str, turns: int,
+                  names: tuple[str, str] = ("", "")) -> list[str]:
     """The scanned text, newest first: the new words, then up to ``turns`` kept turns.
 
     Args:
         items: The kept history as ``(role, text)``, oldest first, without the new words.
         new_words: The user's message this turn answers.
         turns: How many turns back to go (a turn starts at a user item).
+        names: The user's and the character's name: each message is scanned as
+            ``name: message`` (an empty name: the message alone).
     """
-    segments = [new_words]
+    def said(role: str, text: str) -> str:
+        name = names[0] if role == "user" else names[1]
+        return f"{name}: {text}" if name and text else text
+
+    segments = [said("user", new_words)]
     current: list[str] = []
     for role, text in reversed(items):
         if len(segments) > turns:
             break
-        current.insert(0, text)
+        current.insert(0, said(role, text))
         if role == "user":
             segments.append("\n".join(current))
             current = []
@@ -319,7 +328,8 @@ def fit_lore(index: LoreIndex, active: Sequence[tuple[int, LoreHit]], share_char
     return LoreBlocks("\n\n".join(parts), "\n".join(lines), report)
 
 
-def lore_for_turn(index: LoreIndex, items: Sequence[tuple[str, str]], new_words: str, share_chars: int) -> LoreBlocks:
+def lore_for_turn(index: LoreIndex, items: Sequence[tuple[str, str]], new_words: str, share_chars: int,
+                  names: tuple[str, str] = ("", "")) -> LoreBlocks:
     """Activate and fit in one call: what a turn's assembly uses.
 
     Args:
@@ -327,7 +337,8 @@ def lore_for_turn(index: LoreIndex, items: Sequence[tuple[str, str]], new_words:
         items: The kept history as ``(role, text)``, oldest first, without the new words.
         new_words: The user's message.
         share_chars: :func:`lore_share_chars` of the turn's envelope.
+        names: The user's and the character's name, put before their messages (:func:`turn_segments`).
     """
     clock = RegexClock()
-    segments = turn_segments(items, new_words, index.max_depth)
+    segments = turn_segments(items, new_words, index.max_depth, names)
     return fit_lore(index, activate_entries(index, segments, clock), share_chars, clock)

@@ -111,3 +111,21 @@ def test_recursion_stays_bounded_on_a_hostile_book() -> None:
     index = LoreIndex(book)
     found = activate_entries(index, turn_segments([], "link0", index.max_depth))
     assert len(found) == 1 + MAX_RECURSION_STEPS and MAX_RECURSION_STEPS >= 6
+
+
+def test_scanned_messages_carry_the_speakers_name(tmp_path: Path) -> None:
+    """Item 6: SillyTavern scans ``name: message``; an entry keyed on a name fires when that one speaks."""
+    card = st_card([st_entry(0, ["Seraphina"], "Her lore.", comment="char"),
+                    st_entry(1, ["Ann"], "The user's lore.", comment="user"),
+                    st_entry(2, ["Bob"], "Nobody.", comment="other")])
+    card["data"]["first_mes"] = "Welcome."
+    assert sent(tmp_path, card, [], "hello", char_name="Seraphina") == ["char", "user"]
+
+
+def test_a_key_of_several_words_followed_by_a_letter(tmp_path: Path) -> None:
+    """Item 6: ``red dragon`` is found in "red dragons", as SillyTavern finds it; one word still is not."""
+    card = st_card([st_entry(0, ["red dragon"], "Red.", comment="red"), st_entry(1, ["wyrm"], "W.", comment="w")])
+    assert sent(tmp_path, card, [], "two red dragons and wyrms") == ["red"]
+    for entry in card["data"]["character_book"]["entries"]:
+        entry["use_regex"] = False  # as a V3 tool writes it: the same
+    assert sent(tmp_path, card, [], "two red dragons and wyrms") == ["red"]
