@@ -10,7 +10,10 @@ Mapping, from the specifications:
 - Greetings: ``first_mes``, then ``alternate_greetings``, in order.
 - ``{{char}}`` (the ``nickname`` if the card has one, else the ``name``), ``{{user}}``,
   and ``<char>`` / ``<bot>`` / ``<user>`` are substituted, case-insensitively, in the
-  greetings and in the lore entries (titles, keys, content).
+  greetings; the lore book keeps them as written (a turn substitutes them,
+  :class:`~liyuan.lore.match.LoreIndex`), so an export gives them back.
+- Every entry field the import reads is taken out of the entry's ``extra`` (export writes
+  it back from the entry, :mod:`liyuan.lore.export`); what is left is kept as it came.
 - Keys, on every path, by SillyTavern's rule: a key written ``/pattern/flags`` is a regex
   (its flags honoured), every other key a plain word; ``use_regex`` changes nothing (kept).
   A ``/…/`` key that does not compile is left out of the entry, kept in its ``extra``
@@ -38,7 +41,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -55,10 +57,11 @@ from liyuan.lore.model import (
     LoreBook,
     LoreEntry,
     compile_key,
+    substitute_macros,
 )
 
 __all__ = ["MAX_ENTRIES", "RECURSION_ON_IMPORT", "ImportNote", "ImportedCard", "card_from_json", "card_greetings",
-           "probe_regex", "read_card"]
+           "char_of", "probe_regex", "read_card"]
 
 MAX_ENTRIES = 200_000
 """A lore book with more entries than this is refused."""
@@ -67,7 +70,6 @@ RECURSION_ON_IMPORT = MAX_RECURSION_STEPS
 PROBE_TIMEOUT_S = 0.02
 _PROBE_LENGTH = 3000
 
-_MACRO_RE = re.compile(r"\{\{\s*(char|user)\s*\}\}|<(char|bot|user)>", re.IGNORECASE)
 _ST_LOGIC: dict[int, Logic] = {0: "and_any", 1: "not_all", 2: "not_any", 3: "and_all"}
 
 
@@ -111,13 +113,6 @@ class ImportedCard:
     def is_card(self) -> bool:
         """A character card (not a lore book alone)."""
         return self.kind.startswith("chara_card")
-
-
-def _substitute(text: str, char: str, user: str) -> str:
-    def one(match: re.Match[str]) -> str:
-        word = (match.group(1) or match.group(2)).lower()
-        return user if word == "user" else char
-    return _MACRO_RE.sub(one, text) if ("{" in text or "<" in text) else text
 
 
 def probe_regex(pattern: regex.Pattern[str]) -> bool:
@@ -178,10 +173,6 @@ def _checked(fields: dict[str, Any], where: str) -> LoreEntry:
     return entry
 
 
-_CARD_ENTRY_FIELDS = {"keys", "content", "enabled", "insertion_order", "case_sensitive", "constant", "priority",
-                      "secondary_keys"}
-
-
 def _usable(keys: list[str], title: str, field: str, notes: list[ImportNote], extra: dict[str, Any]) -> list[str]:
     """The keys that can be matched; a ``/…/`` key that does not compile is kept aside and noted."""
     usable, unusable = [], []
@@ -197,39 +188,57 @@ def _usable(keys: list[str], title: str, field: str, notes: list[ImportNote], ex
     return usable
 
 
-def _card_entry(raw: Any, number: int, char: str, user: str, notes: list[ImportNote]) -> LoreEntry:
+def _title(rest: dict[str, Any], keys: list[str], number: int) -> str:
+    """``name``, else ``comment``, else the first key; the field it came from is taken out of ``rest``."""
+    for name in ("name", "comment"):
+        value = rest.get(name)
+        if isinstance(value, str) and value.strip():
+            del rest[name]
+            return value.strip()
+    rest.pop("comment", None)
+    return keys[0] if keys else f"条目 {number}"
+
+
+def _card_entry(raw: Any, number: int, notes: list[ImportNote]) -> LoreEntry:
+    """One ``character_book`` entry. Every field read is taken out of ``extra`` (export writes it
+    back from the entry), so a hand edit is never contradicted by a stale copy."""
     where = f"设定集第 {number} 条"
     if not isinstance(raw, Mapping):
         raise CardImportError(f"{where} 不是对象")
-    def sub(text: str) -> str:
-        return _substitute(text, char, user)
-
-    content, decorators = _split_decorators(str(raw.get("content") or ""))
-    keys = [sub(k) for k in _texts(raw.get("keys"))]
-    secondary = [sub(k) for k in _texts(raw.get("secondary_keys"))] if raw.get("selective") else []
-    title = next((str(raw[k]).strip() for k in ("name", "comment") if isinstance(raw.get(k), str)
-                  and str(raw[k]).strip()), keys[0] if keys else f"条目 {number}")
+    rest = dict(raw)
+    found = rest.pop("extensions", None)
+    ext: dict[str, Any] = dict(found) if isinstance(found, Mapping) else {}
+    content, decorators = _split_decorators(str(rest.pop("content", None) or ""))
+    keys = _texts(rest.pop("keys", None))
+    selective, raw_secondary = rest.pop("selective", None), rest.pop("secondary_keys", None)
+    secondary = _texts(raw_secondary) if selective else []
+    if raw_secondary and not selective:
+        rest["secondary_keys"] = raw_secondary  # kept, unused (selective is off)
+    title = _title(rest, keys, number)
     kept: dict[str, Any] = {}
-    keys = _usable(keys, sub(title), "keys", notes, kept)
-    secondary = _usable(secondary, sub(title), "secondary_keys", notes, kept)
+    keys = _usable(keys, title, "keys", notes, kept)
+    secondary = _usable(secondary, title, "secondary_keys", notes, kept)
+    sensitive = rest.pop("case_sensitive", None)
+    rest.pop("use_regex", None)  # read, and replaced by the key's own form (SillyTavern's rule)
     fields: dict[str, Any] = {
-        "title": sub(title), "content": sub(content), "keys": tuple(keys), "secondary_keys": tuple(secondary),
-        "constant": _bool(raw.get("constant"), False),
-        "enabled": _bool(raw.get("enabled"), True), "order": _int(raw.get("insertion_order"), 100),
-        "priority": _int(raw.get("priority"), 0), "case_sensitive": _bool(raw.get("case_sensitive"), False),
+        "title": title, "content": content, "keys": tuple(keys), "secondary_keys": tuple(secondary),
+        "constant": _bool(rest.pop("constant", None), False), "enabled": _bool(rest.pop("enabled", None), True),
+        "order": _int(rest.pop("insertion_order", None), 100), "priority": _int(rest.pop("priority", None), 0),
+        "case_sensitive": _bool(sensitive, _bool(ext.get("case_sensitive"), False)),
     }
-    found = raw.get("extensions")
-    extensions: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    if extensions.get("selectiveLogic") in _ST_LOGIC and secondary:
-        fields["logic"] = _ST_LOGIC[extensions["selectiveLogic"]]
-    if isinstance(extensions.get("match_whole_words"), bool):
-        fields["whole_word"] = extensions["match_whole_words"]
-    if (turns := _turns(extensions.get("scan_depth"))) is not None:
+    if isinstance(logic := ext.pop("selectiveLogic", None), int) and not isinstance(logic, bool) \
+            and logic in _ST_LOGIC:
+        fields["logic"] = _ST_LOGIC[logic]
+    if isinstance(whole := ext.pop("match_whole_words", None), bool):
+        fields["whole_word"] = whole
+    if (turns := _turns(ext.pop("scan_depth", None))) is not None:
         fields["scan_turns"] = turns
-    if isinstance(extensions.get("exclude_recursion"), bool):
-        fields["recursive"] = not extensions["exclude_recursion"]
-    if isinstance(extensions.get("prevent_recursion"), bool):
-        fields["prevent_recursion"] = extensions["prevent_recursion"]
+    if isinstance(exclude := ext.pop("exclude_recursion", None), bool):
+        fields["recursive"] = not exclude
+    if isinstance(prevent := ext.pop("prevent_recursion", None), bool):
+        fields["prevent_recursion"] = prevent
+    ext.pop("case_sensitive", None)
+    fields["sources"] = tuple(_texts(ext.pop("liyuan_sources", None)))
     for line in decorators:
         name, _, value = line[2:].partition(" ")
         if name == "activate":
@@ -239,33 +248,41 @@ def _card_entry(raw: Any, number: int, char: str, user: str, notes: list[ImportN
         elif name == "scan_depth" and value.strip().isdigit():
             fields["scan_turns"] = _turns(int(value))
         elif name in ("additional_keys", "exclude_keys") and not fields["secondary_keys"]:
-            fields["secondary_keys"] = tuple(sub(k) for k in _texts(value))
+            fields["secondary_keys"] = tuple(_texts(value))
             fields["logic"] = "and_any" if name == "additional_keys" else "not_any"
-    extra = {k: v for k, v in raw.items() if k not in _CARD_ENTRY_FIELDS} | kept
-    if not raw.get("selective") and raw.get("secondary_keys"):
-        extra["secondary_keys"] = raw.get("secondary_keys")  # kept, unused (selective is off)
+    extra = rest | kept
+    if ext:
+        extra["extensions"] = ext
     if decorators:
         extra["decorators"] = decorators
     fields["extra"] = extra
     return _checked(fields, where)
 
 
-def _st_entry(raw: Any, number: int, char: str, user: str, notes: list[ImportNote]) -> LoreEntry:
+_ST_USED = ("key", "keysecondary", "content", "selectiveLogic", "constant", "disable", "order", "caseSensitive",
+            "matchWholeWords", "excludeRecursion", "preventRecursion", "scanDepth", "selective")
+
+
+def _st_entry(raw: Any, number: int, notes: list[ImportNote]) -> LoreEntry:
+    """One SillyTavern World Info entry; as :func:`_card_entry`, every field read leaves ``extra``."""
     where = f"世界书第 {number} 条"
     if not isinstance(raw, Mapping):
         raise CardImportError(f"{where} 不是对象")
-    def sub(text: str) -> str:
-        return _substitute(text, char, user)
-
-    keys = [sub(k) for k in _texts(raw.get("key"))]
-    secondary = [sub(k) for k in _texts(raw.get("keysecondary"))]
-    title = str(raw.get("comment") or "").strip() or (keys[0] if keys else f"条目 {number}")
+    rest = {k: v for k, v in raw.items() if k not in _ST_USED}
+    keys = _texts(raw.get("key"))
+    secondary = _texts(raw.get("keysecondary"))
+    if raw.get("selective", True) is False and secondary:
+        rest["keysecondary"], secondary = raw.get("keysecondary"), []  # kept, unused
+    comment = raw.get("comment")
+    title = comment.strip() if isinstance(comment, str) and comment.strip() else \
+        (keys[0] if keys else f"条目 {number}")
+    rest.pop("comment", None)
     kept: dict[str, Any] = {}
-    keys = _usable(keys, sub(title), "keys", notes, kept)
-    secondary = _usable(secondary, sub(title), "secondary_keys", notes, kept)
+    keys = _usable(keys, title, "keys", notes, kept)
+    secondary = _usable(secondary, title, "secondary_keys", notes, kept)
     fields: dict[str, Any] = {
-        "title": sub(title), "content": sub(str(raw.get("content") or "").strip("\n")),
-        "keys": tuple(keys), "secondary_keys": tuple(secondary) if raw.get("selective", True) else (),
+        "title": title, "content": str(raw.get("content") or "").strip("\n"),
+        "keys": tuple(keys), "secondary_keys": tuple(secondary),
         "logic": _ST_LOGIC.get(_int(raw.get("selectiveLogic"), 0), "and_any"),
         "constant": _bool(raw.get("constant"), False), "enabled": not _bool(raw.get("disable"), False),
         "order": _int(raw.get("order"), 100), "case_sensitive": _bool(raw.get("caseSensitive"), False),
@@ -275,9 +292,8 @@ def _st_entry(raw: Any, number: int, char: str, user: str, notes: list[ImportNot
     }
     if (turns := _turns(raw.get("scanDepth"))) is not None:
         fields["scan_turns"] = turns
-    used = {"key", "keysecondary", "comment", "content", "selectiveLogic", "constant", "disable", "order",
-            "caseSensitive", "matchWholeWords", "excludeRecursion", "preventRecursion", "scanDepth"}
-    fields["extra"] = {k: v for k, v in raw.items() if k not in used} | kept
+    fields["sources"] = tuple(_texts(rest.pop("liyuan_sources", None)))
+    fields["extra"] = rest | kept
     return _checked(fields, where)
 
 
@@ -291,14 +307,14 @@ def _entries_list(entries: Any, where: str) -> list[Any]:
     return entries
 
 
-def _card_book(raw: Any, char: str, user: str, notes: list[ImportNote]) -> LoreBook:
+def _card_book(raw: Any, notes: list[ImportNote]) -> LoreBook:
     if not isinstance(raw, Mapping):
         raise CardImportError("character_book 应为对象")
     entries = _entries_list(raw.get("entries") or [], "character_book")
     extra = {k: v for k, v in raw.items() if k not in ("name", "description", "scan_depth", "recursive_scanning",
-                                                        "entries")}
+                                                        "entries") and not (k == "extensions" and v == {})}
     scan = _turns(raw.get("scan_depth"))
-    return LoreBook(tuple(_card_entry(e, i, char, user, notes) for i, e in enumerate(entries, start=1)),
+    return LoreBook(tuple(_card_entry(e, i, notes) for i, e in enumerate(entries, start=1)),
                     name=str(raw.get("name") or ""), description=str(raw.get("description") or ""),
                     scan_turns=DEFAULT_SCAN_TURNS if scan is None else scan,
                     recursion_steps=0 if raw.get("recursive_scanning") is False else RECURSION_ON_IMPORT,
@@ -321,11 +337,11 @@ def card_from_json(raw: Any, container: Container = "json", *, user_name: str = 
             raise CardImportError(f"{spec} 的 data 应为对象")
         kind = str(spec)
     elif spec == "lorebook_v3":
-        book = _card_book(raw.get("data"), "", user_name, notes)
+        book = _card_book(raw.get("data"), notes)
         return ImportedCard("lorebook_v3", container, "", (), book, raw, tuple(notes))
     elif spec is None and isinstance(raw.get("entries"), Mapping | list) and "first_mes" not in raw:
         entries = _entries_list(raw["entries"], "世界书")
-        world = LoreBook(tuple(_st_entry(e, i, "", user_name, notes) for i, e in enumerate(entries, start=1)),
+        world = LoreBook(tuple(_st_entry(e, i, notes) for i, e in enumerate(entries, start=1)),
                          recursion_steps=RECURSION_ON_IMPORT,
                          extra={k: v for k, v in raw.items() if k != "entries"})
         return ImportedCard("sillytavern_world_info", container, "", (), world, raw, tuple(notes))
@@ -337,12 +353,12 @@ def card_from_json(raw: Any, container: Container = "json", *, user_name: str = 
     name = str(data.get("name") or "").strip()
     if not name:
         raise CardImportError("角色卡没有名字（data.name）")
-    card_book = _card_book(data["character_book"], _char_of(data), user_name, notes) \
-        if data.get("character_book") else None
+    card_book = _card_book(data["character_book"], notes) if data.get("character_book") else None
     return ImportedCard(kind, container, name, card_greetings(raw, user_name=user_name), card_book, raw, tuple(notes))
 
 
-def _char_of(data: Mapping[str, Any]) -> str:
+def char_of(data: Mapping[str, Any]) -> str:
+    """What ``{{char}}`` stands for: the card's ``nickname``, else its ``name``."""
     nickname = data.get("nickname")
     return nickname.strip() if isinstance(nickname, str) and nickname.strip() else str(data.get("name") or "").strip()
 
@@ -353,8 +369,8 @@ def card_greetings(raw: Mapping[str, Any], *, user_name: str = "你") -> tuple[s
     assert isinstance(data, Mapping)
     alternates = data.get("alternate_greetings")
     found = [data.get("first_mes"), *(alternates if isinstance(alternates, list) else [])]
-    char = _char_of(data)
-    return tuple(_substitute(g.strip(), char, user_name) for g in found if isinstance(g, str) and g.strip())
+    char = char_of(data)
+    return tuple(substitute_macros(g.strip(), char, user_name) for g in found if isinstance(g, str) and g.strip())
 
 
 def read_card(path: str | os.PathLike[str], *, user_name: str = "你") -> ImportedCard:

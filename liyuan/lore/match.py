@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import regex
 
-from liyuan.lore.model import LoreBook, LoreEntry, compile_key
+from liyuan.errors import LoreError
+from liyuan.lore.model import LoreBook, LoreEntry, compile_key, substitute_macros
 
 __all__ = ["REGEX_KEY_TIMEOUT_S", "REGEX_TURN_BUDGET_S", "KeyHits", "LoreIndex", "RegexClock", "is_word_char"]
 
@@ -107,12 +108,32 @@ class KeyHits:
     _word_depth: dict[int, int | None] = field(default_factory=dict)
 
 
-class LoreIndex:
-    """A book with its keys filed for scanning (see the module docstring). Immutable once built."""
+def _with_names(entry: LoreEntry, user: str, char: str) -> LoreEntry:
+    """The entry with its macros replaced by the names (as it was, if that would make it invalid)."""
+    if not any(("{" in text or "<" in text) for text in (entry.title, entry.content, *entry.keys,
+                                                          *entry.secondary_keys)):
+        return entry
+    def sub(text: str) -> str:
+        return substitute_macros(text, char, user)
+    try:
+        return replace(entry, title=sub(entry.title), content=sub(entry.content), keys=tuple(map(sub, entry.keys)),
+                       secondary_keys=tuple(map(sub, entry.secondary_keys)))
+    except LoreError:
+        return entry
 
-    def __init__(self, book: LoreBook) -> None:
+
+class LoreIndex:
+    """A book with its keys filed for scanning (see the module docstring). Immutable once built.
+
+    ``book`` is the book as stored (macros as written); ``entries`` are its entries as a turn
+    reads them, ``{{char}}`` / ``{{user}}`` replaced by ``names`` (user, character) when given.
+    """
+
+    def __init__(self, book: LoreBook, names: tuple[str, str] | None = None) -> None:
         self.book = book
-        self.entries: tuple[LoreEntry, ...] = book.entries
+        self.names = names
+        self.entries: tuple[LoreEntry, ...] = book.entries if names is None else \
+            tuple(_with_names(entry, *names) for entry in book.entries)
         self.keys: list[_Key] = []
         self._key_ids: dict[tuple[str, bool], int] = {}
         self._by_pair: tuple[dict[str, dict[int, dict[str, int]]], dict[str, dict[int, dict[str, int]]]] = ({}, {})

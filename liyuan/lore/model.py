@@ -38,6 +38,7 @@ __all__ = [
     "entry_from_dict",
     "regex_key",
     "slash_key",
+    "substitute_macros",
 ]
 
 DEFAULT_SCAN_TURNS = 6
@@ -61,6 +62,19 @@ Logic = Literal["and_any", "and_all", "not_any", "not_all"]
 all of them present, or with none / not all of them present."""
 LOGICS: dict[str, str] = {"and_any": "且含任一", "and_all": "且全含", "not_any": "且都不含", "not_all": "且不全含"}
 """Each logic with its Chinese name (as the activation log shows it)."""
+
+
+_MACRO = regex.compile(r"\{\{\s*(char|user)\s*\}\}|<(char|bot|user)>", regex.IGNORECASE)
+
+
+def substitute_macros(text: str, char: str, user: str) -> str:
+    """``{{char}}`` / ``<char>`` / ``<bot>`` and ``{{user}}`` / ``<user>`` (any case) replaced by the names.
+
+    The stored book keeps the macros (export gives them back as written); a turn reads the
+    book with them replaced (:class:`liyuan.lore.match.LoreIndex`)."""
+    def one(match: regex.Match[str]) -> str:
+        return user if (match.group(1) or match.group(2)).lower() == "user" else char
+    return _MACRO.sub(one, text) if ("{" in text or "<" in text) else text
 
 
 _SLASH_FORM = regex.compile(r"^/([\s\S]+?)/([gimsuy]*)$")
