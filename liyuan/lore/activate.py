@@ -35,6 +35,7 @@ from itertools import chain
 
 from liyuan.lore.match import KeyHits, LoreIndex, RegexClock
 from liyuan.lore.model import LOGICS, LORE_INDEX_MAX_CHARS, MAX_RECURSION_STEPS, Logic, LoreEntry
+from liyuan.lore.rules import NO_PLACE, TurnPlace, choose_in_groups, roll
 
 __all__ = [
     "DEFAULT_LORE_SHARE",
@@ -108,10 +109,12 @@ class LoreReport:
     """Entries in the book."""
     regex_timeouts: tuple[str, ...] = ()
     regex_skipped: int = 0
+    dropped: tuple[tuple[str, str], ...] = ()
+    """Entries that matched but did not come in, with why (probability, inclusion group)."""
 
     def lines(self) -> list[str]:
         """The activity lines (Chinese) for this turn: one summary, one per cut entry."""
-        if not self.activated and not self.index_titles:
+        if not self.activated and not self.index_titles and not self.dropped:
             return []
         constant = sum(1 for hit in self.activated if hit.why == "常驻")
         lines = [f"设定集：激活 {len(self.activated)} 条（常驻 {constant} 条），【相关设定】放进 "
@@ -124,11 +127,15 @@ class LoreReport:
                          + "、".join(self.regex_timeouts[:5]))
         if self.regex_skipped:
             lines.append(f"设定集：本轮正则时限用完，{self.regex_skipped} 个正则关键词没有检查")
+        lines += [f"设定集：「{title}」匹配了但没放进来：{why}" for title, why in self.dropped]
         return lines
 
     def to_dict(self) -> dict[str, object]:
-        """JSON-able (for the harness's turn record)."""
-        return asdict(self)
+        """JSON-able (for the harness's turn record); ``dropped`` only when an entry was."""
+        data = asdict(self)
+        if not self.dropped:
+            del data["dropped"]
+        return data
 
 
 @dataclass(frozen=True)
@@ -235,43 +242,64 @@ class _Activation:
 
 
 # --8<-- [start:activate]
-def activate_entries(index: LoreIndex, segments: Sequence[str],
-                     clock: RegexClock | None = None) -> list[tuple[int, LoreHit]]:
+def activate_entries(index: LoreIndex, segments: Sequence[str], clock: RegexClock | None = None,
+                     place: TurnPlace = NO_PLACE, dropped: list[tuple[str, str]] | None = None,
+                     ) -> list[tuple[int, LoreHit]]:
     """The active entries (book positions and why), constant first, then by rank.
 
     Args:
         index: The book, indexed.
         segments: :func:`turn_segments`.
         clock: The regex time budget of this turn (a fresh one by default).
+        place: Where the turn is (the seed of its rolls, the counts :mod:`~liyuan.lore.rules` reads).
+        dropped: Receives ``(title, why)`` for each entry that matched but did not come in
+            (its probability, its inclusion group).
     """
     run = _Activation(index, segments, clock or RegexClock())
-    for number in index.constant:
-        run.found[number] = LoreHit(index.entries[number].title, "常驻")
+    rules = index.rules
+    levels = sorted({rules[number].recursion_level for number in index.delayed})
+    level = levels.pop(0) if levels else 0
+    failed: set[int] = set()
     candidates: set[int] = set()
     for key_id in run.hits.depth:
         candidates.update(index.primary_of_key.get(key_id, ()))
     candidates.update(index.patterns)
     step = 0
     while True:
-        new: list[int] = []
-        for number in sorted(candidates - run.found.keys()):
-            entry = index.entries[number]
-            if step and not entry.recursive:
+        hits: dict[int, LoreHit] = {}
+        if step == 0:
+            hits |= {n: LoreHit(index.entries[n].title, "常驻") for n in index.constant if rules[n].allowed(place, 0)}
+        for number in sorted(candidates - run.found.keys() - failed - hits.keys()):
+            if (step and not index.entries[number].recursive) or not rules[number].allowed(place, step, level):
                 continue
             hit = run.check(number, step)
             if hit is not None:
-                run.found[number] = hit
-                new.append(number)
-        if step == 0:
-            new += index.constant
+                hits[number] = hit
+        new = sorted(hits, key=index.rank)
+        if index.has_rules:
+            taken = {group for number in run.found for group in rules[number].groups}
+            new, fallen = choose_in_groups(new, rules, index.orders, taken, place)
+            for number, why in fallen.items():
+                failed.add(number)
+                if dropped is not None:
+                    dropped.append((index.entries[number].title, why))
+            for number in [n for n in new if rules[n].probability < 100]:
+                if roll(place, number, "probability") >= rules[number].probability:
+                    new.remove(number)
+                    failed.add(number)
+                    if dropped is not None:
+                        dropped.append((index.entries[number].title, f"概率 {rules[number].probability:g}% 没中"))
+        run.found |= {number: hits[number] for number in new}
         step += 1
-        if step > min(index.book.recursion_steps, MAX_RECURSION_STEPS) or not new:
-            break
         before = len(run.lore_texts)
         run.add(new)
-        if len(run.lore_texts) == before:
+        if len(run.lore_texts) == before:  # nothing new to scan: open the next delayed level, if any
+            if not levels:
+                break
+            level = levels.pop(0)
+        if step > min(index.book.recursion_steps, MAX_RECURSION_STEPS):
             break
-        candidates = set()
+        candidates = {n for n in index.delayed if n not in run.found and n not in failed}
         for text, _ in run.lore_texts[before:]:
             for key_id in index.keys_in(text):
                 candidates.update(index.primary_of_key.get(key_id, ()))
@@ -285,7 +313,7 @@ def _block(entry: LoreEntry) -> str:
 
 
 def fit_lore(index: LoreIndex, active: Sequence[tuple[int, LoreHit]], share_chars: int,
-             clock: RegexClock | None = None) -> LoreBlocks:
+             clock: RegexClock | None = None, dropped: Sequence[tuple[str, str]] = ()) -> LoreBlocks:
     """Fill 【相关设定】 and then 【设定集索引】 within ``share_chars`` (see the module docstring)."""
     # --8<-- [start:fit_lore]
     parts: list[str] = []
@@ -324,12 +352,13 @@ def fit_lore(index: LoreIndex, active: Sequence[tuple[int, LoreHit]], share_char
         activated=tuple(hit for _, hit in active), included=tuple(index.entries[n].title for n in included),
         cut=tuple(cut), share_chars=share_chars, text_chars=used, index_chars=index_used, index_titles=listed,
         index_left_out=max(0, len(index.by_rank) - len(included) - listed), entries=len(index.entries),
-        regex_timeouts=tuple(clock.timeouts) if clock else (), regex_skipped=clock.skipped if clock else 0)
+        regex_timeouts=tuple(clock.timeouts) if clock else (), regex_skipped=clock.skipped if clock else 0,
+        dropped=tuple(dropped))
     return LoreBlocks("\n\n".join(parts), "\n".join(lines), report)
 
 
 def lore_for_turn(index: LoreIndex, items: Sequence[tuple[str, str]], new_words: str, share_chars: int,
-                  names: tuple[str, str] = ("", "")) -> LoreBlocks:
+                  names: tuple[str, str] = ("", ""), place: TurnPlace = NO_PLACE) -> LoreBlocks:
     """Activate and fit in one call: what a turn's assembly uses.
 
     Args:
@@ -338,7 +367,9 @@ def lore_for_turn(index: LoreIndex, items: Sequence[tuple[str, str]], new_words:
         new_words: The user's message.
         share_chars: :func:`lore_share_chars` of the turn's envelope.
         names: The user's and the character's name, put before their messages (:func:`turn_segments`).
+        place: Where the turn is on its branch (:class:`~liyuan.lore.rules.TurnPlace`).
     """
     clock = RegexClock()
     segments = turn_segments(items, new_words, index.max_depth, names)
-    return fit_lore(index, activate_entries(index, segments, clock), share_chars, clock)
+    dropped: list[tuple[str, str]] = []
+    return fit_lore(index, activate_entries(index, segments, clock, place, dropped), share_chars, clock, dropped)

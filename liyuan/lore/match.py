@@ -34,6 +34,7 @@ import regex
 
 from liyuan.errors import LoreError
 from liyuan.lore.model import LoreBook, LoreEntry, compile_key, substitute_macros
+from liyuan.lore.rules import rules_of
 
 __all__ = ["REGEX_KEY_TIMEOUT_S", "REGEX_TURN_BUDGET_S", "KeyHits", "LoreIndex", "RegexClock", "is_word_char"]
 
@@ -169,6 +170,12 @@ class LoreIndex:
             self.primary.append(primary)
             self.secondary.append(tuple(self._file(key, entry) for key in entry.secondary_keys
                                         if compiled[key] is None))
+        self.rules = [rules_of(entry) for entry in self.entries]
+        """Each entry's probability, groups, delays (:mod:`liyuan.lore.rules`)."""
+        self.has_rules = any(not rules.plain for rules in self.rules)
+        self.delayed = [n for n, rules in enumerate(self.rules) if rules.recursion_level and self.entries[n].enabled]
+        """Enabled entries held back until a recursion step (``delay_until_recursion``)."""
+        self.orders = [entry.order for entry in self.entries]
         self.max_depth = max(self.depth, default=0)
         ranked = sorted(range(len(self.entries)), key=self.rank)
         self.by_rank: tuple[int, ...] = tuple(i for i in ranked if self.entries[i].enabled)

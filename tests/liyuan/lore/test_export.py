@@ -103,14 +103,17 @@ def test_round_trip_after_a_hand_edit_and_after_adopt_lore(tmp_path: Path) -> No
 
 
 def test_the_exported_world_info_activates_the_same_entries(tmp_path: Path) -> None:
-    """Read back under SillyTavern's rules, the exported book calls up what the card's book did."""
-    with imported(tmp_path, "a", write(tmp_path, "in.json", st_book_card())) as card:
+    """Read back under SillyTavern's rules, the exported book calls up what the card's book did
+    (the probability set to 100: two chats roll differently, by design)."""
+    book_card = st_book_card()
+    book_card["data"]["character_book"]["entries"][1]["extensions"]["probability"] = 100
+    with imported(tmp_path, "a", write(tmp_path, "in.json", book_card)) as card:
         world = json.loads(card.export_lore(tmp_path / "w.json").read_text(encoding="utf-8"))
     chats = {"a Dragon in the harbor": ["rule", "dragons", "harbor"], "the harbor at night": ["rule"],
              "an elfin wyrm": ["rule", "dragons", "elves"], "elfish rule": ["rule", "elves"]}
     wrapped = st_card([])
     for said, expected in chats.items():
-        from_card = sent(tmp_path, st_book_card(), [], said)
+        from_card = sent(tmp_path, book_card, [], said)
         assert from_card == expected, said
         wrapped_book = {**wrapped, "data": {**wrapped["data"], "character_book": None}}
         folder = tmp_path / f"w{len(list(tmp_path.iterdir()))}"

@@ -1,0 +1,89 @@
+"""Issue 35 item 4: probability, inclusion groups, delay_until_recursion, delay and the SPEC_V3
+decorators @@activate_only_after / @@activate_only_every are obeyed, deterministically
+(a seeded roll per chat and turn), on cards written as SillyTavern exports them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from liyuan import Card
+from liyuan.lore.activate import activate_entries, turn_segments
+from liyuan.lore.cards import card_from_json
+from liyuan.lore.match import LoreIndex
+from liyuan.lore.rules import TurnPlace
+
+from .cardfiles import st_card, st_entry, write
+from .test_st_rules import sent
+
+
+def test_probability_zero_never_and_a_half_about_half_and_the_same_on_replay(tmp_path: Path) -> None:
+    card = st_card([st_entry(0, ["fog"], "Never.", comment="never", probability=0),
+                    st_entry(1, ["fog"], "Half.", comment="half", probability=50),
+                    st_entry(2, ["fog"], "Always.", comment="always", probability=100)])
+    assert "never" not in sent(tmp_path, card, [], "the fog")
+    book = card_from_json(card).book
+    assert book is not None
+    index = LoreIndex(book, ("Ann", "Seraphina"))
+    segments = turn_segments([], "the fog", index.max_depth)
+    runs = [[hit.title for _, hit in activate_entries(index, segments, place=TurnPlace(f"e{i}", 3, 1))]
+            for i in range(200)]
+    assert all("always" in titles and "never" not in titles for titles in runs)
+    halves = sum("half" in titles for titles in runs)
+    assert 70 <= halves <= 130  # 200 turns, p = 0.5
+    again = [[hit.title for _, hit in activate_entries(index, segments, place=TurnPlace(f"e{i}", 3, 1))]
+             for i in range(200)]
+    assert again == runs  # the same place rolls the same
+
+
+def test_preview_prepare_and_reroll_roll_the_same(tmp_path: Path) -> None:
+    card = st_card([st_entry(i, ["fog"], f"E{i}.", comment=f"e{i}", probability=50) for i in range(8)])
+    with Card.open(tmp_path / "卡", background=False, user_name="Ann") as opened:
+        opened.import_card(write(tmp_path, "c.json", card))
+        chat = opened.chat("c1")
+        preview = chat.preview("the fog")
+        turn = chat.prepare("the fog")
+        chat.record("…")
+        rerolled = chat.reroll()
+    assert preview.lore is not None and turn.lore is not None and rerolled.lore is not None
+    assert preview.lore.included == turn.lore.included == rerolled.lore.included
+    assert 0 < len(turn.lore.included) < 8 and len(turn.lore.dropped) == 8 - len(turn.lore.included)
+
+
+def test_an_inclusion_group_lets_one_entry_in(tmp_path: Path) -> None:
+    weather = [st_entry(0, ["sky"], "Rain.", comment="rain", group="weather"),
+               st_entry(1, ["sky"], "Sun.", comment="sun", group="weather"),
+               st_entry(2, ["sky"], "Wind.", comment="wind", group="weather, air")]
+    chosen = sent(tmp_path, st_card(weather), [], "look at the sky")
+    assert len(chosen) == 1 and chosen[0] in ("rain", "sun", "wind")
+    weather[1]["extensions"]["group_override"] = True
+    weather[1]["insertion_order"] = 5
+    weather[2]["extensions"]["group_override"] = True
+    weather[2]["insertion_order"] = 50
+    assert sent(tmp_path, st_card(weather), [], "look at the sky") == ["wind"]  # override, highest order
+    weighted = [st_entry(0, ["sky"], "Rain.", comment="rain", group="weather", group_weight=0),
+                st_entry(1, ["sky"], "Sun.", comment="sun", group="weather", group_weight=100)]
+    book = card_from_json(st_card(weighted)).book
+    assert book is not None
+    index = LoreIndex(book)
+    segments = turn_segments([], "sky", index.max_depth)
+    for i in range(30):
+        assert [h.title for _, h in activate_entries(index, segments, place=TurnPlace(f"x{i}", 1, 0))] == ["sun"]
+
+
+def test_delay_until_recursion_waits_for_another_entrys_content(tmp_path: Path) -> None:
+    entries = [st_entry(0, ["storm"], "A storm brings rain.", comment="storm"),
+               st_entry(1, ["rain"], "Rain lore.", comment="rain", delay_until_recursion=True)]
+    assert sent(tmp_path, st_card(entries), [], "rain again") == []
+    assert sent(tmp_path, st_card(entries), [], "a storm and rain") == ["storm", "rain"]
+
+
+def test_delay_and_the_activate_only_decorators_count_the_chat(tmp_path: Path) -> None:
+    entries = [st_entry(0, ["bell"], "Late.", comment="delay", delay=4),
+               st_entry(1, ["bell"], "@@activate_only_after 2\nAfter.", comment="after"),
+               st_entry(2, ["bell"], "@@activate_only_every 2\nEvery.", comment="every")]
+    card = st_card(entries)
+    # the greeting is the character's 1st message, the new words the chat's 2nd message
+    assert sent(tmp_path, card, [], "the bell") == []
+    # after one turn: 4 messages with the new one, 2 of the character's
+    assert sent(tmp_path, card, [("hi", "hello")], "the bell") == ["delay", "after", "every"]
+    assert sent(tmp_path, card, [("hi", "hello"), ("and", "so")], "the bell") == ["delay", "after"]
