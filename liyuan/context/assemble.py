@@ -35,9 +35,10 @@ from liyuan.context.budget import (
     resident_allowance,
 )
 from liyuan.context.record import BlockRecord, BudgetCut, TurnRecord, block, estimate
-from liyuan.lore.activate import DEFAULT_LORE_SHARE, LoreReport, lore_for_turn, lore_share_chars
+from liyuan.lore.activate import DEFAULT_LORE_SHARE, LoreReport, lore_for_turn, lore_share_chars, replay_turn
 from liyuan.lore.match import LoreIndex
 from liyuan.lore.rules import TurnPlace
+from liyuan.lore.timed import Said, timers_for_turn, turn_place
 from liyuan.model import ChatMessage
 from liyuan.session.entries import Entry, is_message
 from liyuan.story.history import ActiveSummary, History, HistoryItem, history_of_tail, rebuild_history, story_tail
@@ -248,16 +249,20 @@ def _record(view: Sequence[Entry], active: ActiveSummary | None, history: Histor
                       sum(b.tokens for b in blocks), budget_chars)
 
 
-def turn_place(branch: Sequence[Entry], user_text: str) -> TurnPlace:
-    """Where a turn stands on its branch, for the lore rules' rolls and counts: the seed is the
-    entry the turn answers after (the same for a preview, the turn itself and its reroll)."""
-    said = [entry for entry in branch if entry.type == "message" and entry.role in ("user", "assistant")]
+def _lore_place(branch: Sequence[Entry], user_text: str, lore: LoreIndex,
+                names: tuple[str, str]) -> tuple[TurnPlace, tuple[frozenset[int], frozenset[int]]]:
+    """Where a turn stands on its branch (the seed of the lore rolls: the entry it answers after,
+    the same for a preview, the turn and its reroll) and the lore timers running there."""
+    said: list[Said] = [(e.id, e.parent_id, e.role or "", e.text) for e in branch
+                        if e.type == "message" and e.role in ("user", "assistant")]
     new = bool(user_text.strip())
-    anchor = branch[-1] if branch else None
-    if not new and anchor is not None and anchor.role == "user":
-        anchor = next((entry for entry in reversed(branch) if entry.id == anchor.parent_id), None)
-    replies = sum(1 for entry in said if entry.role == "assistant")
-    return TurnPlace(anchor.id if anchor is not None else "", len(said) + new, replies)
+    anchor = branch[-1].id if branch else ""
+    if not new and said and said[-1][2] == "user":
+        anchor = said[-1][1] or ""
+        said = said[:-1]
+    place = turn_place(said, True, anchor)
+    timers = timers_for_turn(lore, said, names, place.messages, replay_turn(lore, names))
+    return place, timers
 
 
 def prepare_turn(
@@ -309,8 +314,9 @@ def prepare_turn(
         new_words = user_text.strip()
         if not new_words and items and items[-1][0] == "user":
             new_words = items.pop()[1]
+        place, timers = _lore_place(branch, user_text, lore, names)
         fitted = lore_for_turn(lore, items, new_words, lore_share_chars(budget_chars, lore_share), names,
-                               turn_place(branch, user_text))
+                               place, timers)
         lore_text, report = fitted.text, fitted.report
         lore_index = lore_index if lore_index.strip() else fitted.index
     other = other_chars_for(history.summary, state_text, roster) + utf16_len(lore_text) + utf16_len(lore_index)

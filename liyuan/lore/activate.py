@@ -29,7 +29,7 @@ Rules, one by one (each has its test):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from itertools import chain
 
@@ -244,6 +244,7 @@ class _Activation:
 # --8<-- [start:activate]
 def activate_entries(index: LoreIndex, segments: Sequence[str], clock: RegexClock | None = None,
                      place: TurnPlace = NO_PLACE, dropped: list[tuple[str, str]] | None = None,
+                     sticky: frozenset[int] = frozenset(), cooling: frozenset[int] = frozenset(),
                      ) -> list[tuple[int, LoreHit]]:
     """The active entries (book positions and why), constant first, then by rank.
 
@@ -254,12 +255,14 @@ def activate_entries(index: LoreIndex, segments: Sequence[str], clock: RegexCloc
         place: Where the turn is (the seed of its rolls, the counts :mod:`~liyuan.lore.rules` reads).
         dropped: Receives ``(title, why)`` for each entry that matched but did not come in
             (its probability, its inclusion group).
+        sticky: Entries still in from an earlier turn (``sticky``): in whatever their keys say.
+        cooling: Entries on ``cooldown``: out unless sticky (:mod:`liyuan.lore.timed`).
     """
     run = _Activation(index, segments, clock or RegexClock())
     rules = index.rules
     levels = sorted({rules[number].recursion_level for number in index.delayed})
     level = levels.pop(0) if levels else 0
-    failed: set[int] = set()
+    failed: set[int] = set(cooling - sticky)
     candidates: set[int] = set()
     for key_id in run.hits.depth:
         candidates.update(index.primary_of_key.get(key_id, ()))
@@ -268,7 +271,10 @@ def activate_entries(index: LoreIndex, segments: Sequence[str], clock: RegexCloc
     while True:
         hits: dict[int, LoreHit] = {}
         if step == 0:
-            hits |= {n: LoreHit(index.entries[n].title, "常驻") for n in index.constant if rules[n].allowed(place, 0)}
+            hits |= {n: LoreHit(index.entries[n].title, "常驻") for n in index.constant
+                     if rules[n].allowed(place, 0) and n not in failed}
+            hits |= {n: LoreHit(index.entries[n].title, "粘住（sticky，前几轮激活的还没到期）") for n in sticky
+                     if index.entries[n].enabled}
         for number in sorted(candidates - run.found.keys() - failed - hits.keys()):
             if (step and not index.entries[number].recursive) or not rules[number].allowed(place, step, level):
                 continue
@@ -277,8 +283,9 @@ def activate_entries(index: LoreIndex, segments: Sequence[str], clock: RegexCloc
                 hits[number] = hit
         new = sorted(hits, key=index.rank)
         if index.has_rules:
-            taken = {group for number in run.found for group in rules[number].groups}
-            new, fallen = choose_in_groups(new, rules, index.orders, taken, place)
+            held = [n for n in new if n in sticky]
+            taken = {group for number in (*run.found, *held) for group in rules[number].groups}
+            new, fallen = choose_in_groups([n for n in new if n not in sticky], rules, index.orders, taken, place)
             for number, why in fallen.items():
                 failed.add(number)
                 if dropped is not None:
@@ -289,6 +296,7 @@ def activate_entries(index: LoreIndex, segments: Sequence[str], clock: RegexCloc
                     failed.add(number)
                     if dropped is not None:
                         dropped.append((index.entries[number].title, f"概率 {rules[number].probability:g}% 没中"))
+            new = sorted([*held, *new], key=index.rank)
         run.found |= {number: hits[number] for number in new}
         step += 1
         before = len(run.lore_texts)
@@ -358,7 +366,8 @@ def fit_lore(index: LoreIndex, active: Sequence[tuple[int, LoreHit]], share_char
 
 
 def lore_for_turn(index: LoreIndex, items: Sequence[tuple[str, str]], new_words: str, share_chars: int,
-                  names: tuple[str, str] = ("", ""), place: TurnPlace = NO_PLACE) -> LoreBlocks:
+                  names: tuple[str, str] = ("", ""), place: TurnPlace = NO_PLACE,
+                  timers: tuple[frozenset[int], frozenset[int]] = (frozenset(), frozenset())) -> LoreBlocks:
     """Activate and fit in one call: what a turn's assembly uses.
 
     Args:
@@ -368,8 +377,19 @@ def lore_for_turn(index: LoreIndex, items: Sequence[tuple[str, str]], new_words:
         share_chars: :func:`lore_share_chars` of the turn's envelope.
         names: The user's and the character's name, put before their messages (:func:`turn_segments`).
         place: Where the turn is on its branch (:class:`~liyuan.lore.rules.TurnPlace`).
+        timers: The entries sticky and cooling at this turn (:func:`liyuan.lore.timed.timers_for_turn`).
     """
     clock = RegexClock()
     segments = turn_segments(items, new_words, index.max_depth, names)
     dropped: list[tuple[str, str]] = []
-    return fit_lore(index, activate_entries(index, segments, clock, place, dropped), share_chars, clock, dropped)
+    active = activate_entries(index, segments, clock, place, dropped, *timers)
+    return fit_lore(index, active, share_chars, clock, dropped)
+
+
+def replay_turn(index: LoreIndex, names: tuple[str, str]) -> Callable[..., list[int]]:
+    """One earlier turn's activation as :func:`liyuan.lore.timed.timers_for_turn` plays it again."""
+    def play(items: Sequence[tuple[str, str]], new_words: str, place: TurnPlace, sticky: frozenset[int],
+             cooling: frozenset[int]) -> list[int]:
+        segments = turn_segments(items, new_words, index.max_depth, names)
+        return [number for number, _ in activate_entries(index, segments, RegexClock(), place, None, sticky, cooling)]
+    return play

@@ -68,6 +68,10 @@ class EntryRules:
     """``@@activate_only_after``: not before this many character messages."""
     only_every: int = 0
     """``@@activate_only_every``: only when the character's message count is a multiple of it."""
+    sticky: int = 0
+    """Messages it stays in once it came in (:mod:`liyuan.lore.timed`)."""
+    cooldown: int = 0
+    """Messages it stays out once it came in (or once its sticky time ended)."""
 
     @property
     def plain(self) -> bool:
@@ -124,6 +128,8 @@ def rules_of(entry: LoreEntry) -> EntryRules:
         group_override=field("groupOverride", "group_override") is True,
         group_weight=abs(_number(field("groupWeight", "group_weight"), DEFAULT_WEIGHT)),
         recursion_level=recursion_level, delay=max(0, int(_number(field("delay", "delay"), 0))),
+        sticky=max(0, int(_number(field("sticky", "sticky"), 0))),
+        cooldown=max(0, int(_number(field("cooldown", "cooldown"), 0))),
         only_after=_decorator(entry, "activate_only_after"), only_every=_decorator(entry, "activate_only_every"))
     return _PLAIN if rules == _PLAIN else rules
 

@@ -87,3 +87,29 @@ def test_delay_and_the_activate_only_decorators_count_the_chat(tmp_path: Path) -
     # after one turn: 4 messages with the new one, 2 of the character's
     assert sent(tmp_path, card, [("hi", "hello")], "the bell") == ["delay", "after", "every"]
     assert sent(tmp_path, card, [("hi", "hello"), ("and", "so")], "the bell") == ["delay", "after"]
+
+
+def test_sticky_and_cooldown_are_read_back_from_the_branch(tmp_path: Path) -> None:
+    """Timers in messages, as SillyTavern counts them; worked out from the branch, so a reroll reads
+    them back the same and an edit (another branch) does not see them."""
+    card = st_card([st_entry(0, ["fog"], "Fog.", comment="fog", sticky=4, scan_depth=0),
+                    st_entry(1, ["bell"], "Bell.", comment="bell", cooldown=4, scan_depth=0)])
+    with Card.open(tmp_path / "卡", background=False, user_name="Ann") as opened:
+        opened.import_card(write(tmp_path, "c.json", card))
+        chat = opened.chat("c1")
+        greeting = chat.branch()[-1].id
+        first = chat.prepare("the fog and the bell")  # 2 messages: both come in, timers end at 6
+        chat.record("ok")
+        second = chat.preview("only the bell")  # 4 messages: fog sticky, bell cooling
+        chat.prepare("only the bell")
+        chat.record("ok")
+        rerolled = chat.reroll()
+        chat.record("ok again")
+        third = chat.preview("the bell")  # 6 messages: both timers ended
+        chat.rewind(greeting)
+        edited = chat.preview("only the bell")  # another branch: no timer
+    for turn in (first, second, rerolled, third, edited):
+        assert turn.lore is not None
+    assert first.lore.included == ("fog", "bell")  # type: ignore[union-attr]
+    assert second.lore.included == ("fog",) == rerolled.lore.included  # type: ignore[union-attr]
+    assert third.lore.included == ("bell",) and edited.lore.included == ("bell",)  # type: ignore[union-attr]
