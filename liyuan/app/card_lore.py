@@ -48,6 +48,7 @@ class CardLore:
 
         A card is kept whole as ``角色卡.json`` (unknown fields too) and gives new chats
         their greeting; its ``character_book`` (or the lore book) becomes ``设定集.yaml``.
+        What became of each field is in the result's ``notes`` (one activity line per field).
 
         Args:
             path: The file.
@@ -68,6 +69,8 @@ class CardLore:
         if card.is_card:
             save_card_data(self.path, card.data)
             self._card_char = None
+        for line in card.report_summary():
+            self._emit(Activity("lore", line))
         return card
 
     def _lore_names(self) -> tuple[str, str]:

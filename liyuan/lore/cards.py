@@ -48,6 +48,7 @@ from typing import Any, Literal
 import regex
 
 from liyuan.errors import CardImportError, LoreError
+from liyuan.lore.compat import field_notes, status_word
 from liyuan.lore.containers import Container, read_container
 from liyuan.lore.model import (
     DEFAULT_SCAN_TURNS,
@@ -79,14 +80,14 @@ class ImportNote:
 
     entry: str
     field: str
-    status: Literal["obeyed", "approximated", "not_applicable", "skipped"]
+    status: Literal["obeyed", "approximated", "kept", "not_applicable", "skipped"]
+    """As :mod:`liyuan.lore.compat` says (``kept``: kept for export, not obeyed), or ``skipped``."""
     how: str
-    """Chinese: how it is approximated, why it does not apply, what was left out."""
+    """Chinese: how it is obeyed or approximated, why it is not, what was left out."""
 
     def line(self) -> str:
         """The note as one Chinese line."""
-        word = {"obeyed": "照做", "approximated": "近似", "not_applicable": "不适用", "skipped": "跳过"}[self.status]
-        return f"「{self.entry}」{self.field}：{word}，{self.how}"
+        return f"「{self.entry}」{self.field}：{status_word(self.status)}，{self.how}"
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,15 @@ class ImportedCard:
     def report_lines(self) -> list[str]:
         """The import report, one Chinese line per note."""
         return [note.line() for note in self.notes]
+
+    def report_summary(self) -> list[str]:
+        """The import report by field: one line each, with how many entries and the first few titles."""
+        by_field: dict[tuple[str, str, str], list[str]] = {}
+        for note in self.notes:
+            by_field.setdefault((note.field, note.status, note.how), []).append(note.entry)
+        return [f"导入设定集：{field} {status_word(status)}（{how}），{len(titles)} 条："
+                + "、".join(f"「{t}」" for t in titles[:5]) + ("……" if len(titles) > 5 else "")
+                for (field, status, how), titles in by_field.items()]
 
     @property
     def is_card(self) -> bool:
@@ -256,6 +266,7 @@ def _card_entry(raw: Any, number: int, notes: list[ImportNote]) -> LoreEntry:
     if decorators:
         extra["decorators"] = decorators
     fields["extra"] = extra
+    notes += [ImportNote(title, name, status, how) for name, status, how in field_notes(raw, decorators)]
     return _checked(fields, where)
 
 
@@ -294,6 +305,7 @@ def _st_entry(raw: Any, number: int, notes: list[ImportNote]) -> LoreEntry:
         fields["scan_turns"] = turns
     fields["sources"] = tuple(_texts(rest.pop("liyuan_sources", None)))
     fields["extra"] = rest | kept
+    notes += [ImportNote(title, name, status, how) for name, status, how in field_notes(raw, [])]
     return _checked(fields, where)
 
 

@@ -113,3 +113,18 @@ def test_sticky_and_cooldown_are_read_back_from_the_branch(tmp_path: Path) -> No
     assert first.lore.included == ("fog", "bell")  # type: ignore[union-attr]
     assert second.lore.included == ("fog",) == rerolled.lore.included  # type: ignore[union-attr]
     assert third.lore.included == ("bell",) and edited.lore.included == ("bell",)  # type: ignore[union-attr]
+
+
+def test_the_import_report_tells_obeyed_approximated_kept_and_not_applicable_apart() -> None:
+    entry = st_entry(0, ["fog"], "@@depth 3\n@@keep_activate_after_match\nFog.", comment="fog", probability=40,
+                     position=4, depth=2, role=1, sticky=2, delay=3, use_group_scoring=True, scan_depth=3)
+    read = card_from_json(st_card([entry, st_entry(1, ["bell"], "Bell.")]))
+    notes = {(n.entry, n.field): n.status for n in read.notes}
+    assert notes[("fog", "probability")] == "approximated" and notes[("fog", "delay")] == "obeyed"
+    assert notes[("fog", "sticky")] == "approximated" and notes[("fog", "scan_depth")] == "approximated"
+    assert notes[("fog", "position")] == notes[("fog", "depth")] == notes[("fog", "role")] == "not_applicable"
+    assert notes[("fog", "@@depth")] == "not_applicable" and notes[("fog", "@@keep_activate_after_match")] == "kept"
+    assert notes[("fog", "use_regex")] == notes[("fog", "use_group_scoring")] == "kept"
+    assert not [key for key in notes if key[0] == "bell" and key[1] != "use_regex"]  # defaults ask for nothing
+    lines = read.report_lines()
+    assert "「fog」probability：近似" in "\n".join(lines) and "「fog」position：不适用" in "\n".join(lines)
