@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from liyuan import Card
+from liyuan.lore import LoreBook
 from liyuan.lore.activate import activate_entries, turn_segments
 from liyuan.lore.cards import card_from_json
 from liyuan.lore.match import LoreIndex
@@ -128,3 +129,36 @@ def test_the_import_report_tells_obeyed_approximated_kept_and_not_applicable_apa
     assert not [key for key in notes if key[0] == "bell" and key[1] != "use_regex"]  # defaults ask for nothing
     lines = read.report_lines()
     assert "「fog」probability：近似" in "\n".join(lines) and "「fog」position：不适用" in "\n".join(lines)
+
+
+def test_activate_dont_activate_and_exclude_keys_decorators(tmp_path: Path) -> None:
+    card = st_card([st_entry(0, ["nothing"], "@@activate\nAlways.", comment="always"),
+                    st_entry(1, ["fog"], "@@dont_activate\nNever.", comment="never"),
+                    st_entry(2, ["fog"], "@@exclude_keys night\nDay fog.", comment="day")])
+    assert sent(tmp_path, card, [], "the fog") == ["always", "day"]
+    assert sent(tmp_path, card, [], "the fog at night") == ["always"]
+
+
+def test_the_site_table_lists_every_field_with_the_import_reports_status() -> None:
+    """docs/memory.md#lore-fields and liyuan.lore.compat say the same, and every cited test exists."""
+    import re
+
+    from liyuan.lore.compat import DECORATORS, FIELDS, status_word
+    root = Path(__file__).resolve().parents[3]
+    page = (root / "docs" / "memory.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `(@*[A-Za-z_]+)` \| ([^|]+) \|", page, re.MULTILINE))
+    for name, (status, _how) in {**FIELDS, **DECORATORS}.items():
+        assert rows.get(name, "").strip() == status_word(status), name
+    tests = "".join(p.read_text(encoding="utf-8") for p in (root / "tests" / "liyuan" / "lore").glob("test_*.py"))
+    start = page.index("{ #lore-fields }")
+    table = page[start:page.index("\n## ", start)]
+    for cited in set(re.findall(r"`(test_[a-z0-9_]+)`", table)):
+        assert f"def {cited}(" in tests, cited
+
+
+def test_an_older_lore_file_with_regex_true_keeps_its_meaning() -> None:
+    from liyuan.lore.model import entry_from_dict
+    entry = entry_from_dict({"title": "年份", "keys": [r"\d{4}年", "/已是/"], "regex": True})
+    assert entry.keys == (r"/\d{4}年/i", "/已是/")
+    index = LoreIndex(LoreBook((entry,)))
+    assert [h.title for _, h in activate_entries(index, ["那是1987年"])] == ["年份"]
