@@ -43,12 +43,12 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import regex
 
 from liyuan.errors import CardImportError, LoreError
-from liyuan.lore.compat import field_notes, status_word
+from liyuan.lore.compat import ImportNote, field_notes, summary_lines
 from liyuan.lore.containers import Container, read_container
 from liyuan.lore.model import (
     DEFAULT_SCAN_TURNS,
@@ -75,22 +75,6 @@ _ST_LOGIC: dict[int, Logic] = {0: "and_any", 1: "not_all", 2: "not_any", 3: "and
 
 
 @dataclass(frozen=True)
-class ImportNote:
-    """What the import did with one field of one entry."""
-
-    entry: str
-    field: str
-    status: Literal["obeyed", "approximated", "kept", "not_applicable", "skipped"]
-    """As :mod:`liyuan.lore.compat` says (``kept``: kept for export, not obeyed), or ``skipped``."""
-    how: str
-    """Chinese: how it is obeyed or approximated, why it is not, what was left out."""
-
-    def line(self) -> str:
-        """The note as one Chinese line."""
-        return f"「{self.entry}」{self.field}：{status_word(self.status)}，{self.how}"
-
-
-@dataclass(frozen=True)
 class ImportedCard:
     """What a card or lore book file holds, in liyuan's terms."""
 
@@ -112,12 +96,7 @@ class ImportedCard:
 
     def report_summary(self) -> list[str]:
         """The import report by field: one line each, with how many entries and the first few titles."""
-        by_field: dict[tuple[str, str, str], list[str]] = {}
-        for note in self.notes:
-            by_field.setdefault((note.field, note.status, note.how), []).append(note.entry)
-        return [f"导入设定集：{field} {status_word(status)}（{how}），{len(titles)} 条："
-                + "、".join(f"「{t}」" for t in titles[:5]) + ("……" if len(titles) > 5 else "")
-                for (field, status, how), titles in by_field.items()]
+        return summary_lines(self.notes)
 
     @property
     def is_card(self) -> bool:

@@ -8,10 +8,11 @@ says why), ``not_applicable`` (不适用: has no meaning in 梨园's layout, the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["DECORATORS", "FIELDS", "Status", "field_notes", "status_word"]
+__all__ = ["DECORATORS", "FIELDS", "ImportNote", "Status", "field_notes", "status_word", "summary_lines"]
 
 Status = Literal["obeyed", "approximated", "kept", "not_applicable"]
 
@@ -134,3 +135,29 @@ def field_notes(raw: Mapping[str, Any], decorators: list[str]) -> list[tuple[str
 def status_word(status: str) -> str:
     """The status in Chinese (as the import report and the site write it)."""
     return _WORD[status]
+
+
+@dataclass(frozen=True)
+class ImportNote:
+    """What the import did with one field of one entry."""
+
+    entry: str
+    field: str
+    status: Literal["obeyed", "approximated", "kept", "not_applicable", "skipped"]
+    """As :mod:`liyuan.lore.compat` says (``kept``: kept for export, not obeyed), or ``skipped``."""
+    how: str
+    """Chinese: how it is obeyed or approximated, why it is not, what was left out."""
+
+    def line(self) -> str:
+        """The note as one Chinese line."""
+        return f"「{self.entry}」{self.field}：{status_word(self.status)}，{self.how}"
+
+
+def summary_lines(notes: Sequence[ImportNote]) -> list[str]:
+    """The import report by field: one line each, with how many entries and the first few titles."""
+    by_field: dict[tuple[str, str, str], list[str]] = {}
+    for note in notes:
+        by_field.setdefault((note.field, note.status, note.how), []).append(note.entry)
+    return [f"导入设定集：{field} {status_word(status)}（{how}），{len(titles)} 条："
+            + "、".join(f"「{t}」" for t in titles[:5]) + ("……" if len(titles) > 5 else "")
+            for (field, status, how), titles in by_field.items()]

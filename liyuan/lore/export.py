@@ -10,9 +10,10 @@ Invariants:
   × 2), the book's recursion. Macros (``{{char}}``, ``{{user}}``) come back as written:
   the stored book keeps them. Decorators go back on top of the content.
 - Everything else is the entry's ``extra`` as it came, so importing what was exported
-  gives an equal book (:func:`book_from_card_book`'s inverse); this holds as well after a
-  hand edit of ``设定集.yaml`` or :meth:`~liyuan.app.card.Card.adopt_lore`, since no field
-  the import reads is kept twice.
+  (:mod:`liyuan.lore.cards`) gives an equal book; this holds as well after a hand edit of
+  ``设定集.yaml`` or :meth:`~liyuan.app.card.Card.adopt_lore`, since no field the import
+  reads is kept twice. Not carried: ``recursion_steps`` other than 0 or the import's
+  default (a card says only whether it recurses).
 - A book read from one format and written to the other moves the fields SillyTavern keeps
   under ``extensions`` in a card (``probability``, ``group`` ...) to their World Info names
   and back, as SillyTavern's own converters do.
