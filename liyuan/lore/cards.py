@@ -188,6 +188,21 @@ def _title(rest: dict[str, Any], keys: list[str], number: int) -> str:
     return keys[0] if keys else f"条目 {number}"
 
 
+def _apply_decorators(fields: dict[str, Any], decorators: list[str]) -> None:
+    """What the decorators at the top of the content ask, on top of the entry's fields."""
+    for line in decorators:
+        name, _, value = line[2:].partition(" ")
+        if name == "activate":
+            fields["constant"] = True
+        elif name == "dont_activate" and "@@activate" not in decorators:
+            fields["enabled"] = False
+        elif name == "scan_depth" and value.strip().isdigit():
+            fields["scan_turns"] = _turns(int(value))
+        elif name in ("additional_keys", "exclude_keys") and not fields["secondary_keys"]:
+            fields["secondary_keys"] = tuple(_texts(value))
+            fields["logic"] = "and_any" if name == "additional_keys" else "not_any"
+
+
 def _card_entry(raw: Any, number: int, notes: list[ImportNote]) -> LoreEntry:
     """One ``character_book`` entry. Every field read is taken out of ``extra`` (export writes it
     back from the entry), so a hand edit is never contradicted by a stale copy."""
@@ -228,17 +243,7 @@ def _card_entry(raw: Any, number: int, notes: list[ImportNote]) -> LoreEntry:
         fields["prevent_recursion"] = prevent
     ext.pop("case_sensitive", None)
     fields["sources"] = tuple(_texts(ext.pop("liyuan_sources", None)))
-    for line in decorators:
-        name, _, value = line[2:].partition(" ")
-        if name == "activate":
-            fields["constant"] = True
-        elif name == "dont_activate" and "@@activate" not in decorators:
-            fields["enabled"] = False
-        elif name == "scan_depth" and value.strip().isdigit():
-            fields["scan_turns"] = _turns(int(value))
-        elif name in ("additional_keys", "exclude_keys") and not fields["secondary_keys"]:
-            fields["secondary_keys"] = tuple(_texts(value))
-            fields["logic"] = "and_any" if name == "additional_keys" else "not_any"
+    _apply_decorators(fields, decorators)
     extra = rest | kept
     if ext:
         extra["extensions"] = ext
@@ -270,8 +275,9 @@ def _st_entry(raw: Any, number: int, notes: list[ImportNote]) -> LoreEntry:
     kept: dict[str, Any] = {}
     keys = _usable(keys, title, "keys", notes, kept)
     secondary = _usable(secondary, title, "secondary_keys", notes, kept)
+    content, decorators = _split_decorators(str(raw.get("content") or ""))
     fields: dict[str, Any] = {
-        "title": title, "content": str(raw.get("content") or "").strip("\n"),
+        "title": title, "content": content,
         "keys": tuple(keys), "secondary_keys": tuple(secondary),
         "logic": _ST_LOGIC.get(_int(raw.get("selectiveLogic"), 0), "and_any"),
         "constant": _bool(raw.get("constant"), False), "enabled": not _bool(raw.get("disable"), False),
@@ -283,8 +289,9 @@ def _st_entry(raw: Any, number: int, notes: list[ImportNote]) -> LoreEntry:
     if (turns := _turns(raw.get("scanDepth"))) is not None:
         fields["scan_turns"] = turns
     fields["sources"] = tuple(_texts(rest.pop("liyuan_sources", None)))
-    fields["extra"] = rest | kept
-    notes += [ImportNote(title, name, status, how) for name, status, how in field_notes(raw, [])]
+    _apply_decorators(fields, decorators)
+    fields["extra"] = rest | kept | ({"decorators": decorators} if decorators else {})
+    notes += [ImportNote(title, name, status, how) for name, status, how in field_notes(raw, decorators)]
     return _checked(fields, where)
 
 

@@ -162,3 +162,13 @@ def test_an_older_lore_file_with_regex_true_keeps_its_meaning() -> None:
     assert entry.keys == (r"/\d{4}年/i", "/已是/")
     index = LoreIndex(LoreBook((entry,)))
     assert [h.title for _, h in activate_entries(index, ["那是1987年"])] == ["年份"]
+
+
+def test_world_info_content_decorators_are_read_as_sillytavern_reads_them() -> None:
+    from liyuan.lore.activate import lore_for_turn
+    info = {"entries": {"0": {"uid": 0, "key": ["nothing"], "comment": "always", "content": "@@activate\nAlways."},
+                        "1": {"uid": 1, "key": ["fog"], "comment": "never", "content": "@@dont_activate\nNever."}}}
+    book = card_from_json(info).book
+    assert book is not None and book.entries[0].content == "Always." and book.entries[0].constant
+    blocks = lore_for_turn(LoreIndex(book), [], "the fog", 2000)
+    assert blocks.report.included == ("always",) and "@@" not in blocks.text
