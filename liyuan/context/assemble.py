@@ -37,7 +37,7 @@ from liyuan.context.budget import (
 from liyuan.context.record import BlockRecord, BudgetCut, TurnRecord, block, estimate
 from liyuan.lore.activate import DEFAULT_LORE_SHARE, LoreReport, lore_for_turn, lore_share_chars, replay_turn
 from liyuan.lore.match import LoreIndex
-from liyuan.lore.rules import TurnPlace
+from liyuan.lore.rules import NO_PLACE, TurnPlace
 from liyuan.lore.timed import Said, timers_for_turn, turn_place
 from liyuan.model import ChatMessage
 from liyuan.session.entries import Entry, is_message
@@ -252,7 +252,10 @@ def _record(view: Sequence[Entry], active: ActiveSummary | None, history: Histor
 def _lore_place(branch: Sequence[Entry], user_text: str, lore: LoreIndex,
                 names: tuple[str, str]) -> tuple[TurnPlace, tuple[frozenset[int], frozenset[int]]]:
     """Where a turn stands on its branch (the seed of the lore rolls: the entry it answers after,
-    the same for a preview, the turn and its reroll) and the lore timers running there."""
+    the same for a preview, the turn and its reroll) and the lore timers running there.
+    A book without such rules costs no walk of the branch."""
+    if not (lore.has_rules or lore.has_timers):
+        return NO_PLACE, (frozenset(), frozenset())
     said: list[Said] = [(e.id, e.parent_id, e.role or "", e.text) for e in branch
                         if e.type == "message" and e.role in ("user", "assistant")]
     new = bool(user_text.strip())
