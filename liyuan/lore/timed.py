@@ -14,7 +14,7 @@ Rules, in messages as SillyTavern counts them (the user's new message included):
 - An entry with ``cooldown`` N that comes in cannot come in again while the chat has fewer
   than M + N messages (a sticky one stays in meanwhile); when a sticky one ends, its
   cooldown starts from there.
-- Only the last :data:`TIMED_TURNS_BACK` turns are played again (a bound on the work per
+- Only the last :data:`TIMER_TURNS_BACK` turns are played again (a bound on the work per
   turn); a timer longer than that is cut to it.
 """
 
@@ -27,9 +27,9 @@ from typing import Any
 from liyuan.lore.match import LoreIndex
 from liyuan.lore.rules import TurnPlace
 
-__all__ = ["TIMED_TURNS_BACK", "Said", "Timers", "timers_for_turn", "turn_place"]
+__all__ = ["TIMER_TURNS_BACK", "Said", "Timers", "timers_for_turn", "turn_place"]
 
-TIMED_TURNS_BACK = 25
+TIMER_TURNS_BACK = 25
 """At most this many earlier turns are played again to work out the timers."""
 
 Said = tuple[str, str | None, str, str]
@@ -92,7 +92,7 @@ def timers_for_turn(index: LoreIndex, said: Sequence[Said], names: tuple[str, st
         return frozenset(), frozenset()
     lengths = lengths_of(index)
     timers = Timers()
-    starts = [i for i, (_, _, role, _) in enumerate(said) if role == "user"][-TIMED_TURNS_BACK:]
+    starts = [i for i, (_, _, role, _) in enumerate(said) if role == "user"][-TIMER_TURNS_BACK:]
     for start in starts:
         _id, parent, _role, text = said[start]
         place = turn_place(said[:start], True, parent or "")
