@@ -30,11 +30,11 @@ Rules, one by one (each has its test):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
 from itertools import chain
 
 from liyuan.lore.match import KeyHits, LoreIndex, RegexClock
 from liyuan.lore.model import LOGICS, LORE_INDEX_MAX_CHARS, MAX_RECURSION_STEPS, Logic, LoreEntry
+from liyuan.lore.report import LoreBlocks, LoreCut, LoreHit, LoreReport
 from liyuan.lore.rules import NO_PLACE, TurnPlace, choose_in_groups, roll
 
 __all__ = [
@@ -66,87 +66,6 @@ def utf16_len(text: str) -> int:
 def lore_share_chars(budget_chars: int, share: float = DEFAULT_LORE_SHARE) -> int:
     """Characters 【相关设定】 and 【设定集索引】 may take together this turn."""
     return max(0, int(budget_chars * share))
-
-
-@dataclass(frozen=True)
-class LoreHit:
-    """One activated entry and why."""
-
-    title: str
-    why: str
-    """Chinese: ``常驻``, ``关键词「雾港」（新消息）``, ``递归第 1 步：……``."""
-    step: int = 0
-    """0: activated by the chat text; n: by content, recursion step n."""
-
-
-@dataclass(frozen=True)
-class LoreCut:
-    """An activated entry whose full text did not fit this turn."""
-
-    title: str
-    chars: int
-    """Its block's length (UTF-16 units)."""
-    left: int
-    """What was left of the share when it came up."""
-
-
-@dataclass(frozen=True)
-class LoreReport:
-    """What the lore layer did this turn (kept on the turn's record)."""
-
-    activated: tuple[LoreHit, ...]
-    included: tuple[str, ...]
-    """Titles whose full text is in 【相关设定】, in order."""
-    cut: tuple[LoreCut, ...]
-    share_chars: int
-    text_chars: int
-    index_chars: int
-    index_titles: int
-    """Titles listed in 【设定集索引】."""
-    index_left_out: int
-    """Enabled entries neither in full nor in the index (the index ran out of room)."""
-    entries: int
-    """Entries in the book."""
-    regex_timeouts: tuple[str, ...] = ()
-    regex_skipped: int = 0
-    dropped: tuple[tuple[str, str], ...] = ()
-    """Entries that matched but did not come in, with why (probability, inclusion group)."""
-
-    def lines(self) -> list[str]:
-        """The activity lines (Chinese) for this turn: one summary, one per cut entry."""
-        if not self.activated and not self.index_titles and not self.dropped:
-            return []
-        constant = sum(1 for hit in self.activated if hit.why == "常驻")
-        lines = [f"设定集：激活 {len(self.activated)} 条（常驻 {constant} 条），【相关设定】放进 "
-                 f"{len(self.included)} 条 {self.text_chars} 字，【设定集索引】列 {self.index_titles} 条标题 "
-                 f"{self.index_chars} 字（份额 {self.share_chars} 字）"]
-        lines += [f"设定集：「{cut.title}」已激活但放不下（{cut.chars} 字，份额只剩 {cut.left} 字），"
-                  "本轮只在索引里列标题" for cut in self.cut]
-        if self.regex_timeouts:
-            lines.append(f"设定集：{len(self.regex_timeouts)} 个正则关键词超时，按没匹配算："
-                         + "、".join(self.regex_timeouts[:5]))
-        if self.regex_skipped:
-            lines.append(f"设定集：本轮正则时限用完，{self.regex_skipped} 个正则关键词没有检查")
-        lines += [f"设定集：「{title}」匹配了但没放进来：{why}" for title, why in self.dropped]
-        return lines
-
-    def to_dict(self) -> dict[str, object]:
-        """JSON-able (for the harness's turn record); ``dropped`` only when an entry was."""
-        data = asdict(self)
-        if not self.dropped:
-            del data["dropped"]
-        return data
-
-
-@dataclass(frozen=True)
-class LoreBlocks:
-    """The two blocks' bodies (labels not included) and the report."""
-
-    text: str
-    """【相关设定】: the included entries, each ``「标题」`` then its content."""
-    index: str
-    """【设定集索引】: ``- 标题`` lines."""
-    report: LoreReport
 
 
 def turn_segments(items: Sequence[tuple[str, str]], new_words: str, turns: int,
@@ -207,9 +126,8 @@ class _Activation:
         """The entry's hit when a primary key is found and its secondary keys pass its logic."""
         index, entry, hits = self.index, self.index.entries[number], self.hits
         within = index.depth[number]
-        regex_primary, regex_secondary = index.patterns.get(number, ([], []))
-        texts = (["\n".join(self.segments[:within + 1])] + ([t for t, _ in self.lore_texts] if step else [])
-                 if number in index.patterns else [])
+        regex_primary = index.patterns.get(number, ([], []))[0]
+        texts = self._texts(number, step) if number in index.patterns else []
         why = None
         for key_id, key in index.primary[number]:
             first = hits.depth.get(key_id)
@@ -224,15 +142,39 @@ class _Activation:
             if written is None:
                 return None
             why = f"正则「{written}」" if not step else f"递归第 {step} 步：正则「{written}」"
-        present = [index.found(hits, k, within, entry.whole_word)
-                   or any(index.text_found(k, t, f, entry.whole_word) for t, f in self.lore_texts)
-                   for k in index.secondary[number]]
-        present += [any(self.clock.search(p, t) for t in texts) for p in regex_secondary]
+        present = self.secondary(number, texts)
         if not _logic_passes(entry.logic, present):
             return None
         if present:
             why += f"，次要关键词{LOGICS[entry.logic]}"
         return LoreHit(entry.title, why, step)
+
+    def _texts(self, number: int, step: int) -> list[str]:
+        within = self.index.depth[number]
+        return ["\n".join(self.segments[:within + 1])] + ([t for t, _ in self.lore_texts] if step else [])
+
+    def secondary(self, number: int, texts: Sequence[str]) -> list[bool]:
+        """Whether each secondary key (plain, then regex) is present."""
+        index, entry = self.index, self.index.entries[number]
+        within = index.depth[number]
+        present = [index.found(self.hits, k, within, entry.whole_word)
+                   or any(index.text_found(k, t, f, entry.whole_word) for t, f in self.lore_texts)
+                   for k in index.secondary[number]]
+        return present + [any(self.clock.search(p, t) for t in texts) for p in index.patterns.get(number, ([], []))[1]]
+
+    def score(self, number: int, step: int) -> int:
+        """SillyTavern's group score: primary keys found, plus the secondary ones under a positive logic."""
+        index, entry = self.index, self.index.entries[number]
+        within, texts = index.depth[number], self._texts(number, step)
+        whole = entry.whole_word
+        primary = sum(1 for key_id, _ in index.primary[number] if index.found(self.hits, key_id, within, whole)
+                      or any(index.text_found(key_id, t, f, whole) for t, f in self.lore_texts))
+        patterns = index.patterns.get(number, ([], []))[0]
+        primary += sum(1 for _, p in patterns if any(self.clock.search(p, t) for t in texts))
+        present = self.secondary(number, texts)
+        if present and (entry.logic == "and_any" or (entry.logic == "and_all" and all(present))):
+            return primary + sum(present)
+        return primary
 
     def add(self, numbers: Sequence[int]) -> None:
         for number in numbers:
@@ -285,7 +227,10 @@ def activate_entries(index: LoreIndex, segments: Sequence[str], clock: RegexCloc
         if index.has_rules:
             held = [n for n in new if n in sticky]
             taken = {group for number in (*run.found, *held) for group in rules[number].groups}
-            new, fallen = choose_in_groups([n for n in new if n not in sticky], rules, index.orders, taken, place)
+            def score(number: int, at: int = step) -> int:
+                return run.score(number, at)
+            new, fallen = choose_in_groups([n for n in new if n not in sticky], rules, index.orders, taken, place,
+                                           score)
             for number, why in fallen.items():
                 failed.add(number)
                 if dropped is not None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +68,8 @@ class EntryRules:
     """``@@activate_only_after``: not before this many character messages."""
     only_every: int = 0
     """``@@activate_only_every``: only when the character's message count is a multiple of it."""
+    scoring: bool = False
+    """``use_group_scoring``: in its group, it falls when another member found more keys."""
     sticky: int = 0
     """Messages it stays in once it came in (:mod:`liyuan.lore.timed`)."""
     cooldown: int = 0
@@ -128,6 +130,7 @@ def rules_of(entry: LoreEntry) -> EntryRules:
         group_override=field("groupOverride", "group_override") is True,
         group_weight=abs(_number(field("groupWeight", "group_weight"), DEFAULT_WEIGHT)),
         recursion_level=recursion_level, delay=max(0, int(_number(field("delay", "delay"), 0))),
+        scoring=field("useGroupScoring", "use_group_scoring") is True,
         sticky=max(0, int(_number(field("sticky", "sticky"), 0))),
         cooldown=max(0, int(_number(field("cooldown", "cooldown"), 0))),
         only_after=_decorator(entry, "activate_only_after"), only_every=_decorator(entry, "activate_only_every"))
@@ -141,11 +144,13 @@ def roll(place: TurnPlace, number: int, what: str) -> float:
 
 
 def choose_in_groups(new: Sequence[int], rules: Sequence[EntryRules], order: Sequence[int],
-                     taken_groups: set[str], place: TurnPlace) -> tuple[list[int], dict[int, str]]:
+                     taken_groups: set[str], place: TurnPlace,
+                     score: Callable[[int], int] | None = None) -> tuple[list[int], dict[int, str]]:
     """The entries of ``new`` that survive their inclusion groups, and why each other one fell.
 
     A group already represented this turn takes no other entry; among several new entries of
-    one group, the ``group_override`` one of highest order wins, else one is drawn by weight.
+    one group, a ``use_group_scoring`` one that found fewer keys than the best falls first
+    (``score``), then the ``group_override`` one of highest order wins, else one is drawn by weight.
     """
     by_group: dict[str, list[int]] = {}
     for number in new:
@@ -157,6 +162,12 @@ def choose_in_groups(new: Sequence[int], rules: Sequence[EntryRules], order: Seq
         if group in taken_groups:
             fallen |= {n: f"组「{group}」本轮已有条目" for n in alive}
             continue
+        if score is not None and any(rules[n].scoring for n in alive):
+            scores = {n: score(n) for n in alive}
+            best = max(scores.values())
+            fallen |= {n: f"组「{group}」里别的条目命中的关键词更多" for n in alive
+                       if rules[n].scoring and scores[n] < best}
+            alive = [n for n in alive if n not in fallen]
         if len(alive) <= 1:
             continue
         override = [n for n in alive if rules[n].group_override]

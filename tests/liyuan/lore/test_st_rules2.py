@@ -69,6 +69,14 @@ def test_an_inclusion_group_lets_one_entry_in(tmp_path: Path) -> None:
     segments = turn_segments([], "sky", index.max_depth)
     for i in range(30):
         assert [h.title for _, h in activate_entries(index, segments, place=TurnPlace(f"x{i}", 1, 0))] == ["sun"]
+    scored = [st_entry(0, ["sky", "wet"], "Rain.", comment="rain", group="weather", use_group_scoring=True),
+              st_entry(1, ["sky"], "Sun.", comment="sun", group="weather", use_group_scoring=True, group_weight=10**6)]
+    book = card_from_json(st_card(scored)).book
+    assert book is not None
+    index = LoreIndex(book)
+    segments = turn_segments([], "a wet sky", index.max_depth)
+    for i in range(30):  # rain found two keys, sun one: sun falls whatever its weight
+        assert [h.title for _, h in activate_entries(index, segments, place=TurnPlace(f"x{i}", 1, 0))] == ["rain"]
 
 
 def test_delay_until_recursion_waits_for_another_entrys_content(tmp_path: Path) -> None:
@@ -125,7 +133,7 @@ def test_the_import_report_tells_obeyed_approximated_kept_and_not_applicable_apa
     assert notes[("fog", "sticky")] == "approximated" and notes[("fog", "scan_depth")] == "approximated"
     assert notes[("fog", "position")] == notes[("fog", "depth")] == notes[("fog", "role")] == "not_applicable"
     assert notes[("fog", "@@depth")] == "not_applicable" and notes[("fog", "@@keep_activate_after_match")] == "kept"
-    assert notes[("fog", "use_regex")] == notes[("fog", "use_group_scoring")] == "kept"
+    assert notes[("fog", "use_regex")] == "kept" and notes[("fog", "use_group_scoring")] == "obeyed"
     assert not [key for key in notes if key[0] == "bell" and key[1] != "use_regex"]  # defaults ask for nothing
     lines = read.report_lines()
     assert "「fog」probability：近似" in "\n".join(lines) and "「fog」position：不适用" in "\n".join(lines)
