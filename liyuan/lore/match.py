@@ -173,7 +173,7 @@ class LoreIndex:
         self.rules = [rules_of(entry) for entry in self.entries]
         """Each entry's probability, groups, delays (:mod:`liyuan.lore.rules`)."""
         self.has_rules = any(not rules.plain for rules in self.rules)
-        self.has_timers = any(rules.sticky or rules.cooldown for rules in self.rules)
+        self.has_timers = any(rules.sticky or rules.cooldown or rules.after_match for rules in self.rules)
         self.delayed = [n for n, rules in enumerate(self.rules) if rules.recursion_level and self.entries[n].enabled]
         """Enabled entries held back until a recursion step (``delay_until_recursion``)."""
         self.orders = [entry.order for entry in self.entries]

@@ -70,6 +70,8 @@ class EntryRules:
     """``@@activate_only_every``: only when the character's message count is a multiple of it."""
     scoring: bool = False
     """``use_group_scoring``: in its group, it falls when another member found more keys."""
+    after_match: str = ""
+    """``keep`` (``@@keep_activate_after_match``) or ``drop`` (``@@dont_activate_after_match``)."""
     sticky: int = 0
     """Messages it stays in once it came in (:mod:`liyuan.lore.timed`)."""
     cooldown: int = 0
@@ -110,6 +112,14 @@ def _decorator(entry: LoreEntry, name: str) -> int:
     return 0
 
 
+def _after_match(entry: LoreEntry) -> str:
+    decorators = entry.extra.get("decorators")
+    found = {str(line).strip() for line in decorators} if isinstance(decorators, list) else set()
+    if "@@keep_activate_after_match" in found:
+        return "keep"
+    return "drop" if "@@dont_activate_after_match" in found else ""
+
+
 def rules_of(entry: LoreEntry) -> EntryRules:
     """The entry's rules, from its ``extra`` (World Info names first, then a card's ``extensions``)."""
     extra = entry.extra
@@ -133,7 +143,8 @@ def rules_of(entry: LoreEntry) -> EntryRules:
         scoring=field("useGroupScoring", "use_group_scoring") is True,
         sticky=max(0, int(_number(field("sticky", "sticky"), 0))),
         cooldown=max(0, int(_number(field("cooldown", "cooldown"), 0))),
-        only_after=_decorator(entry, "activate_only_after"), only_every=_decorator(entry, "activate_only_every"))
+        only_after=_decorator(entry, "activate_only_after"), only_every=_decorator(entry, "activate_only_every"),
+        after_match=_after_match(entry))
     return _PLAIN if rules == _PLAIN else rules
 
 

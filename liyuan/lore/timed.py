@@ -14,8 +14,10 @@ Rules, in messages as SillyTavern counts them (the user's new message included):
 - An entry with ``cooldown`` N that comes in cannot come in again while the chat has fewer
   than M + N messages (a sticky one stays in meanwhile); when a sticky one ends, its
   cooldown starts from there.
+- SPEC_V3's ``@@keep_activate_after_match`` keeps an entry in once it came in at an earlier
+  turn, ``@@dont_activate_after_match`` keeps it out from then on.
 - Only the last :data:`TIMER_TURNS_BACK` turns are played again (a bound on the work per
-  turn); a timer longer than that is cut to it.
+  turn); a timer longer than that, or a match further back, is not seen.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class Timers:
 
     sticky: dict[int, int] = field(default_factory=dict)
     cooldown: dict[int, int] = field(default_factory=dict)
+    matched: set[int] = field(default_factory=set)
+    """Entries that came in at an earlier turn (for the two ``…_after_match`` decorators)."""
 
     def at(self, messages: int, lengths: Sequence[tuple[int, int]]) -> tuple[frozenset[int], frozenset[int]]:
         """The sticky and cooling entries at ``messages``; ended stickies start their cooldown."""
@@ -57,6 +61,7 @@ class Timers:
 
     def came_in(self, numbers: Sequence[int], messages: int, lengths: Sequence[tuple[int, int]]) -> None:
         """Start the timers of the entries that came in at ``messages``."""
+        self.matched.update(numbers)
         for number in numbers:
             sticky, cooldown = lengths[number]
             if sticky and number not in self.sticky:
@@ -92,11 +97,18 @@ def timers_for_turn(index: LoreIndex, said: Sequence[Said], names: tuple[str, st
         return frozenset(), frozenset()
     lengths = lengths_of(index)
     timers = Timers()
+    keep = {n for n, rules in enumerate(index.rules) if rules.after_match == "keep"}
+    drop = {n for n, rules in enumerate(index.rules) if rules.after_match == "drop"}
+
+    def running(messages: int) -> tuple[frozenset[int], frozenset[int]]:
+        sticky, cooldown = timers.at(messages, lengths)
+        return sticky | (timers.matched & keep), cooldown | (timers.matched & drop)
+
     starts = [i for i, (_, _, role, _) in enumerate(said) if role == "user"][-TIMER_TURNS_BACK:]
     for start in starts:
         _id, parent, _role, text = said[start]
         place = turn_place(said[:start], True, parent or "")
-        sticky, cooldown = timers.at(place.messages, lengths)
+        sticky, cooldown = running(place.messages)
         items = [(role, body) for _, _, role, body in said[:start]]
         timers.came_in(play(items, text, place, sticky, cooldown), place.messages, lengths)
-    return timers.at(now, lengths)
+    return running(now)

@@ -125,14 +125,14 @@ def test_sticky_and_cooldown_are_read_back_from_the_branch(tmp_path: Path) -> No
 
 
 def test_the_import_report_tells_obeyed_approximated_kept_and_not_applicable_apart() -> None:
-    entry = st_entry(0, ["fog"], "@@depth 3\n@@keep_activate_after_match\nFog.", comment="fog", probability=40,
+    entry = st_entry(0, ["fog"], "@@depth 3\n@@is_greeting 1\nFog.", comment="fog", probability=40,
                      position=4, depth=2, role=1, sticky=2, delay=3, use_group_scoring=True, scan_depth=3)
     read = card_from_json(st_card([entry, st_entry(1, ["bell"], "Bell.")]))
     notes = {(n.entry, n.field): n.status for n in read.notes}
     assert notes[("fog", "probability")] == "approximated" and notes[("fog", "delay")] == "obeyed"
     assert notes[("fog", "sticky")] == "approximated" and notes[("fog", "scan_depth")] == "approximated"
     assert notes[("fog", "position")] == notes[("fog", "depth")] == notes[("fog", "role")] == "not_applicable"
-    assert notes[("fog", "@@depth")] == "not_applicable" and notes[("fog", "@@keep_activate_after_match")] == "kept"
+    assert notes[("fog", "@@depth")] == "not_applicable" and notes[("fog", "@@is_greeting")] == "kept"
     assert notes[("fog", "use_regex")] == "kept" and notes[("fog", "use_group_scoring")] == "obeyed"
     assert not [key for key in notes if key[0] == "bell" and key[1] != "use_regex"]  # defaults ask for nothing
     lines = read.report_lines()
@@ -180,3 +180,12 @@ def test_world_info_content_decorators_are_read_as_sillytavern_reads_them() -> N
     assert book is not None and book.entries[0].content == "Always." and book.entries[0].constant
     blocks = lore_for_turn(LoreIndex(book), [], "the fog", 2000)
     assert blocks.report.included == ("always",) and "@@" not in blocks.text
+
+
+def test_after_match_decorators_read_the_branch(tmp_path: Path) -> None:
+    card = st_card([st_entry(0, ["fog"], "@@keep_activate_after_match\nKept.", comment="keep", scan_depth=0),
+                    st_entry(1, ["fog"], "@@dont_activate_after_match\nOnce.", comment="once", scan_depth=0)])
+    assert sent(tmp_path, card, [], "the fog") == ["keep", "once"]
+    assert sent(tmp_path, card, [("the fog", "ok")], "a clear day") == ["keep"]
+    assert sent(tmp_path, card, [("the fog", "ok")], "the fog again") == ["keep"]
+    assert sent(tmp_path, card, [("a clear day", "ok")], "the fog again") == ["keep", "once"]
