@@ -81,6 +81,8 @@ def import_card(run: ScenarioRun, step: StepSpec) -> StepResult:
                   "开场白（{{char}}、{{user}} 已替换）："] + [f"- {g}" for g in greetings]
     kept = sorted(k for k in imported.data.get("data", {}) if k not in ("name", "first_mes", "character_book"))
     card_lines.append(f"原样保留在 角色卡.json 的其余字段：{'、'.join(kept)}")
+    card_lines += ["导入报告（每个字段一行：照做、近似、保留未照做、不适用）："] + \
+        [f"- {line}" for line in imported.report_summary()]
     run.write_txt("card", "\n".join(card_lines))
     return StepResult({"kind": imported.kind, "container": imported.container, "name": imported.name,
                        "entries": entries, "greetings": len(greetings)},
