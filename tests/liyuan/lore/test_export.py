@@ -122,3 +122,16 @@ def test_the_exported_world_info_activates_the_same_entries(tmp_path: Path) -> N
             other.import_card(write(tmp_path, "w.json", world))
             turn = other.chat("c1").preview(said)
             assert turn.lore is not None and list(turn.lore.included) == from_card, said
+
+
+def test_world_info_round_trip_after_a_hand_edit(tmp_path: Path) -> None:
+    with imported(tmp_path, "a", write(tmp_path, "w.json", world_info())) as card:
+        book = card.lore
+        assert book is not None
+        first, *others = book.entries
+        changed = LoreEntry(**{**first.__dict__, "keys": ("渡口", "/码头/i"), "order": 3, "content": "改过。",
+                               "scan_turns": 2, "whole_word": False, "recursive": False})
+        edited = LoreBook((changed, *others), book.name, book.description, book.scan_turns, book.recursion_steps,
+                          book.extra)
+        card.save_lore(edited)
+        assert read_card(card.export_lore(tmp_path / "back.json")).book == edited
