@@ -26,6 +26,7 @@ from liyuan.context.budget import RESIDENT_ENVELOPE_CHARS
 from liyuan.lore import LoreBook, LoreEntry, load_book, save_book
 from liyuan.lore.activate import lore_for_turn, lore_share_chars
 from liyuan.lore.match import LoreIndex
+from liyuan.lore.model import regex_key
 from liyuan.lore.store import CACHE_FILE
 
 __all__ = ["TARGET_MS", "lore_table", "print_lore", "synthetic_book", "synthetic_turns"]
@@ -60,8 +61,7 @@ def synthetic_book(size: int, seed: int = 23) -> LoreBook:
         if number < 10:
             fields["constant"] = True
         if 10 <= number < 15:
-            fields.update(regex=True)
-            keys = (rf"第{number}号[船车]",)
+            keys = (rf"/第{number}号[船车]/",)
         entries.append(LoreEntry(f"设定{number}", content=f"{name}：" + _FILLER[: 40 + number % 60],
                                  keys=keys, priority=number % 7, **fields))
     return LoreBook(tuple(entries))
@@ -70,7 +70,7 @@ def synthetic_book(size: int, seed: int = 23) -> LoreBook:
 def synthetic_turns(book: LoreBook, turns: int = 6, seed: int = 7) -> list[tuple[list[tuple[str, str]], str]]:
     """``TURNS_MEASURED`` chats: 6 kept turns and the new words, each naming a few entries."""
     rng = random.Random(seed)
-    keys = [entry.keys[0] for entry in book.entries if entry.keys and not entry.regex]
+    keys = [entry.keys[0] for entry in book.entries if entry.keys and regex_key(entry.keys[0]) is None]
     chats = []
     for _ in range(TURNS_MEASURED):
         items: list[tuple[str, str]] = []

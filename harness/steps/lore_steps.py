@@ -17,6 +17,7 @@ from liyuan.config import MemoryConfig
 from liyuan.errors import ConfigError
 from liyuan.lore import LORE_FILE, LoreBook, LoreReport
 from liyuan.lore.activate import lore_share_chars
+from liyuan.lore.model import substitute_macros
 
 from ..running.scenario import StepSpec
 from ..running.state import ScenarioRun, StepResult, handler
@@ -38,8 +39,9 @@ def _book(run: ScenarioRun) -> LoreBook:
     return book
 
 
-def report_text(report: LoreReport, book: LoreBook, tail: str, config: MemoryConfig) -> str:
-    """The lore part of a turn's record, as a person reads it."""
+def report_text(report: LoreReport, book: LoreBook, tail: str, config: MemoryConfig,
+                names: tuple[str, str] = ("", "")) -> str:
+    """The lore part of a turn's record, as a person reads it (``names``: user, character)."""
     lines = [f"份额：{report.share_chars} 字（budget_chars {config.budget_chars} × lore_share {config.lore_share:g}）",
              f"设定集共 {report.entries} 条；激活 {len(report.activated)} 条，按放入的顺序："]
     included = set(report.included)
@@ -51,10 +53,12 @@ def report_text(report: LoreReport, book: LoreBook, tail: str, config: MemoryCon
         lines.append(f"{number}. {hit.title} · {hit.why} · {fate}")
     lines.append(f"【相关设定】{report.text_chars} 字；【设定集索引】列 {report.index_titles} 条标题 "
                  f"{report.index_chars} 字；索引放不下的 {report.index_left_out} 条")
-    by_title = {entry.title: entry for entry in book.entries}
-    verbatim = all(by_title[title].content.strip() in tail for title in report.included)
+    user, char = names
+    by_title = {substitute_macros(entry.title, char, user): entry for entry in book.entries}
+    verbatim = all(substitute_macros(by_title[title].content, char, user).strip() in tail for title in report.included)
     same = "一字不差" if verbatim else "不同"
-    lines.append(f"逐字核对：放进【相关设定】的 {len(report.included)} 条正文和 {LORE_FILE} 里{same}")
+    lines.append(f"逐字核对：放进【相关设定】的 {len(report.included)} 条正文和 {LORE_FILE} 里"
+                 f"（{{{{char}}}}、{{{{user}}}} 换成名字）{same}")
     lines += ["", "活动行（Activity kind=lore）："] + [f"- {line}" for line in report.lines()]
     return "\n".join(lines)
 
@@ -77,6 +81,8 @@ def import_card(run: ScenarioRun, step: StepSpec) -> StepResult:
                   "开场白（{{char}}、{{user}} 已替换）："] + [f"- {g}" for g in greetings]
     kept = sorted(k for k in imported.data.get("data", {}) if k not in ("name", "first_mes", "character_book"))
     card_lines.append(f"原样保留在 角色卡.json 的其余字段：{'、'.join(kept)}")
+    card_lines += ["导入报告（每个字段一行：照做、近似、保留未照做、不适用）："] + \
+        [f"- {line}" for line in imported.report_summary()]
     run.write_txt("card", "\n".join(card_lines))
     return StepResult({"kind": imported.kind, "container": imported.container, "name": imported.name,
                        "entries": entries, "greetings": len(greetings)},
@@ -134,7 +140,8 @@ def lore_turn(run: ScenarioRun, step: StepSpec) -> StepResult:
         raise ConfigError(f"{step.id}: 这一轮没有用到设定集（卡里没有设定集？）")
     run.write_txt("history", render_messages(turn.messages), header=context_label(run))
     run.write_txt("injection", turn.injection, header=context_label(run))
-    run.write_txt("report", report_text(report, _book(run), turn.injection, run.config))
+    names = (run.scenario.user, run.scenario.char)
+    run.write_txt("report", report_text(report, _book(run), turn.injection, run.config, names))
     if turn.record is not None:
         run.write_txt("record", record_table(turn.record.to_json()))
     share = lore_share_chars(run.config.budget_chars, run.config.lore_share)

@@ -189,6 +189,14 @@ class AsyncCard:
         """See :meth:`Card.adopt_lore <liyuan.app.card.Card.adopt_lore>`."""
         await asyncio.to_thread(self.sync_card.adopt_lore, entries)
 
+    async def export_card(self, path: str | os.PathLike[str], *, spec: str = "chara_card_v2") -> Path:
+        """See :meth:`Card.export_card <liyuan.app.card.Card.export_card>`."""
+        return await asyncio.to_thread(self.sync_card.export_card, path, spec=spec)
+
+    async def export_lore(self, path: str | os.PathLike[str]) -> Path:
+        """See :meth:`Card.export_lore <liyuan.app.card.Card.export_lore>`."""
+        return await asyncio.to_thread(self.sync_card.export_lore, path)
+
     async def greetings(self) -> tuple[str, ...]:
         """See :meth:`Card.greetings <liyuan.app.card.Card.greetings>`."""
         return await asyncio.to_thread(self.sync_card.greetings)

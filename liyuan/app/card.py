@@ -124,7 +124,7 @@ class Card(CardLore):
         self._sessions: SessionStore = sessions if sessions is not None else FileSessions(self._layout)
         self._files: MemoryStore = memory.bind(self._layout, clock=clock, ids=ids) if memory is not None \
             else MemoryFiles(self._layout, clock=clock, ids=ids)
-        self._lore = LoreShelf(self.path)
+        self._lore = LoreShelf(self.path, names=self._lore_names)
         self._chats: dict[str, Chat] = {}
         self._chats_guard = threading.Lock()
         """Makes look-up-or-open one step: two threads entering a chat get one :class:`Chat`."""

@@ -8,15 +8,18 @@ deleting a chat removes the learnt entries only it supported (an activity line n
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
 
+from liyuan import fileio
 from liyuan.app.activity import Activity
 from liyuan.card.manual import HANDBOOK_REF
 from liyuan.card.sync import CardMemory
-from liyuan.errors import MemoryFileError, StateError
-from liyuan.lore.cards import ImportedCard, card_greetings, read_card
+from liyuan.errors import ConfigError, MemoryFileError, StateError
+from liyuan.lore.cards import ImportedCard, card_greetings, char_of, read_card
+from liyuan.lore.export import book_to_world_info, card_json, card_png
 from liyuan.lore.model import LoreBook, LoreEntry
 from liyuan.lore.provenance import adopt, propose_from_handbook
 from liyuan.lore.store import LORE_FILE, LoreShelf, load_card_data, save_card_data
@@ -29,7 +32,10 @@ class CardLore:
 
     path: Path
     user_name: str
+    char_name: str
     _lore: LoreShelf
+    _card_char: str | None = None
+    """What ``{{char}}`` stands for: the imported card's nickname or name (read once), else ``char_name``."""
     _emit: Callable[[Activity], None]
 
     @property
@@ -42,6 +48,7 @@ class CardLore:
 
         A card is kept whole as ``角色卡.json`` (unknown fields too) and gives new chats
         their greeting; its ``character_book`` (or the lore book) becomes ``设定集.yaml``.
+        What became of each field is in the result's ``notes`` (one activity line per field).
 
         Args:
             path: The file.
@@ -61,7 +68,21 @@ class CardLore:
             self._lore.save(card.book)
         if card.is_card:
             save_card_data(self.path, card.data)
+            self._card_char = None
+        for line in card.report_summary():
+            self._emit(Activity("lore", line))
         return card
+
+    def _lore_names(self) -> tuple[str, str]:
+        """The user's and the character's name the lore book's macros stand for."""
+        if self._card_char is None:
+            try:
+                data = load_card_data(self.path)
+            except MemoryFileError:
+                data = None
+            inner = data.get("data") if isinstance(data, dict) and isinstance(data.get("data"), dict) else data
+            self._card_char = char_of(inner) if isinstance(inner, dict) else ""
+        return self.user_name, self._card_char or self.char_name
 
     @property
     def lore(self) -> LoreBook | None:
@@ -100,6 +121,45 @@ class CardLore:
         if removed:
             self._emit(Activity("lore", f"设定集：局 {chat_id} 删掉了，只由它支撑的设定也删了："
                                         + "、".join(f"「{t}」" for t in removed)))
+
+    def export_card(self, path: str | os.PathLike[str], *, spec: str = "chara_card_v2") -> Path:
+        """Write the card with its lore book as it is now, in the form SillyTavern reads
+        (:mod:`liyuan.lore.export`): JSON, or PNG when ``path`` ends in ``.png`` (``tEXt``
+        ``chara``, and ``ccv3`` as well for V3; the picture is a 1×1 placeholder).
+
+        Args:
+            path: Where to write (replaced atomically).
+            spec: ``chara_card_v2`` or ``chara_card_v3``.
+
+        Raises:
+            ConfigError: An unknown ``spec``.
+            LoreError: The lore book does not read.
+        """
+        if spec not in ("chara_card_v2", "chara_card_v3"):
+            raise ConfigError(f"spec 只能是 chara_card_v2 或 chara_card_v3，实际是 {spec!r}")
+        data, book, target = load_card_data(self.path), self.lore, Path(path)
+        card = card_json(data, book, spec=spec, name=self.char_name)
+        if target.suffix.lower() == ".png":
+            chunks = {"chara": card_json(data, book, spec="chara_card_v2", name=self.char_name)}
+            if spec == "chara_card_v3":
+                chunks["ccv3"] = card
+            fileio.atomic_write_bytes(target, card_png(chunks))
+        else:
+            fileio.atomic_write_text(target, json.dumps(card, ensure_ascii=False, indent=2) + "\n")
+        return target
+
+    def export_lore(self, path: str | os.PathLike[str]) -> Path:
+        """Write the lore book as a SillyTavern World Info file (replaced atomically).
+
+        Raises:
+            StateError: The card has no lore book.
+        """
+        book = self.lore
+        if book is None:
+            raise StateError(f"这张卡没有设定集（{LORE_FILE}），没有可导出的")
+        target = Path(path)
+        fileio.atomic_write_text(target, json.dumps(book_to_world_info(book), ensure_ascii=False, indent=2) + "\n")
+        return target
 
     def greetings(self) -> tuple[str, ...]:
         """The imported card's greetings (``first_mes``, then the alternates); empty if none."""

@@ -334,7 +334,7 @@ class Chat:
                                 roster=roster if roster is not None else format_roster(shown),
                                 lore_index=lore_index, recall_lines=recall, extra=extra,
                                 budget_chars=self._config.budget_chars, lore=self._lore_index(),
-                                lore_share=self._config.lore_share)
+                                lore_share=self._config.lore_share, names=(self.user_name, self.char_name))
         if prepared.lore is not None:
             for line in prepared.lore.lines():
                 self._emit(Activity("lore", line, self.id))

@@ -35,8 +35,10 @@ from liyuan.context.budget import (
     resident_allowance,
 )
 from liyuan.context.record import BlockRecord, BudgetCut, TurnRecord, block, estimate
-from liyuan.lore.activate import DEFAULT_LORE_SHARE, LoreReport, lore_for_turn, lore_share_chars
+from liyuan.lore.activate import DEFAULT_LORE_SHARE, LoreReport, lore_for_turn, lore_share_chars, replay_turn
 from liyuan.lore.match import LoreIndex
+from liyuan.lore.rules import NO_PLACE, TurnPlace
+from liyuan.lore.timed import Said, timers_for_turn, turn_place
 from liyuan.model import ChatMessage
 from liyuan.session.entries import Entry, is_message
 from liyuan.story.history import ActiveSummary, History, HistoryItem, history_of_tail, rebuild_history, story_tail
@@ -268,6 +270,25 @@ def _framing(history: History, resident: str | None, items: Sequence[HistoryItem
     return BlockRecord("framing", chars, tokens)
 
 
+def _lore_place(branch: Sequence[Entry], user_text: str, lore: LoreIndex,
+                names: tuple[str, str]) -> tuple[TurnPlace, tuple[frozenset[int], frozenset[int]]]:
+    """Where a turn stands on its branch (the seed of the lore rolls: the entry it answers after,
+    the same for a preview, the turn and its reroll) and the lore timers running there.
+    A book without such rules costs no walk of the branch."""
+    if not (lore.has_rules or lore.has_timers):
+        return NO_PLACE, (frozenset(), frozenset())
+    said: list[Said] = [(e.id, e.parent_id, e.role or "", e.text) for e in branch
+                        if e.type == "message" and e.role in ("user", "assistant")]
+    new = bool(user_text.strip())
+    anchor = branch[-1].id if branch else ""
+    if not new and said and said[-1][2] == "user":
+        anchor = said[-1][1] or ""
+        said = said[:-1]
+    place = turn_place(said, True, anchor)
+    timers = timers_for_turn(lore, said, names, place.messages, replay_turn(lore, names))
+    return place, timers
+
+
 def prepare_turn(
     branch: Sequence[Entry],
     user_text: str,
@@ -281,6 +302,7 @@ def prepare_turn(
     budget_chars: int = RESIDENT_ENVELOPE_CHARS,
     lore: LoreIndex | None = None,
     lore_share: float = DEFAULT_LORE_SHARE,
+    names: tuple[str, str] = ("", ""),
 ) -> PreparedTurn:
     """Assemble one role-play turn, resident summary fitted to the shared budget.
 
@@ -305,6 +327,8 @@ def prepare_turn(
             book's index. What lore sends counts into the envelope before the resident summary.
         budget_chars: The envelope (default 4300).
         lore_share: The lore blocks' share of the envelope (default 0.4).
+        names: The user's and the character's name: the lore scan reads each message as
+            ``name: message``, as SillyTavern does.
     """
     view, active = story_tail(branch)
     history = history_of_tail(view, active)
@@ -314,7 +338,9 @@ def prepare_turn(
         new_words = user_text.strip()
         if not new_words and items and items[-1][0] == "user":
             new_words = items.pop()[1]
-        fitted = lore_for_turn(lore, items, new_words, lore_share_chars(budget_chars, lore_share))
+        place, timers = _lore_place(branch, user_text, lore, names)
+        fitted = lore_for_turn(lore, items, new_words, lore_share_chars(budget_chars, lore_share), names,
+                               place, timers)
         lore_text, report = fitted.text, fitted.report
         lore_index = lore_index if lore_index.strip() else fitted.index
     other = other_chars_for(history.summary, state_text, roster) + utf16_len(lore_text) + utf16_len(lore_index)

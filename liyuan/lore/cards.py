@@ -10,21 +10,28 @@ Mapping, from the specifications:
 - Greetings: ``first_mes``, then ``alternate_greetings``, in order.
 - ``{{char}}`` (the ``nickname`` if the card has one, else the ``name``), ``{{user}}``,
   and ``<char>`` / ``<bot>`` / ``<user>`` are substituted, case-insensitively, in the
-  greetings and in the lore entries (titles, keys, content).
+  greetings; the lore book keeps them as written (a turn substitutes them,
+  :class:`~liyuan.lore.match.LoreIndex`), so an export gives them back.
+- Every entry field the import reads is taken out of the entry's ``extra`` (export writes
+  it back from the entry, :mod:`liyuan.lore.export`); what is left is kept as it came.
+- Keys, on every path, by SillyTavern's rule: a key written ``/pattern/flags`` is a regex
+  (its flags honoured), every other key a plain word; ``use_regex`` changes nothing (kept).
+  A ``/…/`` key that does not compile is left out of the entry, kept in its ``extra``
+  (``unusable_keys``) and named in the import report; the import goes on.
 - Lore entry: ``keys``, ``content``, ``enabled``, ``constant``, ``case_sensitive``,
-  ``use_regex``, ``priority``, ``insertion_order`` (our ``order``); ``secondary_keys``
-  only when ``selective``. The title is ``name``, else ``comment``, else the first key.
+  ``priority``, ``insertion_order`` (our ``order``); ``secondary_keys`` only when
+  ``selective``. The title is ``name``, else ``comment``, else the first key.
   Decorators (``@@...`` lines at the top of the content) are taken off the content and
   kept; ``@@activate``, ``@@dont_activate``, ``@@scan_depth``, ``@@additional_keys`` and
   ``@@exclude_keys`` are honoured. Every other field is kept in ``extra``.
 - Scan depths count messages in the specs and turns here: ``ceil(messages / 2)``.
-  ``recursive_scanning: true`` (and SillyTavern files, which recurse by default) give
-  3 recursion steps.
+  Recursion is on (:data:`RECURSION_ON_IMPORT` steps) unless the book says
+  ``recursive_scanning: false``: a fresh SillyTavern recurses, and its exporter never
+  writes the field.
 - SillyTavern World Info: ``key``, ``keysecondary`` with ``selectiveLogic`` (0 AND ANY,
-  1 NOT ALL, 2 NOT ANY, 3 AND ALL), ``comment`` as the title, ``order`` as the priority
-  (higher first there too), ``disable``, ``excludeRecursion``, ``preventRecursion``,
-  ``scanDepth``, ``caseSensitive``, ``matchWholeWords``; keys written ``/pattern/flags``
-  make the entry a regex entry.
+  1 NOT ALL, 2 NOT ANY, 3 AND ALL), ``comment`` as the title, ``order`` (higher first,
+  as a card's ``insertion_order``), ``disable``, ``excludeRecursion``, ``preventRecursion``,
+  ``scanDepth``, ``caseSensitive``, ``matchWholeWords``.
 
 A regex key that does not compile, or that runs out of time on the probe texts
 (:func:`probe_regex`), is refused with the entry named: such a key would run for seconds.
@@ -34,7 +41,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -42,22 +48,30 @@ from typing import Any
 import regex
 
 from liyuan.errors import CardImportError, LoreError
+from liyuan.lore.compat import ImportNote, field_notes, summary_lines
 from liyuan.lore.containers import Container, read_container
-from liyuan.lore.model import DEFAULT_SCAN_TURNS, MAX_SCAN_TURNS, Logic, LoreBook, LoreEntry, compile_key
+from liyuan.lore.model import (
+    DEFAULT_SCAN_TURNS,
+    MAX_RECURSION_STEPS,
+    MAX_SCAN_TURNS,
+    Logic,
+    LoreBook,
+    LoreEntry,
+    compile_key,
+    substitute_macros,
+)
 
-__all__ = ["MAX_ENTRIES", "RECURSION_ON_IMPORT", "ImportedCard", "card_from_json", "card_greetings", "probe_regex",
-           "read_card"]
+__all__ = ["MAX_ENTRIES", "RECURSION_ON_IMPORT", "ImportNote", "ImportedCard", "card_from_json", "card_greetings",
+           "char_of", "probe_regex", "read_card"]
 
 MAX_ENTRIES = 200_000
 """A lore book with more entries than this is refused."""
-RECURSION_ON_IMPORT = 3
-"""Recursion steps an imported book gets when it asks for recursion."""
+RECURSION_ON_IMPORT = MAX_RECURSION_STEPS
+"""Recursion steps an imported book gets unless it says ``recursive_scanning: false``."""
 PROBE_TIMEOUT_S = 0.02
 _PROBE_LENGTH = 3000
 
-_MACRO_RE = re.compile(r"\{\{\s*(char|user)\s*\}\}|<(char|bot|user)>", re.IGNORECASE)
 _ST_LOGIC: dict[int, Logic] = {0: "and_any", 1: "not_all", 2: "not_any", 3: "and_all"}
-_ST_REGEX_KEY = re.compile(r"^/(.+)/([a-z]*)$", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -73,18 +87,21 @@ class ImportedCard:
     book: LoreBook | None
     data: dict[str, Any]
     """The file's JSON as read, every field kept (stored as ``角色卡.json`` for cards)."""
+    notes: tuple[ImportNote, ...] = ()
+    """The import report: what was done with each entry's fields."""
+
+    def report_lines(self) -> list[str]:
+        """The import report, one Chinese line per note."""
+        return [note.line() for note in self.notes]
+
+    def report_summary(self) -> list[str]:
+        """The import report by field: one line each, with how many entries and the first few titles."""
+        return summary_lines(self.notes)
 
     @property
     def is_card(self) -> bool:
         """A character card (not a lore book alone)."""
         return self.kind.startswith("chara_card")
-
-
-def _substitute(text: str, char: str, user: str) -> str:
-    def one(match: re.Match[str]) -> str:
-        word = (match.group(1) or match.group(2)).lower()
-        return user if word == "user" else char
-    return _MACRO_RE.sub(one, text) if ("{" in text or "<" in text) else text
 
 
 def probe_regex(pattern: regex.Pattern[str]) -> bool:
@@ -136,49 +153,43 @@ def _checked(fields: dict[str, Any], where: str) -> LoreEntry:
         entry = LoreEntry(**fields)
     except LoreError as exc:
         raise CardImportError(f"{where}：{exc}") from None
-    if entry.regex:
-        for key in (*entry.keys, *entry.secondary_keys):
-            if not probe_regex(compile_key(key, entry.case_sensitive)):
-                limit = f"{_PROBE_LENGTH} 字跑不完 {PROBE_TIMEOUT_S * 1000:.0f} 毫秒"
-                raise CardImportError(f"{where}「{entry.title}」的正则关键词 {key!r} 在测试文本上超时（{limit}，"
-                                      "会回溯几秒），没有导入")
+    for key in (*entry.keys, *entry.secondary_keys):
+        pattern = compile_key(key)
+        if pattern is not None and not probe_regex(pattern):
+            limit = f"{_PROBE_LENGTH} 字跑不完 {PROBE_TIMEOUT_S * 1000:.0f} 毫秒"
+            raise CardImportError(f"{where}「{entry.title}」的正则关键词 {key!r} 在测试文本上超时（{limit}，"
+                                  "会回溯几秒），没有导入")
     return entry
 
 
-_CARD_ENTRY_FIELDS = {"keys", "content", "enabled", "insertion_order", "case_sensitive", "use_regex", "constant",
-                      "priority", "secondary_keys"}
+def _usable(keys: list[str], title: str, field: str, notes: list[ImportNote], extra: dict[str, Any]) -> list[str]:
+    """The keys that can be matched; a ``/…/`` key that does not compile is kept aside and noted."""
+    usable, unusable = [], []
+    for key in keys:
+        try:
+            compile_key(key)
+            usable.append(key)
+        except LoreError as exc:
+            unusable.append(key)
+            notes.append(ImportNote(title, field, "skipped", f"{exc}，这个关键词不用，条目的其余关键词照常"))
+    if unusable:
+        extra[f"unusable_{field}"] = unusable
+    return usable
 
 
-def _card_entry(raw: Any, number: int, char: str, user: str) -> LoreEntry:
-    where = f"设定集第 {number} 条"
-    if not isinstance(raw, Mapping):
-        raise CardImportError(f"{where} 不是对象")
-    def sub(text: str) -> str:
-        return _substitute(text, char, user)
+def _title(rest: dict[str, Any], keys: list[str], number: int) -> str:
+    """``name``, else ``comment``, else the first key; the field it came from is taken out of ``rest``."""
+    for name in ("name", "comment"):
+        value = rest.get(name)
+        if isinstance(value, str) and value.strip():
+            del rest[name]
+            return value.strip()
+    rest.pop("comment", None)
+    return keys[0] if keys else f"条目 {number}"
 
-    content, decorators = _split_decorators(str(raw.get("content") or ""))
-    keys = [sub(k) for k in _texts(raw.get("keys"))]
-    secondary = [sub(k) for k in _texts(raw.get("secondary_keys"))] if raw.get("selective") else []
-    title = next((str(raw[k]).strip() for k in ("name", "comment") if isinstance(raw.get(k), str)
-                  and str(raw[k]).strip()), keys[0] if keys else f"条目 {number}")
-    fields: dict[str, Any] = {
-        "title": sub(title), "content": sub(content), "keys": tuple(keys), "secondary_keys": tuple(secondary),
-        "regex": _bool(raw.get("use_regex"), False), "constant": _bool(raw.get("constant"), False),
-        "enabled": _bool(raw.get("enabled"), True), "order": _int(raw.get("insertion_order"), 100),
-        "priority": _int(raw.get("priority"), 0), "case_sensitive": _bool(raw.get("case_sensitive"), False),
-    }
-    found = raw.get("extensions")
-    extensions: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
-    if extensions.get("selectiveLogic") in _ST_LOGIC and secondary:
-        fields["logic"] = _ST_LOGIC[extensions["selectiveLogic"]]
-    if isinstance(extensions.get("match_whole_words"), bool):
-        fields["whole_word"] = extensions["match_whole_words"]
-    if (turns := _turns(extensions.get("scan_depth"))) is not None:
-        fields["scan_turns"] = turns
-    if isinstance(extensions.get("exclude_recursion"), bool):
-        fields["recursive"] = not extensions["exclude_recursion"]
-    if isinstance(extensions.get("prevent_recursion"), bool):
-        fields["prevent_recursion"] = extensions["prevent_recursion"]
+
+def _apply_decorators(fields: dict[str, Any], decorators: list[str]) -> None:
+    """What the decorators at the top of the content ask, on top of the entry's fields."""
     for line in decorators:
         name, _, value = line[2:].partition(" ")
         if name == "activate":
@@ -188,46 +199,99 @@ def _card_entry(raw: Any, number: int, char: str, user: str) -> LoreEntry:
         elif name == "scan_depth" and value.strip().isdigit():
             fields["scan_turns"] = _turns(int(value))
         elif name in ("additional_keys", "exclude_keys") and not fields["secondary_keys"]:
-            fields["secondary_keys"] = tuple(sub(k) for k in _texts(value))
+            fields["secondary_keys"] = tuple(_texts(value))
             fields["logic"] = "and_any" if name == "additional_keys" else "not_any"
-    extra = {k: v for k, v in raw.items() if k not in _CARD_ENTRY_FIELDS}
-    if not raw.get("selective") and raw.get("secondary_keys"):
-        extra["secondary_keys"] = raw.get("secondary_keys")  # kept, unused (selective is off)
+
+
+def _card_entry(raw: Any, number: int, notes: list[ImportNote]) -> LoreEntry:
+    """One ``character_book`` entry. Every field read is taken out of ``extra`` (export writes it
+    back from the entry), so a hand edit is never contradicted by a stale copy."""
+    where = f"设定集第 {number} 条"
+    if not isinstance(raw, Mapping):
+        raise CardImportError(f"{where} 不是对象")
+    rest = dict(raw)
+    found = rest.pop("extensions", None)
+    ext: dict[str, Any] = dict(found) if isinstance(found, Mapping) else {}
+    content, decorators = _split_decorators(str(rest.pop("content", None) or ""))
+    keys = _texts(rest.pop("keys", None))
+    selective, raw_secondary = rest.pop("selective", None), rest.pop("secondary_keys", None)
+    secondary = _texts(raw_secondary) if selective else []
+    if raw_secondary and not selective:
+        rest["secondary_keys"] = raw_secondary  # kept, unused (selective is off)
+    title = _title(rest, keys, number)
+    kept: dict[str, Any] = {}
+    keys = _usable(keys, title, "keys", notes, kept)
+    secondary = _usable(secondary, title, "secondary_keys", notes, kept)
+    sensitive = rest.pop("case_sensitive", None)
+    rest.pop("use_regex", None)  # read, and replaced by the key's own form (SillyTavern's rule)
+    fields: dict[str, Any] = {
+        "title": title, "content": content, "keys": tuple(keys), "secondary_keys": tuple(secondary),
+        "constant": _bool(rest.pop("constant", None), False), "enabled": _bool(rest.pop("enabled", None), True),
+        "order": _int(rest.pop("insertion_order", None), 100), "priority": _int(rest.pop("priority", None), 0),
+        "case_sensitive": _bool(sensitive, _bool(ext.get("case_sensitive"), False)),
+    }
+    if isinstance(logic := ext.pop("selectiveLogic", None), int) and not isinstance(logic, bool) \
+            and logic in _ST_LOGIC:
+        fields["logic"] = _ST_LOGIC[logic]
+    if isinstance(whole := ext.pop("match_whole_words", None), bool):
+        fields["whole_word"] = whole
+    if (turns := _turns(ext.pop("scan_depth", None))) is not None:
+        fields["scan_turns"] = turns
+    if isinstance(exclude := ext.pop("exclude_recursion", None), bool):
+        fields["recursive"] = not exclude
+    if isinstance(prevent := ext.pop("prevent_recursion", None), bool):
+        fields["prevent_recursion"] = prevent
+    ext.pop("case_sensitive", None)
+    fields["sources"] = tuple(_texts(ext.pop("liyuan_sources", None)))
+    _apply_decorators(fields, decorators)
+    extra = rest | kept
+    if ext:
+        extra["extensions"] = ext
     if decorators:
         extra["decorators"] = decorators
     fields["extra"] = extra
+    notes += [ImportNote(title, name, status, how) for name, status, how in field_notes(raw, decorators)]
     return _checked(fields, where)
 
 
-def _st_entry(raw: Any, number: int, char: str, user: str) -> LoreEntry:
+_ST_USED = ("key", "keysecondary", "content", "selectiveLogic", "constant", "disable", "order", "caseSensitive",
+            "matchWholeWords", "excludeRecursion", "preventRecursion", "scanDepth", "selective")
+
+
+def _st_entry(raw: Any, number: int, notes: list[ImportNote]) -> LoreEntry:
+    """One SillyTavern World Info entry; as :func:`_card_entry`, every field read leaves ``extra``."""
     where = f"世界书第 {number} 条"
     if not isinstance(raw, Mapping):
         raise CardImportError(f"{where} 不是对象")
-    def sub(text: str) -> str:
-        return _substitute(text, char, user)
-
-    keys = [sub(k) for k in _texts(raw.get("key"))]
-    secondary = [sub(k) for k in _texts(raw.get("keysecondary"))]
-    is_regex = any(_ST_REGEX_KEY.match(k) for k in keys + secondary)
-    if is_regex:
-        keys = [m.group(1) if (m := _ST_REGEX_KEY.match(k)) else regex.escape(k) for k in keys]
-        secondary = [m.group(1) if (m := _ST_REGEX_KEY.match(k)) else regex.escape(k) for k in secondary]
-    title = str(raw.get("comment") or "").strip() or (keys[0] if keys else f"条目 {number}")
+    rest = {k: v for k, v in raw.items() if k not in _ST_USED}
+    keys = _texts(raw.get("key"))
+    secondary = _texts(raw.get("keysecondary"))
+    if raw.get("selective", True) is False and secondary:
+        rest["keysecondary"], secondary = raw.get("keysecondary"), []  # kept, unused
+    comment = raw.get("comment")
+    title = comment.strip() if isinstance(comment, str) and comment.strip() else \
+        (keys[0] if keys else f"条目 {number}")
+    rest.pop("comment", None)
+    kept: dict[str, Any] = {}
+    keys = _usable(keys, title, "keys", notes, kept)
+    secondary = _usable(secondary, title, "secondary_keys", notes, kept)
+    content, decorators = _split_decorators(str(raw.get("content") or ""))
     fields: dict[str, Any] = {
-        "title": sub(title), "content": sub(str(raw.get("content") or "").strip("\n")),
-        "keys": tuple(keys), "secondary_keys": tuple(secondary) if raw.get("selective", True) else (),
-        "logic": _ST_LOGIC.get(_int(raw.get("selectiveLogic"), 0), "and_any"), "regex": is_regex,
+        "title": title, "content": content,
+        "keys": tuple(keys), "secondary_keys": tuple(secondary),
+        "logic": _ST_LOGIC.get(_int(raw.get("selectiveLogic"), 0), "and_any"),
         "constant": _bool(raw.get("constant"), False), "enabled": not _bool(raw.get("disable"), False),
-        "priority": _int(raw.get("order"), 0), "case_sensitive": _bool(raw.get("caseSensitive"), False),
+        "order": _int(raw.get("order"), 100), "case_sensitive": _bool(raw.get("caseSensitive"), False),
         "whole_word": _bool(raw.get("matchWholeWords"), True),
         "recursive": not _bool(raw.get("excludeRecursion"), False),
         "prevent_recursion": _bool(raw.get("preventRecursion"), False),
     }
     if (turns := _turns(raw.get("scanDepth"))) is not None:
         fields["scan_turns"] = turns
-    used = {"key", "keysecondary", "comment", "content", "selectiveLogic", "constant", "disable", "order",
-            "caseSensitive", "matchWholeWords", "excludeRecursion", "preventRecursion", "scanDepth"}
-    fields["extra"] = {k: v for k, v in raw.items() if k not in used}
+    fields["sources"] = tuple(_texts(rest.pop("liyuan_sources", None)))
+    _apply_decorators(fields, decorators)
+    fields["extra"] = rest | kept | ({"decorators": decorators} if decorators else {})
+    notes += [ImportNote(title, name, status, how) for name, status, how in field_notes(raw, decorators)]
     return _checked(fields, where)
 
 
@@ -241,17 +305,17 @@ def _entries_list(entries: Any, where: str) -> list[Any]:
     return entries
 
 
-def _card_book(raw: Any, char: str, user: str) -> LoreBook:
+def _card_book(raw: Any, notes: list[ImportNote]) -> LoreBook:
     if not isinstance(raw, Mapping):
         raise CardImportError("character_book 应为对象")
     entries = _entries_list(raw.get("entries") or [], "character_book")
     extra = {k: v for k, v in raw.items() if k not in ("name", "description", "scan_depth", "recursive_scanning",
-                                                        "entries")}
+                                                        "entries") and not (k == "extensions" and v == {})}
     scan = _turns(raw.get("scan_depth"))
-    return LoreBook(tuple(_card_entry(e, i, char, user) for i, e in enumerate(entries, start=1)),
+    return LoreBook(tuple(_card_entry(e, i, notes) for i, e in enumerate(entries, start=1)),
                     name=str(raw.get("name") or ""), description=str(raw.get("description") or ""),
                     scan_turns=DEFAULT_SCAN_TURNS if scan is None else scan,
-                    recursion_steps=RECURSION_ON_IMPORT if raw.get("recursive_scanning") is True else 0,
+                    recursion_steps=0 if raw.get("recursive_scanning") is False else RECURSION_ON_IMPORT,
                     extra=extra)
 
 
@@ -264,19 +328,21 @@ def card_from_json(raw: Any, container: Container = "json", *, user_name: str = 
     if not isinstance(raw, dict):
         raise CardImportError("文件里不是 JSON 对象，认不出是角色卡还是设定集")
     spec = raw.get("spec")
+    notes: list[ImportNote] = []
     if spec in ("chara_card_v3", "chara_card_v2"):
         data = raw.get("data")
         if not isinstance(data, dict):
             raise CardImportError(f"{spec} 的 data 应为对象")
         kind = str(spec)
     elif spec == "lorebook_v3":
-        return ImportedCard("lorebook_v3", container, "", (), _card_book(raw.get("data"), "", user_name), raw)
+        book = _card_book(raw.get("data"), notes)
+        return ImportedCard("lorebook_v3", container, "", (), book, raw, tuple(notes))
     elif spec is None and isinstance(raw.get("entries"), Mapping | list) and "first_mes" not in raw:
         entries = _entries_list(raw["entries"], "世界书")
-        world = LoreBook(tuple(_st_entry(e, i, "", user_name) for i, e in enumerate(entries, start=1)),
+        world = LoreBook(tuple(_st_entry(e, i, notes) for i, e in enumerate(entries, start=1)),
                          recursion_steps=RECURSION_ON_IMPORT,
                          extra={k: v for k, v in raw.items() if k != "entries"})
-        return ImportedCard("sillytavern_world_info", container, "", (), world, raw)
+        return ImportedCard("sillytavern_world_info", container, "", (), world, raw, tuple(notes))
     elif spec is None and isinstance(raw.get("name"), str) and ("first_mes" in raw or "description" in raw):
         data, kind = raw, "chara_card_v1"
     else:
@@ -285,11 +351,12 @@ def card_from_json(raw: Any, container: Container = "json", *, user_name: str = 
     name = str(data.get("name") or "").strip()
     if not name:
         raise CardImportError("角色卡没有名字（data.name）")
-    book = _card_book(data["character_book"], _char_of(data), user_name) if data.get("character_book") else None
-    return ImportedCard(kind, container, name, card_greetings(raw, user_name=user_name), book, raw)
+    card_book = _card_book(data["character_book"], notes) if data.get("character_book") else None
+    return ImportedCard(kind, container, name, card_greetings(raw, user_name=user_name), card_book, raw, tuple(notes))
 
 
-def _char_of(data: Mapping[str, Any]) -> str:
+def char_of(data: Mapping[str, Any]) -> str:
+    """What ``{{char}}`` stands for: the card's ``nickname``, else its ``name``."""
     nickname = data.get("nickname")
     return nickname.strip() if isinstance(nickname, str) and nickname.strip() else str(data.get("name") or "").strip()
 
@@ -300,8 +367,8 @@ def card_greetings(raw: Mapping[str, Any], *, user_name: str = "你") -> tuple[s
     assert isinstance(data, Mapping)
     alternates = data.get("alternate_greetings")
     found = [data.get("first_mes"), *(alternates if isinstance(alternates, list) else [])]
-    char = _char_of(data)
-    return tuple(_substitute(g.strip(), char, user_name) for g in found if isinstance(g, str) and g.strip())
+    char = char_of(data)
+    return tuple(substitute_macros(g.strip(), char, user_name) for g in found if isinstance(g, str) and g.strip())
 
 
 def read_card(path: str | os.PathLike[str], *, user_name: str = "你") -> ImportedCard:

@@ -14,24 +14,27 @@ time in proportion to the text instead:
 - Text is scanned segment by segment, newest first (the user's new words, then each
   kept turn); a key is recorded at the first segment that holds it, its *depth*.
 
-Regex keys are not indexed: each is searched with a time bound (the ``regex`` module's
+Regex keys (written ``/pattern/flags``) are not indexed: each is searched with a time bound (the ``regex`` module's
 ``timeout``), and all regex searches of a turn share :data:`REGEX_TURN_BUDGET_S`. A key
 that runs out of time counts as not found and is reported.
 
-Whole words: a key whose first (last) character is a letter or digit of an alphabetic
-script must not have such a character right before (after) it in the text. CJK keys
-have no such check (there are no spaces between words): "雾港" is found in "雾港城".
+Whole words: a one-word key whose first (last) character is a letter or digit of an
+alphabetic script must not have such a character right before (after) it in the text.
+CJK keys have no such check (there are no spaces between words): "雾港" is found in
+"雾港城"; nor have keys of several words (SillyTavern finds "red dragon" in "red dragons").
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import regex
 
-from liyuan.lore.model import LoreBook, LoreEntry, compile_key
+from liyuan.errors import LoreError
+from liyuan.lore.model import LoreBook, LoreEntry, compile_key, substitute_macros
+from liyuan.lore.rules import rules_of
 
 __all__ = ["REGEX_KEY_TIMEOUT_S", "REGEX_TURN_BUDGET_S", "KeyHits", "LoreIndex", "RegexClock", "is_word_char"]
 
@@ -80,6 +83,7 @@ class RegexClock:
     """Searches not run because the turn's budget was spent."""
 
     def search(self, pattern: regex.Pattern[str], text: str) -> bool:
+        """Whether ``pattern`` occurs in ``text`` (a timeout or a spent budget: not found, recorded)."""
         left = self.budget_s - self.spent_s
         if left <= 0:
             self.skipped += 1
@@ -105,12 +109,32 @@ class KeyHits:
     _word_depth: dict[int, int | None] = field(default_factory=dict)
 
 
-class LoreIndex:
-    """A book with its keys filed for scanning (see the module docstring). Immutable once built."""
+def _with_names(entry: LoreEntry, user: str, char: str) -> LoreEntry:
+    """The entry with its macros replaced by the names (as it was, if that would make it invalid)."""
+    if not any(("{" in text or "<" in text) for text in (entry.title, entry.content, *entry.keys,
+                                                          *entry.secondary_keys)):
+        return entry
+    def sub(text: str) -> str:
+        return substitute_macros(text, char, user)
+    try:
+        return replace(entry, title=sub(entry.title), content=sub(entry.content), keys=tuple(map(sub, entry.keys)),
+                       secondary_keys=tuple(map(sub, entry.secondary_keys)))
+    except LoreError:
+        return entry
 
-    def __init__(self, book: LoreBook) -> None:
+
+class LoreIndex:
+    """A book with its keys filed for scanning (see the module docstring). Immutable once built.
+
+    ``book`` is the book as stored (macros as written); ``entries`` are its entries as a turn
+    reads them, ``{{char}}`` / ``{{user}}`` replaced by ``names`` (user, character) when given.
+    """
+
+    def __init__(self, book: LoreBook, names: tuple[str, str] | None = None) -> None:
         self.book = book
-        self.entries: tuple[LoreEntry, ...] = book.entries
+        self.names = names
+        self.entries: tuple[LoreEntry, ...] = book.entries if names is None else \
+            tuple(_with_names(entry, *names) for entry in book.entries)
         self.keys: list[_Key] = []
         self._key_ids: dict[tuple[str, bool], int] = {}
         self._by_pair: tuple[dict[str, dict[int, dict[str, int]]], dict[str, dict[int, dict[str, int]]]] = ({}, {})
@@ -119,10 +143,11 @@ class LoreIndex:
         """Whether any one-character key is filed (folded, as written)."""
         self.primary_of_key: dict[int, list[int]] = {}
         """Key id to the entries that use it as a primary key (plain keys only)."""
-        self.primary: list[tuple[int, ...]] = []
+        self.primary: list[tuple[tuple[int, str], ...]] = []
+        """Each entry's plain primary keys: key id and the key as written."""
         self.secondary: list[tuple[int, ...]] = []
-        self.patterns: dict[int, tuple[list[regex.Pattern[str]], list[regex.Pattern[str]]]] = {}
-        """Regex entries: their compiled primary and secondary keys."""
+        self.patterns: dict[int, tuple[list[tuple[str, regex.Pattern[str]]], list[regex.Pattern[str]]]] = {}
+        """Entries with ``/…/`` keys: their compiled primary (with the key as written) and secondary keys."""
         self.constant: list[int] = []
         self.depth: list[int] = []
         """Each entry's scan depth in turns."""
@@ -134,26 +159,33 @@ class LoreIndex:
                 continue
             if entry.constant:
                 self.constant.append(number)
-            if entry.regex:
-                self.patterns[number] = ([compile_key(k, entry.case_sensitive) for k in entry.keys],
-                                         [compile_key(k, entry.case_sensitive) for k in entry.secondary_keys])
-                self.primary.append(())
-                self.secondary.append(())
-                continue
-            primary = tuple(self._file(key, entry) for key in entry.keys)
-            for key_id in primary:
+            compiled = {key: compile_key(key) for key in (*entry.keys, *entry.secondary_keys)}
+            regex_primary = [(key, found) for key in entry.keys if (found := compiled[key]) is not None]
+            regex_secondary = [found for key in entry.secondary_keys if (found := compiled[key]) is not None]
+            if regex_primary or regex_secondary:
+                self.patterns[number] = (regex_primary, regex_secondary)
+            primary = tuple((self._file(key, entry), key) for key in entry.keys if compiled[key] is None)
+            for key_id, _key in primary:
                 self.primary_of_key.setdefault(key_id, []).append(number)
             self.primary.append(primary)
-            self.secondary.append(tuple(self._file(key, entry) for key in entry.secondary_keys))
+            self.secondary.append(tuple(self._file(key, entry) for key in entry.secondary_keys
+                                        if compiled[key] is None))
+        self.rules = [rules_of(entry) for entry in self.entries]
+        """Each entry's probability, groups, delays (:mod:`liyuan.lore.rules`)."""
+        self.has_rules = any(not rules.plain for rules in self.rules)
+        self.has_timers = any(rules.sticky or rules.cooldown or rules.after_match for rules in self.rules)
+        self.delayed = [n for n, rules in enumerate(self.rules) if rules.recursion_level and self.entries[n].enabled]
+        """Enabled entries held back until a recursion step (``delay_until_recursion``)."""
+        self.orders = [entry.order for entry in self.entries]
         self.max_depth = max(self.depth, default=0)
         ranked = sorted(range(len(self.entries)), key=self.rank)
         self.by_rank: tuple[int, ...] = tuple(i for i in ranked if self.entries[i].enabled)
         """Enabled entries in activation order (the order of the index as well)."""
 
     def rank(self, number: int) -> tuple[int, int, int, int]:
-        """Sort key: constant first, then higher priority, then lower order, then book position."""
+        """Sort key: constant first, then higher priority, then higher order, then book position."""
         entry = self.entries[number]
-        return (0 if entry.constant else 1, -entry.priority, entry.order, number)
+        return (0 if entry.constant else 1, -entry.priority, -entry.order, number)
 
     def _file(self, key: str, entry: LoreEntry) -> int:
         text = key if entry.case_sensitive else key.casefold()
@@ -162,7 +194,9 @@ class LoreIndex:
         if found is not None:
             return found
         key_id = len(self.keys)
-        self.keys.append(_Key(text, entry.case_sensitive, is_word_char(text[0]), is_word_char(text[-1])))
+        one_word = not any(ch.isspace() for ch in text)
+        self.keys.append(_Key(text, entry.case_sensitive, one_word and is_word_char(text[0]),
+                              one_word and is_word_char(text[-1])))
         self._key_ids[ident] = key_id
         self._single[entry.case_sensitive] |= len(text) == 1
         self._by_pair[entry.case_sensitive].setdefault(text[:2], {}).setdefault(len(text), {})[text] = key_id

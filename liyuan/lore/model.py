@@ -4,8 +4,9 @@ Invariants:
 
 - A :class:`LoreEntry` is validated on construction: a title, text fields that are text,
   keys without blanks, a logic among :data:`LOGICS`, a scan depth that is ``None`` or
-  between 0 and :data:`MAX_SCAN_TURNS`. A regex key that does not compile is refused
-  here, so a book that loads never holds one.
+  between 0 and :data:`MAX_SCAN_TURNS`. A key is a regular expression only when written
+  ``/pattern/flags`` (:func:`regex_key`, SillyTavern's rule); one that does not compile is
+  refused here, so a book that loads never holds one. Every other key is a plain word.
 - Fields liyuan does not use are kept in ``extra`` (a card's ``extensions``, its
   decorators, fields of other front ends), never dropped: export gives them back.
 - :meth:`LoreEntry.to_dict` writes only what differs from the defaults, so the file a
@@ -35,6 +36,9 @@ __all__ = [
     "book_from_dict",
     "compile_key",
     "entry_from_dict",
+    "regex_key",
+    "slash_key",
+    "substitute_macros",
 ]
 
 DEFAULT_SCAN_TURNS = 6
@@ -44,10 +48,12 @@ compaction fell (up to 36 turns can be uncovered just before one), and a name th
 model still reads word for word keeps its lore in view."""
 MAX_SCAN_TURNS = 1000
 """Upper bound of any scan depth (a typo of 10⁹ turns must not scan a whole chat)."""
-DEFAULT_RECURSION_STEPS = 0
-"""Recursion is off unless the book asks for it (an imported ``recursive_scanning`` asks for 3)."""
-MAX_RECURSION_STEPS = 5
-"""Hard cap on recursion steps, whatever the file says."""
+MAX_RECURSION_STEPS = 10
+"""Hard cap on recursion steps, whatever the file says: a chain of 11 entries, each naming
+the next, is followed to its end (authors build chains of 7); a hostile book stops here."""
+DEFAULT_RECURSION_STEPS = MAX_RECURSION_STEPS
+"""Recursion is on unless the book says otherwise, as in a fresh SillyTavern (which recurses
+until nothing new is found; here up to the cap)."""
 LORE_INDEX_MAX_CHARS = 2000
 """The original's cap on 【设定集索引】 (``LORE_INDEX_MAX_CHARS``)."""
 
@@ -58,16 +64,63 @@ LOGICS: dict[str, str] = {"and_any": "且含任一", "and_all": "且全含", "no
 """Each logic with its Chinese name (as the activation log shows it)."""
 
 
-def compile_key(pattern: str, case_sensitive: bool) -> regex.Pattern[str]:
-    """A regex key compiled as activation uses it.
+_MACRO = regex.compile(r"\{\{\s*(char|user)\s*\}\}|<(char|bot|user)>", regex.IGNORECASE)
+
+
+def substitute_macros(text: str, char: str, user: str) -> str:
+    """``{{char}}`` / ``<char>`` / ``<bot>`` and ``{{user}}`` / ``<user>`` (any case) replaced by the names.
+
+    The stored book keeps the macros (export gives them back as written); a turn reads the
+    book with them replaced (:class:`liyuan.lore.match.LoreIndex`)."""
+    def one(match: regex.Match[str]) -> str:
+        return user if (match.group(1) or match.group(2)).lower() == "user" else char
+    return _MACRO.sub(one, text) if ("{" in text or "<" in text) else text
+
+
+_SLASH_FORM = regex.compile(r"^/([\s\S]+?)/([gimsuy]*)$")
+_UNESCAPED_SLASH = regex.compile(r"(?:^|[^\\])/")
+_FLAGS = {"i": regex.IGNORECASE, "m": regex.MULTILINE, "s": regex.DOTALL}
+"""JavaScript's flags with a meaning for one search; ``g``, ``u`` and ``y`` change nothing here
+(the ``regex`` module is Unicode-aware without ``u``; a key is searched once, anywhere)."""
+
+
+def regex_key(key: str) -> tuple[str, str] | None:
+    """``(pattern, flags)`` when ``key`` is written ``/pattern/flags``, else ``None`` (a plain word).
+
+    The rule is SillyTavern's: the whole key between two slashes, flags among ``gimsuy``,
+    no unescaped ``/`` inside the pattern.
+    """
+    found = _SLASH_FORM.match(key)
+    if found is None or _UNESCAPED_SLASH.search(found.group(1)):
+        return None
+    return found.group(1), found.group(2)
+
+
+def slash_key(pattern: str, case_sensitive: bool) -> str:
+    """A raw pattern written as a ``/…/flags`` key (``i`` unless case-sensitive)."""
+    return "/" + regex.sub(r"(?<!\\)/", r"\\/", pattern) + "/" + ("" if case_sensitive else "i")
+
+
+def compile_key(key: str) -> regex.Pattern[str] | None:
+    """The compiled regex of a ``/pattern/flags`` key; ``None`` for a plain key.
+
+    Without ``i`` the regex is case-sensitive, whatever the entry's ``case_sensitive`` says
+    (as in SillyTavern: the flags decide).
 
     Raises:
-        LoreError: The pattern does not compile.
+        LoreError: The key is written as a regex but does not compile.
     """
+    parsed = regex_key(key)
+    if parsed is None:
+        return None
+    pattern, flags = parsed
+    options = 0
+    for flag in flags:
+        options |= _FLAGS.get(flag, 0)
     try:
-        return regex.compile(pattern, 0 if case_sensitive else regex.IGNORECASE)
-    except (regex.error, ValueError, OverflowError) as exc:
-        raise LoreError(f"正则关键词写错了：{pattern!r}（{exc}）") from None
+        return regex.compile(pattern, options)
+    except (regex.error, ValueError, OverflowError, RecursionError) as exc:
+        raise LoreError(f"正则关键词写错了：{key!r}（{exc}）") from None
 
 
 @dataclass(frozen=True)
@@ -83,19 +136,18 @@ class LoreEntry:
     secondary_keys: tuple[str, ...] = ()
     """Filter keys, combined by ``logic``; none: no filter."""
     logic: Logic = "and_any"
-    regex: bool = False
-    """Keys are regular expressions (matched with a time bound) instead of plain text."""
     constant: bool = False
     """Always active (still subject to ``enabled`` and the budget)."""
     enabled: bool = True
     order: int = 100
-    """Lower first, among entries of equal priority."""
+    """Higher first, among entries of equal priority (SillyTavern's ``order``, a card's
+    ``insertion_order``): under a tight budget the lowest order is cut first."""
     priority: int = 0
-    """Higher first; the budget cuts from the end of the order."""
+    """Higher first, before ``order`` (SPEC_V3 ``priority``); the budget cuts from the end."""
     case_sensitive: bool = False
     whole_word: bool = True
-    """A key whose end is a Latin letter or digit must not touch another one there
-    ("Ann" is not found in "Anna"); CJK keys always match as substrings."""
+    """A one-word key whose end is a Latin letter or digit must not touch another one there
+    ("Ann" is not found in "Anna"); CJK keys and keys of several words match as substrings."""
     scan_turns: int | None = None
     """This entry's scan depth in turns (``None``: the book's); 0 scans the new words only."""
     recursive: bool = True
@@ -119,7 +171,7 @@ class LoreEntry:
                 raise LoreError(f"{where} 的 {name} 应为非空文本的列表")
         if self.logic not in LOGICS:
             raise LoreError(f"{where} 的 logic 只能是 {'、'.join(LOGICS)}，实际是 {self.logic!r}")
-        for name in ("regex", "constant", "enabled", "case_sensitive", "whole_word", "recursive",
+        for name in ("constant", "enabled", "case_sensitive", "whole_word", "recursive",
                      "prevent_recursion"):
             if not isinstance(getattr(self, name), bool):
                 raise LoreError(f"{where} 的 {name} 应为 true 或 false")
@@ -132,12 +184,11 @@ class LoreEntry:
             raise LoreError(f"{where} 的 scan_turns 应为 0 到 {MAX_SCAN_TURNS} 的整数")
         if not isinstance(self.extra, Mapping):
             raise LoreError(f"{where} 的 extra 应为映射")
-        if self.regex:
-            for key in (*self.keys, *self.secondary_keys):
-                try:
-                    compile_key(key, self.case_sensitive)
-                except LoreError as exc:
-                    raise LoreError(f"{where}：{exc}") from None
+        for key in (*self.keys, *self.secondary_keys):
+            try:
+                compile_key(key)
+            except LoreError as exc:
+                raise LoreError(f"{where}：{exc}") from None
 
     def to_dict(self) -> dict[str, Any]:
         """The entry as the lore file stores it: only fields that differ from the defaults."""
@@ -180,16 +231,22 @@ def entry_from_dict(data: Any, where: str = "设定条目") -> LoreEntry:
     """
     if not isinstance(data, Mapping):
         raise LoreError(f"{where} 应为映射（title、keys、content ……）")
-    unknown = sorted(str(k) for k in data if k not in _ENTRY_FIELDS)
+    unknown = sorted(str(k) for k in data if k not in _ENTRY_FIELDS and k != "regex")
     if unknown:
         raise LoreError(f"{where} 有不认识的字段：{'、'.join(unknown)}（不用的字段请放进 extra）")
     title = data.get("title")
-    values: dict[str, Any] = {k: v for k, v in data.items() if k not in ("keys", "secondary_keys", "sources")}
+    values: dict[str, Any] = {k: v for k, v in data.items() if k not in ("keys", "secondary_keys", "sources", "regex")}
     values["title"] = str(title).strip() if isinstance(title, str | int | float) and not isinstance(title, bool) \
         else title
     shown = f"{where}「{values['title']}」" if isinstance(values["title"], str) else where
     for name in ("keys", "secondary_keys", "sources"):
         values[name] = _text_list(data.get(name), shown, name)
+    if data.get("regex") is True:  # an older file: every key of the entry was a raw pattern
+        sensitive = data.get("case_sensitive") is True
+        for name in ("keys", "secondary_keys"):
+            values[name] = tuple(k if regex_key(k) else slash_key(k, sensitive) for k in values[name])
+    elif data.get("regex") not in (None, False):
+        raise LoreError(f"{shown} 的 regex 应为 true 或 false")
     if values.get("content") is None:
         values["content"] = ""
     values.setdefault("extra", {})
@@ -212,7 +269,7 @@ class LoreBook:
     scan_turns: int = DEFAULT_SCAN_TURNS
     """Default scan depth in turns (an entry's ``scan_turns`` overrides it)."""
     recursion_steps: int = DEFAULT_RECURSION_STEPS
-    """How many times activated content may activate further entries (0: never; capped at 5)."""
+    """How many times activated content may activate further entries (0: never; capped at 10)."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Book-level fields liyuan does not use (``extensions``, ``token_budget`` ...), kept."""
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +46,10 @@ CACHE_MIN_ENTRIES = 1000
 _HEADER = ("# 设定集：这张卡的设定条目，每轮按关键词激活，全文放进【相关设定】，标题列进【设定集索引】。\n"
            "# 可以手改：title 标题、keys 关键词、secondary_keys 次要关键词\n"
            "# （logic：and_any 且含任一、and_all 且全含、not_any 且都不含、not_all 且不全含）、content 正文、\n"
-           "# constant 常驻、enabled 启用、priority 优先级（大的先放）、order 顺序（小的先放）、\n"
-           "# case_sensitive 区分大小写、whole_word 英文整词、regex 正则、scan_turns 扫描几轮。\n"
-           "# 没写的字段取默认值；extra 里是导入时带来、梨园不用的字段，导出时原样带回。\n")
+           "# constant 常驻、enabled 启用、priority 优先级（大的先放）、order 顺序（大的先放，预算不够先截小的）、\n"
+           "# case_sensitive 区分大小写、whole_word 英文整词、scan_turns 扫描几轮；关键词写成 /模式/标志 才是正则。\n"
+           "# {{char}}、{{user}} 原样保留，每轮换成名字；没写的字段取默认值；\n"
+           "# extra 里是导入时带来、梨园不用的字段，导出（Card.export_card、export_lore）时原样带回。\n")
 
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -190,9 +192,11 @@ def load_card_data(card_dir: Path) -> dict[str, Any] | None:
 class LoreShelf:
     """The card's lore book and its keyword index, re-read only when the file changes."""
 
-    def __init__(self, card_dir: Path) -> None:
+    def __init__(self, card_dir: Path, names: Callable[[], tuple[str, str]] | None = None) -> None:
         self.card_dir = card_dir
-        self._stamp: tuple[int, int] | None = None
+        self._names = names
+        """The user's and the character's name the book's macros stand for (read each turn)."""
+        self._stamp: tuple[int, int, tuple[str, str] | None] | None = None
         self._index: LoreIndex | None = None
         self._guard = threading.Lock()
 
@@ -211,11 +215,12 @@ class LoreShelf:
             return None
         except OSError as exc:
             raise LoreError(f"无法读取设定集 {path}：{exc}") from None
-        stamp = (stat.st_mtime_ns, stat.st_size)
+        names = self._names() if self._names is not None else None
+        stamp = (stat.st_mtime_ns, stat.st_size, names)
         with self._guard:
             if stamp != self._stamp or self._index is None:
                 book = load_book(self.card_dir)
-                self._index = LoreIndex(book) if book is not None else None
+                self._index = LoreIndex(book, names) if book is not None else None
                 self._stamp = stamp
             return self._index
 

@@ -98,3 +98,38 @@ def write(folder: Path, name: str, data: bytes | dict[str, Any]) -> Path:
     path = folder / name
     path.write_bytes(data if isinstance(data, bytes) else json.dumps(data, ensure_ascii=False).encode("utf-8"))
     return path
+
+
+def st_entry(uid: int, keys: list[str], content: str, *, order: int = 100, comment: str = "",
+             secondary: list[str] | None = None, **ext: Any) -> dict[str, Any]:
+    """One ``character_book`` entry exactly as SillyTavern's card exporter writes it
+    (``convertWorldInfoToCharacterBook``): ``use_regex: true`` on every entry, no ``priority``,
+    the World Info fields under ``extensions``; ``ext`` overrides those extensions."""
+    extensions: dict[str, Any] = {
+        "position": 0, "exclude_recursion": False, "display_index": uid, "probability": 100,
+        "useProbability": True, "depth": 4, "selectiveLogic": 0, "group": "", "group_override": False,
+        "group_weight": 100, "prevent_recursion": False, "delay_until_recursion": False, "scan_depth": None,
+        "match_whole_words": None, "use_group_scoring": False, "case_sensitive": None, "automation_id": "",
+        "role": 0, "vectorized": False, "sticky": None, "cooldown": None, "delay": None}
+    extensions.update(ext)
+    return {"id": uid, "keys": keys, "secondary_keys": secondary or [], "comment": comment or keys[0],
+            "content": content, "constant": False, "selective": True, "insertion_order": order, "enabled": True,
+            "position": "before_char", "use_regex": True, "extensions": extensions}
+
+
+def st_card(entries: list[dict[str, Any]], name: str = "Seraphina", **book: Any) -> dict[str, Any]:
+    """A V2 card as SillyTavern exports it, carrying ``entries`` as its book (no ``recursive_scanning``)."""
+    return {
+        "name": name, "description": "", "personality": "", "scenario": "", "first_mes": "Hello, {{user}}.",
+        "mes_example": "", "creatorcomment": "", "avatar": "none", "talkativeness": "0.5", "fav": False,
+        "tags": [], "spec": "chara_card_v2", "spec_version": "2.0",
+        "data": {
+            "name": name, "description": "", "personality": "", "scenario": "", "first_mes": "Hello, {{user}}.",
+            "mes_example": "", "creator_notes": "", "system_prompt": "", "post_history_instructions": "",
+            "tags": [], "creator": "", "character_version": "", "alternate_greetings": [],
+            "extensions": {"talkativeness": "0.5", "fav": False, "world": "book",
+                           "depth_prompt": {"prompt": "", "depth": 4, "role": "system"}},
+            "character_book": {"entries": entries, "name": "book", **book},
+        },
+        "create_date": "2024-9-28 @12h 00m 00s 000ms",
+    }

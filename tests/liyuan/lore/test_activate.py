@@ -52,7 +52,8 @@ def test_case_insensitive_by_default_and_sensitive_on_request() -> None:
 
 
 def test_whole_word_for_latin_and_substring_for_cjk() -> None:
-    book = LoreBook((e("Ann", "Ann"), e("雾港", "雾港"), e("Ann 整词关", "Ann", whole_word=False)))
+    book = LoreBook((e("Ann", "Ann"), e("雾港", "雾港"), e("Ann 整词关", "Ann", whole_word=False)),
+                    recursion_steps=0)  # only the chat text: each content names its own key
     assert titles(book, [], "Anna 到了雾港城") == ["雾港", "Ann 整词关"]
     assert titles(book, [], "Ann到了") == ["Ann", "Ann 整词关"]  # a CJK neighbour is a word boundary
     assert titles(book, [], "Anna, then Ann.") == ["Ann", "Ann 整词关"]  # a later occurrence counts
@@ -61,7 +62,8 @@ def test_whole_word_for_latin_and_substring_for_cjk() -> None:
 def test_scan_depth_in_turns_with_per_entry_override() -> None:
     items = [("user", "提到雾港"), ("assistant", "嗯"), ("user", "别的"), ("assistant", "好"),
              ("user", "又别的"), ("assistant", "行")]
-    book = LoreBook((e("雾港", "雾港"), e("雾港近", "雾港", scan_turns=2), e("雾港只看新话", "雾港", scan_turns=0)))
+    book = LoreBook((e("雾港", "雾港"), e("雾港近", "雾港", scan_turns=2), e("雾港只看新话", "雾港", scan_turns=0)),
+                    recursion_steps=0)  # recursion scans content whatever the depth; off to see the depth
     assert titles(book, items, "继续") == ["雾港"]  # 3 turns back: within the default 6, not within 2
     assert titles(book, items, "雾港") == ["雾港", "雾港近", "雾港只看新话"]
     assert titles(LoreBook((e("雾港", "雾港"),), scan_turns=2), items, "继续") == []
@@ -89,18 +91,19 @@ def test_constant_and_disabled() -> None:
 def test_order_constant_then_priority_then_order_then_position() -> None:
     book = LoreBook((e("低序", "港", order=5), e("高优先", "港", priority=10), e("常驻", constant=True, priority=-5),
                      e("默认甲", "港"), e("默认乙", "港"), e("高序", "港", order=500)))
-    assert titles(book, [], "港") == ["常驻", "高优先", "低序", "默认甲", "默认乙", "高序"]
+    assert titles(book, [], "港") == ["常驻", "高优先", "高序", "默认甲", "默认乙", "低序"]
 
 
 def test_recursion_follows_content_up_to_the_cap() -> None:
     chain = (e("甲", "起点", content="甲提到乙地"), e("乙", "乙地", content="乙提到丙地"),
              e("丙", "丙地", content="丙提到丁地"), e("丁", "丁地", content="完"))
-    assert titles(LoreBook(chain), [], "起点") == ["甲"]  # recursion off by default
+    assert titles(LoreBook(chain), [], "起点") == ["甲", "乙", "丙", "丁"]  # recursion on by default
+    assert titles(LoreBook(chain, recursion_steps=0), [], "起点") == ["甲"]
     assert titles(LoreBook(chain, recursion_steps=1), [], "起点") == ["甲", "乙"]
     assert titles(LoreBook(chain, recursion_steps=2), [], "起点") == ["甲", "乙", "丙"]
     assert titles(LoreBook(chain, recursion_steps=5), [], "起点") == ["甲", "乙", "丙", "丁"]
     with pytest.raises(LoreError):
-        LoreBook(chain, recursion_steps=6)
+        LoreBook(chain, recursion_steps=11)
 
 
 def test_recursion_flags() -> None:
@@ -111,15 +114,15 @@ def test_recursion_flags() -> None:
 
 
 def test_regex_keys_and_invalid_regex_refused() -> None:
-    book = LoreBook((e("年份", r"\d{4}年", regex=True),))
+    book = LoreBook((e("年份", r"/\d{4}年/"),))
     assert titles(book, [], "那是1987年") == ["年份"]
     assert titles(book, [], "那是去年") == []
     with pytest.raises(LoreError, match="正则"):
-        e("坏", "([", regex=True)
+        e("坏", "/([/")
 
 
 def test_catastrophic_regex_is_bounded_and_reported() -> None:
-    book = LoreBook((e("回溯", r"(x+x+)+y", regex=True),))
+    book = LoreBook((e("回溯", r"/(x+x+)+y/"),))
     index = LoreIndex(book)
     clock = RegexClock()
     started = time.perf_counter()

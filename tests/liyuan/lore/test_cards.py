@@ -15,6 +15,7 @@ from liyuan.errors import CardImportError, StateError
 from liyuan.lore import LORE_FILE, load_book
 from liyuan.lore.cards import read_card
 from liyuan.lore.containers import MAX_FILE_BYTES
+from liyuan.lore.match import LoreIndex
 
 from .cardfiles import b64, charx, png, v2_card, v3_card, world_info, write
 
@@ -25,14 +26,17 @@ def test_v2_json(tmp_path: Path) -> None:
     assert card.greetings == ("（林溯提着灯）阿简，你迟到了。", "林溯没回头：进来吧，阿简。")
     assert card.book is not None
     first, second, third = card.book.entries
-    assert (first.title, first.keys, first.content) == ("雾港", ("雾港",), "雾港终年起雾，林溯在这里长大。")
+    # the book keeps the macros as written (export gives them back); a turn reads them replaced
+    assert (first.title, first.keys, first.content) == ("雾港", ("雾港",), "雾港终年起雾，{{char}}在这里长大。")
     assert first.secondary_keys == () and first.extra["secondary_keys"] == ["灯塔"]  # selective off: kept, unused
     assert first.extra["extensions"] == {"color": "灰"} and first.extra["position"] == "before_char"
     assert second.secondary_keys == ("雾",) and second.order == 20
-    assert third.keys == ("阿简",) and third.content == "阿简是新来的邮差。"
+    assert third.keys == ("{{user}}",) and third.content == "{{user}}是新来的邮差。"
+    named = LoreIndex(card.book, ("阿简", "林溯")).entries
+    assert named[0].content == "雾港终年起雾，林溯在这里长大。" and named[2].keys == ("阿简",)
     assert third.scan_turns == 2 and third.secondary_keys == ("信",) and third.logic == "and_any"
     assert third.extra["decorators"] == ["@@scan_depth 4", "@@additional_keys 信"]
-    assert card.book.scan_turns == 2 and card.book.recursion_steps == 3
+    assert card.book.scan_turns == 2 and card.book.recursion_steps == 10
 
 
 def test_v2_png(tmp_path: Path) -> None:
@@ -56,10 +60,10 @@ def test_sillytavern_world_info(tmp_path: Path) -> None:
     card = read_card(write(tmp_path, "w.json", world_info()))
     assert card.kind == "sillytavern_world_info" and not card.is_card and card.book is not None
     ferry, ship, common, stopped = card.book.entries
-    assert ferry.logic == "not_any" and ferry.secondary_keys == ("夜",) and ferry.priority == 100
-    assert ship.regex and ship.keys == (r"\d+号船",)
+    assert ferry.logic == "not_any" and ferry.secondary_keys == ("夜",) and ferry.order == 100
+    assert ship.keys == (r"/\d+号船/",)
     assert common.constant and not stopped.enabled
-    assert ferry.extra["probability"] == 100 and card.book.recursion_steps == 3
+    assert ferry.extra["probability"] == 100 and card.book.recursion_steps == 10
 
 
 def test_lorebook_v3(tmp_path: Path) -> None:
@@ -157,11 +161,13 @@ def test_slow_regex_key_is_refused_at_import(tmp_path: Path) -> None:
     assert not (folder / LORE_FILE).exists()
 
 
-def test_invalid_regex_key_is_refused_at_import(tmp_path: Path) -> None:
+def test_invalid_regex_key_is_left_out_and_reported_at_import(tmp_path: Path) -> None:
     card = v3_card()
-    card["data"]["character_book"]["entries"][0].update(use_regex=True, keys=["(unclosed"])
-    with pytest.raises(CardImportError, match="正则"):
-        read_card(write(tmp_path, "c.json", card))
+    card["data"]["character_book"]["entries"][0].update(use_regex=True, keys=["(unclosed", "/(unclosed/"])
+    read = read_card(write(tmp_path, "c.json", card))
+    assert read.book is not None and read.book.entries[0].keys == ("(unclosed",)  # a bare key is a plain word
+    assert read.book.entries[0].extra["unusable_keys"] == ["/(unclosed/"]
+    assert [line for line in read.report_lines() if "正则" in line and "/(unclosed/" in line]
 
 
 def test_hundred_thousand_entry_book_imports(tmp_path: Path) -> None:
