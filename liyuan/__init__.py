@@ -28,6 +28,8 @@ The packages below hold the parts, one per section of the design: :mod:`liyuan.s
 
 from __future__ import annotations
 
+import logging as _logging
+
 from liyuan.app import Activity, AsyncCard, AsyncChat, Card, Chat, Turn
 from liyuan.card.sync import CardMemory, SyncOutcome
 from liyuan.compaction import CompactionOutcome
@@ -60,6 +62,10 @@ from liyuan.session.state import Character, Ledger
 from liyuan.vector.config import VectorConfig
 
 __version__ = "0.2.0"
+
+# The library never prints: without this, Python's last-resort handler writes a background
+# error's traceback to stderr. An app that configures logging sees the records as usual.
+_logging.getLogger("liyuan").addHandler(_logging.NullHandler())
 
 __all__ = [
     "Activity",

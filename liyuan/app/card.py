@@ -33,7 +33,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from liyuan.app.activity import Activity, Lane, Listener
+from liyuan.app.activity import Activity, Lane, Listener, refuse_own_wait
 from liyuan.app.card_lore import CardLore
 from liyuan.app.chat import Chat
 from liyuan.app.vectors import open_vector
@@ -317,6 +317,7 @@ class Card(CardLore):
         """
         if self.side_model is None:
             return None
+        refuse_own_wait(wait and self._worker is not None and self._worker.on_own_thread(), "等跨局同步做完")
         if self._worker is None:
             memory = self._sync_memory(self.path)
             assert memory is not None
@@ -337,6 +338,8 @@ class Card(CardLore):
         deadline = Deadline(timeout)
         with self._chats_guard:
             chats = list(self._chats.values())
+        refuse_own_wait(any(chat._on_lane() for chat in chats)
+                        or (self._worker is not None and self._worker.on_own_thread()), "等卡的后台任务或关闭卡")
         done = True
         for chat in chats:
             done = chat.flush(deadline.left()) and done
