@@ -20,9 +20,11 @@ Invariants:
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import Any, Literal
 
 from liyuan.tokens import estimate_tokens
@@ -95,11 +97,31 @@ class BlockRecord:
         }
 
 
-@lru_cache(maxsize=2048)
+ESTIMATES_KEPT = 2048
+"""How many token estimates :func:`estimate` remembers (a digest and a count each: about 100 bytes)."""
+_estimates: OrderedDict[bytes, int] = OrderedDict()
+_estimates_guard = threading.Lock()
+
+
 def estimate(text: str) -> int:
     """:func:`liyuan.tokens.estimate_tokens`, remembered: a summary, the resident summary
-    and the kept turns come back unchanged turn after turn."""
-    return estimate_tokens(text)
+    and the kept turns come back unchanged turn after turn.
+
+    Remembered by a 16-byte digest of the text, never the text itself: a closed chat's
+    1 MB turn must not stay in memory because its size was once measured.
+    """
+    key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    with _estimates_guard:
+        found = _estimates.get(key)
+        if found is not None:
+            _estimates.move_to_end(key)
+            return found
+    tokens = estimate_tokens(text)
+    with _estimates_guard:
+        _estimates[key] = tokens
+        if len(_estimates) > ESTIMATES_KEPT:
+            _estimates.popitem(last=False)
+    return tokens
 
 
 def block(kind: str, text: str, sources: Sequence[str] = (), *, cut: BudgetCut | None = None,
