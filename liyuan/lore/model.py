@@ -67,7 +67,14 @@ def compile_key(pattern: str, case_sensitive: bool) -> regex.Pattern[str]:
     try:
         return regex.compile(pattern, 0 if case_sensitive else regex.IGNORECASE)
     except (regex.error, ValueError, OverflowError) as exc:
-        raise LoreError(f"正则关键词写错了：{pattern!r}（{exc}）") from None
+        raise LoreError(f"正则关键词写错了：{_shown(pattern)}（{exc}）") from None
+    except RecursionError:  # nested hundreds deep: the compiler recurses once per level
+        raise LoreError(f"正则关键词嵌套太深，编译不了：{_shown(pattern)}") from None
+
+
+def _shown(pattern: str) -> str:
+    """A key as an error message shows it: at most 60 characters of it."""
+    return repr(pattern) if len(pattern) <= 60 else f"{pattern[:60]!r}…（共 {len(pattern)} 字）"
 
 
 @dataclass(frozen=True)
