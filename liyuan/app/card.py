@@ -16,7 +16,9 @@ Invariants:
 - Opening a card removes what an import killed mid-way left (its temporary file and the
   otherwise empty chat folder); an import still running in a live process is left alone.
 - Without a side model nothing is sent anywhere: turns are assembled, replies recorded,
-  memory files can be read and edited, but no compaction, recap or merge runs.
+  memory files can be read and edited, but no compaction, recap or merge runs. Opening
+  such a card says so in one activity line; each turn's verbatim history stays within
+  ``MemoryConfig.history_max_chars`` (the oldest whole turns left out, the record says so).
 """
 
 from __future__ import annotations
@@ -136,6 +138,11 @@ class Card(CardLore):
         self._worker = SyncWorker(self._sync_memory, on_outcome=self._synced, on_error=self._sync_failed) \
             if background else None
         self._clean_interrupted_imports()
+        if side_model is None:  # said once, at open: nothing compacts, recaps or merges
+            self._emit(Activity("compact", "没有配置旁路模型（side_model）：不做前情压缩、复盘和合并，"
+                                           "sync() 什么也不做；"
+                                           f"每轮逐字历史超过 history_max_chars（{self.config.history_max_chars} 字）"
+                                           "时从最早的整轮略去，turn.record.history_cut 记着略去了多少"))
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], **options: Any) -> Card:

@@ -113,6 +113,7 @@ class Chat:
         """The chat's vector memory, or ``None`` when it is off."""
         self._lore = lore
         self._closed = False
+        self._said_cut = False
         self._stuck: Job[None] | None = None
 
     # -- a turn -----------------------------------------------------------------
@@ -328,7 +329,11 @@ class Chat:
                                 roster=roster if roster is not None else format_roster(shown),
                                 lore_index=lore_index, recall_lines=recall, extra=extra,
                                 budget_chars=self._config.budget_chars, lore=self._lore_index(),
-                                lore_share=self._config.lore_share)
+                                lore_share=self._config.lore_share, history_max_chars=self._config.history_max_chars)
+        if prepared.record.history_cut is not None and not self._said_cut:  # why, once per chat
+            self._said_cut = True
+            self._emit(Activity("compact", f"{prepared.record.history_cut.reason()}（history_max_chars；"
+                                           "会话里的原文都还在）", self.id))
         if prepared.lore is not None:
             for line in prepared.lore.lines():
                 self._emit(Activity("lore", line, self.id))

@@ -29,7 +29,8 @@ from typing import Any, Literal
 
 from liyuan.tokens import estimate_tokens
 
-__all__ = ["BLOCK_TITLES", "RECORD_FORMAT", "BlockRecord", "BudgetCut", "TurnRecord", "block", "estimate"]
+__all__ = ["BLOCK_TITLES", "ESTIMATES_KEPT", "RECORD_FORMAT", "BlockRecord", "BudgetCut", "HistoryCut", "TurnRecord",
+           "block", "estimate"]
 
 RECORD_FORMAT = "liyuan-turn-record/1"
 """The ``format`` of :meth:`TurnRecord.to_json`; a reader refuses a major version it does not know."""
@@ -131,6 +132,31 @@ def block(kind: str, text: str, sources: Sequence[str] = (), *, cut: BudgetCut |
 
 
 @dataclass(frozen=True, slots=True)
+class HistoryCut:
+    """Whole turns the verbatim history's bound left out of a turn (oldest first)
+    (:func:`liyuan.context.window.history_window`, ``MemoryConfig.history_max_chars``)."""
+
+    dropped_turns: int
+    """Turns left out (each from a user message up to the next)."""
+    dropped_chars: int
+    """Their characters (an opening greeting before the first turn included)."""
+    kept_turns: int
+    """Turns sent, the user's new words included."""
+    limit_chars: int
+    """The bound in force."""
+
+    def reason(self) -> str:
+        """One Chinese sentence with the numbers."""
+        return (f"逐字历史超过 {self.limit_chars} 字：略去最早的 {self.dropped_turns} 轮（{self.dropped_chars} 字），"
+                f"送最近的 {self.kept_turns} 轮")
+
+    def to_json(self) -> dict[str, int]:
+        """The stable JSON form."""
+        return {"dropped_turns": self.dropped_turns, "dropped_chars": self.dropped_chars,
+                "kept_turns": self.kept_turns, "limit_chars": self.limit_chars}
+
+
+@dataclass(frozen=True, slots=True)
 class TurnRecord:
     """Every block of one assembled turn, and the turn's totals."""
 
@@ -143,6 +169,9 @@ class TurnRecord:
     """Estimated tokens of all messages together."""
     budget_chars: int
     """The envelope the resident summary shares with the summary, ledger and roster."""
+    history_cut: HistoryCut | None = None
+    """The oldest turns the verbatim history's bound left out, or ``None`` when it sent
+    every turn since the summary (in :meth:`to_json` the key is then absent)."""
 
     def of(self, kind: str) -> tuple[BlockRecord, ...]:
         """The blocks of one kind (``extra`` may have several)."""
@@ -162,4 +191,5 @@ class TurnRecord:
             "tokens": self.tokens,
             "budget_chars": self.budget_chars,
             "blocks": [b.to_json() for b in self.blocks],
+            **({"history_cut": self.history_cut.to_json()} if self.history_cut is not None else {}),
         }
