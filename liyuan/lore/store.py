@@ -48,7 +48,7 @@ CACHE_MIN_ENTRIES = 1000
 MAX_EXPANDED_NODES = 5_000_000
 """A lore file may expand to at most this many YAML nodes once its aliases are followed
 (a book of 200,000 entries written out in full has about 2 million)."""
-MAX_EXPANDED_CHARS = 256 * 1024 * 1024
+MAX_EXPANDED_CHARS = 256_000_000
 """... and to at most this many characters of text (an alias to a long text counts each time)."""
 
 _HEADER = ("# 设定集：这张卡的设定条目，每轮按关键词激活，全文放进【相关设定】，标题列进【设定集索引】。\n"
