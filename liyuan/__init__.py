@@ -29,6 +29,8 @@ PostgreSQL), :mod:`liyuan.discussion`.
 
 from __future__ import annotations
 
+import logging as _logging
+
 from liyuan.app import Activity, AsyncCard, AsyncChat, Card, Chat, Turn
 from liyuan.card.sync import CardMemory, SyncOutcome
 from liyuan.compaction import CompactionOutcome
@@ -61,6 +63,10 @@ from liyuan.session.state import Character, Ledger
 from liyuan.vector.config import VectorConfig
 
 __version__ = "0.2.0"
+
+# The library never prints: without this, Python's last-resort handler writes a background
+# error's traceback to stderr. An app that configures logging sees the records as usual.
+_logging.getLogger("liyuan").addHandler(_logging.NullHandler())
 
 __all__ = [
     "Activity",

@@ -6,13 +6,23 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from liyuan.errors import ModelOutputError
+from liyuan.errors import ConfigError, ModelOutputError
 
-__all__ = ["ChatMessage", "Completion", "ModelRequest", "Role", "Usage", "completion_from_response",
-           "require_finished", "split_reasoning"]
+__all__ = [
+    "ChatMessage",
+    "Completion",
+    "ModelRequest",
+    "Role",
+    "Usage",
+    "completion_from_response",
+    "require_finished",
+    "split_reasoning",
+    "usage_fields",
+]
 
 Role = Literal["system", "user", "assistant"]
 
@@ -31,6 +41,22 @@ class Usage:
 
     prompt_tokens: int
     completion_tokens: int
+
+
+def usage_fields(usage: Usage | Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What a reply entry stores as its ``usage``: the counts and their total, or a mapping as given.
+
+    Raises:
+        ConfigError: Neither a :class:`Usage` nor a mapping.
+    """
+    if usage is None:
+        return None
+    if isinstance(usage, Usage):
+        return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                "total_tokens": usage.prompt_tokens + usage.completion_tokens}
+    if isinstance(usage, Mapping):
+        return dict(usage)
+    raise ConfigError(f"usage 应为 Usage 或字典，实际是 {type(usage).__name__}")
 
 
 @dataclass(frozen=True, slots=True)

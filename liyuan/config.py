@@ -17,6 +17,7 @@ from typing import Any, Literal
 from liyuan.bounds import SIDE_INPUT_MAX_CHARS
 from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS
 from liyuan.context.budget import RESIDENT_ENVELOPE_CHARS
+from liyuan.context.window import HISTORY_MAX_CHARS
 from liyuan.discussion.messages import KEEP_RECENT_TOKENS, RESERVE_TOKENS
 from liyuan.errors import ConfigError
 from liyuan.fields import check_int
@@ -26,7 +27,7 @@ from liyuan.vector.config import VectorConfig
 from liyuan.vector.config_file import config_from_dict
 from liyuan.vector.recall import RECALL_TIMEOUT_S
 
-__all__ = ["Durability", "MemoryConfig"]
+__all__ = ["HISTORY_MAX_CHARS", "Durability", "MemoryConfig"]
 
 Durability = Literal["entry", "turn"]
 """When a session file is fsynced: after every append, or once per recorded turn."""
@@ -61,6 +62,11 @@ class MemoryConfig:
     budget_chars: int = RESIDENT_ENVELOPE_CHARS
     """The envelope the resident summary shares with the relay summary, the ledger and
     the roster each turn; only the resident summary yields (cut at a paragraph, or dropped)."""
+    history_max_chars: int = HISTORY_MAX_CHARS
+    """Bound of the verbatim history each turn sends (characters of the kept turns, the
+    user's new words included): beyond it the oldest whole turns are left out and the
+    turn's record says how many (``history_cut``). Compaction keeps a chat far below it;
+    without a side model, this bound is what keeps a long chat's context from growing."""
     lore_share: float = DEFAULT_LORE_SHARE
     """The share of ``budget_chars`` the lore blocks (【相关设定】 and 【设定集索引】) may take
     each turn (0.4: 1720 of 4300 characters); entries that do not fit are cut whole and reported."""
@@ -104,6 +110,7 @@ class MemoryConfig:
         check_int("every_n_turns", self.every_n_turns, 0)
         check_int("min_chars", self.min_chars, 0)
         check_int("budget_chars", self.budget_chars, 0)
+        check_int("history_max_chars", self.history_max_chars, 1)
         check_int("discussion_window", self.discussion_window, 0)
         check_int("discussion_reserve", self.discussion_reserve, 0)
         check_int("discussion_keep", self.discussion_keep, 1)
@@ -157,6 +164,9 @@ DESCRIPTIONS_ZH: dict[str, str] = {
     "MemoryConfig.language": "旁路模型写摘要、复盘和手册用的语言。",
     "MemoryConfig.budget_chars": "常驻摘要、本局摘要、账本和登场名录每轮合用的字数上限；超了只截常驻摘要"
                                  "（在段落处截断，剩得太少就整段不送）。",
+    "MemoryConfig.history_max_chars": "每轮逐字发送的历史（保留的原文轮次，连同用户这一轮的话）最多这么多字；"
+                                      "超了就从最早的整轮开始略去，`turn.record.history_cut` 记下略去了几轮、多少字。"
+                                      "有旁路模型时压缩让它远在上限之下；没有旁路模型时，靠它让长局的上下文不再变长。",
     "MemoryConfig.lore_share": "设定集的两块（【相关设定】和【设定集索引】）每轮最多占 `budget_chars` 的几成"
                                "（0.4 即 4300 字里的 1720 字）；放不下的条目整条略去，并报告略去了哪些。",
     "MemoryConfig.recap_input_max_chars": "一次复盘交给旁路模型的原文字数上限；超了这一局最早的部分放不进去，"

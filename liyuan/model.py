@@ -30,6 +30,7 @@ from liyuan.completion import (
     completion_from_response,
     require_finished,
     split_reasoning,
+    usage_fields,
 )
 from liyuan.endpoint import PLACEHOLDER_KEY, redact, safe_url, url_secrets, within
 from liyuan.errors import ConfigError, ModelError, ModelOutputError
@@ -55,6 +56,7 @@ __all__ = [
     "side_call",
     "split_reasoning",
     "texts",
+    "usage_fields",
 ]
 
 ALLOW_MODEL_REQUESTS = True

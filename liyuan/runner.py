@@ -101,6 +101,13 @@ class Job(Generic[T]):
         """Whether it has run (or was skipped)."""
         return self._done.is_set()
 
+    def ended(self, timeout: float | None = None) -> bool:
+        """Wait until it has run or was skipped; False when ``timeout`` ran out first.
+
+        Unlike :meth:`wait`, a skipped job (whose outcome is :data:`TIMED_OUT`) counts as ended.
+        """
+        return self._done.wait(None if timeout is None else max(timeout, 0.0))
+
     def wait(self, timeout: float | None = None) -> T | BaseException | TimedOut:
         """Its outcome (the result or the exception), or :data:`TIMED_OUT` when ``timeout`` ran out."""
         if not self._done.wait(None if timeout is None else max(timeout, 0.0)):
@@ -164,6 +171,12 @@ class Runner:
         with self._lock:
             return self._thread is not None
 
+    def on_own_thread(self) -> bool:
+        """Whether the caller runs on this runner's worker thread (inside one of its jobs):
+        waiting for the runner there would wait for itself."""
+        with self._lock:
+            return self._thread is not None and self._thread is threading.current_thread()
+
     @property
     def idle(self) -> bool:
         """No job runs or waits."""
@@ -223,7 +236,7 @@ class Runner:
         """Wait for every job submitted so far; False when ``timeout`` ran out first."""
         with self._lock:
             tail = self._tail  # the job that ends last of those not ended yet
-        return tail is None or tail.wait(timeout) is not TIMED_OUT
+        return tail is None or tail.ended(timeout)  # a skipped job ended too
 
     def close(self, timeout: float | None = None) -> bool:
         """Take no more jobs, let the queued ones finish; False when ``timeout`` ran out first.

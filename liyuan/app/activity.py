@@ -11,6 +11,9 @@ Invariants:
   ``error`` :class:`Activity` (and is kept on :attr:`Lane.errors`), and the lane goes on.
 - With ``background=False`` the same work runs inline, in the caller's thread, so a
   script or a test sees every effect as soon as the call returns.
+- Waiting for a lane (or closing it) from its own worker thread, say in an
+  ``on_activity`` listener called from there, is refused with
+  :class:`~liyuan.errors.StateError` (:func:`refuse_own_wait`): it would wait for itself forever.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
+from liyuan.errors import StateError
 from liyuan.runner import REFUSED, TIMED_OUT, Job, Runner
 
 if TYPE_CHECKING:
@@ -30,7 +34,7 @@ if TYPE_CHECKING:
     from liyuan.compaction import CompactionOutcome
     from liyuan.vector.results import IngestResult
 
-__all__ = ["Activity", "ActivityKind", "Lane", "Listener", "Outcome"]
+__all__ = ["Activity", "ActivityKind", "Lane", "Listener", "Outcome", "refuse_own_wait"]
 
 _log = logging.getLogger("liyuan.app")
 
@@ -64,7 +68,16 @@ class Activity:
 
 
 Listener = Callable[[Activity], None]
-"""Receives every :class:`Activity`; called from background threads, so keep it quick."""
+"""Receives every :class:`Activity`; called from background threads, so keep it quick
+(and do not close the card or wait for its work there: that is refused)."""
+
+
+def refuse_own_wait(on_own_thread: bool, what: str) -> None:
+    """Raise :class:`~liyuan.errors.StateError` when ``what`` (a close or a wait) is called on
+    the worker thread it would wait for: the thread would wait for its own job, forever."""
+    if on_own_thread:
+        raise StateError(f"不能在后台线程里{what}（比如在 on_activity 回调里）：后台线程会等它自己，永远等不完；"
+                         "请在回调之外调用，回调里只记下要做的事")
 
 
 class Lane:
@@ -102,6 +115,7 @@ class Lane:
     def unfinished(self, timeout: float | None = None) -> Job[None] | None:
         """Wait for all work submitted so far; ``None`` once it is done, else (``timeout``
         ran out) the job of the newest work then, to check on later with ``done()``."""
+        refuse_own_wait(self.on_own_thread(), "等这一局的后台任务")
         with self._guard:
             last = self._last
         if last is None:
@@ -115,7 +129,12 @@ class Lane:
 
     def close(self, timeout: float | None = None) -> bool:
         """Finish the submitted work and stop the thread; later work runs in its caller."""
+        refuse_own_wait(self.on_own_thread(), "关闭这一局")
         return self._runner is None or self._runner.close(timeout)
+
+    def on_own_thread(self) -> bool:
+        """Whether the caller runs on this lane's worker thread (inside its work)."""
+        return self._runner is not None and self._runner.on_own_thread()
 
     def _run(self, work: Callable[[], None]) -> None:
         try:

@@ -16,7 +16,9 @@ Invariants:
 - Opening a card removes what an import killed mid-way left (its temporary file and the
   otherwise empty chat folder); an import still running in a live process is left alone.
 - Without a side model nothing is sent anywhere: turns are assembled, replies recorded,
-  memory files can be read and edited, but no compaction, recap or merge runs.
+  memory files can be read and edited, but no compaction, recap or merge runs. Opening
+  such a card says so in one activity line; each turn's verbatim history stays within
+  ``MemoryConfig.history_max_chars`` (the oldest whole turns left out, the record says so).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from liyuan.app.activity import Activity, Lane, Listener
+from liyuan.app.activity import Activity, Lane, Listener, refuse_own_wait
 from liyuan.app.card_lore import CardLore
 from liyuan.app.chat import Chat
 from liyuan.app.vectors import open_vector
@@ -136,6 +138,11 @@ class Card(CardLore):
         self._worker = SyncWorker(self._sync_memory, on_outcome=self._synced, on_error=self._sync_failed) \
             if background else None
         self._clean_interrupted_imports()
+        if side_model is None:  # said once, at open: nothing compacts, recaps or merges
+            self._emit(Activity("compact", "没有配置旁路模型（side_model）：不做前情压缩、复盘和合并，"
+                                           "sync() 什么也不做；"
+                                           f"每轮逐字历史超过 history_max_chars（{self.config.history_max_chars} 字）"
+                                           "时从最早的整轮略去，turn.record.history_cut 记着略去了多少"))
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], **options: Any) -> Card:
@@ -317,6 +324,7 @@ class Card(CardLore):
         """
         if self.side_model is None:
             return None
+        refuse_own_wait(wait and self._worker is not None and self._worker.on_own_thread(), "等跨局同步做完")
         if self._worker is None:
             memory = self._sync_memory(self.path)
             assert memory is not None
@@ -337,6 +345,8 @@ class Card(CardLore):
         deadline = Deadline(timeout)
         with self._chats_guard:
             chats = list(self._chats.values())
+        refuse_own_wait(any(chat._on_lane() for chat in chats)
+                        or (self._worker is not None and self._worker.on_own_thread()), "等卡的后台任务或关闭卡")
         done = True
         for chat in chats:
             done = chat.flush(deadline.left()) and done

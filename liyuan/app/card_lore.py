@@ -1,7 +1,9 @@
 """The lore side of a :class:`~liyuan.app.card.Card`: import a card, read and edit its lore book.
 
-Invariants: an import writes nothing unless the whole file reads
-(:class:`~liyuan.errors.CardImportError` otherwise); the lore book is written atomically
+Invariants: an import writes nothing unless the whole file reads and everything it
+writes can be written (:class:`~liyuan.errors.CardImportError` naming the field
+otherwise, :func:`liyuan.lore.importcheck.check_import`); should the card's file still
+fail to write, the lore book it came with is put back as it was; the lore book is written atomically
 and the next turn uses it; lore learnt from the handbook keeps its source chats, and
 deleting a chat removes the learnt entries only it supported (an activity line names them).
 """
@@ -20,6 +22,7 @@ from liyuan.card.sync import CardMemory
 from liyuan.errors import ConfigError, MemoryFileError, StateError
 from liyuan.lore.cards import ImportedCard, card_greetings, char_of, read_card
 from liyuan.lore.export import book_to_world_info, card_json, card_png
+from liyuan.lore.importcheck import check_import
 from liyuan.lore.model import LoreBook, LoreEntry
 from liyuan.lore.provenance import adopt, propose_from_handbook
 from liyuan.lore.store import LORE_FILE, LoreShelf, load_card_data, save_card_data
@@ -62,12 +65,20 @@ class CardLore:
             StateError: The card has a lore book already and ``replace`` is False; nothing is written.
         """
         card = read_card(path, user_name=self.user_name)
-        if card.book is not None and not replace and (self.path / LORE_FILE).exists():
+        check_import(card)  # everything it writes is built and encoded first: all or nothing
+        lore_file = self.path / LORE_FILE
+        if card.book is not None and not replace and lore_file.exists():
             raise StateError(f"这张卡已经有设定集（{LORE_FILE}）：要用导入的换掉它，传 replace=True")
+        before = lore_file.read_bytes() if card.book is not None and lore_file.is_file() else None
         if card.book is not None:
             self._lore.save(card.book)
         if card.is_card:
-            save_card_data(self.path, card.data)
+            try:
+                save_card_data(self.path, card.data)
+            except BaseException:  # the card did not land: neither does its book
+                if card.book is not None:
+                    self._lore.restore(before)
+                raise
             self._card_char = None
         for line in card.report_summary():
             self._emit(Activity("lore", line))

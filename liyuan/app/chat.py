@@ -26,7 +26,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from liyuan.app.activity import Activity, Lane, Outcome
+from liyuan.app.activity import Activity, Lane, Outcome, refuse_own_wait
 from liyuan.compaction import CompactionOutcome
 from liyuan.config import MemoryConfig
 from liyuan.context.assemble import prepare_turn
@@ -36,7 +36,7 @@ from liyuan.discussion.messages import agent_history, as_chat_messages
 from liyuan.errors import ConfigError, MemoryFileError, StateError
 from liyuan.lore.activate import LoreReport
 from liyuan.lore.match import LoreIndex
-from liyuan.model import ChatMessage, ChatModel, Usage
+from liyuan.model import ChatMessage, ChatModel, Usage, usage_fields
 from liyuan.runner import Job
 from liyuan.session.branch import BranchView
 from liyuan.session.entries import Entry, awaits_reply
@@ -84,17 +84,6 @@ class Turn:
     【相关设定】, those cut for the budget (never dropped silently), the index's size."""
 
 
-def _usage_dict(usage: Usage | Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if usage is None:
-        return None
-    if isinstance(usage, Usage):
-        return {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                "total_tokens": usage.prompt_tokens + usage.completion_tokens}
-    if isinstance(usage, Mapping):
-        return dict(usage)
-    raise ConfigError(f"usage 应为 Usage 或字典，实际是 {type(usage).__name__}")
-
-
 class Chat:
     """One chat of a card. Get it from :meth:`liyuan.Card.chat`; do not build it yourself.
 
@@ -124,6 +113,7 @@ class Chat:
         """The chat's vector memory, or ``None`` when it is off."""
         self._lore = lore
         self._closed = False
+        self._said_cut = False
         self._stuck: Job[None] | None = None
 
     # -- a turn -----------------------------------------------------------------
@@ -201,7 +191,7 @@ class Chat:
                 raise StateError("没有等待回复的用户消息：先调用 prepare()，或 reroll() 重来这一轮")
             agent = leaf.body.get("mode") == "agent"
             fields: dict[str, Any] = {"mode": "agent"} if agent else {}
-            if (counts := _usage_dict(usage)) is not None:
+            if (counts := usage_fields(usage)) is not None:
                 fields["usage"] = counts
             if thinking:
                 fields["thinking"] = thinking
@@ -288,8 +278,13 @@ class Chat:
         """Wait for this chat's background work (ingest, compaction); False on timeout."""
         return self._lane.wait(timeout)
 
+    def _on_lane(self) -> bool:
+        """Whether the caller runs inside this chat's background work."""
+        return self._lane.on_own_thread()
+
     def close(self, timeout: float | None = None) -> bool:
         """Finish the background work and stop the chat's worker thread; the chat takes no more turns."""
+        refuse_own_wait(self._on_lane(), "关闭这一局")  # before it is marked closed
         self._closed = True
         return self._lane.close(timeout)
 
@@ -334,7 +329,12 @@ class Chat:
                                 roster=roster if roster is not None else format_roster(shown),
                                 lore_index=lore_index, recall_lines=recall, extra=extra,
                                 budget_chars=self._config.budget_chars, lore=self._lore_index(),
-                                lore_share=self._config.lore_share, names=(self.user_name, self.char_name))
+                                lore_share=self._config.lore_share, names=(self.user_name, self.char_name),
+                                history_max_chars=self._config.history_max_chars)
+        if prepared.record.history_cut is not None and not self._said_cut:  # why, once per chat
+            self._said_cut = True
+            self._emit(Activity("compact", f"{prepared.record.history_cut.reason()}（history_max_chars；"
+                                           "会话里的原文都还在）", self.id))
         if prepared.lore is not None:
             for line in prepared.lore.lines():
                 self._emit(Activity("lore", line, self.id))

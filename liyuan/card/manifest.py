@@ -9,7 +9,11 @@ caught too; a manifest without one, from an older liyuan, is read as before)::
      "mergedAt": "...",
      "manual": {"protectedRefs": [], "forgottenChats": [], "supersededRecaps": {},
                 "aggregatePinned": false, "mergeRequested": false, "epoch": 0, "pending": []},
+     "refusedMerge": {"inputs": "<sha1>", "reason": "..."},
      "checksum": "sha256:..."}
+
+``refusedMerge`` (present only after a refused merge reply) is what a merge was built
+from when its reply was refused: a sync on the same inputs does not pay for it again.
 
 Invariants: parsing never crashes (deep nesting and endless numbers included); no entry
 under an invalid chat id or a journal path outside the three kinds of memory file
@@ -37,6 +41,7 @@ __all__ = [
     "Manifest",
     "ManualState",
     "RecapRecord",
+    "RefusedMerge",
     "finish_pending",
     "load_manifest",
     "manifest_checksum_ok",
@@ -81,6 +86,16 @@ class ManualState:
     recaps are deleted, aggregates moved to ``.history``. Finished before any merge."""
 
 
+@dataclass(frozen=True)
+class RefusedMerge:
+    """A merge whose reply was refused: what it was built from, and why it was refused."""
+
+    inputs: str
+    """sha1 of the merge's inputs (:func:`liyuan.card.merge_memo.merge_inputs`)."""
+    reason: str
+    """The refusal, as the activity line said it."""
+
+
 @dataclass
 class Manifest:
     """The manifest ``记忆/.清单.json`` (mutable: load, change, save)."""
@@ -88,6 +103,8 @@ class Manifest:
     recaps: dict[str, RecapRecord] = field(default_factory=dict)
     merged_at: str | None = None
     manual: ManualState | None = None
+    refused_merge: RefusedMerge | None = None
+    """The last merge refused on its inputs; cleared by the next merge written."""
 
     def record(self, chat_id: str) -> RecapRecord:
         """The chat's record, created empty if missing."""
@@ -130,6 +147,8 @@ class Manifest:
                 "epoch": m.epoch,
                 "pending": list(m.pending),
             }
+        if self.refused_merge is not None:
+            obj["refusedMerge"] = {"inputs": self.refused_merge.inputs, "reason": self.refused_merge.reason}
         obj["checksum"] = _checksum(obj)
         return json.dumps(obj, ensure_ascii=False, indent=2) + "\n"
 
@@ -185,7 +204,10 @@ class Manifest:
                 epoch=epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else 0,
                 pending=[p for p in _strs(manual_raw.get("pending")) if _is_journal_path(p)],
             )
-        return cls(recaps, merged_at if isinstance(merged_at, str) else None, manual)
+        refused_raw = raw.get("refusedMerge")
+        refused = RefusedMerge(refused_raw["inputs"], _str(refused_raw.get("reason"))) \
+            if isinstance(refused_raw, dict) and isinstance(refused_raw.get("inputs"), str) else None
+        return cls(recaps, merged_at if isinstance(merged_at, str) else None, manual, refused)
 
 
 def _checksum(obj: dict[str, Any]) -> str:

@@ -242,12 +242,19 @@ def resume_merging(files: MemoryStore) -> bool:
     so the edit is carried into the other aggregate. Hand-edited recaps stay protected.
     The caller holds the card's write lock.
 
+    A merge refused on its inputs (:mod:`liyuan.card.merge_memo`) may be asked once more:
+    the memo is cleared, so the next sync pays for one new attempt.
+
     Returns:
-        False when merging was not paused (nothing changes).
+        False when merging was neither paused nor refused (nothing changes).
     """
     manifest, state = _begin_change(files)
     if not state.aggregate_pinned:
-        return False  # the counted change is not saved: nothing happened
+        if manifest.refused_merge is None:
+            return False  # the counted change is not saved: nothing happened
+        manifest.refused_merge = None  # one more paid attempt, asked for by the user
+        save_manifest(files, manifest)
+        return True
     state.aggregate_pinned = False
     state.merge_requested = True
     state.protected_refs = [r for r in state.protected_refs if r not in (HANDBOOK_REF, RESIDENT_REF)]

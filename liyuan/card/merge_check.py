@@ -1,7 +1,7 @@
 """What a merge reply must be before it may overwrite ``记忆.md`` and ``常驻摘要.md``.
 
-A merge rewrites both aggregates from scratch, so a bad reply is data loss: the memory
-it drops has no other copy in the aggregates, and the next sync sees "no change". The
+A merge replaces both aggregates, so a bad reply is data loss: the memory it drops has
+no other copy in the aggregates, and the next sync sees "no change". The
 checks of :func:`check_merge`, in order (the first that fails refuses the reply, nothing
 is written, the merge stays owed and is retried next sync):
 
@@ -9,7 +9,11 @@ is written, the merge stays owed and is retried next sync):
    resident summary or handbook is malformed even when both marks made it in.
 2. It is at most :data:`MERGE_MAX_REPLY_CHARS` long (a 1 MB reply is not a merge).
 3. It splits at the two mark lines (:func:`liyuan.card.prompts.parse_merge_result`) and
-   does not repeat the system prompt (:func:`liyuan.prompts.echoed_instructions`).
+   does not repeat the system prompt (:func:`liyuan.prompts.echoed_instructions`). Its
+   handbook part holds the chat blocks it changes and the cross-chat sections; the handbook
+   is assembled from it and the previous one (:func:`liyuan.card.handbook.assemble_handbook`),
+   so the reply stays bounded however many chats the card has. The checks below read
+   the assembled handbook.
 4. The resident summary starts with its heading :data:`~liyuan.card.prompts.RESIDENT_HEADING`.
 5. Every ``[局:id]`` tag and every ``来源：局/<id>.md`` line names a chat that exists:
    one with a folder or a recap on disk, or one the previous aggregates named; never a
@@ -39,6 +43,7 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from liyuan.card.handbook import assemble_handbook
 from liyuan.card.inputs import RecapDiff
 from liyuan.card.manifest import Manifest
 from liyuan.card.prompts import MERGE_MAX_TOKENS, RESIDENT_HEADING, merge_reply_problem, parse_merge_result
@@ -143,6 +148,11 @@ def check_merge(
         raise ModelOutputError(f"常驻摘要的第一行不是「{RESIDENT_HEADING}」")
     old_handbook, old_resident = previous_handbook or "", previous_resident or ""
     gone = set(deleted)
+    # The reply writes the blocks it changes and the cross-chat sections; the rest of the
+    # handbook is the previous one's (a whole handbook is taken as it is).
+    if chats and not source_ids(handbook):
+        raise ModelOutputError("手册里一个局的块（来源：局/<id>.md）都没有：像是改动清单，不是全文")
+    handbook = assemble_handbook(old_handbook, handbook, gone=gone | set(forgotten))
     known = (set(chats) | chat_refs(old_handbook) | chat_refs(old_resident)) - gone - set(forgotten)
     unknown = (chat_refs(handbook) | chat_refs(resident)) - known
     if unknown:
@@ -151,8 +161,6 @@ def check_merge(
     lost = source_ids(old_handbook) - gone - set(forgotten) - new_blocks
     if lost:
         raise ModelOutputError(f"手册丢了 {_names(lost)} 的整块（来源：局/…），而这些局并没有被删除")
-    if chats and not new_blocks:
-        raise ModelOutputError("手册里一个局的块（来源：局/<id>.md）都没有：像是改动清单，不是全文")
     before, after = utf16_len(old_handbook.strip()), utf16_len(handbook)
     if not gone and before >= HANDBOOK_SHRINK_FLOOR_CHARS and after < before * HANDBOOK_MIN_KEPT:
         raise ModelOutputError(f"手册从 {before} 字缩到了 {after} 字，却没有删除任何一局：像是丢了内容")

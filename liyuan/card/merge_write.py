@@ -69,6 +69,7 @@ def write_merge(files: MemoryStore, diff: RecapDiff, handbook: str, resident: st
         # Keep the fingerprint: an unchanged chat must not be recapped back to life.
         manifest.record(chat_id).merged_hash = None
     manifest.merged_at = now
+    manifest.refused_merge = None  # the inputs moved on and merged
     if manifest.manual is not None:
         manifest.manual.merge_requested = False  # resume_merging() asked for this merge
     save_manifest(files, manifest)

@@ -65,6 +65,7 @@ from liyuan.card.lock import card_locks
 from liyuan.card.manifest import Manifest, finish_pending, load_manifest, save_manifest
 from liyuan.card.memstore import MemoryStore
 from liyuan.card.merge_check import check_merge, merge_needs_every_recap
+from liyuan.card.merge_memo import merge_inputs, refusal_line, remember_refusal, unsourced_hint
 from liyuan.card.merge_write import still_holds, write_merge
 from liyuan.card.prompts import build_merge_prompt, build_recap_prompt, validate_recap
 from liyuan.card.sessions import FileSessions, SessionStore, chat_name
@@ -298,11 +299,9 @@ class CardMemory(HandPath):
             if _off_limits(manifest, chat_id):
                 self._say(f"复盘「{name}」已丢弃：期间这一局被遗忘或复盘被手工改过")
                 return False
-            # A recap is built from this chat's sessions and its previous recap only: a
-            # change elsewhere in the card (a hand edit of the handbook, another chat's
-            # recap) leaves it valid, and discarding it would pay for the same recap twice.
-            # Its sessions may have grown, but they must be the same files: a chat deleted
-            # meanwhile has none, and one deleted and reopened under the same id has others.
+            # Built from this chat's sessions and previous recap only: a change elsewhere leaves
+            # it valid (discarding it would pay twice). Its sessions may have grown, but must be
+            # the same files (a chat deleted, or deleted and reopened under its id, has others).
             if not still_holds(files, layout.recap_path(chat_id), previous) or not sessions.kept(chat_id, heads):
                 self._say(f"复盘「{name}」已丢弃：期间这一局或它的复盘被改动")
                 return False
@@ -323,10 +322,8 @@ class CardMemory(HandPath):
 
     def _merge(self) -> tuple[MergeStatus, list[str], int]:
         layout, files = self.layout, self.files
-        # Stamp, then read all the merge decides from, in one critical section. A forget
-        # landing between a manifest read and the stamp would otherwise be merged from
-        # the old manifest: the chat sent through <deleted-chats>, the others marked
-        # merged into an emptied handbook.
+        # Stamp, then read all the merge decides from, in one critical section: a forget landing
+        # between a manifest read and the stamp would be merged from the old manifest.
         with self._locks.write:
             finish_pending(files, load_manifest(files))  # a crash may have left removals undone
             try:
@@ -359,6 +356,10 @@ class CardMemory(HandPath):
             return "no-change", [], 0
         # A rebuild from every recap (no source lines) must see them all in one call.
         diff, left = (diff, 0) if unsourced else diff.first(MERGE_BATCH_RECAPS)
+        inputs = merge_inputs(handbook, resident, diff, requested)
+        if manifest.refused_merge is not None and manifest.refused_merge.inputs == inputs:
+            self._say(refusal_line(manifest.refused_merge, unsourced))
+            return "skipped", [], 0  # the same inputs would buy the same refusal
         if unsourced:
             self._say(f"手册里没有任何「来源：局/<id>.md」行（像是手改的）：这次合并附上全部 {len(diff.changed)} "
                       "局的复盘，以手改的内容为底按局重建；以后手改手册请保留各局的来源行")
@@ -384,7 +385,8 @@ class CardMemory(HandPath):
                                       chats={*diff.hashes, *self.sessions.chat_ids()}, deleted=diff.deleted,
                                       forgotten=manifest.forgotten(), instructions=prompt.system)
             except ModelOutputError as exc:
-                self._say(f"合并记忆失败：{exc}")
+                remember_refusal(files, inputs, str(exc))
+                self._say(f"合并记忆失败：{exc}。同样的输入不再重复请求{unsourced_hint(unsourced)}")
                 return "failed", [], 0
             written = write_merge(files, diff, checked.handbook, checked.resident, before=(handbook, resident),
                                   now=self._clock())

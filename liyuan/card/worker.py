@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from liyuan.card.sync import CardMemory, SyncOutcome
+from liyuan.errors import StateError
 from liyuan.runner import Deadline, Runner
 
 __all__ = ["SyncWorker"]
@@ -101,8 +102,21 @@ class SyncWorker:
         except Exception:
             log.exception("card sync listener failed for %s", key)
 
+    def on_own_thread(self) -> bool:
+        """Whether the caller runs inside a sync (on a worker thread of this worker)."""
+        with self._guard:
+            runners = list(self._runners.values())
+        return any(runner.on_own_thread() for runner in runners)
+
     def wait_idle(self, timeout: float | None = None) -> bool:
-        """Block until no sync runs or is queued. Returns False on timeout."""
+        """Block until no sync runs or is queued. Returns False on timeout.
+
+        Raises:
+            StateError: Called from inside a sync (it would wait for itself).
+        """
+        if self.on_own_thread():
+            raise StateError("不能在跨局同步的后台线程里等同步做完（比如在 on_activity 回调里）：它会等它自己，"
+                             "永远等不完；请在回调之外调用")
         deadline = Deadline(timeout)
         while True:
             with self._guard:

@@ -34,7 +34,8 @@ from liyuan.context.budget import (
     other_chars_for,
     resident_allowance,
 )
-from liyuan.context.record import BlockRecord, BudgetCut, TurnRecord, block, estimate
+from liyuan.context.record import BlockRecord, BudgetCut, HistoryCut, TurnRecord, block, estimate
+from liyuan.context.window import HISTORY_MAX_CHARS, history_window
 from liyuan.lore.activate import DEFAULT_LORE_SHARE, LoreReport, lore_for_turn, lore_share_chars, replay_turn
 from liyuan.lore.match import LoreIndex
 from liyuan.lore.rules import NO_PLACE, TurnPlace
@@ -219,8 +220,9 @@ def _lore_cut(lore: LoreReport | None) -> BudgetCut | None:
 
 def _record(view: Sequence[Entry], active: ActiveSummary | None, history: History, user_text: str,
             resident_stored: str | None, resident: str | None, other: int, injection: Injection,
-            messages: Sequence[ChatMessage], budget_chars: int, lore: LoreReport | None = None) -> TurnRecord:
-    live = view[active.cut:] if active else view
+            messages: Sequence[ChatMessage], budget_chars: int, lore: LoreReport | None = None, skip: int = 0,
+            history_cut: HistoryCut | None = None) -> TurnRecord:
+    live = (view[active.cut:] if active else view)[skip:]
     kept = [e for e in live if is_message(e) and e.role in ("user", "assistant") and e.text.strip()]
     tail: list[Entry] = []
     if not user_text.strip():  # the user's words are already on the branch: its last user run is the tail
@@ -239,15 +241,18 @@ def _record(view: Sequence[Entry], active: ActiveSummary | None, history: Histor
     if items:
         # Each kept turn is a message of its own: sizes per turn (tokens remembered, the same
         # turns come back turn after turn), added up.
-        blocks.append(BlockRecord("history", sum(len(i.text) for i in items), sum(estimate(i.text) for i in items),
-                                  tuple(f"entry:{e.id}" for e in kept)))
+        chars = sum(len(i.text) for i in items)
+        cut_turns = None if history_cut is None else \
+            BudgetCut("trimmed", history_cut.reason(), chars + history_cut.dropped_chars)
+        blocks.append(BlockRecord("history", chars, sum(estimate(i.text) for i in items),
+                                  tuple(f"entry:{e.id}" for e in kept), cut_turns))
     blocks += [block(kind, text, cut=_lore_cut(lore) if kind == "lore" else None)
                for kind, text in injection.blocks()]
     if tail_text:
         blocks.append(block("user", tail_text, [f"entry:{e.id}" for e in tail]))
     blocks.append(_framing(history, resident, items, injection, tail_text, messages))
     return TurnRecord(tuple(blocks), len(messages), sum(b.chars for b in blocks), sum(b.tokens for b in blocks),
-                      budget_chars)
+                      budget_chars, history_cut)
 
 
 _SEPARATOR = "\n\n"
@@ -303,6 +308,7 @@ def prepare_turn(
     lore: LoreIndex | None = None,
     lore_share: float = DEFAULT_LORE_SHARE,
     names: tuple[str, str] = ("", ""),
+    history_max_chars: int = HISTORY_MAX_CHARS,
 ) -> PreparedTurn:
     """Assemble one role-play turn, resident summary fitted to the shared budget.
 
@@ -329,9 +335,12 @@ def prepare_turn(
         lore_share: The lore blocks' share of the envelope (default 0.4).
         names: The user's and the character's name: the lore scan reads each message as
             ``name: message``, as SillyTavern does.
+        history_max_chars: Bound of the verbatim history (the oldest whole turns go first,
+            :func:`liyuan.context.window.history_window`; the record's ``history_cut`` says what).
     """
     view, active = story_tail(branch)
-    history = history_of_tail(view, active)
+    skip, history_cut = history_window(view[active.cut:] if active else view, history_max_chars)
+    history = history_of_tail(view, active, skip)
     lore_text, report = "", None
     if lore is not None:
         items = [(item.role, item.text) for item in history.items]
@@ -349,6 +358,6 @@ def prepare_turn(
                           recall_lines=tuple(recall_lines), extra=tuple(extra), lore_text=lore_text)
     messages = _assemble(history, user_text, resident, injection)
     record = _record(view, active, history, user_text, resident_summary, resident, other, injection, messages,
-                     budget_chars, report)
+                     budget_chars, report, skip, history_cut)
     return PreparedTurn(messages, history.summary, resident, injection, record, report)
 

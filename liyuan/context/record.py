@@ -31,26 +31,33 @@ The JSON form, field by field (:meth:`TurnRecord.to_json`, a ``dict`` ready for 
   ``sent`` (whether any of it reached the model), ``chars``, ``tokens``, ``sources`` (a list of
   ``entry:``, ``chunk:``, ``file:`` names; empty where the block has none) and ``budget``
   (``null``, or ``action`` ``trimmed``/``dropped``, ``reason``, ``before_chars``).
+- ``history_cut`` (only when turns were left out): ``dropped_turns``, ``dropped_chars``,
+  ``kept_turns``, ``limit_chars`` (:class:`HistoryCut`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import Any, Literal
 
 from liyuan.tokens import estimate_tokens
 
-__all__ = ["BLOCK_TITLES", "RECORD_FORMAT", "BlockRecord", "BudgetCut", "TurnRecord", "block", "estimate"]
+__all__ = ["BLOCK_TITLES", "ESTIMATES_KEPT", "RECORD_FORMAT", "BlockRecord", "BudgetCut", "HistoryCut", "TurnRecord",
+           "block", "estimate"]
 
-RECORD_FORMAT = "liyuan-turn-record/2"
+RECORD_FORMAT = "liyuan-turn-record/3"
 """The ``format`` of :meth:`TurnRecord.to_json`; a reader refuses a version it does not know.
 
 Versions (each adds to the one before; the site's reference page lists every field):
 
 - ``/1``: totals and blocks; ``chars`` counted the separators no block held.
 - ``/2``: the ``framing`` block, so ``chars`` and ``tokens`` are the sums of the blocks'.
+- ``/3``: ``history_cut``, present only when the verbatim history's bound
+  (``MemoryConfig.history_max_chars``) left the oldest turns out.
 """
 
 BLOCK_TITLES: dict[str, str] = {
@@ -117,17 +124,62 @@ class BlockRecord:
         }
 
 
-@lru_cache(maxsize=2048)
+ESTIMATES_KEPT = 2048
+"""How many token estimates :func:`estimate` remembers (a digest and a count each: about 100 bytes)."""
+_estimates: OrderedDict[bytes, int] = OrderedDict()
+_estimates_guard = threading.Lock()
+
+
 def estimate(text: str) -> int:
     """:func:`liyuan.tokens.estimate_tokens`, remembered: a summary, the resident summary
-    and the kept turns come back unchanged turn after turn."""
-    return estimate_tokens(text)
+    and the kept turns come back unchanged turn after turn.
+
+    Remembered by a 16-byte digest of the text, never the text itself: a closed chat's
+    1 MB turn must not stay in memory because its size was once measured.
+    """
+    key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    with _estimates_guard:
+        found = _estimates.get(key)
+        if found is not None:
+            _estimates.move_to_end(key)
+            return found
+    tokens = estimate_tokens(text)
+    with _estimates_guard:
+        _estimates[key] = tokens
+        if len(_estimates) > ESTIMATES_KEPT:
+            _estimates.popitem(last=False)
+    return tokens
 
 
 def block(kind: str, text: str, sources: Sequence[str] = (), *, cut: BudgetCut | None = None,
           title: str = "") -> BlockRecord:
     """The record of a block sent as ``text`` (empty text: a dropped block, when ``cut`` says so)."""
     return BlockRecord(kind, len(text), estimate(text) if text else 0, tuple(sources), cut, title)
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryCut:
+    """Whole turns the verbatim history's bound left out of a turn (oldest first)
+    (:func:`liyuan.context.window.history_window`, ``MemoryConfig.history_max_chars``)."""
+
+    dropped_turns: int
+    """Turns left out (each from a user message up to the next)."""
+    dropped_chars: int
+    """Their characters (an opening greeting before the first turn included)."""
+    kept_turns: int
+    """Turns sent, the user's new words included."""
+    limit_chars: int
+    """The bound in force."""
+
+    def reason(self) -> str:
+        """One Chinese sentence with the numbers."""
+        return (f"逐字历史超过 {self.limit_chars} 字：略去最早的 {self.dropped_turns} 轮（{self.dropped_chars} 字），"
+                f"送最近的 {self.kept_turns} 轮")
+
+    def to_json(self) -> dict[str, int]:
+        """The stable JSON form."""
+        return {"dropped_turns": self.dropped_turns, "dropped_chars": self.dropped_chars,
+                "kept_turns": self.kept_turns, "limit_chars": self.limit_chars}
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +195,9 @@ class TurnRecord:
     """Estimated tokens: the sum of the blocks' ``tokens``."""
     budget_chars: int
     """The envelope the resident summary shares with the summary, ledger and roster."""
+    history_cut: HistoryCut | None = None
+    """The oldest turns the verbatim history's bound left out, or ``None`` when it sent
+    every turn since the summary (in :meth:`to_json` the key is then absent)."""
 
     def of(self, kind: str) -> tuple[BlockRecord, ...]:
         """The blocks of one kind (``extra`` may have several)."""
@@ -162,4 +217,5 @@ class TurnRecord:
             "tokens": self.tokens,
             "budget_chars": self.budget_chars,
             "blocks": [b.to_json() for b in self.blocks],
+            **({"history_cut": self.history_cut.to_json()} if self.history_cut is not None else {}),
         }

@@ -119,8 +119,15 @@ def compile_key(key: str) -> regex.Pattern[str] | None:
         options |= _FLAGS.get(flag, 0)
     try:
         return regex.compile(pattern, options)
-    except (regex.error, ValueError, OverflowError, RecursionError) as exc:
-        raise LoreError(f"正则关键词写错了：{key!r}（{exc}）") from None
+    except (regex.error, ValueError, OverflowError) as exc:
+        raise LoreError(f"正则关键词写错了：{_shown(key)}（{exc}）") from None
+    except RecursionError:  # nested hundreds deep: the compiler recurses once per level
+        raise LoreError(f"正则关键词嵌套太深，编译不了：{_shown(key)}") from None
+
+
+def _shown(pattern: str) -> str:
+    """A key as an error message shows it: at most 60 characters of it."""
+    return repr(pattern) if len(pattern) <= 60 else f"{pattern[:60]!r}…（共 {len(pattern)} 字）"
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,10 @@ Invariants:
   written (a card folder may come from someone else).
 - A lore file that exists but does not read raises :class:`~liyuan.errors.LoreError`
   naming the file and the entry: a book that half reads must not look like a smaller one.
+- What a lore file may expand to is bounded: its YAML aliases are followed on the node
+  graph before anything is built, and a file past :data:`MAX_EXPANDED_NODES` nodes or
+  :data:`MAX_EXPANDED_CHARS` characters is refused (a LoreError naming the file), so a
+  few kilobytes of nested aliases never become gigabytes in memory or in the JSON cache.
 - :class:`LoreShelf` reads the file once and again only when its size or mtime changes,
   so a turn costs one ``stat``; the keyword index is built with the book (:class:`LoreIndex`).
 """
@@ -42,6 +46,11 @@ slower than JSON (4 s against 0.08 s for 10,000 entries), so a big book is parse
 Derived, never edited, safe to delete; a cache whose sha256 differs is ignored."""
 CACHE_MIN_ENTRIES = 1000
 """Books smaller than this parse fast enough without a cache."""
+MAX_EXPANDED_NODES = 5_000_000
+"""A lore file may expand to at most this many YAML nodes once its aliases are followed
+(a book of 200,000 entries written out in full has about 2 million)."""
+MAX_EXPANDED_CHARS = 256_000_000
+"""... and to at most this many characters of text (an alias to a long text counts each time)."""
 
 _HEADER = ("# 设定集：这张卡的设定条目，每轮按关键词激活，全文放进【相关设定】，标题列进【设定集索引】。\n"
            "# 可以手改：title 标题、keys 关键词、secondary_keys 次要关键词\n"
@@ -92,13 +101,55 @@ def parse_book(text: str, where: str = LORE_FILE) -> LoreBook:
     Raises:
         LoreError: Bad YAML or a bad entry (the message names which).
     """
+    loader = _LOADER(text)
     try:
-        data = yaml.load(text, Loader=_LOADER)
+        node = loader.get_single_node()
+        if node is not None:
+            _check_expansion(node, where)
+        data = loader.construct_document(node) if node is not None else None
+        return book_from_dict(data, where)
     except yaml.YAMLError as exc:
         raise LoreError(f"{where} 不是合法的 YAML：{exc}") from None
     except RecursionError:
         raise LoreError(f"{where} 嵌套太深，读不了") from None
-    return book_from_dict(data, where)
+    finally:
+        loader.dispose()
+
+
+def _check_expansion(root: yaml.Node, where: str) -> None:
+    """Refuse a document whose aliases expand past :data:`MAX_EXPANDED_NODES` nodes or
+    :data:`MAX_EXPANDED_CHARS` characters of text (a "billion laughs" file).
+
+    Counted on the composed node graph, where an alias is the node it names: each distinct
+    node is visited once (iteratively, so depth costs no stack), its expanded size summed
+    from its children's, so the count itself stays as small as the file.
+    """
+    sizes: dict[int, tuple[int, int]] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in sizes:
+            continue
+        children = _children(node)
+        if not children_done:
+            stack.append((node, True))
+            stack.extend((child, False) for child in children if id(child) not in sizes)
+            continue
+        nodes, chars = 1, len(node.value) if isinstance(node, yaml.ScalarNode) else 0
+        for child in children:
+            nodes, chars = nodes + sizes[id(child)][0], chars + sizes[id(child)][1]
+        if nodes > MAX_EXPANDED_NODES or chars > MAX_EXPANDED_CHARS:
+            raise LoreError(f"{where} 的别名（&锚点 / *引用）展开后太大（超过 {MAX_EXPANDED_NODES:,} 个节点或 "
+                            f"{MAX_EXPANDED_CHARS:,} 个字）：不读这个设定集。请去掉层层引用的别名，把内容直接写出来")
+        sizes[id(node)] = (nodes, chars)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
 
 
 def load_book(card_dir: Path) -> LoreBook | None:
@@ -240,4 +291,14 @@ class LoreShelf:
         """Write ``book`` and index it (the next :meth:`index` uses it)."""
         with self._guard:
             save_book(self.card_dir, book)
+            self._stamp, self._index = None, None
+
+    def restore(self, data: bytes | None) -> None:
+        """Put the lore file back as ``data`` (``None``: it did not exist), undoing a :meth:`save`."""
+        with self._guard:
+            path = _path(self.card_dir, LORE_FILE)
+            if data is None:
+                path.unlink(missing_ok=True)
+            else:
+                fileio.atomic_write_bytes(path, data)
             self._stamp, self._index = None, None

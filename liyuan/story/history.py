@@ -148,10 +148,11 @@ def rebuild_history(branch: Sequence[Entry]) -> History:
     return history_of_tail(*story_tail(branch))
 
 
-def history_of_tail(view: Sequence[Entry], active: ActiveSummary | None) -> History:
-    """:func:`rebuild_history` from what :func:`story_tail` returned (for a caller that needs both)."""
+def history_of_tail(view: Sequence[Entry], active: ActiveSummary | None, skip: int = 0) -> History:
+    """:func:`rebuild_history` from what :func:`story_tail` returned (for a caller that needs both);
+    ``skip`` leaves out that many entries after the summary (the oldest turns, over a bound)."""
     live = view[active.cut:] if active else view
-    return History(tuple(_history_items(live)), active.summary if active else None)
+    return History(tuple(_history_items(live[skip:])), active.summary if active else None)
 
 
 def serialize_for_summary(entries: Sequence[Entry], user_name: str, char_name: str) -> str:

@@ -283,3 +283,13 @@ def test_a_store_worker_keeps_nothing_of_a_failed_job_so_the_store_can_go() -> N
     del outcome, store
     gc.collect()
     assert gone() is None  # the worker (alive, idle) and its entry let the store be collected
+
+
+def test_close_says_true_when_every_job_finished_even_if_the_last_was_skipped(gate: threading.Event) -> None:
+    # Issue 37, item 9: a skipped job's outcome is TIMED_OUT, which close() took for "the wait ran out".
+    runner = Runner("test-skipped-last")
+    runner.submit(held(gate))
+    assert runner.run(lambda: None, 0.05) is TIMED_OUT  # not kept: skipped once the first job ends
+    gate.set()
+    assert runner.close(10) is True
+    assert runner.wait(0) is True and runner.idle

@@ -142,3 +142,30 @@ def test_the_blocks_add_up_to_the_turn_in_every_shape_of_turn(tmp_path: Path) ->
         chat.record("回话三。")
         chat.prepare("第四句。")
         _sums(chat.reroll(extra=["【作者注】"]))  # the user's words are already on the branch
+
+
+def test_closed_chats_with_a_big_turn_each_leave_no_text_held_by_the_record(tmp_path: Path) -> None:
+    """Issue 37, item 8: the token estimate's cache held whole texts (up to 2048 of them) after
+    their chats were closed; the record holds sizes, so the texts go with the chats."""
+    import gc
+    import tracemalloc
+
+    big = 200_000  # characters of one user turn (ASCII: one byte each)
+    chats = 24
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        with open_card(tmp_path) as card:
+            for n in range(chats):
+                chat = card.chat(f"j{n}")
+                turn = chat.prepare(f"turn {n} " + "mist " * (big // 5))
+                assert turn.record is not None and turn.record.of("user")[0].chars > big
+                chat.record("ok")
+                del chat, turn
+        del card
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 2_000_000, f"{held / 1e6:.1f} MB still held after {chats} closed chats of {big / 1e6:.1f} MB turns"

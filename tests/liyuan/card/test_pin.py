@@ -115,6 +115,8 @@ def test_resume_with_nothing_new_merges_once_and_retries_a_failed_merge(tmp_path
     model = ScriptedModel({"merge": ["这不是合并结果", merge_reply(HANDBOOK_EAST, RESIDENT_EAST)]})
     retry = memory(tmp_path, model)
     assert retry.sync().merged == "failed"
+    assert retry.sync().merged == "skipped" and len(model.calls) == 1  # the same inputs: not paid again (issue 37)
+    assert retry.resume_merging() is True  # asked for once more
     assert retry.sync().merged == "ok"  # the request survived the failed attempt
     merge_input = user_text(model.calls[1])
     assert "<recap " not in merge_input and "<deleted-chats>" not in merge_input

@@ -135,8 +135,13 @@ def test_failures_do_not_block_and_are_retried(tmp_path: Path) -> None:
 
     out = mem.sync()  # A recaps now, the merge reply is malformed
     assert (out.recapped, out.merged) == (["A"], "failed")
-    out = mem.sync()  # the same diff is retried, malformed again
+    out = mem.sync()  # the same diff is not asked again: a refused merge is never paid twice (issue 37)
+    assert (out.recapped, out.merged) == ([], "skipped")
+    assert [c.purpose for c in model.calls].count("merge") == 2
+    assert mem.resume_merging() is True  # unless asked for: one more attempt, malformed again
+    out = mem.sync()
     assert (out.recapped, out.merged) == ([], "failed")
+    assert [c.purpose for c in model.calls].count("merge") == 3
     assert _read(_mem(tmp_path) / "常驻摘要.md") == resident
     assert load_manifest(mem.files).recaps["A"].merged_hash is None
 

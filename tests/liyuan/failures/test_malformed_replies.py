@@ -138,7 +138,6 @@ MALFORMED_MERGES: dict[str, Reply] = {
     "unknown-tag-in-resident": merge(HANDBOOK_AB, RESIDENT_1 + "\n- 鬼影 [局:ghost]"),
     "unknown-source": merge(HANDBOOK_AB + "\n\n# 局：幻影（x）\n- 无中生有\n来源：局/x.md", RESIDENT_1),
     "one-megabyte": merge(HANDBOOK_AB + "\n" + "填" * 1_000_000, RESIDENT_1),
-    "lost-chat-block": merge(f"{BLOCK_A}\n\n{CROSS}", RESIDENT_1),
     "lost-most-content": merge(f"{BLOCK_A}\n\n{BLOCK_B}", RESIDENT_1),
     "echo": system_echo,
 }
@@ -162,6 +161,16 @@ def test_a_well_formed_merge_still_lands(tmp_path: Path) -> None:
     status, _ = merge_again(tmp_path, merge(handbook, RESIDENT_1))
     assert status == "ok"
     assert "第二天去了茶馆" in aggregates(tmp_path)[0].decode()
+
+
+def test_a_reply_that_writes_only_the_changed_block_keeps_the_others(tmp_path: Path) -> None:
+    """Issue 37: the reply writes the blocks of the recaps it was sent and the cross-chat
+    sections; the code keeps every other block where it was (once refused as a lost block)."""
+    merged_card(tmp_path)
+    block = BLOCK_A.replace("- 城东有茶馆。", "- 城东有茶馆。\n- 第二天去了茶馆。")
+    status, _ = merge_again(tmp_path, merge(f"{block}\n\n{CROSS}", RESIDENT_1))
+    assert status == "ok"
+    assert aggregates(tmp_path)[0].decode() == f"{block}\n\n{BLOCK_B}\n\n{CROSS}\n"
 
 
 def test_a_deletion_explains_a_lost_block(tmp_path: Path) -> None:
