@@ -155,6 +155,11 @@ class HeldLandings:
     def __call__(self, landing: Landing) -> None:
         self._held.append(landing)
 
+    @property
+    def pending(self) -> bool:
+        """True while a landing waits (a new plan now would redo its summary)."""
+        return bool(self._held)
+
     def land(self) -> list[CompactionOutcome[Any]]:
         """Try each held landing again (the leaf should not await a reply): the outcomes to
         report, landed or dropped; one that has to wait again is held again, unreported."""

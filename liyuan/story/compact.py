@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from liyuan.bounds import SIDE_INPUT_MAX_CHARS, keep_newest
-from liyuan.compaction import CompactionOutcome, FailReason, Hold, run_compactor
+from liyuan.compaction import HELD_MESSAGE, CompactionOutcome, FailReason, HeldLandings, run_compactor
 from liyuan.errors import ConfigError
 from liyuan.model import ChatModel, Completion
 from liyuan.prompts import Prompt
@@ -228,7 +228,7 @@ def run_compaction(
     state_text: str | None = None,
     backoff: bool = True,
     max_input_chars: int = SIDE_INPUT_MAX_CHARS,
-    hold: Hold | None = None,
+    hold: HeldLandings | None = None,
 ) -> CompactionOutcome[CompactionPlan]:
     """Compact the current branch if due: summarise, guard, archive, append.
 
@@ -268,12 +268,15 @@ def run_compaction(
         hold: Given (a chat's background lane), a run that finds a turn under way plans on
             the branch up to that turn's user message, and a summary ready mid-turn is
             handed to ``hold`` to land after the reply (see :func:`liyuan.compaction.run_compactor`);
-            without it such a run does nothing (``busy``).
+            without it such a run does nothing (``busy``); nor does a run while a summary
+            it holds waits to land (planning then would write that summary again).
 
     Returns:
         The outcome; ``message`` is the line shown to the user.
     """
     emit = on_activity or (lambda _line: None)
+    if hold is not None and hold.pending:
+        return CompactionOutcome("skipped", HELD_MESSAGE, reason="busy")
     branch = tree.branch()
     if branch and awaits_reply(branch[-1]):
         # Mid-turn (the app prepared a turn and has not recorded its reply): a summary

@@ -37,10 +37,12 @@ class GatedSummariser:
         self.inside = threading.Event()
         self.gate = threading.Event()
         self.model = FunctionModel(self._answer)
+        self.calls = 0
 
     def _answer(self, request: ModelRequest) -> Completion:
         if request.purpose != "summary":
             raise ModelError(f"这个测试不该请求 {request.purpose}")
+        self.calls += 1
         self.inside.set()
         if not self.gate.wait(WAIT):
             raise ModelError("测试一直没放行：有一次 prepare() 在等这次压缩")
@@ -111,7 +113,7 @@ def test_in_a_back_to_back_loop_every_compaction_lands_as_in_the_inline_run(tmp_
                 overlapped += 1
         side.gate.set()
         assert chat.flush(WAIT)
-        assert overlapped == len(expected)
+        assert overlapped == len(expected) == side.calls  # no side call paid twice for one summary
         assert anchored_texts(chat) == expected  # the same summaries, anchored at the same turns
         assert not [a for a in card.activity if a.kind == "compact" and ("丢弃" in a.text or "失败" in a.text)]
         landed = [a.text for a in card.activity if a.text.startswith("前情已压缩")]

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from liyuan.clock import counter_ids
+from liyuan.compaction import HeldLandings
 from liyuan.errors import ConfigError, ModelError
 from liyuan.model import Completion, FunctionModel, ModelRequest, ScriptedModel
 from liyuan.session.entries import Entry, custom, message
@@ -373,31 +374,30 @@ def test_run_stale_when_a_covered_reply_is_edited_during_call() -> None:
 def test_run_without_hold_drops_a_summary_ready_mid_turn_and_with_hold_lands_it_after_the_reply() -> None:
     for hold in (False, True):
         tree = tree_of(beats(1, 10))
-        held: list[Any] = []
+        held = HeldLandings()
 
         def new_turn(_request: ModelRequest, tree: SessionTree = tree) -> str:
             tree.append_message("user", "第11轮用户")  # the next turn starts; no reply yet
             return SUMMARY_REPLY
 
         outcome = run_compaction(tree, FunctionModel(new_turn), every_n_turns=3, **NAMES,
-                                 hold=held.append if hold else None)
+                                 hold=held if hold else None)
         assert summaries(tree) == [] and tree.get(tree.leaf_id).text == "第11轮用户"
         if not hold:
-            assert (outcome.kind, outcome.reason) == ("stale", "mid-turn") and held == []
+            assert (outcome.kind, outcome.reason) == ("stale", "mid-turn") and not held.pending
             continue
-        assert outcome.kind == "held" and len(held) == 1
+        assert outcome.kind == "held" and held.pending
         reply = tree.append_message("assistant", "第11轮回复")
-        landed = held[0]()
-        assert landed.kind == "compacted" and landed.entry.parent_id == reply.id
+        [landed] = held.land()
+        assert landed.kind == "compacted" and landed.entry is not None and landed.entry.parent_id == reply.id
         assert landed.entry.data["coversThroughId"] == "a-4"
 
 
 def test_run_with_hold_plans_on_the_recorded_turns_while_one_waits_for_its_reply() -> None:
     tree = tree_of(beats(1, 10))
     tree.append_message("user", "第11轮用户")
-    held: list[Any] = []
     model = ScriptedModel([SUMMARY_REPLY])
-    outcome = run_compaction(tree, model, every_n_turns=3, **NAMES, hold=held.append)
+    outcome = run_compaction(tree, model, every_n_turns=3, **NAMES, hold=HeldLandings())
     assert outcome.kind == "held" and outcome.plan is not None
     assert outcome.plan.covers_through_id == "a-4" and "第11轮" not in outcome.plan.conversation_text
 
@@ -713,3 +713,18 @@ def test_a_tree_that_cannot_note_the_failure_still_does_not_raise(tmp_path: Path
     path.mkdir()  # every later append fails
     outcome = run_compaction(tree, ScriptedModel([BAD]), every_n_turns=3, **NAMES)
     assert (outcome.kind, outcome.reason) == ("failed", "invalid-summary") and failures(tree) == []
+
+
+def test_run_plans_nothing_while_a_summary_it_holds_waits_for_the_reply() -> None:
+    # Found by the back-to-back bench: the lane's next run planned on the branch without the
+    # held summary and paid a second side call for a summary that was then dropped as stale.
+    tree = tree_of(beats(1, 10))
+    tree.append_message("user", "第11轮用户")
+    held = HeldLandings()
+    model = ScriptedModel([SUMMARY_REPLY, SUMMARY_REPLY])
+    assert run_compaction(tree, model, every_n_turns=3, **NAMES, hold=held).kind == "held" and held.pending
+    again = run_compaction(tree, model, every_n_turns=3, **NAMES, hold=held)
+    assert (again.kind, again.reason) == ("skipped", "busy") and len(model.calls) == 1
+    tree.append_message("assistant", "第11轮回复")
+    [landed] = held.land()
+    assert landed.kind == "compacted" and not held.pending and len(summaries(tree)) == 1
