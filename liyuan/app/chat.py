@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from liyuan.app.activity import Activity, Lane, Outcome
+from liyuan.app.recall import recall_with_trace
 from liyuan.compaction import CompactionOutcome, HeldLandings
 from liyuan.config import MemoryConfig
 from liyuan.context.assemble import prepare_turn
@@ -44,7 +45,7 @@ from liyuan.session.state import STATE_ENTRY_TYPE, Ledger, format_roster, format
 from liyuan.session.tree import SessionTree, custom_entry, message_entry
 from liyuan.story.compact import CompactionPlan, compact_now, run_compaction
 from liyuan.story.history import active_summary
-from liyuan.vector.recall import bounded_archive, branch_ids_of, ingest_for_turn, recall_for_turn
+from liyuan.vector.recall import bounded_archive, branch_ids_of, ingest_for_turn
 
 if TYPE_CHECKING:
     from liyuan.vector.memory import VectorMemory
@@ -328,10 +329,9 @@ class Chat:
         branch = self.tree.branch()
         snapshot = latest_state_entry(branch) if ledger is None else None  # indexed: no walk back to the root
         shown = ledger if snapshot is None else Ledger.from_dict(snapshot.data)
-        recall: list[str] = []
-        if self.vector is not None and self._config.vector.inject_on_turn:
-            recall = recall_for_turn(self.vector, user_text, branch_ids_of(branch),
-                                     timeout=self._config.recall_timeout_s, warn=self._line("vector"))
+        vector = self.vector if self._config.vector.inject_on_turn else None  # None: no lines, no trace
+        recall, trace = recall_with_trace(vector, user_text, branch_ids_of(branch) if vector else None,
+                                          timeout=self._config.recall_timeout_s, warn=self._line("vector"))
         resident = self._resident()
         prepared = prepare_turn(branch, "" if user is not None else user_text, resident_summary=resident,
                                 state_text=format_state(shown),
@@ -342,7 +342,7 @@ class Chat:
         if prepared.lore is not None:
             for line in prepared.lore.lines():
                 self._emit(Activity("lore", line, self.id))
-        record = prepared.record
+        record = prepared.record.with_recall(trace) if trace else prepared.record
         if resident and self._resident_file:
             record = record.with_sources("resident", [f"file:{self._resident_file}"])
         if snapshot is not None:  # the ledger shown is the branch's latest snapshot

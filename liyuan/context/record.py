@@ -12,6 +12,9 @@ Invariants:
 - Sources name where a block came from: ``entry:<id>`` (a session entry: the summary
   entry, the kept messages, the ledger snapshot), ``chunk:<id>`` (a vector chunk),
   ``file:<path>`` (a memory file, relative to the card's memory folder).
+- The recall trace (:class:`RecallRecord`, issue 36) says, for every hit in 【剧情记忆】,
+  which list found it (keyword / embedding), its rank in each and the fused score, so a
+  list that never gets a place is visible on the first turn.
 - :meth:`TurnRecord.to_json` is the stable JSON form (``format`` names its version);
   block kinds are open strings, so a new block (say a lore layer's 【相关设定】) adds a
   kind and its title to :data:`BLOCK_TITLES` and one :class:`BlockRecord` per turn,
@@ -27,7 +30,8 @@ from typing import Any, Literal
 
 from liyuan.tokens import estimate_tokens
 
-__all__ = ["BLOCK_TITLES", "RECORD_FORMAT", "BlockRecord", "BudgetCut", "TurnRecord", "block", "estimate"]
+__all__ = ["BLOCK_TITLES", "RECORD_FORMAT", "BlockRecord", "BudgetCut", "RecallRecord", "TurnRecord", "block",
+           "estimate"]
 
 RECORD_FORMAT = "liyuan-turn-record/1"
 """The ``format`` of :meth:`TurnRecord.to_json`; a reader refuses a major version it does not know."""
@@ -109,6 +113,30 @@ def block(kind: str, text: str, sources: Sequence[str] = (), *, cut: BudgetCut |
 
 
 @dataclass(frozen=True, slots=True)
+class RecallRecord:
+    """One hit of the turn's 【剧情记忆】 and how recall found it (in the block's order)."""
+
+    chunk: str
+    """``chunk:<id>``."""
+    store: str
+    keyword_rank: int | None
+    """Its place in the keyword (BM25) list (1 = first); ``None``: not found by it."""
+    embedding_rank: int | None
+    """Its place in the embedding list; ``None``: not found by it."""
+    score: float
+    """The fused score the hits are ordered by."""
+    reserved: bool = False
+    """It holds a place reserved for a list's first hits rather than one its score won."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON form of one hit's trace."""
+        found = [name for name, rank in (("keyword", self.keyword_rank), ("embedding", self.embedding_rank))
+                 if rank is not None]
+        return {"chunk": self.chunk, "store": self.store, "lists": found, "keyword_rank": self.keyword_rank,
+                "embedding_rank": self.embedding_rank, "score": round(self.score, 6), "reserved": self.reserved}
+
+
+@dataclass(frozen=True, slots=True)
 class TurnRecord:
     """Every block of one assembled turn, and the turn's totals."""
 
@@ -121,6 +149,8 @@ class TurnRecord:
     """Estimated tokens of all messages together."""
     budget_chars: int
     """The envelope the resident summary shares with the summary, ledger and roster."""
+    recall: tuple[RecallRecord, ...] = ()
+    """The recall trace: one entry per hit in 【剧情记忆】, in its order (empty: no recall)."""
 
     def of(self, kind: str) -> tuple[BlockRecord, ...]:
         """The blocks of one kind (``extra`` may have several)."""
@@ -131,8 +161,12 @@ class TurnRecord:
         return replace(self, blocks=tuple(replace(b, sources=tuple(sources)) if b.kind == kind else b
                                           for b in self.blocks))
 
+    def with_recall(self, trace: Sequence[RecallRecord]) -> TurnRecord:
+        """A copy carrying the recall trace (and the recall block's sources, the hits' chunks)."""
+        return replace(self.with_sources("recall", [r.chunk for r in trace]), recall=tuple(trace))
+
     def to_json(self) -> dict[str, Any]:
-        """The stable JSON form: ``format``, totals, then the blocks in reading order."""
+        """The stable JSON form: ``format``, totals, the blocks in reading order, the recall trace."""
         return {
             "format": RECORD_FORMAT,
             "messages": self.messages,
@@ -140,4 +174,5 @@ class TurnRecord:
             "tokens": self.tokens,
             "budget_chars": self.budget_chars,
             "blocks": [b.to_json() for b in self.blocks],
+            "recall": [r.to_json() for r in self.recall],
         }

@@ -65,7 +65,7 @@ from liyuan.vector.factory import make_embedder
 from liyuan.vector.index import Chunk, Source
 from liyuan.vector.lexical import get_tokenizer, has_cjk
 from liyuan.vector.postings import BULK
-from liyuan.vector.results import Hit, IngestResult, SearchReport, StoreStatus, make_ref, parse_ref
+from liyuan.vector.results import Hit, HitTrace, IngestResult, SearchReport, StoreStatus, make_ref, parse_ref
 from liyuan.vector.search import RESERVED, Fusion, on_current_branch, rank, visible_mask
 
 __all__ = [
@@ -390,7 +390,8 @@ class VectorMemory:
                 top_k=top_k if top_k is not None else self.config.search_top_k, fusion=self.fusion,
                 semantic_weight=weight, reserve=self.reserve,
             )
-        return [self._hit(r.chunk, r.score) for r in ranked]
+        return [self._hit(r.chunk, r.score, HitTrace(r.embedding_rank, r.keyword_rank, r.score, r.reserved))
+                for r in ranked]
 
     def warm(self, *, lexical: bool = True) -> None:
         """Load the search snapshot and (unless ``lexical`` is false) the lexical index now.
@@ -414,10 +415,10 @@ class VectorMemory:
         finally:
             log.loading = False
 
-    def _hit(self, chunk: Chunk, score: float) -> Hit:
+    def _hit(self, chunk: Chunk, score: float, trace: HitTrace | None = None) -> Hit:
         store = self.config.stores.get(chunk.store)
         title = chunk.title or (store.name if store else chunk.store)
-        return Hit(make_ref(chunk), chunk.store, title, chunk.text, score, chunk.source, chunk.node_id)
+        return Hit(make_ref(chunk), chunk.store, title, chunk.text, score, chunk.source, chunk.node_id, trace)
 
     def recall_for_turn(self, query: str, branch_ids: Collection[str] | None) -> list[Hit]:
         """The passive per-turn recall: nothing unless enabled, injecting, and the
