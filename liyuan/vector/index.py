@@ -93,6 +93,11 @@ class _LexicalBase:
     added: int
 
 
+GROWTH = 4
+"""A new vector buffer has ``1/GROWTH`` more rows than it holds: room to append before the
+next copy, without doubling the memory of a store at its cap."""
+
+
 class _RowBuffer:
     """Rows of vectors written once, read by many snapshots: each reads its own range, and
     rows are only ever written past every range handed out, so a range never changes."""
@@ -107,7 +112,7 @@ class _RowBuffer:
                  new: npt.NDArray[np.float32]) -> tuple[npt.NDArray[np.float32], tuple[_RowBuffer, int]]:
         """``old`` (rows ``[start, start + len(old))`` of ``held``'s buffer, when given) followed by
         ``new``, and where that range now lives: written in place when the range ends where the
-        buffer's writing does and there is room, else copied once into a buffer twice its size."""
+        buffer's writing does and there is room, else copied once into a buffer with a quarter more room."""
         if held is not None:
             buffer, start = held
             with buffer._lock:
@@ -117,7 +122,7 @@ class _RowBuffer:
                     buffer.used = end + new.shape[0]
                     return buffer.array[start:buffer.used], held
         size = old.shape[0] + new.shape[0]
-        fresh = cls(old.shape[1], 2 * size)
+        fresh = cls(old.shape[1], size + size // GROWTH)
         fresh.array[:old.shape[0]] = old
         fresh.array[old.shape[0]:size] = new
         fresh.used = size
