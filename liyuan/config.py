@@ -76,8 +76,9 @@ class MemoryConfig:
     recall_timeout_s: float = RECALL_TIMEOUT_S
     """How long a turn waits for vector recall before it goes without 【剧情记忆】."""
     background_wait_s: float | None = BACKGROUND_WAIT_S
-    """How long ``prepare``, ``compact_now`` and the end of a ``with Card``
-    block wait for a chat's background work (the last turn's compaction and ingest)
+    """How long an agent-mode ``prepare``, ``compact_now`` and the end of a ``with Card``
+    block wait for a chat's background work (the last turn's compaction and ingest; a
+    roleplay ``prepare`` does not wait for it)
     before going on without it. Longer than the built-in model's 600 s deadline, so only
     a side model that never returns trips it; ``None`` waits as long as it takes."""
     discussion_window: int = 0
@@ -177,8 +178,9 @@ DESCRIPTIONS_ZH: dict[str, str] = {
                                           "超了就截断，合并 prompt 会说明省了多少。",
     "MemoryConfig.vector": "向量记忆的设置，默认关闭；`VectorConfig(enabled=True)` 打开。",
     "MemoryConfig.recall_timeout_s": "每轮等向量召回的最长秒数；超时这一轮就不出【剧情记忆】。",
-    "MemoryConfig.background_wait_s": "`prepare`、`compact_now` 和 `with Card` 块结束时，最多等这一局的后台活"
-                                      "（上一轮的压缩和入库）多少秒；`None` 表示一直等。",
+    "MemoryConfig.background_wait_s": "agent 模式的 `prepare`、`compact_now` 和 `with Card` 块结束时，最多等这一局的"
+                                      "后台活（上一轮的压缩和入库）多少秒；`None` 表示一直等。"
+                                      "扮演模式的 `prepare` 不等。",
     "MemoryConfig.discussion_window": "agent 模式讨论压缩用的上下文窗口（token 数）；默认 0，即不做讨论压缩。",
     "MemoryConfig.discussion_reserve": "讨论上下文超过「窗口 − 预留」个 token 才压。",
     "MemoryConfig.discussion_keep": "讨论压缩后逐字保留的最新内容，约这么多 token。",

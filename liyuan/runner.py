@@ -15,8 +15,8 @@ Invariants:
   raised in the worker thread, so a worker outlives every job it runs. An exception of
   a job whose waiter gave up (:meth:`Runner.run` timed out) is logged instead.
 - A :class:`Runner` has at most one thread at a time. It starts with the first job and
-  ends once the queue is empty (after ``idle_s`` seconds without work); the next job
-  starts a new one.
+  ends once the queue is empty (after ``idle_s`` seconds without work, or at once when
+  the program is ending and the thread is not a daemon); the next job starts a new one.
 - A runner's jobs run one at a time, in submission order, except that an ``urgent`` job
   goes ahead of every queued job that is not urgent. A job that is not ``keep`` and has
   not started when its waiter gave up is skipped (its outcome is :data:`TIMED_OUT`).
@@ -139,6 +139,10 @@ def detached(name: str, call: Callable[[], T]) -> Job[T]:
     return job
 
 
+SHUTDOWN_POLL_S = 0.2
+"""How often an idle non-daemon worker looks whether the program is ending."""
+
+
 class Runner:
     """A named worker thread and its queue of jobs.
 
@@ -147,8 +151,8 @@ class Runner:
         idle_s: Seconds the thread waits for a next job before it ends (0: it ends as
             soon as the queue is empty).
         daemon: Whether the thread is a daemon. A non-daemon runner keeps the process
-            alive until its queued jobs are done (and its idle wait is over: give it
-            ``idle_s=0``).
+            alive until its queued jobs are done; its idle wait ends when the program's
+            main thread has finished (it looks every :data:`SHUTDOWN_POLL_S`).
         max_kept: At most this many kept jobs wait; ``None``: no bound.
     """
 
@@ -266,7 +270,7 @@ class Runner:
         """
         with self._lock:
             if not self._jobs and not self._closed and self._idle_s > 0:
-                self._wake.wait(self._idle_s)
+                self._idle()
             if not self._jobs:
                 self._thread = None
                 return False
@@ -283,6 +287,20 @@ class Runner:
         if lost:
             _log.warning("%s 的延后任务出错（%s: %s）", self.name, type(outcome).__name__, outcome)
         return True
+
+    def _idle(self) -> None:
+        """Wait up to ``idle_s`` for a job (under the lock). A non-daemon thread looks every
+        :data:`SHUTDOWN_POLL_S` whether the program is ending (its main thread done) and then
+        stops waiting: its queue is empty, and an idle wait must not hold up the exit."""
+        if self._daemon:
+            self._wake.wait(self._idle_s)
+            return
+        deadline = time.monotonic() + self._idle_s
+        while not self._jobs and not self._closed and threading.main_thread().is_alive():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._wake.wait(min(left, SHUTDOWN_POLL_S))
 
     def _finish(self, job: Job[Any], outcome: Any) -> None:
         # Under the lock. A runner keeps nothing of a job that ended (its outcome may hold

@@ -23,6 +23,8 @@ committed):
 - ``weights.json``: the same recall of hybrid RRF for a sweep of embedding-list
   weights, per embedder and per query script, on the labelled queries only (how the
   defaults in :data:`liyuan.vector.config.DEFAULT_FUSION_WEIGHTS` were chosen).
+- ``fusion.json``: how the default fusion was chosen: equal-weight candidates, leave-one-set-out
+  cross-validation over the four sets (:mod:`harness.bench.fusion`, issue 36).
 - ``latency.json``: per-beat recall latency (the real path: ``recall_for_turn`` with
   its worker thread, SQLite generation check and numpy search) at 200, 5,000 and
   50,000 synthetic chunks (e5 up to 5,000), p50/p95 over 100 Chinese and English
@@ -71,6 +73,7 @@ from liyuan.vector import (
 
 from ..eval.snapshots import write_snapshot
 from ..running.command import Subcommand
+from .fusion import fusion_table, print_fusion
 from .latency import latency_table, print_latency, print_weights, weight_table
 from .methods import (
     DEFAULT_METHOD,
@@ -213,8 +216,8 @@ def _stamped(measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "sim" / "bench", help="JSON 输出目录")
     parser.add_argument("--sizes", type=int, nargs="+", default=[200, 5000, 50000], help="延迟测试的段数")
-    parser.add_argument("--only", choices=["recall", "variants", "context", "weights", "latency", "tokens", "overhead",
-                                           "import", "lore", "long", "stores"],
+    parser.add_argument("--only", choices=["recall", "variants", "context", "weights", "fusion", "latency", "tokens",
+                                           "overhead", "import", "lore", "long", "stores"],
                         action="append",
                         help="只跑某几项（可重复）；"
                              "variants 是量过、没有采用的关键词检索变体（harness.bench.lexical）；"
@@ -239,8 +242,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    everything = ["recall", "variants", "context", "weights", "latency", "tokens", "overhead", "import", "lore",
-                  "long", "stores"]
+    everything = ["recall", "variants", "context", "weights", "fusion", "latency", "tokens", "overhead", "import",
+                  "lore", "long", "stores"]
     only = set(args.only or (["tokens", "recall", "overhead"] if args.quick else everything))
     if args.snapshot and args.quick:
         print("--snapshot 不能和 --quick 一起用：快照是站点引用的完整运行。", file=sys.stderr)
@@ -281,6 +284,10 @@ def _bench(args: argparse.Namespace) -> int:
             table = weight_table(folder)
             print_weights(table)
             _write(args.out, "weights.json", table)
+        if "fusion" in only:
+            table = fusion_table(Path(tmp))
+            print_fusion(table)
+            _write(args.out, "fusion.json", table)
         if "latency" in only:
             table = _stamped(lambda: latency_table(folder, args.sizes, args.out / "cache", progress))
             print_latency(table)

@@ -13,7 +13,10 @@ library's own cost counts:
   the first recall after the open returned hits (vector on);
 - recall at a store's maximum cap (50,000 chunks; 5,000 in ``--quick``): the first
   recall after a cold open, then p50/p95 warm;
-- a sync with nothing to do at 10, 100 and 500 chats.
+- a sync with nothing to do at 10, 100 and 500 chats;
+- back-to-back turns with a side model that takes 200 ms (:mod:`harness.bench.backtoback`):
+  a 10,000-turn chat (1,000 in ``--quick``) grown by 1,000 turns (300), with no time
+  between a turn's ``prepare`` and ``record`` and with 10 ms.
 
 The chats are written straight to their session files as the app would have left them
 (:mod:`harness.bench.longchat`).
@@ -51,6 +54,7 @@ from liyuan.session.state import Ledger
 from liyuan.vector.config import VectorConfig
 
 from ..eval.scripted import scripted_summariser
+from .backtoback import back_to_back, print_back_to_back
 from .longchat import (
     CHAR,
     PLACES,
@@ -290,8 +294,12 @@ def _long_table(folder: Path, *, quick: bool, progress: Progress, sizes: Sequenc
     for chats in (QUICK_SYNC_CHATS if quick else SYNC_CHATS):
         progress(f"同步：{chats} 局、无事可做的一次同步 …")
         syncs[str(chats)] = sync_no_change(folder, chats)
+    loops = []
+    for gap in (0.0, 10.0):
+        progress(f"连着走：旁路模型每次 200 ms，两轮之间 {gap:g} ms …")
+        loops.append(back_to_back(folder, turns=1000 if quick else 10000, beats=300 if quick else 1000, gap_ms=gap))
     return {"sizes": list(sizes), "beats": beats, "turns": turns, "open": opens,
-            "recall_at_cap": {"chunks": cap, **at_cap}, "sync": syncs}
+            "recall_at_cap": {"chunks": cap, **at_cap}, "sync": syncs, "back_to_back": loops}
 
 
 def _ratio_row(label: str, values: list[float], unit: str) -> str:
@@ -345,6 +353,8 @@ def print_long(table: dict[str, Any]) -> None:
     if "500" in table["sync"]:
         ok = table["sync"]["500"]["p50_ms"] < 300
         print(f"目标：500 局 < 300 ms → {'达标' if ok else '未达标'}（{table['sync']['500']['p50_ms']:.0f} ms）")
+    if table.get("back_to_back"):
+        print_back_to_back(table["back_to_back"])
 
 
 def main(argv: list[str]) -> int:

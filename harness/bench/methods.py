@@ -52,7 +52,8 @@ class Method:
     mode: RecallMode
     embedder: str  # "hash" | "semantic" | "e5"
     tokenizer: str = "bigram"
-    fusion: Fusion = "rrf"
+    fusion: Fusion | None = None
+    """``None``: the library's default for the embedder (:data:`liyuan.vector.config.DEFAULT_FUSIONS`)."""
 
 METHODS = [
     Method("hash", "semantic", "hash"),

@@ -66,7 +66,22 @@ def long_markdown(data: Mapping[str, Any]) -> str:
                   f"第一次召回 {cap['first_recall_hits']} 条；关键词索引在后台 {cap['ready_s']:.1f} 秒载完，之后热召回 "
                   f"p50 {cap['recall_p50_ms']:.1f} ms、p95 {cap['recall_p95_ms']:.1f} ms。",
               "", "无事可做的同步（中位数）：" + "，".join(f"{_n(c)} 局 {v['p50_ms']:.1f} ms" for c, v in sync.items())
-              + "。", "", "目标和结果（由上面的数算出）：", ""]
+              + "。", ""]
+    loops = data.get("back_to_back", [])
+    if loops:
+        side = loops[0]["side_ms"]
+        lines += [f"连着走的轮次（旁路模型每次 {side:g} ms，是脚本摘要，不是模型输出；用户等的是 `prepare` + `record`，"
+                  "两轮之间的空档代表扮演模型写回复的时间，不计时）：", "",
+                  _row(["局长", "再走", "两轮之间", "p50", "p95", "最慢", "落下的摘要（丢弃）",
+                        "一轮一轮等着压时的摘要"]),
+                  _row(["---"] * 8)]
+        for row in loops:
+            bg, inline = row["background"], row["inline"]
+            lines.append(_row([f"{_n(row['turns'])} 轮", f"{_n(row['beats'])} 轮", f"{row['gap_ms']:g} ms",
+                               f"{bg['p50_ms']:.2f} ms", f"{bg['p95_ms']:.2f} ms", f"{bg['max_ms']:.1f} ms",
+                               f"{bg['summaries']}（{bg['dropped']}）", str(inline["summaries"])]))
+        lines.append("")
+    lines += ["目标和结果（由上面的数算出）：", ""]
     lines.append(f"- 每轮 p50：{_n(last)} 轮不超过 {_n(first)} 轮的 1.5 倍（每种组合都算）："
                  f"{_met(worst_p50 <= 1.5)}，最差 {worst_p50:.2f}×；p95 不超过 2 倍：{_met(worst_p95 <= 2)}，"
                  f"最差 {worst_p95:.2f}×。")
@@ -76,6 +91,14 @@ def long_markdown(data: Mapping[str, Any]) -> str:
         lines.append(f"- {key}，{_n(last)} 轮打开不到 1.5 秒：{_met(big['open_s'] < 1.5)}（{big['open_s']:.2f} 秒）；"
                      f"内存增量不到文件的 1.5 倍：{_met(grown < 1.5 * big['file_mb'])}"
                      f"（{grown:.0f} MB 对 {big['file_mb']:.0f} MB）。")
+    for row in loops:
+        bg, inline = row["background"], row["inline"]
+        ratio = bg["p95_ms"] / bg["p50_ms"] if bg["p50_ms"] else float("inf")
+        lines.append(f"- 连着走（{_n(row['turns'])} 轮的局再走 {_n(row['beats'])} 轮，两轮之间 {row['gap_ms']:g} ms）："
+                     f"p95 不超过 p50 的 2 倍：{_met(ratio <= 2)}（{ratio:.2f}×）；"
+                     "落下的摘要和一轮一轮等着压时一样多："
+                     f"{_met(bg['summaries'] == inline['summaries'])}"
+                     f"（{bg['summaries']} 对 {inline['summaries']} 份）。")
     lines.append(f"- 满库热召回 p95 不到 100 ms 且第一次召回就有结果："
                  f"{_met(cap['recall_p95_ms'] < 100 and cap['first_recall_hits'] > 0)}。")
     if "500" in sync:

@@ -109,7 +109,7 @@ STEP_KINDS: dict[str, StepKind] = {
         StepKind("rewind", "回档：把会话叶子移回第 N 轮的回复之后",
                  required={"chat": is_str, "beat": is_int}, files=("branch",)),
         StepKind("recall", "按用户原话召回向量记忆（只取当前分支；只演示召回这一层）",
-                 required={"chat": is_str, "query": is_str}, files=("recall", "hidden")),
+                 required={"chat": is_str, "query": is_str}, files=("recall", "trace", "hidden")),
         StepKind("discussion", "agent 讨论：按真实用量压缩讨论区（只演示讨论压缩这一层）",
                  required={"chat": is_str},
                  optional={"context_window": is_int, "reserve": is_int, "keep_recent": is_int,

@@ -90,9 +90,25 @@ class ScenarioRun:
     """The current step's activity events (the lines with their outcome objects)."""
     turns: list[dict[str, Any]] = field(default_factory=list)
     """The record of every assembled turn of the scenario, in order (``sim/turns/``)."""
+    chunk_labels: dict[str, str] = field(default_factory=dict)
+    """Vector chunk ids (random in every run) to the stable names the artifacts show."""
     current: StepSpec | None = None
     _card: Card | None = None
     _named: bool = False
+
+    def stable_chunks(self, data: Any) -> Any:
+        """``data`` (JSON-like) with every ``chunk:<id>`` renamed ``chunk:c1``, ``chunk:c2`` ... in
+        the order the scenario's artifacts first name them: a chunk's id is random in every
+        run, the artifacts must be byte-stable (the same chunk keeps its name within a run)."""
+        if isinstance(data, str):
+            if not data.startswith("chunk:"):
+                return data
+            return self.chunk_labels.setdefault(data, f"chunk:c{len(self.chunk_labels) + 1}")
+        if isinstance(data, dict):
+            return {key: self.stable_chunks(value) for key, value in data.items()}
+        if isinstance(data, list):
+            return [self.stable_chunks(value) for value in data]
+        return data
 
     @property
     def card(self) -> Card:

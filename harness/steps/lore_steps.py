@@ -143,7 +143,7 @@ def lore_turn(run: ScenarioRun, step: StepSpec) -> StepResult:
     names = (run.scenario.user, run.scenario.char)
     run.write_txt("report", report_text(report, _book(run), turn.injection, run.config, names))
     if turn.record is not None:
-        run.write_txt("record", record_table(turn.record.to_json()))
+        run.write_txt("record", record_table(run.stable_chunks(turn.record.to_json())))
     share = lore_share_chars(run.config.budget_chars, run.config.lore_share)
     outcome = {"summary_message": turn.summary is not None, "share_chars": share, "lore": report.to_dict(),
                "activity": report.lines()}

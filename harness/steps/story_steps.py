@@ -29,7 +29,8 @@ from ..running.state import ScenarioRun, StepResult, handler
 from ..running.story import chat_beats, write_notes
 from .common import context_label, prompt_label, prompt_text
 
-__all__ = ["beats_to_play", "compactions_since", "keep_turn", "play_beat", "record_table", "render_messages"]
+__all__ = ["beats_to_play", "compactions_since", "keep_turn", "play_beat", "record_table", "render_messages",
+           "trace_table"]
 
 BEAT_PROGRESS_EVERY = 250
 """Beats between two progress lines of a long play step (stderr only, never an artifact)."""
@@ -58,6 +59,23 @@ def record_table(record: dict[str, Any]) -> str:
         lines.append(f"| {b['title']} | {b['chars']} | {b['tokens']} | {_sources(b['sources'])} | {budget} |")
     lines.append(f"| **合计**（{record['messages']} 条消息） | {record['chars']} | {record['tokens']} | | "
                  f"常驻摘要和本局摘要、账本、名录共用 {record['budget_chars']} 字 |")
+    if record.get("recall"):
+        lines += ["", trace_table(record["recall"])]
+    return "\n".join(lines)
+
+
+LIST_NAMES = {"keyword": "关键词", "embedding": "向量"}
+
+
+def trace_table(trace: Sequence[dict[str, Any]]) -> str:
+    """The recall trace of a turn (``TurnRecord.to_json()["recall"]``) as a Markdown table."""
+    lines = ["| 【剧情记忆】第几条 | 块 | 哪一路找到 | 关键词名次 | 向量名次 | 融合分 | 占的是保留位 |",
+             "|---:|---|---|---:|---:|---:|---|"]
+    for i, hit in enumerate(trace, start=1):
+        found = "、".join(LIST_NAMES.get(name, name) for name in hit["lists"]) or "—"
+        ranks = [str(hit[key]) if hit[key] is not None else "—" for key in ("keyword_rank", "embedding_rank")]
+        lines.append(f"| {i} | `{hit['chunk']}` | {found} | {ranks[0]} | {ranks[1]} | {hit['score']:.6f} | "
+                     f"{'是' if hit['reserved'] else '否'} |")
     return "\n".join(lines)
 
 
@@ -67,7 +85,7 @@ def keep_turn(run: ScenarioRun, chat_id: str, how: str, turn: Turn) -> None:
         return  # an agent-mode turn: the discussion history, no story blocks
     run.turns.append({"step": run.current.id if run.current else "", "chat": chat_id, "how": how,
                       "user_entry": turn.user_entry.id if turn.user_entry is not None else None,
-                      **turn.record.to_json()})
+                      **run.stable_chunks(turn.record.to_json())})
 
 
 def _ledger(raw: Any) -> Ledger | None:
@@ -203,7 +221,7 @@ def assemble(run: ScenarioRun, step: StepSpec) -> StepResult:
     run.write_txt("history", render_messages(messages), header=context_label(run))
     run.write_txt("injection", turn.injection, header=context_label(run))
     if turn.record is not None:
-        run.write_txt("record", record_table(turn.record.to_json()))
+        run.write_txt("record", record_table(run.stable_chunks(turn.record.to_json())))
     kept = [m for m in messages[1 if turn.summary or turn.resident else 0:-1]]
     outcome = {
         "messages": [{"role": m.role, "chars": len(m.content), "opening": m.content.split("\n", 1)[0][:40]}
@@ -214,7 +232,7 @@ def assemble(run: ScenarioRun, step: StepSpec) -> StepResult:
         "kept_history_messages": len(kept),
         "recall_lines": list(turn.recall),
         "recall_warnings": run.activity[seen:],
-        "record": turn.record.to_json() if turn.record is not None else None,
+        "record": run.stable_chunks(turn.record.to_json()) if turn.record is not None else None,
     }
     return StepResult(outcome, f"{len(messages)} 条消息（保留历史 {len(kept)} 条，召回 {len(turn.recall)} 行）")
 

@@ -5,8 +5,11 @@ Invariants:
 - Work handed to a :class:`Lane` runs in submission order, one item at a time, on one
   worker thread (a :class:`~liyuan.runner.Runner`); :meth:`Lane.wait` returns once
   everything submitted before it is done.
+- The thread lives on between turns (up to :data:`LANE_IDLE_S` without work), so turns
+  do not start a thread each (issue 36).
 - The thread is not a daemon: a process that ends without :meth:`Lane.close` still
-  finishes the queued work first (and waits for a stuck job: Python cannot kill it).
+  finishes the queued work first (and waits for a stuck job: Python cannot kill it); an
+  idle lane does not hold the exit up.
 - An exception inside background work never reaches the app's thread: it becomes an
   ``error`` :class:`Activity` (and is kept on :attr:`Lane.errors`), and the lane goes on.
 - With ``background=False`` the same work runs inline, in the caller's thread, so a
@@ -34,7 +37,10 @@ if TYPE_CHECKING:
     from liyuan.compaction import CompactionOutcome
     from liyuan.vector.results import IngestResult
 
-__all__ = ["Activity", "ActivityKind", "Lane", "Listener", "Outcome", "refuse_own_wait"]
+__all__ = ["LANE_IDLE_S", "Activity", "ActivityKind", "Lane", "Listener", "Outcome", "refuse_own_wait"]
+
+LANE_IDLE_S = 300.0
+"""How long a chat's lane thread waits for the next turn's work before it ends."""
 
 _log = logging.getLogger("liyuan.app")
 
@@ -87,7 +93,7 @@ class Lane:
                  chat_id: str | None = None) -> None:
         self._emit = emit
         self._chat_id = chat_id
-        self._runner = Runner(name, daemon=False) if background else None
+        self._runner = Runner(name, daemon=False, idle_s=LANE_IDLE_S) if background else None
         self._last: Job[None] | None = None
         self._guard = threading.Lock()
         self.errors: deque[BaseException] = deque(maxlen=20)

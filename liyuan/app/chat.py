@@ -5,19 +5,19 @@ Invariants:
 - The session tree only grows: :meth:`Chat.prepare` appends the user's words,
   :meth:`Chat.record` the reply (and the ledger snapshot, when given); a reroll or rewind
   only moves the leaf, so the next append forks a new branch.
-- :meth:`Chat.record` returns as soon as the reply is on disk; vector ingest and story
-  compaction then run on the chat's background lane. The next :meth:`Chat.prepare`
-  waits for that lane first, as the original finishes its turn with the compaction, so a
-  summary is never thrown away by the next turn's append (a reroll or rewind during the
-  side call still discards it: that is the leaf guard).
+- :meth:`Chat.record` returns as soon as the reply is on disk; ingest and compaction then
+  run on the chat's background lane, which a roleplay :meth:`Chat.prepare` does not wait
+  for: a story summary lands while its covered range is still on the branch
+  (:func:`liyuan.story.compact.covered_range_holds`), and one ready mid-turn is held and
+  lands right after the reply (never between a user's words and their reply). An
+  agent-mode :meth:`Chat.prepare` and :meth:`Chat.compact_now` still wait for the lane.
 - A closed chat (its card closed, or the chat deleted) refuses every turn before
   writing anything; :meth:`liyuan.Card.chat` opens it afresh.
 - A failing side model never raises out of these methods: the outcome is an activity
-  line (and a ``rp-compact-failed`` entry the backoff counts).
-- A side model that never returns does not hang the chat: a turn waits for the lane at
-  most ``MemoryConfig.background_wait_s``, then goes on without it (one ``error``
-  activity line), and later turns do not wait for the lane again until it has drained.
-  A compaction that lands late is discarded by the leaf guard; the next one redoes it.
+  line (and an ``rp-compact-failed`` entry the backoff counts).
+- A side model that never returns hangs no call: one that waits for the lane waits at
+  most ``MemoryConfig.background_wait_s`` (one ``error`` line), and later calls do not
+  wait again until the lane has drained.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from liyuan.app.activity import Activity, Lane, Outcome, refuse_own_wait
-from liyuan.compaction import CompactionOutcome
+from liyuan.app.recall import recall_with_trace
+from liyuan.compaction import CompactionOutcome, HeldLandings
 from liyuan.config import MemoryConfig
 from liyuan.context.assemble import prepare_turn
 from liyuan.context.record import TurnRecord
@@ -44,7 +45,7 @@ from liyuan.session.state import STATE_ENTRY_TYPE, Ledger, format_roster, format
 from liyuan.session.tree import SessionTree, custom_entry, message_entry
 from liyuan.story.compact import CompactionPlan, compact_now, run_compaction
 from liyuan.story.history import active_summary
-from liyuan.vector.recall import bounded_archive, branch_ids_of, ingest_for_turn, recall_for_turn
+from liyuan.vector.recall import bounded_archive, branch_ids_of, ingest_for_turn
 
 if TYPE_CHECKING:
     from liyuan.vector.memory import VectorMemory
@@ -115,6 +116,7 @@ class Chat:
         self._closed = False
         self._said_cut = False
         self._stuck: Job[None] | None = None
+        self._held = HeldLandings()  # summaries ready mid-turn, guarded by the tree's lock
 
     # -- a turn -----------------------------------------------------------------
 
@@ -142,9 +144,12 @@ class Chat:
         if mode not in ("roleplay", "agent"):
             raise ConfigError(f"mode 只能是 roleplay 或 agent，实际是 {mode!r}")
         self._check_open()
-        self._drain()  # the previous turn's compaction lands before this turn appends
         fields = {"mode": "agent"} if mode == "agent" else {}
-        entry = self.tree.append_message("user", user_text, **fields)
+        if fields:
+            self._drain()  # a discussion summary lands only on the leaf it was planned on
+        with self.tree.lock:
+            self._land_held()  # a summary ready after the last reply goes before these words
+            entry = self.tree.append_message("user", user_text, **fields)
         if mode == "agent":
             return Turn(as_chat_messages(agent_history(self.tree.branch())), user_text, entry)
         return self._assemble(entry, user_text, ledger=ledger, roster=roster, lore_index=lore_index, extra=extra)
@@ -154,8 +159,7 @@ class Chat:
         """The turn :meth:`prepare` would assemble for these words, without writing anything.
 
         For an app's prompt inspector or token counter: the same blocks, budget and recall
-        as :meth:`prepare` (it waits for the background work the same way), but the
-        words stay off the tree, so nothing is recorded and no reply is expected.
+        as :meth:`prepare`, but the words stay off the tree (nothing is recorded).
 
         Raises:
             ConfigError: Empty text.
@@ -164,7 +168,6 @@ class Chat:
         if not user_text.strip():
             raise ConfigError("用户消息不能为空")
         self._check_open()
-        self._drain()
         return self._assemble(None, user_text, ledger=ledger, roster=roster, lore_index=lore_index, extra=extra)
 
     def record(self, reply: str, *, usage: Usage | Mapping[str, Any] | None = None,
@@ -199,8 +202,9 @@ class Chat:
             if ledger is not None:
                 items.append(custom_entry(STATE_ENTRY_TYPE, ledger.to_dict()))
             entry = self.tree.extend(items)[0]  # the reply and its ledger: one write, both or neither
+            self._land_held()  # a summary that was ready mid-turn follows the reply at once
             if self._config.durability == "turn":
-                self.tree.sync()  # the turn's one fsync: its user line, reply and ledger
+                self.tree.sync()  # the turn's one fsync: its user line, reply and ledger (and a held summary)
         if agent:
             if self._config.discussion_window and self._model is not None:
                 self._lane.submit(self._compact_discussion)
@@ -289,17 +293,14 @@ class Chat:
         return self._lane.close(timeout)
 
     def _drain(self) -> bool:
-        """Wait for the lane within ``background_wait_s``; True once it has drained.
-
-        After a wait has run out, later turns do not wait behind the work that was
-        stuck (it may never return) until that work is done; then they wait as before.
-        """
+        """Wait for the lane within ``background_wait_s``; True once it has drained. After a
+        wait ran out, later calls do not wait behind the stuck work until it is done."""
         stuck = self._stuck
         if stuck is not None:
             if not stuck.done():
                 return False
             self._stuck = None
-            self._emit(Activity("compact", "卡住的后台任务已经做完，之后的轮次照常等压缩落定", self.id))
+            self._emit(Activity("compact", "卡住的后台任务已经做完，之后照常等它", self.id))
         limit = self._config.background_wait_s
         self._stuck = self._lane.unfinished(limit)
         if self._stuck is None:
@@ -308,9 +309,13 @@ class Chat:
                                      "这一轮先不等，卡住的那一步做完之前也不再等", self.id))
         return False
 
+    def _land_held(self) -> None:  # under the tree's lock: what was held mid-turn, checked again
+        for outcome in self._held.land():
+            self._emit(Activity("compact", outcome.message, self.id, outcome))
+
     def _check_open(self) -> None:
-        # Checked before anything is written: a closed lane takes no work, so a reply
-        # appended here would get none of its memory work and the call would fail half done.
+        # Before anything is written: a closed lane takes no work, so a reply appended here
+        # would get none of its memory work and the call would fail half done.
         if self._closed:
             raise StateError(f"局 {self.id} 已关闭（卡已关闭或这一局已删除）：请用 card.chat() 重新打开")
 
@@ -319,10 +324,9 @@ class Chat:
         branch = self.tree.branch()
         snapshot = latest_state_entry(branch) if ledger is None else None  # indexed: no walk back to the root
         shown = ledger if snapshot is None else Ledger.from_dict(snapshot.data)
-        recall: list[str] = []
-        if self.vector is not None and self._config.vector.inject_on_turn:
-            recall = recall_for_turn(self.vector, user_text, branch_ids_of(branch),
-                                     timeout=self._config.recall_timeout_s, warn=self._line("vector"))
+        vector = self.vector if self._config.vector.inject_on_turn else None  # None: no lines, no trace
+        recall, trace = recall_with_trace(vector, user_text, branch_ids_of(branch) if vector else None,
+                                          timeout=self._config.recall_timeout_s, warn=self._line("vector"))
         resident = self._resident()
         prepared = prepare_turn(branch, "" if user is not None else user_text, resident_summary=resident,
                                 state_text=format_state(shown),
@@ -338,7 +342,7 @@ class Chat:
         if prepared.lore is not None:
             for line in prepared.lore.lines():
                 self._emit(Activity("lore", line, self.id))
-        record = prepared.record
+        record = prepared.record.with_recall(trace) if trace else prepared.record
         if resident and self._resident_file:
             record = record.with_sources("resident", [f"file:{self._resident_file}"])
         if snapshot is not None:  # the ledger shown is the branch's latest snapshot
@@ -386,7 +390,7 @@ class Chat:
         self._reported("compact", lambda say: run_compaction(
             self.tree, model, user_name=self.user_name, char_name=self.char_name, language=cfg.language,
             every_n_turns=cfg.every_n_turns, min_chars=cfg.min_chars, keep=cfg.keep, archive=self._archive(),
-            on_activity=say, max_input_chars=cfg.side_input_max_chars))
+            on_activity=say, max_input_chars=cfg.side_input_max_chars, hold=self._held))
 
     def _compact_discussion(self) -> None:
         assert self._model is not None

@@ -15,6 +15,9 @@ Invariants:
 - Sources name where a block came from: ``entry:<id>`` (a session entry: the summary
   entry, the kept messages, the ledger snapshot), ``chunk:<id>`` (a vector chunk),
   ``file:<path>`` (a memory file, relative to the card's memory folder).
+- The recall trace (:class:`RecallRecord`, issue 36) says, for every hit in 【剧情记忆】,
+  which list found it (keyword / embedding), its rank in each and the fused score, so a
+  list that never gets a place is visible on the first turn.
 - :meth:`TurnRecord.to_json` is the stable JSON form (``format`` names its version);
   block kinds are open strings, so a new block (say a lore layer's 【相关设定】) adds a
   kind and its title to :data:`BLOCK_TITLES` and one :class:`BlockRecord` per turn,
@@ -33,6 +36,9 @@ The JSON form, field by field (:meth:`TurnRecord.to_json`, a ``dict`` ready for 
   (``null``, or ``action`` ``trimmed``/``dropped``, ``reason``, ``before_chars``).
 - ``history_cut`` (only when turns were left out): ``dropped_turns``, ``dropped_chars``,
   ``kept_turns``, ``limit_chars`` (:class:`HistoryCut`).
+- ``recall``: one entry per 【剧情记忆】 hit, in the block's order: ``chunk``, ``store``, ``lists``
+  (which lists found it: ``keyword``, ``embedding``), ``keyword_rank``, ``embedding_rank`` (1 = first,
+  ``null``: not found by that list), ``score`` (the fused score), ``reserved`` (:class:`RecallRecord`).
 """
 
 from __future__ import annotations
@@ -46,10 +52,10 @@ from typing import Any, Literal
 
 from liyuan.tokens import estimate_tokens
 
-__all__ = ["BLOCK_TITLES", "ESTIMATES_KEPT", "RECORD_FORMAT", "BlockRecord", "BudgetCut", "HistoryCut", "TurnRecord",
-           "block", "estimate"]
+__all__ = ["BLOCK_TITLES", "ESTIMATES_KEPT", "RECORD_FORMAT", "BlockRecord", "BudgetCut", "HistoryCut", "RecallRecord",
+           "TurnRecord", "block", "estimate"]
 
-RECORD_FORMAT = "liyuan-turn-record/3"
+RECORD_FORMAT = "liyuan-turn-record/4"
 """The ``format`` of :meth:`TurnRecord.to_json`; a reader refuses a version it does not know.
 
 Versions (each adds to the one before; the site's reference page lists every field):
@@ -58,6 +64,7 @@ Versions (each adds to the one before; the site's reference page lists every fie
 - ``/2``: the ``framing`` block, so ``chars`` and ``tokens`` are the sums of the blocks'.
 - ``/3``: ``history_cut``, present only when the verbatim history's bound
   (``MemoryConfig.history_max_chars``) left the oldest turns out.
+- ``/4``: ``recall``, the recall trace; the 【剧情记忆】 block's ``sources`` name its chunks.
 """
 
 BLOCK_TITLES: dict[str, str] = {
@@ -183,6 +190,31 @@ class HistoryCut:
 
 
 @dataclass(frozen=True, slots=True)
+class RecallRecord:
+    """One hit of the turn's 【剧情记忆】 and how recall found it (in the block's order)."""
+
+    chunk: str
+    """``chunk:<id>``."""
+    store: str
+    """Which store of the chat's vector memory holds the chunk (the story archive or the imported history)."""
+    keyword_rank: int | None
+    """Its place in the keyword (BM25) list (1 = first); ``None``: not found by it."""
+    embedding_rank: int | None
+    """Its place in the embedding list; ``None``: not found by it."""
+    score: float
+    """The fused score the hits are ordered by."""
+    reserved: bool = False
+    """It holds a place reserved for a list's first hits rather than one its score won."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON form of one hit's trace."""
+        found = [name for name, rank in (("keyword", self.keyword_rank), ("embedding", self.embedding_rank))
+                 if rank is not None]
+        return {"chunk": self.chunk, "store": self.store, "lists": found, "keyword_rank": self.keyword_rank,
+                "embedding_rank": self.embedding_rank, "score": round(self.score, 6), "reserved": self.reserved}
+
+
+@dataclass(frozen=True, slots=True)
 class TurnRecord:
     """Every block of one assembled turn, and the turn's totals."""
 
@@ -198,6 +230,8 @@ class TurnRecord:
     history_cut: HistoryCut | None = None
     """The oldest turns the verbatim history's bound left out, or ``None`` when it sent
     every turn since the summary (in :meth:`to_json` the key is then absent)."""
+    recall: tuple[RecallRecord, ...] = ()
+    """The recall trace: one entry per hit in 【剧情记忆】, in its order (empty: no recall)."""
 
     def of(self, kind: str) -> tuple[BlockRecord, ...]:
         """The blocks of one kind (``extra`` may have several)."""
@@ -208,8 +242,12 @@ class TurnRecord:
         return replace(self, blocks=tuple(replace(b, sources=tuple(sources)) if b.kind == kind else b
                                           for b in self.blocks))
 
+    def with_recall(self, trace: Sequence[RecallRecord]) -> TurnRecord:
+        """A copy carrying the recall trace (and the recall block's sources, the hits' chunks)."""
+        return replace(self.with_sources("recall", [r.chunk for r in trace]), recall=tuple(trace))
+
     def to_json(self) -> dict[str, Any]:
-        """The stable JSON form: ``format``, totals, then the blocks in reading order."""
+        """The stable JSON form: ``format``, totals, the blocks in reading order, the recall trace."""
         return {
             "format": RECORD_FORMAT,
             "messages": self.messages,
@@ -218,4 +256,5 @@ class TurnRecord:
             "budget_chars": self.budget_chars,
             "blocks": [b.to_json() for b in self.blocks],
             **({"history_cut": self.history_cut.to_json()} if self.history_cut is not None else {}),
+            "recall": [r.to_json() for r in self.recall],
         }

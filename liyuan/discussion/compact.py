@@ -214,6 +214,7 @@ class _Discussion:
     """The discussion's parts of the compaction protocol (:class:`liyuan.compaction.Compactor`)."""
 
     max_input_chars: int
+    leaf_before: str | None
     entry_type: str = DISCUSSION_SUMMARY_TYPE
 
     def prompt(self, plan: DiscussionPlan) -> Prompt:
@@ -231,9 +232,14 @@ class _Discussion:
         return {"summary": summary, "firstKeptEntryId": plan.first_kept_entry_id,
                 "tokensBefore": plan.tokens_before, "provenance": completion.provenance}
 
-    def failed(self, plan: DiscussionPlan, reason: FailReason, error: str, completion: Completion | None) -> str:
+    def holds(self, plan: DiscussionPlan, branch: Sequence[Entry]) -> bool:
+        # The leaf guard: a discussion summary lands only where it was planned.
+        return (branch[-1].id if branch else None) == self.leaf_before
+
+    def failed(self, plan: DiscussionPlan, reason: FailReason, error: str,
+               completion: Completion | None) -> tuple[str, tuple[str, Mapping[str, object]] | None]:
         _log.warning("讨论压缩失败：%s", error)
-        return f"讨论压缩失败：{error}"
+        return f"讨论压缩失败：{error}", None
 
     def stale(self) -> str:
         return "讨论压缩已丢弃（期间切换了分支）"
@@ -270,5 +276,5 @@ def run_discussion_compaction(
                                       keep_recent=keep_recent)
     if plan is None:  # not due: the outcome says so, the activity stays quiet
         return CompactionOutcome("skipped", "讨论还不长，暂不需要压缩", reason="not-due")
-    return run_compactor(tree, model, _Discussion(max_input_chars), plan, leaf_before=tree.leaf_id,
+    return run_compactor(tree, model, _Discussion(max_input_chars, tree.leaf_id), plan,
                          emit=on_activity or (lambda _line: None))

@@ -158,6 +158,10 @@ class BranchView(Sequence[Entry]):
             return BranchIds(self._index, self._length)
         return frozenset(entry.id for entry in self)
 
+    def head(self, length: int) -> BranchView:
+        """The first ``length`` entries (root side) as a view sharing the same storage: O(1)."""
+        return BranchView(self._items, max(0, min(length, self._length)), self._index)
+
     def latest_custom(self, custom_type: str) -> Entry | None:
         """The last ``custom`` entry of ``custom_type`` on this branch, or ``None``."""
         if self._index is not None:

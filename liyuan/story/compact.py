@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from liyuan.bounds import SIDE_INPUT_MAX_CHARS, keep_newest
-from liyuan.compaction import CompactionOutcome, FailReason, run_compactor
-from liyuan.errors import ConfigError, TreeError
+from liyuan.compaction import HELD_MESSAGE, CompactionOutcome, FailReason, HeldLandings, run_compactor
+from liyuan.errors import ConfigError
 from liyuan.model import ChatModel, Completion
 from liyuan.prompts import Prompt
 from liyuan.session.entries import Entry, awaits_reply
@@ -37,7 +37,7 @@ from liyuan.text import utf16_len
 
 __all__ = [
     "DEFAULT_EVERY_N_TURNS", "KEEP_RECENT_TURNS", "MANUAL_MIN_COMPACT_CHARS", "MIN_COMPACT_CHARS",
-    "SUMMARY_MAX_TOKENS", "Archive", "CompactionPlan", "compact_now",
+    "SUMMARY_MAX_TOKENS", "Archive", "CompactionPlan", "compact_now", "covered_range_holds",
     "plan_compaction", "run_compaction",
 ]
 
@@ -135,27 +135,29 @@ Archive = Callable[[str, str], object]
 the covered text and the id of its last entry (so archive chunks can know their branch).
 Errors are swallowed."""
 
-def _note_failure(tree: SessionTree, leaf_before: str | None, data: Mapping[str, object]) -> None:
-    # A failure is recorded on the branch it happened on: the guard and the append are one
-    # step against another thread's reroll, or the note would land under the rerolled user
-    # message and the reply the app is about to record would be refused.
-    # Best effort: a tree that cannot take the note (disk full) must not turn a model
-    # failure into an exception; the only cost is that this failure does not count.
-    with tree.lock:
-        if tree.leaf_id != leaf_before:
-            return
-        try:
-            tree.append_custom(COMPACT_FAILED_TYPE, data)
-        except TreeError as exc:
-            _log.warning("无法记下压缩失败（已忽略）：%s", exc)
+# --8<-- [start:covered_range_holds]
+def covered_range_holds(plan: CompactionPlan, branch: Sequence[Entry]) -> bool:
+    """True while ``plan``'s covered range is still the live start of ``branch``, unchanged.
+
+    That is: the same summary is active (the one the plan merges), and the first entries
+    after it are the covered ones, as the story view reads them now. Turns appended after
+    the covered range change nothing; a reroll or rewind that leaves the range, an edit
+    (``rp-draft-op``) of a covered reply, or a newer summary makes the plan stale.
+    Reads only the live part of the branch (:func:`story_tail`).
+    """
+    view, active = story_tail(branch)
+    if (active.summary if active else None) != plan.previous_summary:
+        return False
+    start = active.cut if active else 0
+    count = len(plan.covered)
+    return len(view) - start >= count and view[start:start + count] == list(plan.covered)
+# --8<-- [end:covered_range_holds]
 
 
 @dataclass
 class _Story:
     """The story's parts of the compaction protocol (:class:`liyuan.compaction.Compactor`)."""
 
-    tree: SessionTree
-    leaf_before: str | None
     user_name: str
     language: str
     state_text: str
@@ -187,12 +189,17 @@ class _Story:
             "provenance": completion.provenance,
         }
 
-    def failed(self, plan: CompactionPlan, reason: FailReason, error: str, completion: Completion | None) -> str:
-        _note_failure(self.tree, self.leaf_before, failure_data(reason, error, plan.covers_through_id, completion))
-        return f"前情压缩失败：{error}" if reason == "model-error" else f"前情摘要拒绝提交：{error}"
+    def holds(self, plan: CompactionPlan, branch: Sequence[Entry]) -> bool:
+        return covered_range_holds(plan, branch)
+
+    def failed(self, plan: CompactionPlan, reason: FailReason, error: str,
+               completion: Completion | None) -> tuple[str, tuple[str, Mapping[str, object]] | None]:
+        # A failure is recorded on the branch it happened on, like a summary, so the backoff counts it.
+        line = f"前情压缩失败：{error}" if reason == "model-error" else f"前情摘要拒绝提交：{error}"
+        return line, (COMPACT_FAILED_TYPE, failure_data(reason, error, plan.covers_through_id, completion))
 
     def stale(self) -> str:
-        return "压缩已丢弃（本轮期间切换了分支）"
+        return "压缩已丢弃（它盖住的那段已不在当前分支上：重来、回档或改动）"
 
     def compacted(self, plan: CompactionPlan, summary: str) -> str:
         return f"前情已压缩：{plan.turns} 轮 {utf16_len(plan.conversation_text)} 字 → 摘要 {utf16_len(summary)} 字"
@@ -221,16 +228,19 @@ def run_compaction(
     state_text: str | None = None,
     backoff: bool = True,
     max_input_chars: int = SIDE_INPUT_MAX_CHARS,
+    hold: HeldLandings | None = None,
 ) -> CompactionOutcome[CompactionPlan]:
     """Compact the current branch if due: summarise, guard, archive, append.
 
     The summary is appended at the leaf as ``rp-summary``
     ``{summary, coversThroughId, turns, chars, provenance}`` only if the model call
-    succeeded, the leaf did not move meanwhile, and the reply passes
+    succeeded, the covered range is still the live start of the current branch
+    (:func:`covered_range_holds`: turns appended meanwhile are fine, the summary is
+    anchored at what it covers; a reroll, rewind or edit inside the range drops it), and the reply passes
     :func:`~liyuan.story.scribe.validate_summary` (the steps after planning are
     :func:`liyuan.compaction.run_compactor`, shared with discussion compaction). A model
     error or a rejected reply appends an ``rp-compact-failed`` entry ``{reason, error,
-    coversThroughId, provenance, finishReason}`` instead (unless the leaf moved); the next
+    coversThroughId, provenance, finishReason}`` instead (on the same condition); the next
     trigger tries again, and after a few failures in a row only once the wait of
     :func:`liyuan.story.backoff.backoff_wait` has passed (a waiting turn plans nothing: its
     outcome has ``plan=None``; the backoff line goes to ``on_activity`` once per failure,
@@ -255,17 +265,26 @@ def run_compaction(
         max_input_chars: Budget of the covered text sent to the model (UTF-16 units);
             beyond it the oldest text is left out (the prompt and the activity line say
             how much). The archive still gets all of it.
+        hold: Given (a chat's background lane), a run that finds a turn under way plans on
+            the branch up to that turn's user message, and a summary ready mid-turn is
+            handed to ``hold`` to land after the reply (see :func:`liyuan.compaction.run_compactor`);
+            without it such a run does nothing (``busy``); nor does a run while a summary
+            it holds waits to land (planning then would write that summary again).
 
     Returns:
         The outcome; ``message`` is the line shown to the user.
     """
     emit = on_activity or (lambda _line: None)
+    if hold is not None and hold.pending:
+        return CompactionOutcome("skipped", HELD_MESSAGE, reason="busy")
     branch = tree.branch()
     if branch and awaits_reply(branch[-1]):
         # Mid-turn (the app prepared a turn and has not recorded its reply): a summary
         # appended now would sit between the user's words and their reply.
-        emit(BUSY_MESSAGE)
-        return CompactionOutcome("skipped", BUSY_MESSAGE, reason="busy")
+        if hold is None:
+            emit(BUSY_MESSAGE)
+            return CompactionOutcome("skipped", BUSY_MESSAGE, reason="busy")
+        branch = branch.head(len(branch) - 1)  # plan on the turns recorded; the summary waits for the reply
     if backoff and every_n_turns > 0:
         # The wait is read from the live part alone; planning serializes the whole covered
         # region, so a turn that waits must not pay for a plan it will not use.
@@ -283,10 +302,9 @@ def run_compaction(
         # Not due is the normal state of almost every turn: the message is on the outcome
         # (a manual /compact shows it), but it is not an activity line.
         return CompactionOutcome("skipped", "早期剧情还不够长，暂不需要压缩", reason="not-due")
-    leaf_before = branch[-1].id if branch else None  # the leaf the plan was made on
     state = state_text if state_text is not None else format_state(state_from_branch(branch))
-    story = _Story(tree, leaf_before, user_name, language, state, archive, max_input_chars)
-    return run_compactor(tree, model, story, plan, leaf_before=leaf_before, emit=emit)
+    story = _Story(user_name, language, state, archive, max_input_chars)
+    return run_compactor(tree, model, story, plan, emit=emit, hold=hold)
 # --8<-- [end:run_compaction]
 
 

@@ -54,6 +54,7 @@ from liyuan.errors import ConfigError
 from liyuan.fields import check_int, check_type
 
 __all__ = [
+    "DEFAULT_FUSIONS",
     "DEFAULT_FUSION_WEIGHTS",
     "DEFAULT_KEY_ENV",
     "EMBEDDER_NAMES",
@@ -91,22 +92,28 @@ SCRIPTS: tuple[str, ...] = ("cjk", "latin")
 DEFAULT_FUSION_WEIGHTS: dict[str, dict[str, float]] = {
     "hash": {"cjk": 0.5, "latin": 0.2},
     "semantic": {"cjk": 1.0, "latin": 0.3},
-    "e5": {"cjk": 3.0, "latin": 10.0},
+    "e5": {"cjk": 1.0, "latin": 1.0},
     "openai": {"cjk": 1.0, "latin": 1.0},
 }
 """Weight of the embedding list (the lexical list weighs 1) by embedder and query script.
 
 Whatever the weight, the first hit of each list keeps a place in the fused top k
 (:data:`liyuan.vector.search.RESERVED`, issue 25): the weight orders the other places.
-Chosen with the sweep of ``python -m harness bench --only weights`` on the labelled
-queries of the bench's sets (Chinese, two English, code-switched; the held-out
-queries choose nothing; numbers in docs/eval.md), by one rule: the best weight of each
-script, ties going to the one nearest the previous default. hash: 0.5 and 0.2 are
-among the best (never 1); USE: 1 and 0.3 are among the best; e5: 3 on Chinese (1.000
-against 0.972 at 1) and 10 on English (0.917 against 0.889 at 5 on the Greyhaven
-chat, tied with 5 on the two-friend chat). No endpoint model was measured:
-``openai`` keeps the equal weights of before.
+e5 (the default embedder) weighs both lists alike on every script (issue 36): no
+weight is fitted per language to the project's own queries any more. The fitted 3 on
+Chinese and 10 on English had made e5 the stronger list everywhere, so on data where
+keyword search is the better list (LoCoMo, measured from outside) anything in e5's top
+50 outranked every hit only the keyword list found. Its fusion (:data:`DEFAULT_FUSIONS`)
+was chosen among equal-weight candidates by leave-one-set-out cross-validation over
+the bench's four sets (``python -m harness bench --only fusion``; docs/eval.md).
+hash (0.5, 0.2) and USE (1, 0.3) keep the weights of the earlier sweep
+(``--only weights``: the best of each script on the labelled queries); no endpoint
+model was measured: ``openai`` weighs both lists alike.
 """
+DEFAULT_FUSIONS: dict[str, Literal["rrf", "mix"]] = {"e5": "mix"}
+"""The hybrid fusion per embedder when the caller names none (else ``rrf``): e5 fuses
+min-max normalised scores (``mix``), the candidate leave-one-set-out cross-validation
+chose in every fold (issue 36)."""
 WEIGHT_MAX = 10.0
 DEFAULT_NARRATIVE_CAP = 5000
 """The narrative store's default cap (it was 200 and silently evicted old chunks of long

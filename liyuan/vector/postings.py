@@ -81,7 +81,11 @@ class PostingLog:
         self._encoded: dict[str, Encoded] = {}
         """Every live chunk's encoding by id (chunk texts never change under an id)."""
         self._slot_of: dict[str, int] = {}
-        self._lengths: list[float] = []
+        self._lengths = np.zeros(64, dtype=np.float32)
+        """Document length per slot; slots ``[0, _count)`` are used (a view reads a prefix)."""
+        self._count = 0
+        self._epoch = 0
+        """Bumped by every rebuild (slots are renumbered): a view of another epoch cannot be extended."""
         self._segments: tuple[_Segment, ...] = ()
         self._lock = threading.Lock()
         self.loading = False
@@ -93,13 +97,42 @@ class PostingLog:
         """A frozen BM25 index over exactly these chunks (in this order)."""
         with self._lock:
             fresh = [(cid, text) for cid, text in zip(chunk_ids, texts, strict=True) if cid not in self._slot_of]
-            if len(self._slot_of) - len(chunk_ids) > max(len(chunk_ids), 1000):
+            if self._count - len(chunk_ids) > max(len(chunk_ids), 1000):
                 self._rebuild(set(chunk_ids))  # evicted documents outnumber the live ones
             if fresh:
                 self._append(fresh)
             slots = np.fromiter((self._slot_of[cid] for cid in chunk_ids), dtype=np.int64, count=len(chunk_ids))
-            lengths = np.asarray(self._lengths, dtype=np.float32)
-            return PostingView(self._segments, slots, lengths, self.vocabulary)
+            return self._view_of(slots)
+
+    def extend(self, previous: PostingView, keep: npt.NDArray[np.bool_] | None, chunk_ids: Sequence[str],
+               texts: Sequence[str]) -> PostingView | None:
+        """The view of ``previous``'s chunks where ``keep`` (all when ``None``), then these
+        added ones: its cost follows what changed, not the store's size (issue 36). ``None``
+        when ``previous`` is of an older epoch or the log is due a rebuild (use :meth:`view`)."""
+        with self._lock:
+            if previous.epoch != self._epoch:
+                return None
+            slots = previous.slots if keep is None else previous.slots[keep]
+            if self._count - slots.size - len(chunk_ids) > max(slots.size + len(chunk_ids), 1000):
+                return None
+            fresh = [(cid, text) for cid, text in zip(chunk_ids, texts, strict=True) if cid not in self._slot_of]
+            if fresh:
+                self._append(fresh)
+            new = np.fromiter((self._slot_of[cid] for cid in chunk_ids), dtype=np.int64, count=len(chunk_ids))
+            return self._view_of(np.concatenate([slots, new]))
+
+    def _view_of(self, slots: npt.NDArray[np.int64]) -> PostingView:
+        return PostingView(self._segments, slots, self._lengths[:self._count], self.vocabulary, self._epoch)
+
+    def _add_length(self, length: float) -> int:
+        """A new slot of ``length``; the buffer doubles when full (views keep reading their prefix)."""
+        if self._count == self._lengths.size:
+            grown = np.zeros(self._lengths.size * 2, dtype=np.float32)
+            grown[:self._count] = self._lengths[:self._count]
+            self._lengths = grown
+        self._lengths[self._count] = length
+        self._count += 1
+        return self._count - 1
 
     def _append(self, fresh: Sequence[tuple[str, str]]) -> None:
         rows: list[tuple[int, Encoded]] = []
@@ -107,8 +140,7 @@ class PostingLog:
             encoded = self._encoded.get(cid)
             if encoded is None:
                 encoded = self._encoded[cid] = encode_terms(self._split(text), self.vocabulary)
-            slot = self._slot_of[cid] = len(self._lengths)
-            self._lengths.append(float(encoded[1].sum()))
+            slot = self._slot_of[cid] = self._add_length(float(encoded[1].sum()))
             rows.append((slot, encoded))
         segments = [*self._segments, _segment_of(rows)]
         while len(segments) > 1 and segments[-1].size * MERGE_RATIO >= segments[-2].size:
@@ -120,12 +152,13 @@ class PostingLog:
         kept = [(cid, self._encoded[cid]) for cid in self._slot_of if cid in live and cid in self._encoded]
         self._encoded = dict(kept)
         self._slot_of = {}
-        self._lengths = []
+        self._lengths = np.zeros(max(64, len(kept)), dtype=np.float32)
+        self._count = 0
+        self._epoch += 1
         self._segments = ()
         rows: list[tuple[int, Encoded]] = []
         for cid, encoded in kept:
-            slot = self._slot_of[cid] = len(self._lengths)
-            self._lengths.append(float(encoded[1].sum()))
+            slot = self._slot_of[cid] = self._add_length(float(encoded[1].sum()))
             rows.append((slot, encoded))
         if rows:
             self._segments = (_segment_of(rows),)
@@ -147,8 +180,11 @@ class PostingView:
     """BM25 over one snapshot's chunks, read from the log's segments (immutable)."""
 
     def __init__(self, segments: tuple[_Segment, ...], slots: npt.NDArray[np.int64],
-                 lengths: npt.NDArray[np.float32], vocabulary: dict[str, int]) -> None:
+                 lengths: npt.NDArray[np.float32], vocabulary: dict[str, int], epoch: int = 0) -> None:
         self.size = int(slots.size)
+        self.slots = slots
+        """The log's slot of each chunk, in the snapshot's order."""
+        self.epoch = epoch
         self._segments = segments
         self._vocabulary = vocabulary
         self._position = np.full(lengths.size, -1, dtype=np.int64)

@@ -57,6 +57,7 @@ __all__ = [
     "format_recall_lines",
     "ingest_for_turn",
     "recall_for_turn",
+    "recall_hits_for_turn",
     "warm_in_background",
 ]
 
@@ -144,7 +145,20 @@ def recall_for_turn(
     timeout: float = RECALL_TIMEOUT_S,
     warn: Callable[[str], None] | None = None,
 ) -> list[str]:
-    """The 【剧情记忆】 lines for this turn, or ``[]``.
+    """The 【剧情记忆】 lines for this turn, or ``[]``: :func:`format_recall_lines` of
+    :func:`recall_hits_for_turn` (same arguments)."""
+    return format_recall_lines(recall_hits_for_turn(memory, query, branch_ids, timeout=timeout, warn=warn))
+
+
+def recall_hits_for_turn(
+    memory: Recaller | None,
+    query: str,
+    branch_ids: Collection[str] | None,
+    *,
+    timeout: float = RECALL_TIMEOUT_S,
+    warn: Callable[[str], None] | None = None,
+) -> list[Hit]:
+    """This turn's recalled hits (each with its :class:`~liyuan.vector.results.HitTrace`), or ``[]``.
 
     Args:
         memory: The chat's vector memory, or ``None`` when there is none.
@@ -155,7 +169,7 @@ def recall_for_turn(
             error, e.g. the embeddings endpoint's HTTP status); default: logged.
 
     Returns:
-        One line per hit; empty on zero hits, timeout or error.
+        The hits, best first; empty on zero hits, timeout or error.
     """
     if memory is None or not query.strip():
         return []
@@ -169,7 +183,7 @@ def recall_for_turn(
     if isinstance(result, BaseException):
         report(f"向量记忆检索出错（{type(result).__name__}: {result}），本轮不注入【剧情记忆】")
         return []
-    return format_recall_lines(result)
+    return list(result)
 
 
 def ingest_for_turn(

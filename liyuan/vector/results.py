@@ -14,9 +14,29 @@ from liyuan.errors import ConfigError
 if TYPE_CHECKING:
     from liyuan.vector.index import Chunk, Source
 
-__all__ = ["Hit", "IngestResult", "SearchReport", "StoreStatus", "make_ref", "parse_ref"]
+__all__ = ["Hit", "HitTrace", "IngestResult", "SearchReport", "StoreStatus", "make_ref", "parse_ref"]
 
 StoreStatus = Literal["ok", "disabled", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class HitTrace:
+    """How a hit was found (the recall trace, issue 36): its place in each list, the fused score."""
+
+    embedding_rank: int | None
+    """1 = the embedding list's first hit; ``None``: that list did not find it (or was not searched)."""
+    keyword_rank: int | None
+    """Its place in the keyword (BM25) list, likewise."""
+    score: float
+    """The fused score it was ordered by (a single list's own score when only one was searched)."""
+    reserved: bool = False
+    """It holds a place reserved for a list's first hits, not one won by its fused score."""
+
+    @property
+    def lists(self) -> tuple[str, ...]:
+        """The lists that found it: ``keyword``, ``embedding``."""
+        return tuple(name for name, rank in (("keyword", self.keyword_rank), ("embedding", self.embedding_rank))
+                     if rank is not None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +52,14 @@ class Hit:
     score: float
     source: Source
     node_id: str | None
+    trace: HitTrace | None = None
+    """Which list found it, its rank in each and the fused score (``None`` from a caller
+    that ranked no lists, e.g. a hand-made hit)."""
+
+    @property
+    def chunk_id(self) -> str:
+        """The chunk's id (the last part of :attr:`ref`)."""
+        return self.ref.rsplit(":", 1)[-1]
 
 
 @dataclass(frozen=True, slots=True)

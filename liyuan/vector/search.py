@@ -71,11 +71,18 @@ Vector = npt.NDArray[np.float32]
 
 @dataclass(frozen=True, slots=True)
 class Ranked:
-    """One ranked chunk."""
+    """One ranked chunk, and how it was found (the recall trace, issue 36)."""
 
     chunk: Chunk
     score: float
     """Fused score (RRF or mix), or the raw cosine / BM25 score in single modes."""
+    embedding_rank: int | None = None
+    """Its place (1 = first) in the embedding list, read ``max(CANDIDATES, 4 * top_k)``
+    deep; ``None``: that list did not find it (or was not searched)."""
+    keyword_rank: int | None = None
+    """Its place in the keyword (BM25) list, likewise."""
+    reserved: bool = False
+    """It holds one of the places reserved for each list's first hits (:func:`_with_reserved`)."""
 
 
 # --8<-- [start:on_current_branch]
@@ -150,15 +157,14 @@ def _semantic(snapshot: Snapshot, query: Vector | None, label: str, mask: npt.ND
 
 def _fuse(first: Vector, second: Vector, fusion: Fusion, first_weight: float = 1.0) -> Vector:
     """Fuse the embedding list ``first`` (weighted) with the lexical list ``second``."""
+    tops = [_top(scores, CANDIDATES) for scores in (first, second)]
     if fusion == "rrf":
         fused = np.zeros_like(first)
-        for scores, weight in ((first, first_weight), (second, 1.0)):
-            order = _top(scores, CANDIDATES)
+        for order, weight in ((tops[0], first_weight), (tops[1], 1.0)):
             fused[order] += weight / (RRF_K + np.arange(1, order.size + 1, dtype=np.float32))
         return fused
     fused = np.zeros_like(first)
-    for scores, weight in ((first, MIX_ALPHA * first_weight), (second, 1 - MIX_ALPHA)):
-        order = _top(scores, CANDIDATES)
+    for scores, order, weight in ((first, tops[0], MIX_ALPHA * first_weight), (second, tops[1], 1 - MIX_ALPHA)):
         if order.size:
             top, low = float(scores[order[0]]), float(scores[order[-1]])
             span = top - low
@@ -209,51 +215,61 @@ def rank(
     if mode != "semantic":
         lexical = snapshot.lexical(tokenizer).scores(query_terms)
         lexical[~mask] = 0.0
+    depth = max(CANDIDATES, top_k * 4)
+    orders = {name: _top(scores, depth) for name, scores in (("embedding", semantic), ("keyword", lexical))
+              if scores is not None}
     if semantic is not None and lexical is not None:
-        scores = _fuse(semantic, lexical, fusion, semantic_weight)
-    elif semantic is not None:
-        scores = semantic
-    else:
-        assert lexical is not None  # mode is lexical
-        scores = lexical
-    if semantic is None or lexical is None:
-        return _deduped(snapshot, scores, _top(scores, max(CANDIDATES, top_k * 4)), top_k)
-    return _with_reserved(snapshot, scores, (semantic, lexical), top_k, reserve)
+        fused = _fuse(semantic, lexical, fusion, semantic_weight)
+        picked, reserved = _with_reserved(snapshot, fused, (orders["embedding"], orders["keyword"]), top_k, reserve)
+        return _traced(snapshot, fused, picked, orders, reserved)
+    [(_name, order)] = orders.items()
+    single = semantic if semantic is not None else lexical
+    assert single is not None
+    return _traced(snapshot, single, _deduped(snapshot, order, top_k), orders, set())
+
+
+def _traced(snapshot: Snapshot, scores: Vector, picked: Sequence[int], orders: dict[str, npt.NDArray[np.int64]],
+            reserved: Collection[int]) -> list[Ranked]:
+    """The picked positions as :class:`Ranked`, each with its place in every list searched."""
+    places = {name: {int(p): i for i, p in enumerate(order, start=1)} for name, order in orders.items()}
+    empty: dict[int, int] = {}
+    return [Ranked(snapshot.chunks[p], float(scores[p]), places.get("embedding", empty).get(p),
+                   places.get("keyword", empty).get(p), p in reserved) for p in picked]
 
 
 def _prefix(chunk: Chunk) -> str:
     return chunk.text.strip()[:DEDUPE_PREFIX]
 
 
-def _deduped(snapshot: Snapshot, scores: Vector, order: npt.NDArray[np.int64], top_k: int) -> list[Ranked]:
-    results: list[Ranked] = []
+def _deduped(snapshot: Snapshot, order: npt.NDArray[np.int64], top_k: int) -> list[int]:
+    results: list[int] = []
     seen: set[str] = set()
     for position in order:
-        chunk = snapshot.chunks[int(position)]
-        prefix = _prefix(chunk)
+        prefix = _prefix(snapshot.chunks[int(position)])
         if prefix in seen:
             continue
         seen.add(prefix)
-        results.append(Ranked(chunk, float(scores[position])))
+        results.append(int(position))
         if len(results) >= top_k:
             break
     return results
 
 
 # --8<-- [start:reserved]
-def _with_reserved(snapshot: Snapshot, fused: Vector, lists: Sequence[Vector], top_k: int,
-                   reserve: int) -> list[Ranked]:
+def _with_reserved(snapshot: Snapshot, fused: Vector, lists: Sequence[npt.NDArray[np.int64]], top_k: int,
+                   reserve: int) -> tuple[list[int], set[int]]:
     """The fused top ``top_k``, except that each list's first ``reserve`` hits are in it.
 
-    The reserved hits are taken in turns (the first of each list, then the second of
-    each, ...) while there is room; the other places go by fused score. The result is
-    ordered by fused score. So no weight can shut a list out: with room for two, the
-    top hit of the embedding list and the top hit of the keyword list are both shown
-    (with room for one, the fused best is).
+    ``lists`` are the lists' orders, best first. The reserved hits are taken in turns
+    (the first of each list, then the second of each, ...) while there is room; the
+    other places go by fused score. The result is ordered by fused score, with the
+    positions that hold a reserved place. So no weight can shut a list out: with room
+    for two, the top hit of the embedding list and the top hit of the keyword list are
+    both shown (with room for one, the fused best is).
     """
     chosen: dict[str, int] = {}  # prefix -> position
     depth = max(CANDIDATES, top_k * 4)
-    orders = [iter(_top(scores, depth)) for scores in lists]
+    orders = [iter(order) for order in lists]
     # With room for fewer than one hit per list, the fused order alone decides.
     for _round in range(reserve if top_k >= len(lists) else 0):
         for order in orders:
@@ -264,10 +280,10 @@ def _with_reserved(snapshot: Snapshot, fused: Vector, lists: Sequence[Vector], t
                 if prefix not in chosen:
                     chosen[prefix] = int(position)
                     break
+    reserved = set(chosen.values())
     for position in _top(fused, depth):
         if len(chosen) >= top_k:
             break
         chosen.setdefault(_prefix(snapshot.chunks[int(position)]), int(position))
-    picked = sorted(chosen.values(), key=lambda p: -float(fused[p]))
-    return [Ranked(snapshot.chunks[p], float(fused[p])) for p in picked]
+    return sorted(chosen.values(), key=lambda p: -float(fused[p])), reserved
 # --8<-- [end:reserved]

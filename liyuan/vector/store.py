@@ -13,8 +13,10 @@ Invariants:
   since (``meta.rewrites``, bumped by a re-embed or a deletion, is unchanged), a refresh
   reads just the new rows and drops the evicted ones: its cost follows what changed,
   not the store's size (the BM25 postings are appended too,
-  :mod:`liyuan.vector.postings`); otherwise it rebuilds, reusing the vectors and encoded
-  terms of chunks it already holds.
+  :mod:`liyuan.vector.postings`); the rows evicted meanwhile are read from the ``evicted``
+  log (the seqs each write evicted, by generation) rather than by reading every row's
+  seq (issue 36); otherwise it rebuilds, reusing the vectors and encoded terms of
+  chunks it already holds.
 - Rows are never edited in place except to re-embed: a narrative merge inserts a new
   version whose ``parent`` is the chunk it extends (copy-on-write), so a reroll that
   abandons the newer version brings the older one back (see
@@ -82,6 +84,8 @@ CREATE INDEX IF NOT EXISTS chunks_by_store ON chunks (store, seq);
 CREATE INDEX IF NOT EXISTS chunks_by_text ON chunks (store, text_hash);
 CREATE INDEX IF NOT EXISTS chunks_by_parent ON chunks (parent);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS evicted (generation INTEGER NOT NULL, seq INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS evicted_by_generation ON evicted (generation);
 CREATE TABLE IF NOT EXISTS pending (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     node_id TEXT,
@@ -108,6 +112,18 @@ def _eviction_order(db: sqlite3.Connection, store: str, excess: int) -> list[int
     oldest = [r[0] for r in db.execute("SELECT seq FROM chunks WHERE store = ? ORDER BY seq LIMIT ?",
                                        (store, excess + len(superseded)))]
     return superseded + [seq for seq in oldest if seq not in chosen][:excess - len(superseded)]
+
+
+EVICTION_LOG_SPAN = 1000
+"""Generations the eviction log reaches back; a snapshot older than that reads every seq instead."""
+
+
+def _log_evicted(db: sqlite3.Connection, seqs: Sequence[int]) -> None:
+    """Note ``seqs`` as evicted by the write under way (it will be the next generation), so a
+    refresh learns what went without reading every row's seq (issue 36)."""
+    upcoming = int(db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0]) + 1
+    db.executemany("INSERT INTO evicted (generation, seq) VALUES (?, ?)", [(upcoming, seq) for seq in seqs])
+    db.execute("DELETE FROM evicted WHERE generation < ?", (upcoming - EVICTION_LOG_SPAN,))
 
 
 class SqliteChunkStore:
@@ -208,6 +224,7 @@ class SqliteChunkStore:
                 if excess > 0:
                     doomed = _eviction_order(db, store, excess)
                     db.execute(f"DELETE FROM chunks WHERE seq IN ({','.join('?' * len(doomed))})", doomed)
+                    _log_evicted(db, doomed)
                     db.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET"
                                " value = CAST(value AS INTEGER) + excluded.value", (f"evicted:{store}", str(excess)))
                     evicted[store] = excess
@@ -340,8 +357,10 @@ class SqliteChunkStore:
 
     @staticmethod
     def _grown(db: sqlite3.Connection, current: Snapshot) -> tuple[
-            list[Chunk], list[npt.NDArray[np.float32]], npt.NDArray[np.int64] | None]:
-        """Rows added since ``current`` (with vectors); its rows' seqs still there if some went."""
+            list[Chunk], list[npt.NDArray[np.float32]], npt.NDArray[np.int64] | None, npt.NDArray[np.int64] | None]:
+        """Rows added since ``current`` (with vectors); if some of its rows went, their seqs
+        from the eviction log (``gone``) or, when the log does not account for them all (it
+        reaches back :data:`EVICTION_LOG_SPAN` generations), every seq still there (``present``)."""
         last = current.chunks[-1].seq if current.chunks else 0
         added: list[Chunk] = []
         vectors: list[npt.NDArray[np.float32]] = []
@@ -350,9 +369,15 @@ class SqliteChunkStore:
             vectors.append(np.frombuffer(row[-1], dtype=np.float32))
         # Through indexes: a scan of the table would read every vector.
         kept = int(db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]) - len(added)
-        present = None
-        if kept != len(current.chunks):
-            rows = db.execute("SELECT seq FROM chunks INDEXED BY chunks_by_store WHERE store >= '' AND seq <= ?",
-                              (last,))
-            present = np.fromiter((r[0] for r in rows), dtype=np.int64, count=kept)
-        return added, vectors, present
+        if kept == len(current.chunks):
+            return added, vectors, None, None
+        gone = np.array([r[0] for r in db.execute("SELECT seq FROM evicted WHERE generation > ? AND seq <= ?",
+                                                   (current.generation, last))], dtype=np.int64)
+        gone = np.unique(gone)
+        at = np.searchsorted(current.seqs, gone)
+        inside = at < current.seqs.size
+        if int(np.count_nonzero(current.seqs[at[inside]] == gone[inside])) == len(current.chunks) - kept:
+            return added, vectors, None, gone
+        rows = db.execute("SELECT seq FROM chunks INDEXED BY chunks_by_store WHERE store >= '' AND seq <= ?", (last,))
+        present = np.fromiter((r[0] for r in rows), dtype=np.int64, count=kept)
+        return added, vectors, present, None

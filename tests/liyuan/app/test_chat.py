@@ -110,20 +110,18 @@ def test_compaction_replaces_old_turns_with_one_opening_message(tmp_path: Path) 
         assert [a.text[:6] for a in card.activity if a.kind == "compact"] == ["正在压缩前情", "前情已压缩："]
 
 
-def test_record_returns_before_the_compaction_and_the_next_prepare_waits_for_it(tmp_path: Path) -> None:
+def test_record_returns_before_the_compaction_and_the_next_prepare_does_not_wait_for_it(tmp_path: Path) -> None:
     gate = threading.Event()
     card = open_card(tmp_path, side_model=summariser(gate))
     try:
         play(card, 36)  # the 36th record queues the compaction, which waits on the gate
         chat = card.chat("jA")
         assert not chat.flush(timeout=0.05) and chat.summary is None
-        waiter = threading.Thread(target=chat.prepare, args=("下一拍。",))
-        waiter.start()
-        waiter.join(0.05)
-        assert waiter.is_alive()  # prepare waits for the beat's compaction to land
+        turn = chat.prepare("下一拍。")  # returns with the gate still shut: no wait for the lane
+        assert not gate.is_set() and turn.summary is None
         gate.set()
-        waiter.join(10)
-        assert not waiter.is_alive()
+        assert chat.flush(10) and chat.summary is None  # ready mid-turn: held until the reply
+        chat.record("回应。")
         assert chat.summary == SUMMARY
         assert not [a for a in card.activity if "丢弃" in a.text]  # nothing was thrown away as stale
     finally:

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from liyuan.clock import counter_ids
+from liyuan.compaction import HeldLandings
 from liyuan.errors import ConfigError, ModelError
 from liyuan.model import Completion, FunctionModel, ModelRequest, ScriptedModel
 from liyuan.session.entries import Entry, custom, message
@@ -321,31 +322,97 @@ def test_run_skips_when_not_due() -> None:
     assert len(tree) == 8 and archived == [] and model.calls == []
 
 
-def test_run_stale_when_leaf_moves_during_call() -> None:
+@pytest.mark.parametrize(("move", "why"), [("u-3", "reroll"), ("a-2", "rewind")])
+def test_run_stale_when_the_covered_range_leaves_the_branch_during_call(move: str, why: str) -> None:
+    # The plan covers turns 1-4 (through a-4). A reroll of turn 3 (the leaf back at its user
+    # message, a sibling reply next) or a rewind to turn 2 takes that range off the branch.
     tree = tree_of(beats(1, 10))
     archived: list[str] = []
 
-    def reroll(_request: ModelRequest) -> str:
-        tree.navigate("u-10")  # the user swipes the last reply while the summary is written
+    def move_away(_request: ModelRequest) -> str:
+        tree.navigate(move)
+        if why == "reroll":
+            tree.append_message("assistant", "第3轮的另一条回复")
         return SUMMARY_REPLY
 
-    outcome = run_compaction(tree, FunctionModel(reroll), every_n_turns=3, archive=keep(archived), **NAMES)
+    outcome = run_compaction(tree, FunctionModel(move_away), every_n_turns=3, archive=keep(archived), **NAMES)
     assert (outcome.kind, outcome.reason) == ("stale", "leaf-moved")
-    assert outcome.message == "压缩已丢弃（本轮期间切换了分支）"
-    assert summaries(tree) == [] and archived == [] and len(tree) == 20
+    assert outcome.message == "压缩已丢弃（它盖住的那段已不在当前分支上：重来、回档或改动）"
+    assert summaries(tree) == [] and archived == []
+
+
+def test_run_lands_anchored_at_its_range_when_turns_were_appended_during_call() -> None:
+    # The old leaf guard dropped this summary (the leaf moved); its covered range is still
+    # the start of the branch, so it lands after the new turns, anchored at a-4.
+    tree = tree_of(beats(1, 10))
+
+    def meanwhile(_request: ModelRequest) -> str:
+        tree.append_message("user", "第11轮用户")
+        tree.append_message("assistant", "第11轮回复")
+        return SUMMARY_REPLY
+
+    outcome = run_compaction(tree, FunctionModel(meanwhile), every_n_turns=3, **NAMES)
+    assert outcome.kind == "compacted"
+    [entry] = summaries(tree)
+    assert entry.data["coversThroughId"] == "a-4" and tree.get(entry.parent_id).text == "第11轮回复"
+    history = rebuild_history(tree.branch())
+    assert history.summary == SUMMARY_REPLY
+    assert user_texts(history.items) == [f"第{i}轮用户" for i in range(5, 12)]
+
+
+def test_run_stale_when_a_covered_reply_is_edited_during_call() -> None:
+    tree = tree_of(beats(1, 10))
+
+    def edit(_request: ModelRequest) -> str:
+        tree.append_custom("rp-draft-op", {"target": "a-2", "new": "第2轮改过的回复"})
+        return SUMMARY_REPLY
+
+    outcome = run_compaction(tree, FunctionModel(edit), every_n_turns=3, **NAMES)
+    assert (outcome.kind, outcome.reason) == ("stale", "leaf-moved") and summaries(tree) == []
+
+
+def test_run_without_hold_drops_a_summary_ready_mid_turn_and_with_hold_lands_it_after_the_reply() -> None:
+    for hold in (False, True):
+        tree = tree_of(beats(1, 10))
+        held = HeldLandings()
+
+        def new_turn(_request: ModelRequest, tree: SessionTree = tree) -> str:
+            tree.append_message("user", "第11轮用户")  # the next turn starts; no reply yet
+            return SUMMARY_REPLY
+
+        outcome = run_compaction(tree, FunctionModel(new_turn), every_n_turns=3, **NAMES,
+                                 hold=held if hold else None)
+        assert summaries(tree) == [] and tree.get(tree.leaf_id).text == "第11轮用户"
+        if not hold:
+            assert (outcome.kind, outcome.reason) == ("stale", "mid-turn") and not held.pending
+            continue
+        assert outcome.kind == "held" and held.pending
+        reply = tree.append_message("assistant", "第11轮回复")
+        [landed] = held.land()
+        assert landed.kind == "compacted" and landed.entry is not None and landed.entry.parent_id == reply.id
+        assert landed.entry.data["coversThroughId"] == "a-4"
+
+
+def test_run_with_hold_plans_on_the_recorded_turns_while_one_waits_for_its_reply() -> None:
+    tree = tree_of(beats(1, 10))
+    tree.append_message("user", "第11轮用户")
+    model = ScriptedModel([SUMMARY_REPLY])
+    outcome = run_compaction(tree, model, every_n_turns=3, **NAMES, hold=HeldLandings())
+    assert outcome.kind == "held" and outcome.plan is not None
+    assert outcome.plan.covers_through_id == "a-4" and "第11轮" not in outcome.plan.conversation_text
 
 
 def test_run_stale_when_leaf_moves_while_the_plan_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The guard compares against the leaf the plan was read from, not the leaf after planning.
+    # The guard compares against the branch the plan was read from, not the one after planning.
     tree = tree_of(beats(1, 10))
     plan = compact.plan_compaction
 
-    def plan_then_reroll(*args: Any, **kwargs: Any) -> Any:
+    def plan_then_rewind(*args: Any, **kwargs: Any) -> Any:
         made = plan(*args, **kwargs)
-        tree.navigate("u-10")
+        tree.navigate("u-3")
         return made
 
-    monkeypatch.setattr(compact, "plan_compaction", plan_then_reroll)
+    monkeypatch.setattr(compact, "plan_compaction", plan_then_rewind)
     outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=3, **NAMES)
     assert (outcome.kind, outcome.reason) == ("stale", "leaf-moved")
     assert summaries(tree) == [] and len(tree) == 20
@@ -365,7 +432,7 @@ def test_nothing_is_compacted_while_a_user_message_waits_for_its_reply(manual: b
 def test_run_stale_when_archive_moves_leaf() -> None:
     tree = tree_of(beats(1, 10))
     outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=3,
-                             archive=lambda _text, _anchor: tree.navigate("a-9"), **NAMES)
+                             archive=lambda _text, _anchor: tree.navigate("a-3"), **NAMES)
     assert outcome.kind == "stale" and summaries(tree) == []
 
 
@@ -646,3 +713,18 @@ def test_a_tree_that_cannot_note_the_failure_still_does_not_raise(tmp_path: Path
     path.mkdir()  # every later append fails
     outcome = run_compaction(tree, ScriptedModel([BAD]), every_n_turns=3, **NAMES)
     assert (outcome.kind, outcome.reason) == ("failed", "invalid-summary") and failures(tree) == []
+
+
+def test_run_plans_nothing_while_a_summary_it_holds_waits_for_the_reply() -> None:
+    # Found by the back-to-back bench: the lane's next run planned on the branch without the
+    # held summary and paid a second side call for a summary that was then dropped as stale.
+    tree = tree_of(beats(1, 10))
+    tree.append_message("user", "第11轮用户")
+    held = HeldLandings()
+    model = ScriptedModel([SUMMARY_REPLY, SUMMARY_REPLY])
+    assert run_compaction(tree, model, every_n_turns=3, **NAMES, hold=held).kind == "held" and held.pending
+    again = run_compaction(tree, model, every_n_turns=3, **NAMES, hold=held)
+    assert (again.kind, again.reason) == ("skipped", "busy") and len(model.calls) == 1
+    tree.append_message("assistant", "第11轮回复")
+    [landed] = held.land()
+    assert landed.kind == "compacted" and not held.pending and len(summaries(tree)) == 1

@@ -104,3 +104,22 @@ def test_a_single_result_goes_to_the_fused_best(tmp_path: Path, fusion: str) -> 
                       tokenizer="bigram", mode="hybrid", mask=mask, top_k=1, fusion=fusion,  # type: ignore[arg-type]
                       semantic_weight=weight)
         assert [r.chunk.text[:8] for r in ranked] == [want]
+
+
+def test_the_default_e5_fusion_lets_each_lists_second_hit_in_whatever_the_query_script(tmp_path: Path) -> None:
+    # Issue 36: with the fitted English weight (rrf, e5 at 10) every hit of e5's top 50
+    # outranked every hit only the keyword list found, and the one reserved place held
+    # only keyword's first; on data where keyword search is the better list, its evidence
+    # at ranks 2-5 never showed. The default weighs both lists alike on every script.
+    from liyuan.vector.config import DEFAULT_FUSION_WEIGHTS, DEFAULT_FUSIONS
+
+    axis = np.eye(DIM, dtype=np.float32)
+    vectors = [_unit(axis[0] * (1.0 - 0.05 * i) + axis[1] * (0.3 + 0.1 * i)) for i in range(10)]  # e5 only
+    vectors += [_unit(-axis[0] + axis[3] * 0.1 * i) for i in range(6)]  # keyword only, fewer mentions each
+    snapshot = _snapshot(tmp_path, "default", vectors, [0] * 10 + [6, 5, 4, 3, 2, 1])
+    for script in ("latin", "cjk"):
+        ranked = rank(snapshot, query_vector=axis[0], embedder_label=LABEL, query_terms=[QUERY_WORD],
+                      tokenizer="bigram", mode="hybrid", mask=visible_mask(snapshot, {"external"}, None), top_k=5,
+                      fusion=DEFAULT_FUSIONS["e5"], semantic_weight=DEFAULT_FUSION_WEIGHTS["e5"][script])
+        assert {r.keyword_rank for r in ranked} >= {1, 2}, script  # before (rrf, 10 in English): only rank 1
+        assert {r.embedding_rank for r in ranked} >= {1, 2}, script
