@@ -18,7 +18,7 @@ from liyuan.card.lock import SYNC_LOCK_FILE, WRITE_LOCK_FILE
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.errors import SessionConflictError, StateError
 from liyuan.model import FunctionModel, ModelRequest
-from liyuan.storage.copy import CardStorage, copy_card
+from liyuan.storage import CardStorage, copy_card
 from tests.liyuan.card.test_fixtures import CHAR, USER, merge_for, recap, user_text
 
 
@@ -31,15 +31,9 @@ def _model() -> FunctionModel:
     return FunctionModel(reply)
 
 
-def _open(path: Path, model: FunctionModel, storage: CardStorage | None = None, dsn: str = "",
-          scope: str = "") -> Card:
-    options = {}
-    if storage is not None:
-        from liyuan.storage.pgmemory import PostgresMemory
-
-        options = {"sessions": storage.sessions, "memory": PostgresMemory(dsn, scope=scope)}
+def _open(path: Path, model: FunctionModel, storage: CardStorage | None = None) -> Card:
     return Card.open(path, side_model=model, user_name=USER, char_name=CHAR, background=False,
-                     auto_sync=False, clock=fixed_clock(), ids=counter_ids("e"), **options)  # type: ignore[arg-type]
+                     auto_sync=False, clock=fixed_clock(), ids=counter_ids("e"), storage=storage)
 
 
 def _play(card: Card, chat_id: str, who: str, beats: int) -> None:
@@ -98,7 +92,7 @@ def test_a_moved_card_pays_for_no_recap_and_keeps_its_chat_names(played: Path, t
     assert moved.restamped == ["jA", "jB"]
     model = _model()
     other_server = tmp_path / "另一台服务器"  # an empty folder: nothing of the card is on this machine
-    with _open(other_server, model, postgres[0], postgres_dsn, "搬家") as card:
+    with _open(other_server, model, postgres[0]) as card:
         outcome = card.sync()
         assert outcome is not None and outcome.recapped == [] and model.calls == []  # nothing paid again
         assert card.resident_summary() == CardStorage.folder(played).memory.read_text(
@@ -124,14 +118,12 @@ def test_a_copy_never_overwrites_memory_the_target_has(played: Path, postgres_ds
         copy_card(CardStorage.folder(played), CardStorage.folder(played.parent / "第一份"))
 
 
-def _vector_card(path: Path, stores: object = None, memory: object = None, sessions: object = None,
-                 ids: str = "v") -> Card:
+def _vector_card(path: Path, storage: CardStorage | None = None, ids: str = "v") -> Card:
     from liyuan import MemoryConfig, VectorConfig
 
-    options = {k: v for k, v in (("chunk_stores", stores), ("memory", memory), ("sessions", sessions)) if v is not None}
     return Card.open(path, config=MemoryConfig(vector=VectorConfig(enabled=True, embedder="hash")), user_name=USER,
                      char_name=CHAR, background=False, clock=fixed_clock(), ids=counter_ids(ids), auto_sync=False,
-                     **options)  # type: ignore[arg-type]
+                     storage=storage)
 
 
 PLACES = ["东门的茶摊", "北礁的灯塔", "码头的石阶", "老梨树下", "城西的当铺", "渡口的白帆", "灯室的铜铃", "雪夜的客栈"]
@@ -139,10 +131,6 @@ PLACES = ["东门的茶摊", "北礁的灯塔", "码头的石阶", "老梨树下
 
 def test_vector_memory_moves_with_the_card_and_recalls_the_same(tmp_path: Path, postgres_dsn: str,
                                                                 postgres: list[CardStorage]) -> None:
-    from liyuan.storage.pgmemory import PostgresMemory
-    from liyuan.storage.pgsessions import PostgresSessions
-    from liyuan.vector.pgstores import PostgresChunkStores
-
     folder = tmp_path / "原卡"
     with _vector_card(folder) as card:
         chat = card.chat("jA", greeting="雾很大。")
@@ -159,14 +147,8 @@ def test_vector_memory_moves_with_the_card_and_recalls_the_same(tmp_path: Path, 
             return [m.content for m in card.chat("jA").prepare("还记得北礁的灯塔吗？").messages]
 
     on_files = ask(_vector_card(folder, ids="q"))
-    parts = {"stores": PostgresChunkStores(postgres_dsn, scope="向量搬家"),
-             "memory": PostgresMemory(postgres_dsn, scope="向量搬家"),
-             "sessions": PostgresSessions(postgres_dsn, scope="向量搬家")}
-    try:
-        on_postgres = ask(_vector_card(tmp_path / "另一台服务器", ids="q", **parts))
-    finally:
-        for part in parts.values():
-            part.close()  # type: ignore[attr-defined]
+    on_postgres = ask(_vector_card(tmp_path / "另一台服务器", CardStorage.postgres(postgres_dsn, scope="向量搬家"),
+                                   ids="q"))  # the card closes the storage it was given
     back = ask(_vector_card(tmp_path / "回来", ids="q"))
     assert any("【剧情记忆】" in m and "北礁的灯塔" in m for m in on_files)  # recall ran on the original
     assert on_postgres == on_files and back == on_files
@@ -178,31 +160,20 @@ def test_a_deleted_chat_s_recap_is_gone_for_good_before_its_sessions_go(played: 
     """On PostgreSQL the recap's deletion is committed before the sessions are dropped, as on
     files (recap first): a process dying in between forgets the chat instead of keeping the
     memory of a chat that no longer exists."""
-    from liyuan.storage.pgmemory import PostgresMemory
-    from liyuan.storage.pgsessions import PostgresSessions
-
     postgres.append(CardStorage.postgres(postgres_dsn, scope="删局"))
     copy_card(CardStorage.folder(played), postgres[0])
-    sessions = PostgresSessions(postgres_dsn, scope="删局")
-    memory = PostgresMemory(postgres_dsn, scope="删局")
+    storage = CardStorage.postgres(postgres_dsn, scope="删局")
+    sessions = storage.sessions
     seen: list[bool] = []
     real = sessions.drop
 
     def drop(chat_id: str) -> None:  # what another server sees at the moment the sessions go
-        watcher = PostgresMemory(postgres_dsn, scope="删局")
-        try:
-            files = watcher.bind(CardLayout(tmp_path))
+        with CardStorage.postgres(postgres_dsn, scope="删局") as watcher:
+            files = watcher.memory_store(CardLayout(tmp_path))
             seen.append(files.exists(files.layout.recap_path(chat_id)))
-        finally:
-            watcher.close()
         real(chat_id)
 
     sessions.drop = drop  # type: ignore[method-assign]
-    try:
-        with Card.open(tmp_path / "服务器", sessions=sessions, memory=memory, background=False,
-                       auto_sync=False) as card:
-            assert card.delete_chat("jA")
-    finally:
-        sessions.close()
-        memory.close()
+    with Card.open(tmp_path / "服务器", storage=storage, background=False, auto_sync=False) as card:
+        assert card.delete_chat("jA")
     assert seen == [False]  # already committed as gone
