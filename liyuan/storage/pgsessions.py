@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 
 from liyuan.card.sessions import import_by_copy
 from liyuan.errors import SessionConflictError, StorageError, TreeError
+from liyuan.session.damage import SessionProblem
 from liyuan.session.loader import SessionContent, read_entries
 from liyuan.storage.pgdb import PostgresDatabase, checked_name, storage_error
 from liyuan.storage.requires import postgres_missing
@@ -70,6 +71,17 @@ def _lines_of(data: bytes) -> list[bytes]:
     of its own."""
     parts = data.split(b"\n")
     return [part + b"\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def _missing_lines(seqs: list[int]) -> list[str]:
+    """The line numbers absent from ``seqs`` (ascending, from 1), as ``"1"`` or ``"4-7"``."""
+    gaps: list[str] = []
+    expected = 1
+    for seq in seqs:
+        if seq > expected:
+            gaps.append(str(expected) if seq == expected + 1 else f"{expected}-{seq - 1}")
+        expected = seq + 1
+    return gaps
 
 
 def _key(*parts: str) -> int:
@@ -151,9 +163,11 @@ class PostgresSessions:
         return "|".join(f"{name}:{lines}:{size}:{(head or '')[:12]}" for name, lines, size, head in rows)
 
     def heads(self, chat_id: str) -> dict[str, bytes]:
+        """Each session's first line still stored (its header; the next one when the header
+        was deleted by hand, so the same damaged session keeps the same head)."""
         rows = self.run(lambda db: db.execute(
-            "SELECT session, line FROM liyuan_session_lines WHERE scope = %s AND chat = %s AND seq = 1",
-            (self.scope, chat_id)).fetchall())
+            "SELECT DISTINCT ON (session) session, line FROM liyuan_session_lines WHERE scope = %s AND chat = %s"
+            " ORDER BY session, seq", (self.scope, chat_id)).fetchall())
         return {name: bytes(line) for name, line in rows}
 
     def kept(self, chat_id: str, heads: dict[str, bytes]) -> bool:
@@ -212,6 +226,10 @@ class PostgresSessionLog:
         self._lines = int(rows[-1][0])
         content = read_entries(b"".join(bytes(row[1]) for row in rows), self._name)
         self._mid_line = content.torn_tail
+        missing = _missing_lines([int(row[0]) for row in rows])
+        if missing:  # a file shows no trace of a deleted line; the rows' numbers do
+            content.problems.append(SessionProblem(
+                f"{self._name}: 库里缺了第 {'、'.join(missing)} 行（被手工删掉了？），按剩下的行读", "missing-lines"))
         return content
 
     def create(self, header: bytes) -> None:

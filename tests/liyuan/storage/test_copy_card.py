@@ -6,6 +6,11 @@ Every recap and merge reply here is hand-written (a scripted stand-in): no model
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,10 +21,12 @@ from liyuan.card import manual as card_manual
 from liyuan.card.layout import CardLayout
 from liyuan.card.lock import SYNC_LOCK_FILE, WRITE_LOCK_FILE
 from liyuan.clock import counter_ids, fixed_clock
-from liyuan.errors import SessionConflictError, StateError
+from liyuan.errors import CardIncomplete, SessionConflictError, StateError
 from liyuan.model import FunctionModel, ModelRequest
 from liyuan.storage import CardStorage, copy_card
 from tests.liyuan.card.test_fixtures import CHAR, USER, merge_for, recap, user_text
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _model() -> FunctionModel:
@@ -177,3 +184,60 @@ def test_a_deleted_chat_s_recap_is_gone_for_good_before_its_sessions_go(played: 
     with Card.open(tmp_path / "服务器", storage=storage, background=False, auto_sync=False) as card:
         assert card.delete_chat("jA")
     assert seen == [False]  # already committed as gone
+
+
+_COPIER = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, sys.argv[1])
+    import liyuan.storage.copy as copy_module
+    from liyuan.storage import CardStorage, copy_card
+
+    def stalled(source, target):  # the sessions are in; the process is killed before the memory
+        print("sessions copied", flush=True)
+        time.sleep(120)
+
+    copy_module.copy_memory = stalled
+    source, kind, target = sys.argv[2:5]
+    copy_card(CardStorage.folder(source),
+              CardStorage.folder(target) if kind == "folder" else CardStorage.postgres(target, scope="半张"))
+""")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="kills with SIGKILL")
+@pytest.mark.parametrize("kind", ["postgres", "folder"])
+def test_a_copy_killed_half_way_refuses_to_open_until_cleared_then_copies_whole(
+        played: Path, tmp_path: Path, kind: str, request: pytest.FixtureRequest) -> None:
+    """kill -9 in the middle of ``copy_card`` (sessions copied, memory documents not): the
+    half card must not open as whole (its first sync would pay for every recap again and
+    bring back a forgotten chat); it says how to clear it, and after ``clear()`` the copy
+    runs again and the card is whole."""
+    dsn = request.getfixturevalue("postgres_dsn") if kind == "postgres" else ""
+    where = dsn if kind == "postgres" else str(tmp_path / "半张")
+    copier = subprocess.Popen([sys.executable, "-c", _COPIER, str(ROOT), str(played), kind, where],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert copier.stdout is not None and copier.stdout.readline().strip() == "sessions copied"
+        os.kill(copier.pid, signal.SIGKILL)
+        copier.wait(10)
+    finally:
+        if copier.poll() is None:
+            copier.kill()
+            copier.wait(10)
+    target = CardStorage.folder(where) if kind == "folder" else CardStorage.postgres(dsn, scope="半张")
+    server = Path(where) if kind == "folder" else tmp_path / "服务器"  # a folder card opens where it is
+    try:
+        assert target.sessions.chat_ids() == ["jA", "jB"]  # half of it is there
+        model = _model()
+        with pytest.raises(CardIncomplete, match=r"没有做完的复制.*clear\(\)"):
+            _open(server, model, target)
+        with pytest.raises(CardIncomplete):  # a second copy over it is refused, saying the same
+            copy_card(CardStorage.folder(played), target)
+        target.clear()
+        assert target.sessions.chat_ids() == [] and target.memory.snapshot() == {}
+        copy_card(CardStorage.folder(played), target)
+        with _open(server, model, target) as card:
+            assert card.chat_ids() == ["jA", "jB"]
+            outcome = card.sync()
+            assert outcome is not None and outcome.recapped == [] and model.calls == []  # nothing paid again
+    finally:
+        target.close()
