@@ -174,12 +174,13 @@ class PostgresDatabase:
             raise storage_error(exc, self.what) from exc
 
     def putconn(self, db: psycopg.Connection[Any]) -> None:
-        """Give a connection back (a broken one is thrown away and replaced)."""
-        pool = self._pool
-        if pool is None:  # closed meanwhile
+        """Give a connection back to the pool it came from (a broken one is thrown away and
+        replaced; one whose pool was closed meanwhile is closed)."""
+        owner = getattr(db, "_pool", None)  # set by psycopg_pool on the connections it hands out
+        if owner is None:
             db.close()
             return
-        pool.putconn(db)
+        owner.putconn(db)
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:
@@ -197,13 +198,6 @@ class PostgresDatabase:
                 return work(db)
         except (psycopg.Error, UnicodeError) as exc:
             raise storage_error(exc, what) from exc
-
-    def server_connections(self) -> int:
-        """How many server connections this object holds now (pooled ones and the lock's)."""
-        pool = self._pool
-        pooled = pool.get_stats().get("pool_size", 0) if pool is not None else 0
-        lock = self.lock_connection.current
-        return pooled + int(lock is not None and not lock.closed)
 
     def close(self) -> None:
         """Close every connection (the next call opens a new pool)."""

@@ -157,3 +157,16 @@ def test_a_card_folder_that_cannot_be_made_is_refused_by_the_family(tmp_path: Pa
             Card.open(path)
         with pytest.raises(StorageRefused, match="不是文件夹"):
             CardStorage.folder(path)
+
+
+def test_a_connection_borrowed_before_a_close_goes_back_to_its_own_pool(pg_card: object) -> None:
+    """Closing while a call still holds a connection (a background write) must neither
+    break that call nor hand its connection to the next pool."""
+    storage = pg_card("借出")  # type: ignore[operator]
+    db = storage.database
+    borrowed = db.getconn()
+    storage.close()  # the pool goes; the borrowed connection is still in use
+    assert storage.sessions.chat_ids() == []  # a new pool opens on the next call
+    db.putconn(borrowed)  # returned after the close: closed, not given to the new pool
+    assert borrowed.closed
+    assert storage.sessions.chat_ids() == []
