@@ -9,6 +9,7 @@ the card's clock and ids) and :class:`FolderChunkStores` (each chat's ``向量�
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import TYPE_CHECKING
 
 from liyuan.card.files import MemoryFiles
@@ -39,7 +40,8 @@ class FolderChunkStores:
     def __init__(self, layout: CardLayout, *, clock: Clock = system_clock) -> None:
         self.layout = layout
         self._clock = clock
-        self._opened: list[SqliteChunkStore] = []
+        self._opened: weakref.WeakSet[SqliteChunkStore] = weakref.WeakSet()
+        """The stores opened here and still in use (a dropped one closes with its object)."""
         self._guard = threading.Lock()
 
     def has(self, chat_id: str) -> bool:
@@ -53,7 +55,7 @@ class FolderChunkStores:
             self.layout.chat_file(chat_id, VECTOR_STORE_FILE + suffix)
         store = SqliteChunkStore(self.layout.chat_file(chat_id, VECTOR_STORE_FILE), clock=self._clock)
         with self._guard:
-            self._opened.append(store)
+            self._opened.add(store)
         return store
 
     def drop(self, chat_id: str) -> None:
@@ -62,6 +64,6 @@ class FolderChunkStores:
     def close(self) -> None:
         """Close the connection of every store opened here."""
         with self._guard:
-            stores, self._opened = self._opened, []
+            stores = list(self._opened)
         for store in stores:
             store.close()

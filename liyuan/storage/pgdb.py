@@ -12,7 +12,11 @@ Invariants:
   So a card holds at most ``pool_size + 1`` server connections.
 - **Borrowed per call.** A call takes a pooled connection and gives it back when it
   returns; the write lock keeps one for as long as it is held (its transaction). A
-  connection goes back idle (no transaction open), or is thrown away when it broke.
+  connection goes back idle (no transaction open).
+- **Recovers at once.** A connection that comes back broken (the server restarted or
+  went away) takes its pool with it: the next call connects directly, so it fails at
+  once while the server is down and succeeds the moment it is back (a pool's own
+  reconnect backoff would wait up to seconds more), then opens a new pool.
 - **Migrated once.** The schema is created or migrated (:func:`~liyuan.storage.pgschema.migrate`)
   on a connection of its own before the pool opens.
 - **Closed means released, not dead.** :meth:`PostgresDatabase.close` closes every
@@ -27,6 +31,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -180,7 +185,21 @@ class PostgresDatabase:
         if owner is None:
             db.close()
             return
+        lost = db.broken or db.closed
         owner.putconn(db)
+        if lost:  # the server went away (a restart): the idle ones are dead too
+            self._drop_pool(owner)
+
+    def _drop_pool(self, pool: ConnectionPool[Any]) -> None:
+        """Let ``pool`` go after a lost connection: the next call connects directly (failing at
+        once while the server is down, succeeding the moment it is back) and opens a new pool,
+        instead of waiting out the old pool's reconnect backoff (1, 2, 4, 8 s ...)."""
+        with self._guard:
+            if self._pool is not pool:
+                return
+            self._pool = None
+        with contextlib.suppress(Exception):
+            pool.close(timeout=1.0)  # connections still lent out are closed as they come back
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection[Any]]:

@@ -170,3 +170,50 @@ def test_a_connection_borrowed_before_a_close_goes_back_to_its_own_pool(pg_card:
     db.putconn(borrowed)  # returned after the close: closed, not given to the new pool
     assert borrowed.closed
     assert storage.sessions.chat_ids() == []
+
+
+def test_a_server_stopped_and_started_again_fails_at_once_then_recovers_without_a_restart(tmp_path: Path) -> None:
+    """A server of its own, stopped mid-play for a while: each call fails at once with
+    StorageUnavailable (no wait on the pool), and the first turn after the server is back
+    succeeds within a second, on the same card (nothing reopened but the chat)."""
+    import os
+    import subprocess
+
+    from liyuan.storage.devserver import PostgresUnavailable, start_postgres
+    from tests.liyuan.vector.postgres import refuse
+
+    try:
+        server = start_postgres()
+    except PostgresUnavailable as exc:
+        refuse(str(exc), os.environ)
+        return
+
+    def ctl(*args: str) -> None:
+        done = subprocess.run([str(server.pg_ctl), "-D", str(server.data), *args], capture_output=True, text=True,
+                              check=False, timeout=60, **server.run_as)
+        assert done.returncode == 0, done.stderr
+
+    try:
+        port = server.dsn.rsplit(":", 1)[1].split("/")[0]
+        with Card.open(tmp_path / "卡", storage=CardStorage.postgres(server.dsn, scope="停机"), background=False,
+                       auto_sync=False, ids=counter_ids("e")) as card:
+            chat = card.chat("jA")
+            chat.prepare("停机之前")
+            chat.record("（手写回复）好。")
+            ctl("-m", "fast", "stop")
+            for _ in range(3):
+                began = time.monotonic()
+                with pytest.raises(StorageUnavailable):
+                    card.chat("jA").prepare("停机时")
+                assert time.monotonic() - began < 2.0  # at once, not after the pool's timeout
+            ctl("-l", str(server.data / "server.log"), "-w", "-o",
+                f"-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={server.data}", "start")
+            began = time.monotonic()
+            chat = card.reopen("jA")
+            chat.prepare("回来之后")
+            chat.record("（手写回复）回来了。")
+            assert time.monotonic() - began < 1.0
+            texts = [e.text for e in card.reopen("jA").tree.branch()]
+            assert texts == ["停机之前", "（手写回复）好。", "回来之后", "（手写回复）回来了。"]  # no loss, no fork
+    finally:
+        server.stop()
