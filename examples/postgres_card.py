@@ -20,19 +20,17 @@ from liyuan.testing import placeholder_side_model
 
 
 def vectors_in_postgres(root: Path, dsn: str) -> Turn:
-    """Vector memory in PostgreSQL, the rest in the card folder; returns the one turn played."""
+    """A card with vector memory on, kept in PostgreSQL; returns the one turn played."""
     side = placeholder_side_model()   # 测试替身；应用里换成自己的旁路模型
     config = MemoryConfig(vector=VectorConfig(enabled=True, embedder="hash"))
     # --8<-- [start:vectors]
-    from liyuan import Card
-    from liyuan.vector import PostgresChunkStores
+    from liyuan import Card, CardStorage
 
-    stores = PostgresChunkStores(dsn, scope="雾港")   # dsn 形如 "postgresql://liyuan@db/liyuan"
-    with Card.open(root / "cards" / "雾港", side_model=side, config=config, chunk_stores=stores) as card:
-        chat = card.chat("jA")
+    storage = CardStorage.postgres(dsn, scope="雾港-向量")   # dsn 形如 "postgresql://liyuan@db/liyuan"
+    with Card.open(root / "cards" / "雾港", side_model=side, config=config, storage=storage) as card:
+        chat = card.chat("jA")                                # 卡关上时连接一起关
         turn = chat.prepare("我把伞递给她。")
         chat.record("（脚本回复，不是模型输出）她把伞靠在门边。")
-    stores.close()  # 卡关了之后再关连接
     # --8<-- [end:vectors]
     return turn
 
@@ -40,24 +38,15 @@ def vectors_in_postgres(root: Path, dsn: str) -> Turn:
 def whole_card_in_postgres(root: Path, dsn: str) -> Turn:
     """Sessions, memory documents, locks and vector memory all in PostgreSQL; returns the turn."""
     # --8<-- [start:setup]
-    from liyuan import Card
-    from liyuan.storage.pgmemory import PostgresMemory
-    from liyuan.storage.pgsessions import PostgresSessions
-    from liyuan.vector import PostgresChunkStores
+    from liyuan import Card, CardStorage
 
     side = placeholder_side_model()   # 测试替身；应用里换成自己的旁路模型，例如 OpenAIModel(model="…")
-    # dsn 是连接串，形如 "postgresql://liyuan@db/liyuan"
-    sessions = PostgresSessions(dsn, scope="雾港")          # 这张卡所有局的会话和局名
-    memory = PostgresMemory(dsn, scope="雾港")              # 这张卡的记忆文档和锁
-    chunk_stores = PostgresChunkStores(dsn, scope="雾港")   # 这张卡所有局的向量记忆
-    with Card.open(root / "cards" / "雾港", side_model=side,
-                   sessions=sessions, memory=memory, chunk_stores=chunk_stores) as card:
+    # dsn 是连接串，形如 "postgresql://liyuan@db/liyuan"；scope 是这张卡在数据库里的名字
+    storage = CardStorage.postgres(dsn, scope="雾港")
+    with Card.open(root / "cards" / "雾港", side_model=side, storage=storage) as card:  # 关卡时连接一起关
         chat = card.chat("night-1")
         turn = chat.prepare("那把青伞是谁留下的？")
         chat.record("（脚本回复，不是模型输出）林溯没抬头：“一个没再回来的人。”")
-    sessions.close()  # 卡关了之后再关连接
-    memory.close()
-    chunk_stores.close()
     # --8<-- [end:setup]
     return turn
 
@@ -71,13 +60,12 @@ def move_card(root: Path, dsn: str) -> Path:
         chat.prepare("我把海图摊在桌上。")
         chat.record("（脚本回复，不是模型输出）她用茶杯压住海图的一角。")
     # --8<-- [start:move]
-    from liyuan.storage.copy import CardStorage, copy_card
+    from liyuan import CardStorage
+    from liyuan.storage import copy_card
 
-    folder = CardStorage.folder(root / "cards" / "雾港")
-    database = CardStorage.postgres(dsn, scope="雾港")
-    copy_card(folder, database)                                         # 卡目录 → PostgreSQL
-    copy_card(database, CardStorage.folder(root / "导出" / "雾港"))      # PostgreSQL → 卡目录
-    database.close()
+    with CardStorage.postgres(dsn, scope="雾港-搬家") as database:
+        copy_card(CardStorage.folder(root / "cards" / "雾港"), database)       # 卡目录 → PostgreSQL
+        copy_card(database, CardStorage.folder(root / "导出" / "雾港"))        # PostgreSQL → 卡目录
     # --8<-- [end:move]
     return root / "导出" / "雾港"
 

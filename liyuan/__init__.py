@@ -23,8 +23,9 @@ An app needs only what this module exports::
 
 The packages below hold the parts, one per section of the design: :mod:`liyuan.session`,
 :mod:`liyuan.story`, :mod:`liyuan.context`, :mod:`liyuan.lore`, :mod:`liyuan.card`,
-:mod:`liyuan.vector`, :mod:`liyuan.storage` (a card's sessions, memory and locks in
-PostgreSQL), :mod:`liyuan.discussion`.
+:mod:`liyuan.vector`, :mod:`liyuan.discussion`; where a card is kept (its folder, or PostgreSQL
+for several app servers: ``Card.open(path, storage=CardStorage.postgres(dsn, scope=...))``) is
+:mod:`liyuan.storage`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from liyuan.compaction import CompactionOutcome
 from liyuan.config import MemoryConfig
 from liyuan.errors import (
     CardImportError,
+    CardIncomplete,
     ConfigError,
     LiyuanError,
     LoreError,
@@ -44,6 +46,11 @@ from liyuan.errors import (
     ModelError,
     ModelOutputError,
     StateError,
+    StorageConflict,
+    StorageDamaged,
+    StorageError,
+    StorageRefused,
+    StorageUnavailable,
     TreeError,
     VersionConflict,
 )
@@ -60,6 +67,7 @@ from liyuan.model import (
 )
 from liyuan.session.imports import ChatImportError
 from liyuan.session.state import Character, Ledger
+from liyuan.storage import CardStorage
 from liyuan.vector.config import VectorConfig
 
 __version__ = "0.2.0"
@@ -74,7 +82,9 @@ __all__ = [
     "AsyncChat",
     "Card",
     "CardImportError",
+    "CardIncomplete",
     "CardMemory",
+    "CardStorage",
     "Character",
     "Chat",
     "ChatImportError",
@@ -97,6 +107,11 @@ __all__ = [
     "OpenAIModel",
     "ScriptedModel",
     "StateError",
+    "StorageConflict",
+    "StorageDamaged",
+    "StorageError",
+    "StorageRefused",
+    "StorageUnavailable",
     "SyncOutcome",
     "TreeError",
     "Turn",

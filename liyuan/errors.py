@@ -13,6 +13,12 @@ The tree separates the caller's mistakes from runtime failures::
     │   ├── ManifestError    the manifest is damaged: the card's sync stops until it is repaired
     │   ├── UnsafePathError  a memory path goes through a symlink or leaves the card folder
     │   └── LoreError        the card's lore book (设定集.yaml) cannot be read or has a bad entry
+    ├── StorageError         where the card's state is kept says no (one family for every backend):
+    │   ├── StorageUnavailable  cannot be reached now (server down, connection lost, pool exhausted)
+    │   ├── StorageConflict     another writer got there first (SessionConflictError, VersionConflict)
+    │   ├── StorageDamaged      what is stored is not what the library left (a half-copied card, ...)
+    │   │   └── CardIncomplete  a copy into it did not finish: the card refuses to open
+    │   └── StorageRefused      a name or path the storage cannot hold (a lone surrogate, an unwritable folder)
     ├── CardImportError      a character card or lore book file cannot be imported (nothing written)
     └── ModelError           the side model failed: transport, HTTP status, empty or malformed reply
         └── ModelOutputError the model answered, but the answer does not have the required shape
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 __all__ = [
     "CardImportError",
+    "CardIncomplete",
     "ConfigError",
     "LiyuanError",
     "LoreError",
@@ -31,6 +38,11 @@ __all__ = [
     "ModelOutputError",
     "SessionConflictError",
     "StateError",
+    "StorageConflict",
+    "StorageDamaged",
+    "StorageError",
+    "StorageRefused",
+    "StorageUnavailable",
     "TreeError",
     "UnsafePathError",
     "VersionConflict",
@@ -58,7 +70,52 @@ class TreeError(LiyuanError):
     """A session tree cannot be opened or appended to."""
 
 
-class SessionConflictError(TreeError):
+class MemoryFileError(LiyuanError):
+    """A card-memory file cannot be read or written safely."""
+
+
+class StorageError(LiyuanError):
+    """Where the card's state is kept (the card folder, PostgreSQL) refused or failed a call.
+
+    Never raised itself: one of the four below says what happened, on every backend, so
+    an app handles them without knowing where the card is kept.
+    """
+
+
+class StorageUnavailable(StorageError, TreeError, MemoryFileError):
+    """The storage cannot be reached now: the server is down or restarting, the connection
+    was cut, every pooled connection stayed busy past the timeout. The failed call wrote
+    nothing (or, for a write already sent, all of it: a later read tells). Retry later;
+    the card and its objects recover by themselves once the server answers.
+
+    Also a :class:`TreeError` and a :class:`MemoryFileError`: a session or memory document
+    could not be read or written, as those types always said."""
+
+
+class StorageConflict(StorageError):
+    """Another writer (another app server, a hand edit) got there first; nothing of this
+    call was written. Read again (``card.reopen``, ``read_memory``) and repeat."""
+
+
+class StorageDamaged(StorageError, TreeError, MemoryFileError):
+    """What is stored is not what the library left there (tables changed by hand, a
+    required row missing, a half-finished copy). Nothing was written; the message says
+    what is damaged and how to repair or clear it."""
+
+
+class CardIncomplete(StorageDamaged):
+    """A copy into this card did not finish (the process was killed mid-way): the card
+    refuses to open rather than open half of it. Run the copy again with
+    ``copy_card(..., resume=True)``, or clear the target (:func:`liyuan.storage.clear_card`)."""
+
+
+class StorageRefused(StorageError, ValueError):
+    """A name or path the storage cannot hold: a scope or session name that is not valid
+    UTF-8 text (a lone surrogate), a card folder that cannot be created or written.
+    Nothing was written; give another name or fix the folder's permissions."""
+
+
+class SessionConflictError(TreeError, StorageConflict):
     """Another writer (another app server) appended to the session since this tree last
     read or wrote it; the refused entry was not written, and nothing else was lost.
 
@@ -67,11 +124,7 @@ class SessionConflictError(TreeError):
     """
 
 
-class MemoryFileError(LiyuanError):
-    """A card-memory file cannot be read or written safely."""
-
-
-class VersionConflict(MemoryFileError):
+class VersionConflict(MemoryFileError, StorageConflict):
     """A change was based on a stale version of a memory document."""
 
 

@@ -4,7 +4,8 @@ PostgreSQL serves every test that asks for it (the chunk-store contract, both ba
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -51,3 +52,19 @@ def postgres_server() -> Iterator[str]:
 def postgres_dsn(postgres_server: str) -> Iterator[str]:
     """A connection string into an empty schema of its own, for one test."""
     yield from fresh_schema(postgres_server)
+
+
+@pytest.fixture
+def pg_card(postgres_dsn: str) -> Iterator[Callable[..., Any]]:
+    """Makes ``CardStorage.postgres(postgres_dsn, scope=..., ...)`` objects, closed after the test."""
+    from liyuan.storage import CardStorage
+
+    opened: list[CardStorage] = []
+
+    def make(scope: str, **options: Any) -> CardStorage:
+        opened.append(CardStorage.postgres(postgres_dsn, scope=scope, **options))
+        return opened[-1]
+
+    yield make
+    for storage in opened:
+        storage.close()

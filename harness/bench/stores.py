@@ -14,7 +14,7 @@ not a model's) in the SQLite file and in PostgreSQL with pgvector, measured alik
   a warm-up; and the same right after one new chunk each time (the snapshot catches up
   by reading the new row).
 
-PostgreSQL is the throwaway server of :mod:`harness.pgserver` (fsync off: a lower bound
+PostgreSQL is the throwaway server of :mod:`liyuan.storage.devserver` (fsync off: a lower bound
 for a real server's writes), or the one ``LIYUAN_TEST_PG_DSN`` names; over loopback, so
 a networked server adds its round trips to every figure. Without one the table has the
 SQLite column alone and says why.
@@ -37,11 +37,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from liyuan.storage.devserver import DSN_ENV, PostgresUnavailable, start_postgres
 from liyuan.vector import ChunkStore, SqliteChunkStore, StoreConfig, VectorConfig, VectorMemory
 from liyuan.vector.chunkstore import NewChunk
 from liyuan.vector.config import EXTERNAL, NARRATIVE
 
-from ..pgserver import DSN_ENV, PostgresUnavailable, start_postgres
 from .overhead import percentile
 from .session_backends import print_sessions, session_table
 
@@ -147,16 +147,14 @@ def _sqlite_opener(folder: Path) -> Callable[[str], ChunkStore]:
     return lambda chat: SqliteChunkStore(folder / f"{run}-{chat}.sqlite")
 
 
-def _postgres_opener(dsn: str, closers: list[ChunkStore]) -> Callable[[str], ChunkStore]:
-    from liyuan.vector.pgstore import PostgresChunkStore
+def _postgres_opener(dsn: str, closers: list[Any]) -> Callable[[str], ChunkStore]:
+    from liyuan.storage.pgchunks import PostgresChunkStore
+    from liyuan.storage.pgdb import PostgresDatabase
 
     run = uuid.uuid4().hex[:8]
-
-    def opener(chat: str) -> ChunkStore:
-        store = PostgresChunkStore(dsn, scope=f"bench-{run}", chat=chat)
-        closers.append(store)
-        return store
-    return opener
+    db = PostgresDatabase(dsn)  # one pool for the run's chats, as a card has
+    closers.append(db)
+    return lambda chat: PostgresChunkStore(db, scope=f"bench-{run}", chat=chat)
 
 
 def store_table(folder: Path, *, chunks: int = CHUNKS, dsn: str | None = None,
@@ -167,7 +165,7 @@ def store_table(folder: Path, *, chunks: int = CHUNKS, dsn: str | None = None,
     queries = [" ".join(str(w) for w in np.random.default_rng(i).choice(_WORDS, 2)) for i in range(QUERIES)]
     table: dict[str, Any] = {"chunks": chunks, "dim": DIM, "batch": BATCH, "backends": {}, "notes": {}}
     folder.mkdir(parents=True, exist_ok=True)
-    closers: list[ChunkStore] = []
+    closers: list[Any] = []
     with _postgres(dsn, progress) as (server, note):
         table["notes"]["postgres"] = note
         for backend in BACKENDS:
@@ -176,10 +174,8 @@ def store_table(folder: Path, *, chunks: int = CHUNKS, dsn: str | None = None,
             opener = _sqlite_opener(folder) if backend == "sqlite" else _postgres_opener(str(server), closers)
             progress(f"向量库后端：{backend}，{chunks} 段 …")
             table["backends"][backend] = _measure(opener, chunks, vectors, texts, queries)
-        for store in closers:
-            close = getattr(store, "close", None)
-            if close is not None:
-                close()
+        for db in closers:
+            db.close()
         table["sessions"] = session_table(server, progress=progress)
     return table
 

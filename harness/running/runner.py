@@ -19,13 +19,14 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from liyuan.clock import fixed_clock
 from liyuan.errors import LiyuanError
+from liyuan.storage import CardStorage
 
 from .. import steps as step_handlers  # noqa: F401  (registers the step handlers)
 from .artifacts import ArtifactSet
@@ -39,9 +40,9 @@ from .state import DEFAULT_CLOCK_START, HANDLERS, RunReport, ScenarioRun, StepRe
 __all__ = ["run_scenarios"]
 
 
-StorageFor = Callable[[str], Mapping[str, Any]]
-"""Where a scenario's card keeps its state, by scenario name: options of :class:`liyuan.Card`
-(``sessions=``, ``memory=``, ``chunk_stores=``); empty for the card folder."""
+StorageFor = Callable[[str], CardStorage | None]
+"""Where a scenario's card keeps its state, by scenario name (:class:`liyuan.CardStorage`);
+``None`` for the card folder."""
 StepListener = Callable[[str, str], None]
 """Told ``(out name, step id)`` before each step runs (the template coverage tracker)."""
 
@@ -58,7 +59,7 @@ def _run_one(scenario: Scenario, setup: ModelSetup, artifacts: ArtifactSet, prog
         run = ScenarioRun(scenario=scenario, recorder=recorder, setup=setup, workdir=workdir,
                           artifacts=artifacts, progress=progress, clock=fixed_clock(DEFAULT_CLOCK_START),
                           config=scenario.memory_config, root=root,
-                          storage=storage(scenario.name) if storage is not None else {})
+                          storage=storage(scenario.name) if storage is not None else None)
         label = "占位回复（导入的聊天，不是模型输出）" if setup.kind == "scripted" and scenario.source else setup.label
         progress.scenario(scenario.name, len(scenario.steps), label)
         for index, step in enumerate(scenario.steps, start=1):

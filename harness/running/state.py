@@ -11,7 +11,7 @@ memory work run inline (``background=False``) and card syncs only where a step a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from liyuan.app import Activity, Card, Chat
 from liyuan.clock import counter_ids
 from liyuan.config import MemoryConfig
+from liyuan.storage import CardStorage
 
 from .artifacts import ArtifactSet
 from .models import ModelSetup
@@ -75,9 +76,8 @@ class ScenarioRun:
     """The scenario's settings, as the card holds them."""
     root: Path | None = None
     """The project root (``sim/imports/`` is read from it)."""
-    storage: Mapping[str, Any] = field(default_factory=dict)
-    """Where the card keeps its state: :class:`~liyuan.Card` options (``sessions=``,
-    ``memory=``, ``chunk_stores=``); empty: the card folder, the default."""
+    storage: CardStorage | None = None
+    """Where the card keeps its state (:class:`~liyuan.CardStorage`); ``None``: the card folder."""
     opened: dict[str, Chat] = field(default_factory=dict)
     """Chats already opened (their opening written)."""
     played: dict[str, int] = field(default_factory=dict)
@@ -117,7 +117,7 @@ class ScenarioRun:
             self._card = Card.open(self.workdir / "cards" / self.scenario.card, side_model=self.recorder,
                                    config=self.config, user_name=self.scenario.user, char_name=self.scenario.char,
                                    on_activity=self.on_activity, background=False, clock=self.clock,
-                                   ids=counter_ids("e"), auto_sync=False, **self.storage)
+                                   ids=counter_ids("e"), auto_sync=False, storage=self.storage)
         return self._card
 
     def chat_spec(self, chat_id: str) -> ChatSpec:

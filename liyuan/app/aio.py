@@ -148,7 +148,7 @@ class AsyncCard:
         return self.sync_card.activity
 
     @classmethod
-    async def open(cls, path: str | os.PathLike[str], **options: Any) -> AsyncCard:
+    async def open(cls, path: str | os.PathLike[str] | None = None, **options: Any) -> AsyncCard:
         """See :meth:`Card.open <liyuan.app.card.Card.open>`."""
         return cls(await asyncio.to_thread(Card.open, path, **options))
 

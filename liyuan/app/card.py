@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 import threading
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
@@ -39,10 +38,10 @@ from liyuan.app.activity import Activity, Lane, Listener, refuse_own_wait
 from liyuan.app.card_lore import CardLore
 from liyuan.app.chat import Chat
 from liyuan.app.vectors import open_vector
-from liyuan.card.files import CardLayout, MemoryFiles, validate_chat_id
-from liyuan.card.memstore import MemoryBackend, MemoryStore
+from liyuan.card.files import CardLayout, validate_chat_id
+from liyuan.card.memstore import MemoryStore
 from liyuan.card.repair import ManifestRepair
-from liyuan.card.sessions import FileSessions, SessionStore
+from liyuan.card.sessions import SessionStore
 from liyuan.card.sync import CardMemory, MergeStatus, SyncOutcome
 from liyuan.card.worker import SyncWorker
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
@@ -53,6 +52,7 @@ from liyuan.model import ChatModel, Completion, ModelRequest
 from liyuan.runner import Deadline
 from liyuan.session.entries import Entry
 from liyuan.session.tree import SessionTree
+from liyuan.storage.cardstorage import CardStorage, prepare_folder
 from liyuan.vector.requires import require_vector_packages
 
 if TYPE_CHECKING:
@@ -91,23 +91,32 @@ class Card(CardLore):
         auto_sync: ``False`` leaves card syncs to the app's own :meth:`sync` calls (an app
             that syncs on its own schedule, or a replay that syncs at set points); by
             default entering and deleting a chat sync in the background, as the seed says.
-        chunk_stores: Where the chats keep their vector memory (default: a SQLite file in
-            each chat's folder); e.g. :class:`~liyuan.vector.pgstores.PostgresChunkStores`.
-        sessions: Where the chats' sessions are kept (default: JSONL files in each chat's
-            folder); e.g. :class:`~liyuan.storage.pgsessions.PostgresSessions`.
-        memory: Where the card's memory documents and locks are kept (default: ``记忆/`` in
-            the card folder); e.g. :class:`~liyuan.storage.pgmemory.PostgresMemory`.
+        storage: Where the card's sessions, memory documents, locks and vector memory are
+            kept: a :class:`~liyuan.storage.CardStorage` (default: ``CardStorage.folder(path)``;
+            PostgreSQL: ``CardStorage.postgres(dsn, scope=...)``). The card closes it when
+            it closes. ``path`` may be left out when the storage has a folder.
+
+    Raises:
+        CardIncomplete: A copy into the storage did not finish (the message says how to clear it).
+        StorageRefused: The card folder cannot be created or written.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, side_model: ChatModel | None = None,
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, side_model: ChatModel | None = None,
                  config: MemoryConfig | None = None, user_name: str = "你", char_name: str = "",
                  on_activity: Listener | None = None, background: bool = True,
                  clock: Clock = system_clock, ids: IdFactory = random_ids, auto_sync: bool = True,
-                 chunk_stores: ChunkStores | None = None, sessions: SessionStore | None = None,
-                 memory: MemoryBackend | None = None) -> None:
+                 storage: CardStorage | None = None) -> None:
         if config is not None and not isinstance(config, MemoryConfig):
             raise ConfigError(f"config 应为 MemoryConfig，实际是 {type(config).__name__}")
-        self.path = Path(path)
+        if storage is not None and not isinstance(storage, CardStorage):
+            raise ConfigError(f"storage 应为 CardStorage，实际是 {type(storage).__name__}")
+        if path is None and (storage is None or storage.path is None):
+            raise ConfigError("要给出卡目录：Card.open(路径)，或 storage 带着卡目录")
+        if path is not None and storage is not None and storage.path is not None \
+                and Path(path).absolute() != storage.path.absolute():
+            raise ConfigError(f"卡目录 {path} 和 storage 的 {storage.path} 不是同一个")
+        self._storage = storage if storage is not None else CardStorage.folder(path)  # type: ignore[arg-type]
+        self.path = Path(path) if path is not None else self._storage.path  # type: ignore[assignment]
         self.config = config or MemoryConfig()
         require_vector_packages(self.config.vector)  # a missing extra is refused here, naming it
         self.side_model = side_model
@@ -117,15 +126,15 @@ class Card(CardLore):
         self._listener = on_activity
         self._background = background
         self._auto_sync = auto_sync
-        self._chunk_stores = chunk_stores
+        self._chunk_stores: ChunkStores = self._storage.chunk_stores(clock)
         self._sync_lines: list[str] = []
         """Lines of the sync under way, sent with its outcome when it ends."""
         self._clock = clock
         self._ids = ids
         self._layout = CardLayout(self.path)
-        self._sessions: SessionStore = sessions if sessions is not None else FileSessions(self._layout)
-        self._files: MemoryStore = memory.bind(self._layout, clock=clock, ids=ids) if memory is not None \
-            else MemoryFiles(self._layout, clock=clock, ids=ids)
+        self._sessions: SessionStore = self._storage.sessions
+        self._files: MemoryStore = self._storage.memory_store(self._layout, clock=clock, ids=ids)
+        self._storage.check_whole(self._files)
         self._lore = LoreShelf(self.path, names=self._lore_names)
         self._chats: dict[str, Chat] = {}
         self._chats_guard = threading.Lock()
@@ -145,9 +154,14 @@ class Card(CardLore):
                                            "时从最早的整轮略去，turn.record.history_cut 记着略去了多少"))
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], **options: Any) -> Card:
-        """Open (or create) the card folder. Options are those of :class:`Card`."""
-        Path(path).mkdir(parents=True, exist_ok=True)
+    def open(cls, path: str | os.PathLike[str] | None = None, **options: Any) -> Card:
+        """Open (or create) the card folder. Options are those of :class:`Card`.
+
+        Raises:
+            StorageRefused: The folder cannot be created or written.
+        """
+        if path is not None:
+            prepare_folder(Path(path))
         return cls(path, **options)
 
     # -- chats ------------------------------------------------------------------
@@ -213,16 +227,9 @@ class Card(CardLore):
         if chat_id in self._chats or self._sessions.names(chat_id):
             raise StateError(f"局 {chat_id} 已经有会话了：导入只建新的一局")
         session_id = f"{chat_id}-{Path(FIRST_SESSION_FILE).stem}"
-        if isinstance(self._sessions, FileSessions):
-            target = self._sessions.path(chat_id, FIRST_SESSION_FILE)
-            import_chat(path, target, format, user_name=speaker, conversation=conversation,
-                        session_id=session_id, clock=self._clock, ids=self._ids)
-        else:  # written as a file first (all or nothing), then stored as the chat's first session
-            with tempfile.TemporaryDirectory(prefix="liyuan-import-") as folder:
-                target = Path(folder) / FIRST_SESSION_FILE
-                import_chat(path, target, format, user_name=speaker, conversation=conversation,
-                            session_id=session_id, clock=self._clock, ids=self._ids)
-                self._sessions.log(chat_id, FIRST_SESSION_FILE).create(target.read_bytes())
+        self._sessions.import_into(chat_id, FIRST_SESSION_FILE, lambda target: import_chat(
+            path, target, format, user_name=speaker, conversation=conversation, session_id=session_id,
+            clock=self._clock, ids=self._ids))
         return self.chat(chat_id, title=title)
 
     def chat_ids(self) -> list[str]:
@@ -260,8 +267,7 @@ class Card(CardLore):
         if chat is not None:
             chat.close()
         deleted = self.memory.delete_chat(chat_id)
-        if self._chunk_stores is not None:
-            self._chunk_stores.drop(chat_id)  # a SQLite store went with the folder
+        self._chunk_stores.drop(chat_id)  # a SQLite store went with the folder
         self._forget_lore(chat_id)
         if self._auto_sync:
             self.sync(wait=False)
@@ -355,7 +361,8 @@ class Card(CardLore):
         return done
 
     def close(self, timeout: float | None = None) -> bool:
-        """Finish the background work and stop the worker threads (``timeout`` bounds it all)."""
+        """Finish the background work, stop the worker threads (``timeout`` bounds it all)
+        and close the storage (its connections; a later call on it opens them again)."""
         deadline = Deadline(timeout)
         done = self.flush(timeout)
         with self._chats_guard:
@@ -363,6 +370,8 @@ class Card(CardLore):
             self._chats.clear()
         for chat in chats:
             done = chat.close(deadline.left()) and done
+        if done:  # work still running would find its connections gone
+            self._storage.close()
         return done
 
     def __enter__(self) -> Card:
@@ -425,7 +434,7 @@ class Card(CardLore):
 
     def _clean_interrupted_imports(self) -> None:
         """Remove what imports killed mid-way left (see :meth:`FileSessions.clean_dead_imports`)."""
-        removed = self._sessions.clean_dead_imports() if isinstance(self._sessions, FileSessions) else 0
+        removed = self._sessions.clean_dead_imports()
         if removed:
             self._emit(Activity("sync", f"清理了 {removed} 个导入中断（进程被杀）时留下的临时文件"))
 
@@ -438,9 +447,8 @@ class Card(CardLore):
             greeting = next(iter(self.greetings()), None)  # the imported card's first_mes
         if not existing and greeting:
             tree.append_message("assistant", greeting, greeting=True)
-        vector = open_vector(self._layout, chat_id, self.config.vector, self._chunk_stores, clock=self._clock,
-                             say=partial(self._vector_line, chat_id), background=self._background) \
-            if self.config.vector.enabled else None
+        vector = open_vector(chat_id, self.config.vector, self._chunk_stores, say=partial(self._vector_line, chat_id),
+                             background=self._background) if self.config.vector.enabled else None
         lane = Lane(f"liyuan-{chat_id}", self._emit, background=self._background, chat_id=chat_id)
         return Chat(chat_id, tree, user_name=user_name, char_name=char_name, config=self.config,
                     side_model=self.side_model, lane=lane, resident=self.resident_summary, emit=self._emit,

@@ -117,14 +117,16 @@ def branch_of(content: SessionContent, damage: list[str] | None = None) -> list[
 
     Args:
         content: The session, as the loader read it.
-        damage: When given, receives the notes of links recovered or guessed on the branch.
+        damage: When given, receives the notes of links recovered or guessed on the branch,
+            and of stored lines found missing (a row deleted by hand).
     """
     entries = content.entries
     branch = branch_to(entries, next(reversed(entries), None))
     if damage is not None:
         on_branch = {entry.id for entry in branch}
         damage.extend(p for p in content.problems if isinstance(p, SessionProblem)
-                      and p.kind in ("branch-cut", "link-recovered") and p.entry_id in on_branch)
+                      and ((p.kind in ("branch-cut", "link-recovered") and p.entry_id in on_branch)
+                           or p.kind == "missing-lines"))
     return branch
 
 

@@ -157,7 +157,7 @@ class MemoryStore(Protocol):
 
 
 class MemoryBackend(Protocol):
-    """Keeps the memory of cards elsewhere than their folders (``Card.open(path, memory=...)``)."""
+    """Binds the memory documents of one card (a part of :class:`liyuan.storage.CardStorage`)."""
 
     def bind(self, layout: CardLayout, *, clock: Clock, ids: IdFactory) -> MemoryStore:
         """The store of the card named by ``layout``; ``clock`` and ``ids`` name its ``.history/`` copies."""

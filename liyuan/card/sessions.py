@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -26,7 +28,8 @@ from liyuan.fileio import atomic_write_bytes
 from liyuan.session.loader import SessionContent
 from liyuan.session.log import FileSessionLog, SessionLog
 
-__all__ = ["FileSessions", "SessionStore", "chat_name", "session_heads", "sessions_kept", "source_mark_of"]
+__all__ = ["FileSessions", "SessionStore", "chat_name", "import_by_copy", "session_heads", "sessions_kept",
+           "source_mark_of"]
 
 _log = logging.getLogger(__name__)
 
@@ -141,6 +144,24 @@ class SessionStore(Protocol):
         """Delete every session of the chat (and its meta)."""
         ...
 
+    def import_into(self, chat_id: str, name: str, write: Callable[[Path], object]) -> None:
+        """Store a whole new session that ``write(path)`` writes as a file (all or nothing:
+        ``write`` creates ``path`` atomically, or raises having stored nothing)."""
+        ...
+
+    def clean_dead_imports(self) -> int:
+        """Remove what imports killed mid-way left behind; how many pieces went."""
+        ...
+
+
+def import_by_copy(store: SessionStore, chat_id: str, name: str, write: Callable[[Path], object]) -> None:
+    """:meth:`SessionStore.import_into` for a store that is not a folder: the session is
+    written as a file in a temporary folder first, then stored whole as a new session."""
+    with tempfile.TemporaryDirectory(prefix="liyuan-import-") as folder:
+        target = Path(folder) / name
+        write(target)
+        store.log(chat_id, name).create(target.read_bytes())
+
 
 def chat_name(sessions: SessionStore, chat_id: str) -> str:
     """The chat's display name (its meta's ``name``), else its id; never raises for a bad meta."""
@@ -216,6 +237,10 @@ class FileSessions:
 
     def drop(self, chat_id: str) -> None:
         """Nothing of its own: the chat's folder, sessions and meta included, is deleted with the chat."""
+
+    def import_into(self, chat_id: str, name: str, write: Callable[[Path], object]) -> None:
+        """The import writes the session file in place (its temporary file beside it)."""
+        write(self.path(chat_id, name))
 
     def clean_dead_imports(self) -> int:
         """Remove what imports killed mid-way left: their temporary files, and the chat folders

@@ -54,6 +54,7 @@ PROBLEM_KINDS = (
     "link-recovered",
     "branch-cut",
     "newer-version",
+    "missing-lines",
 )
 """Every kind of :class:`SessionProblem`:
 
@@ -66,6 +67,8 @@ PROBLEM_KINDS = (
 - ``branch-cut``: a skipped or missing line's place was guessed from file order.
 - ``newer-version``: the header names a version this liyuan does not know: read what
   can be read, never append.
+- ``missing-lines``: a store that numbers its lines (PostgreSQL) lacks some of them (a
+  row deleted by hand); the rest is read as it stands.
 """
 
 

@@ -26,66 +26,27 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from liyuan.card.files import MemoryFiles
-from liyuan.card.layout import CardLayout
 from liyuan.card.manifest import load_manifest, save_manifest
 from liyuan.card.memstore import MemoryStore
-from liyuan.card.sessions import FileSessions, SessionStore
+from liyuan.card.sessions import SessionStore
 from liyuan.errors import ManifestError, SessionConflictError, StateError
+from liyuan.storage.cardstorage import INCOMPLETE_MARK, CardStorage
 
 if TYPE_CHECKING:
-    from liyuan.vector.chunkstore import ChunkStore, ChunkStores
+    from liyuan.vector.chunkstore import ChunkStore
 
 __all__ = ["CardCopy", "CardStorage", "copy_card", "copy_chunks", "copy_memory", "copy_sessions"]
 
 
-@dataclass
-class CardStorage:
-    """Where one card's state is: its chats' sessions and its memory documents."""
-
-    sessions: SessionStore
-    memory: MemoryStore
-    chunk_stores: ChunkStores | None = None
-    """Where the chats' vector memory is (``None``: not copied)."""
-
-    @classmethod
-    def folder(cls, path: str | Path) -> CardStorage:
-        """The card folder ``path`` (``cards/<卡>``), as :meth:`liyuan.Card.open` keeps it."""
-        from liyuan.app.vectors import FolderChunkStores
-
-        layout = CardLayout(Path(path))
-        return cls(FileSessions(layout), MemoryFiles(layout), FolderChunkStores(layout))
-
-    @classmethod
-    def postgres(cls, conninfo: str, *, scope: str) -> CardStorage:
-        """The card ``scope`` in PostgreSQL (needs the ``postgres`` extra); :meth:`close` it after."""
-        from liyuan.storage.pgmemory import PostgresMemory
-        from liyuan.storage.pgsessions import PostgresSessions
-        from liyuan.vector.pgstores import PostgresChunkStores
-
-        return cls(PostgresSessions(conninfo, scope=scope),
-                   PostgresMemory(conninfo, scope=scope).bind(CardLayout(Path(scope))),
-                   PostgresChunkStores(conninfo, scope=scope))
-
-    def chunks_of(self, chat_id: str) -> ChunkStore | None:
-        """The chat's chunk store when it has any chunks (a folder's is never created here)."""
-        from liyuan.app.vectors import FolderChunkStores
-
-        stores = self.chunk_stores
-        if stores is None or (isinstance(stores, FolderChunkStores) and not stores.has(chat_id)):
-            return None
-        store = stores.open(chat_id)
-        return store if store.count() or store.pending() else None
-
-    def close(self) -> None:
-        """Close what holds connections (nothing to do for a folder)."""
-        for part in (self.sessions, getattr(self.memory, "memory", None), self.chunk_stores):
-            close = getattr(part, "close", None)
-            if close is not None:
-                close()
+def _chunks_of(storage: CardStorage, chat_id: str) -> ChunkStore | None:
+    """The chat's chunk store when it has any chunks or queued turns (none is created here)."""
+    stores = storage.chunk_stores()
+    if not stores.has(chat_id):
+        return None
+    store = stores.open(chat_id)
+    return store if store.count() or store.pending() else None
 
 
 @dataclass(frozen=True)
@@ -104,31 +65,37 @@ class CardCopy:
 
 def copy_card(source: CardStorage, target: CardStorage, *, restamp: bool = True) -> CardCopy:
     """Copy a whole card (sessions, chat names, memory documents with ``.history/``, vector
-    memory when both sides have chunk stores); see the module.
+    memory); see the module.
+
+    The target is marked incomplete before the first write and the mark is removed after
+    the last: a copy killed half-way leaves a card that refuses to open
+    (:class:`~liyuan.errors.CardIncomplete`) until :meth:`CardStorage.clear` empties it.
 
     Raises:
+        CardIncomplete: The target holds a copy that did not finish (nothing is copied).
         SessionConflictError: The target has sessions of one of the chats already (nothing is copied).
         StateError: The target has memory documents, or chunks of one of the chats, already
             (nothing is copied).
-        TreeError, MemoryFileError: Something cannot be read or written.
+        StorageError: Something cannot be read or written.
     """
+    target.check_whole()
     chats = source.sessions.chat_ids()
     taken = [chat_id for chat_id in chats if target.sessions.names(chat_id)]
     if taken:
         raise SessionConflictError(f"目标里已经有这些局的会话：{'、'.join(taken)}：不覆盖，什么都没有复制")
     if target.memory.snapshot():
         raise StateError("目标里已经有记忆文档：不覆盖，什么都没有复制")
-    vectors = {chat_id: store for chat_id in chats if (store := source.chunks_of(chat_id)) is not None} \
-        if target.chunk_stores is not None else {}
-    if any(target.chunks_of(chat_id) is not None for chat_id in vectors):
+    vectors = {chat_id: store for chat_id in chats if (store := _chunks_of(source, chat_id)) is not None}
+    if any(_chunks_of(target, chat_id) is not None for chat_id in vectors):
         raise StateError("目标里已经有这些局的向量记忆：不覆盖，什么都没有复制")
     marks = {chat_id: source.sessions.mark(chat_id) for chat_id in chats}
+    incomplete = target.memory.layout.memory_dir / INCOMPLETE_MARK
+    target.memory.write_text(incomplete, "复制进行中：没有做完之前这张卡不能打开\n")
     sessions = copy_sessions(source.sessions, target.sessions, chats=chats)
     documents = copy_memory(source.memory, target.memory)
     chunks = 0
     for chat_id, store in vectors.items():
-        assert target.chunk_stores is not None  # vectors is empty without it
-        chunks += copy_chunks(store, target.chunk_stores.open(chat_id))
+        chunks += copy_chunks(store, target.chunk_stores().open(chat_id))
     restamped: list[str] = []
     note = ""
     if restamp:
@@ -146,6 +113,7 @@ def copy_card(source: CardStorage, target: CardStorage, *, restamp: bool = True)
                     save_manifest(target.memory, manifest)
         except ManifestError as exc:
             note = f"清单已损坏，没有换指纹（修好清单后第一次同步会重做复盘）：{exc}"
+    target.memory.delete(incomplete)
     return CardCopy(sessions, documents, chunks, sorted(restamped), note)
 
 
@@ -156,9 +124,9 @@ def copy_memory(source: MemoryStore, target: MemoryStore) -> int:
         StateError: The target has documents already (nothing is copied).
     """
     with source.locks.write:
-        documents = source.snapshot()
+        documents = {name: data for name, data in source.snapshot().items() if name != INCOMPLETE_MARK}
     with target.locks.write:
-        present = target.snapshot()
+        present = {name: data for name, data in target.snapshot().items() if name != INCOMPLETE_MARK}
         if present:
             raise StateError(f"目标里已经有 {len(present)} 份记忆文档：不覆盖，记忆没有复制")
         target.restore(documents)

@@ -1,15 +1,16 @@
 """A card's two locks in PostgreSQL: advisory locks that every app server sees.
 
 Each lock pairs a thread lock (threads of this process) with an advisory lock on a key
-made of the card's scope (every process, every server), on a connection of its own:
+made of the card's scope (every process, every server):
 
-- :class:`WriteLock` begins a transaction and takes ``pg_advisory_xact_lock``: what the
-  holding thread reads and writes through :meth:`WriteLock.held` is that transaction,
-  committed when the lock is left, rolled back when an exception leaves the outermost
-  ``with``. A transaction-scoped lock is released by the server with the transaction, so
-  it is safe behind a connection pool too.
-- :class:`SyncLock` takes a session ``pg_advisory_lock``, held across model calls and
-  freed by the server when the holder's connection ends (a crash, ``kill -9``).
+- :class:`WriteLock` borrows a connection from the card's pool, begins a transaction and
+  takes ``pg_advisory_xact_lock``: what the holding thread reads and writes through
+  :meth:`WriteLock.held` is that transaction, committed when the lock is left (and the
+  connection given back), rolled back when an exception leaves the outermost ``with``.
+  A transaction-scoped lock is released by the server with the transaction.
+- :class:`SyncLock` takes a session ``pg_advisory_lock`` on the one connection the pool
+  never hands out (:attr:`~liyuan.storage.pgdb.PostgresDatabase.lock_connection`), held
+  across model calls and freed by the server when that connection ends (a crash, ``kill -9``).
 
 See :mod:`liyuan.storage.pgmemory` for what they guard.
 """
@@ -23,9 +24,9 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
-from liyuan.errors import MemoryFileError, StateError
-from liyuan.vector.pgschema import LazyConnection
-from liyuan.vector.requires import postgres_missing
+from liyuan.errors import MemoryFileError, StorageUnavailable
+from liyuan.storage.pgdb import PostgresDatabase, storage_error
+from liyuan.storage.requires import postgres_missing
 
 try:
     import psycopg
@@ -44,7 +45,7 @@ def lock_key(kind: str, scope: str) -> int:
 class _AdvisoryLock:
     """A thread lock (this process) around an advisory lock (every process)."""
 
-    def __init__(self, db: LazyConnection, key: int, *, reentrant: bool) -> None:
+    def __init__(self, db: PostgresDatabase, key: int, *, reentrant: bool) -> None:
         self._db = db
         self._key = key
         self._thread_lock: threading.Lock | threading.RLock = threading.RLock() if reentrant else threading.Lock()
@@ -54,17 +55,6 @@ class _AdvisoryLock:
     def in_use(self) -> bool:
         """Whether a thread of this process holds the lock."""
         return self._depth > 0
-
-    def close(self) -> None:
-        """Close this lock's connection.
-
-        Raises:
-            StateError: The lock is held (closing would drop it, and a write lock's
-                uncommitted writes, behind its holder's back).
-        """
-        if self.in_use:
-            raise StateError("卡的锁还被持有，不能关闭它的连接：先离开锁，再关闭")
-        self._db.close()
 
     def _take(self, blocking: bool) -> bool:
         raise NotImplementedError
@@ -81,7 +71,7 @@ class _AdvisoryLock:
                 got = self._take(blocking)
             except psycopg.Error as exc:
                 self._thread_lock.release()
-                raise MemoryFileError(f"无法在 PostgreSQL 里锁住这张卡的记忆：{exc}") from exc
+                raise storage_error(exc, "无法在 PostgreSQL 里锁住这张卡的记忆") from exc
             except BaseException:
                 self._thread_lock.release()
                 raise
@@ -99,7 +89,7 @@ class _AdvisoryLock:
                 try:
                     self._give(failed)
                 except psycopg.Error as exc:
-                    raise MemoryFileError(f"PostgreSQL 里的记忆写入没能提交：{exc}") from exc
+                    raise storage_error(exc, "PostgreSQL 里的记忆写入没能提交") from exc
         finally:
             self._thread_lock.release()
 
@@ -120,21 +110,22 @@ class _AdvisoryLock:
 class WriteLock(_AdvisoryLock):
     """The write lock: a transaction holding ``pg_advisory_xact_lock`` (see the module)."""
 
-    def __init__(self, db: LazyConnection, scope: str) -> None:
+    def __init__(self, db: PostgresDatabase, scope: str) -> None:
         super().__init__(db, lock_key("write", scope), reentrant=True)
         self._owner: int | None = None
+        self._held: psycopg.Connection[Any] | None = None
 
     def held(self) -> psycopg.Connection[Any] | None:
         """The lock's transaction when the calling thread holds it, else ``None``."""
-        return self._db.current if self._owner == threading.get_ident() else None
+        return self._held if self._owner == threading.get_ident() else None
 
     def _take(self, blocking: bool) -> bool:
-        db = self._db.get()
-        if db.info.transaction_status != TransactionStatus.IDLE:
-            db.execute("ROLLBACK")  # a commit cut short left a transaction open: never build on it
-        db.execute("BEGIN")
+        db = self._db.getconn()
         got = False
         try:
+            if db.info.transaction_status != TransactionStatus.IDLE:
+                db.execute("ROLLBACK")  # a commit cut short left a transaction open: never build on it
+            db.execute("BEGIN")
             if blocking:
                 db.execute("SELECT pg_advisory_xact_lock(%s)", (self._key,))
                 got = True
@@ -142,28 +133,35 @@ class WriteLock(_AdvisoryLock):
                 row = db.execute("SELECT pg_try_advisory_xact_lock(%s)", (self._key,)).fetchone()
                 got = bool(row and row[0])
         finally:
-            if not (got or db.closed or db.broken):
-                db.execute("ROLLBACK")  # not taken (or the wait failed): end the transaction
+            if not got:
+                if not (db.closed or db.broken):
+                    db.execute("ROLLBACK")  # not taken (or the wait failed): end the transaction
+                self._db.putconn(db)
         if got:
             self._owner = threading.get_ident()
+            self._held = db
         return got
 
     def _give(self, failed: bool) -> None:
-        self._owner = None
-        db = self._db.current
-        if db is None or db.closed or db.broken:
-            if failed:
-                return
-            raise MemoryFileError(_NOT_COMMITTED)
-        if failed:
-            db.execute("ROLLBACK")
+        db, self._held, self._owner = self._held, None, None
+        if db is None:
             return
-        if db.info.transaction_status != TransactionStatus.INTRANS:
-            # A statement failed inside the transaction and its error was caught: a COMMIT
-            # would quietly roll back. Say so instead.
-            db.execute("ROLLBACK")
-            raise MemoryFileError(_NOT_COMMITTED)
-        db.execute("COMMIT")
+        try:
+            if db.closed or db.broken:
+                if failed:
+                    return
+                raise StorageUnavailable(_NOT_COMMITTED)
+            if failed:
+                db.execute("ROLLBACK")
+                return
+            if db.info.transaction_status != TransactionStatus.INTRANS:
+                # A statement failed inside the transaction and its error was caught: a COMMIT
+                # would quietly roll back. Say so instead.
+                db.execute("ROLLBACK")
+                raise MemoryFileError(_NOT_COMMITTED)
+            db.execute("COMMIT")
+        finally:
+            self._db.putconn(db)
 
 
 _NOT_COMMITTED = ("这一步对记忆的写入没有提交（PostgreSQL 里的事务中途出错或连接断了），什么都没写进去：重做这一步")
@@ -172,11 +170,11 @@ _NOT_COMMITTED = ("这一步对记忆的写入没有提交（PostgreSQL 里的�
 class SyncLock(_AdvisoryLock):
     """The sync lock: a session advisory lock (see the module)."""
 
-    def __init__(self, db: LazyConnection, scope: str) -> None:
+    def __init__(self, db: PostgresDatabase, scope: str) -> None:
         super().__init__(db, lock_key("sync", scope), reentrant=False)
 
     def _take(self, blocking: bool) -> bool:
-        db = self._db.get()
+        db = self._db.lock_connection.get()
         if blocking:
             db.execute("SELECT pg_advisory_lock(%s)", (self._key,))
             return True
@@ -184,6 +182,6 @@ class SyncLock(_AdvisoryLock):
         return bool(row and row[0])
 
     def _give(self, failed: bool) -> None:
-        db = self._db.current
+        db = self._db.lock_connection.current
         if db is not None and not db.closed and not db.broken:
             db.execute("SELECT pg_advisory_unlock(%s)", (self._key,))

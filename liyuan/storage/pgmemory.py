@@ -1,6 +1,6 @@
 """A card's memory documents and locks in PostgreSQL: several app servers, one card, nothing lost.
 
-``Card.open(path, memory=PostgresMemory(conninfo, scope="卡的 id"))`` keeps the recaps, the
+Part of ``CardStorage.postgres(conninfo, scope="卡的 id")``: keeps the recaps, the
 handbook, the resident summary, the manifest and the ``.history/`` copies in one table,
 ``liyuan_memory_files``: one row per document, named by its path under ``记忆/`` and
 holding the bytes its file would hold. The sync and the hard path run the same code as on
@@ -10,13 +10,13 @@ byte for byte (:func:`liyuan.storage.copy.copy_memory`). Needs the ``postgres`` 
 Invariants:
 
 - **The write lock is a transaction.** Taking the card's write lock begins a transaction
-  on a connection of its own and takes a transaction-scoped advisory lock on the card;
+  on a connection borrowed from the card's pool and takes a transaction-scoped advisory lock on the card;
   every read and write the holding thread makes goes through that transaction, and
   leaving the lock commits it. So a read-decide-write (a recap and the manifest that
   records it; a hand edit, its backup and the manifest) lands whole or not at all: an
   exception that leaves the outermost ``with`` rolls it back, and a holder that dies
   loses its transaction and its lock with its connection.
-- **The sync lock is a session advisory lock** on another connection of its own, held
+- **The sync lock is a session advisory lock** on the one connection the pool never hands out, held
   across the model calls: one sync of a card at a time across every server. The server
   frees it when the holder's connection ends (a crash, ``kill -9``). It carries no
   fencing counter: a holder whose connection is cut while it waits on a model loses the
@@ -30,14 +30,13 @@ Invariants:
 - A ``.history/`` copy is a row like any document; the newest
   :data:`~liyuan.card.housekeeping.HISTORY_KEEP` copies of each document are kept (newest
   by insertion).
-- Other threads of the process read through a third, autocommit connection (serialised
-  by a lock): they see committed documents only.
+- Other threads of the process read on pooled autocommit connections: they see committed
+  documents only.
 """
 
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
@@ -50,9 +49,9 @@ from liyuan.card.memstore import CardLocks
 from liyuan.card.swap import as_read
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.errors import MemoryFileError, StateError, UnsafePathError
+from liyuan.storage.pgdb import PostgresDatabase, checked_name, storage_error
 from liyuan.storage.pglocks import SyncLock, WriteLock
-from liyuan.vector.pgschema import LazyConnection
-from liyuan.vector.requires import postgres_missing
+from liyuan.storage.requires import postgres_missing
 
 try:
     import psycopg
@@ -70,21 +69,18 @@ class PostgresMemory:
     """The memory of one card in PostgreSQL (:class:`~liyuan.card.memstore.MemoryBackend`).
 
     Args:
-        conninfo: A libpq connection string or URI (``postgresql://user@host/db``).
-        scope: The card's id in the database (two scopes never mix). Use the same scope for
-            the card's :class:`~liyuan.storage.pgsessions.PostgresSessions`.
+        db: The card's connections (:class:`~liyuan.storage.pgdb.PostgresDatabase`).
+        scope: The card's id in the database (two scopes never mix).
 
     Raises:
-        ConfigError: The server cannot be reached, or the schema is newer than this
-            library knows (on first use).
+        StorageRefused: ``scope`` cannot be held by PostgreSQL text (a lone surrogate).
     """
 
-    def __init__(self, conninfo: str, *, scope: str) -> None:
-        self.scope = scope
-        self._guard = threading.RLock()
-        self._db = LazyConnection(conninfo, _WHAT)
-        self._write = WriteLock(LazyConnection(conninfo, _WHAT), scope)
-        self._sync = SyncLock(LazyConnection(conninfo, _WHAT), scope)
+    def __init__(self, db: PostgresDatabase, *, scope: str) -> None:
+        self.scope = checked_name(scope, "卡的 scope")
+        self._db = db
+        self._write = WriteLock(db, scope)
+        self._sync = SyncLock(db, scope)
         self.locks = CardLocks(run=self._sync, write=self._write)
 
     def bind(self, layout: CardLayout, *, clock: Clock = system_clock,
@@ -92,31 +88,28 @@ class PostgresMemory:
         """The documents of this card, named by paths under ``layout.memory_dir``."""
         return PostgresMemoryFiles(self, layout, clock=clock, ids=ids)
 
-    def close(self) -> None:
-        """Close the connections (the next call opens new ones).
+    def check_closable(self) -> None:
+        """Refuse to close the card's connections while one of its locks is held.
 
         Raises:
-            StateError: One of the card's locks is held (nothing is closed then).
+            StateError: One is (closing would drop it, and a write lock's uncommitted
+                writes, behind its holder's back).
         """
         if self._write.in_use or self._sync.in_use:
             raise StateError("卡的锁还被持有，不能关闭连接：先离开锁，再关闭")
-        with self._guard:
-            self._db.close()
-        self._write.close()
-        self._sync.close()
 
     def run(self, work: Callable[[psycopg.Connection[Any]], _T], *, apart: bool = False) -> _T:
         """``work(connection)``: in the write lock's transaction when this thread holds it (unless
-        ``apart``), else on the shared autocommit connection; a database failure is a
-        :class:`MemoryFileError`."""
+        ``apart``), else on a pooled autocommit connection; a database failure is a
+        :class:`~liyuan.errors.StorageError` (also a :class:`MemoryFileError` when the server
+        is unreachable or the tables are damaged)."""
+        held = None if apart else self._write.held()
+        if held is None:
+            return self._db.run(work, _WHAT)  # type: ignore[no-any-return]
         try:
-            held = None if apart else self._write.held()
-            if held is not None:
-                return work(held)
-            with self._guard:
-                return work(self._db.get())
-        except psycopg.Error as exc:
-            raise MemoryFileError(f"PostgreSQL 里的记忆读写失败：{exc}") from exc
+            return work(held)
+        except (psycopg.Error, UnicodeError) as exc:
+            raise storage_error(exc, _WHAT) from exc
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
@@ -127,12 +120,10 @@ class PostgresMemory:
                 with held.transaction():
                     yield held
                 return
-            with self._guard:
-                db = self._db.get()
-                with db.transaction():
-                    yield db
-        except psycopg.Error as exc:
-            raise MemoryFileError(f"PostgreSQL 里的记忆写入失败（没有写入）：{exc}") from exc
+            with self._db.connection() as db, db.transaction():
+                yield db
+        except (psycopg.Error, UnicodeError) as exc:
+            raise storage_error(exc, f"{_WHAT}（没有写入）") from exc
 
 
 class PostgresMemoryFiles:

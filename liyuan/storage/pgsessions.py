@@ -1,7 +1,7 @@
 """A card's sessions in PostgreSQL: several app servers, one chat, nothing lost.
 
-``Card.open(path, sessions=PostgresSessions(conninfo, scope="卡的 id"))`` keeps every
-chat's sessions in one table, ``liyuan_session_lines``, one row per appended line, the
+Part of ``CardStorage.postgres(conninfo, scope="卡的 id")``: keeps every chat's sessions in
+one table, ``liyuan_session_lines``, one row per appended line, the
 bytes exactly as a session file holds them (so a session reads back through the same
 loader and gives the same tree, and a session exports to a file byte for byte). Needs
 the ``postgres`` extra (psycopg 3 and pgvector).
@@ -22,23 +22,26 @@ Invariants:
 - A chat's fingerprint (:meth:`PostgresSessions.mark`) is per session its name, line
   count, byte count and a digest of its header: it changes with every append, and a chat
   deleted and started again under the same id has other headers.
-- One connection per :class:`PostgresSessions` (opened on first use, reopened after a
-  failure), shared by its logs and serialised by a lock: a card's appends queue in one
-  process, and each takes one round trip.
+- Every call borrows a connection from the card's pool
+  (:class:`~liyuan.storage.pgdb.PostgresDatabase`) for its round trip and gives it back.
+- A session name PostgreSQL text cannot hold (a lone surrogate) is refused with
+  :class:`~liyuan.errors.StorageRefused` before anything is sent.
 """
 
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
-from liyuan.errors import SessionConflictError, TreeError
+from liyuan.card.sessions import import_by_copy
+from liyuan.errors import SessionConflictError, StorageError, TreeError
+from liyuan.session.damage import SessionProblem
 from liyuan.session.loader import SessionContent, read_entries
-from liyuan.vector.pgschema import LazyConnection
-from liyuan.vector.requires import postgres_missing
+from liyuan.storage.pgdb import PostgresDatabase, checked_name, storage_error
+from liyuan.storage.requires import postgres_missing
 
 try:
     import psycopg
@@ -70,6 +73,17 @@ def _lines_of(data: bytes) -> list[bytes]:
     return [part + b"\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
+def _missing_lines(seqs: list[int]) -> list[str]:
+    """The line numbers absent from ``seqs`` (ascending, from 1), as ``"1"`` or ``"4-7"``."""
+    gaps: list[str] = []
+    expected = 1
+    for seq in seqs:
+        if seq > expected:
+            gaps.append(str(expected) if seq == expected + 1 else f"{expected}-{seq - 1}")
+        expected = seq + 1
+    return gaps
+
+
 def _key(*parts: str) -> int:
     digest = hashlib.blake2b("\x00".join(("session", *parts)).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)
@@ -79,45 +93,32 @@ class PostgresSessions:
     """The sessions of one card's chats in PostgreSQL (:class:`~liyuan.card.sessions.SessionStore`).
 
     Args:
-        conninfo: A libpq connection string or URI (``postgresql://user@host/db``).
+        db: The card's connections (:class:`~liyuan.storage.pgdb.PostgresDatabase`).
         scope: The card's id in the database (chats of two scopes never mix).
 
     Raises:
-        ConfigError: The server cannot be reached, or the schema is newer than this
-            library knows (on first use).
+        StorageRefused: ``scope`` cannot be held by PostgreSQL text (a lone surrogate).
     """
 
-    def __init__(self, conninfo: str, *, scope: str) -> None:
-        self.scope = scope
-        self._lock = threading.RLock()
-        self._db = LazyConnection(conninfo, "PostgreSQL 会话库")
+    def __init__(self, db: PostgresDatabase, *, scope: str) -> None:
+        self.scope = checked_name(scope, "卡的 scope")
+        self._db = db
 
     # -- connection ------------------------------------------------------------------
 
     def run(self, work: Callable[[psycopg.Connection[Any]], _T]) -> _T:
-        """``work(connection)`` under this store's lock; a database failure is a :class:`TreeError`."""
-        with self._lock:
-            try:
-                return work(self._db.get())
-            except psycopg.Error as exc:
-                raise TreeError(f"PostgreSQL 里的会话读写失败：{exc}") from exc
+        """``work(connection)`` on a pooled connection; a failure is a :class:`~liyuan.errors.StorageError`."""
+        return self._db.run(work, "PostgreSQL 里的会话读写")  # type: ignore[no-any-return]
 
     @contextmanager
     def transaction(self, chat_id: str) -> Iterator[psycopg.Cursor[Any]]:
         """One transaction holding the chat's advisory lock (creating a session, deleting the chat)."""
-        with self._lock:
-            db = self._db.get()
-            try:
-                with db.transaction(), db.cursor() as cur:
-                    cur.execute("SELECT pg_advisory_xact_lock(%s)", (_key(self.scope, chat_id),))
-                    yield cur
-            except psycopg.Error as exc:
-                raise TreeError(f"PostgreSQL 里的会话写入失败（没有写入）：{exc}") from exc
-
-    def close(self) -> None:
-        """Close the connection (the next call opens a new one)."""
-        with self._lock:
-            self._db.close()
+        try:
+            with self._db.connection() as db, db.transaction(), db.cursor() as cur:
+                cur.execute("SELECT pg_advisory_xact_lock(%s)", (_key(self.scope, chat_id),))
+                yield cur
+        except (psycopg.Error, UnicodeError) as exc:
+            raise storage_error(exc, "PostgreSQL 里的会话写入（没有写入）") from exc
 
     # -- the store -------------------------------------------------------------------
 
@@ -133,12 +134,18 @@ class PostgresSessions:
         return [row[0] for row in rows]
 
     def log(self, chat_id: str, name: str, *, fsync: bool = True) -> PostgresSessionLog:
-        """One session (``fsync`` is moot: every append is a committed transaction)."""
-        return PostgresSessionLog(self, chat_id, name)
+        """One session (``fsync`` is moot: every append is a committed transaction).
+
+        Raises:
+            StorageRefused: The name cannot be held by PostgreSQL text (a lone surrogate).
+        """
+        return PostgresSessionLog(self, checked_name(chat_id, "局的 id"), checked_name(name, "会话名"))
 
     def read(self, chat_id: str, name: str) -> SessionContent | None:
         try:
             return PostgresSessionLog(self, chat_id, name).read()
+        except StorageError:
+            raise  # the server is down or the tables are damaged: never read as "no session"
         except TreeError:
             return None
 
@@ -156,9 +163,11 @@ class PostgresSessions:
         return "|".join(f"{name}:{lines}:{size}:{(head or '')[:12]}" for name, lines, size, head in rows)
 
     def heads(self, chat_id: str) -> dict[str, bytes]:
+        """Each session's first line still stored (its header; the next one when the header
+        was deleted by hand, so the same damaged session keeps the same head)."""
         rows = self.run(lambda db: db.execute(
-            "SELECT session, line FROM liyuan_session_lines WHERE scope = %s AND chat = %s AND seq = 1",
-            (self.scope, chat_id)).fetchall())
+            "SELECT DISTINCT ON (session) session, line FROM liyuan_session_lines WHERE scope = %s AND chat = %s"
+            " ORDER BY session, seq", (self.scope, chat_id)).fetchall())
         return {name: bytes(line) for name, line in rows}
 
     def kept(self, chat_id: str, heads: dict[str, bytes]) -> bool:
@@ -176,6 +185,14 @@ class PostgresSessions:
         self.run(lambda db: db.execute(
             "INSERT INTO liyuan_chat_meta (scope, chat, data) VALUES (%s, %s, %s)"
             " ON CONFLICT (scope, chat) DO UPDATE SET data = EXCLUDED.data", (self.scope, chat_id, data)))
+
+    def import_into(self, chat_id: str, name: str, write: Callable[[Path], object]) -> None:
+        """Written as a file first (all or nothing), then stored as one new session."""
+        import_by_copy(self, chat_id, name, write)
+
+    def clean_dead_imports(self) -> int:
+        """Nothing to clean: an import is stored in one transaction or not at all."""
+        return 0
 
     def drop(self, chat_id: str) -> None:
         """Delete every session of the chat and its meta, in one transaction."""
@@ -209,6 +226,10 @@ class PostgresSessionLog:
         self._lines = int(rows[-1][0])
         content = read_entries(b"".join(bytes(row[1]) for row in rows), self._name)
         self._mid_line = content.torn_tail
+        missing = _missing_lines([int(row[0]) for row in rows])
+        if missing:  # a file shows no trace of a deleted line; the rows' numbers do
+            content.problems.append(SessionProblem(
+                f"{self._name}: 数据库里缺了第 {'、'.join(missing)} 行（被手工删掉了？），按剩下的行读", "missing-lines"))
         return content
 
     def create(self, header: bytes) -> None:

@@ -22,8 +22,8 @@ An app turns it on with ``MemoryConfig(vector=VectorConfig(enabled=True))`` and
     hits = memory.search("灯塔的钥匙")
 
 With the ``postgres`` extra, the chunks of many chats can live in one PostgreSQL database
-instead: ``Card.open(path, chunk_stores=PostgresChunkStores(conninfo, scope=card_id))``
-(one store per chat: ``PostgresChunkStore``); both backends satisfy
+instead, with the rest of the card: ``Card.open(path, storage=CardStorage.postgres(conninfo,
+scope=card_id))`` (:mod:`liyuan.storage`); both backends satisfy
 :class:`~liyuan.vector.chunkstore.ChunkStore` and rank alike.
 
 The per-turn wiring :class:`liyuan.Chat` uses (bounded recall and ingest, the archive a
@@ -46,8 +46,6 @@ if TYPE_CHECKING:
     from liyuan.vector.embed import Embedder, HashEmbedder, SemanticEmbedder
     from liyuan.vector.memory import VectorMemory
     from liyuan.vector.openai_embed import OpenAIEmbedder
-    from liyuan.vector.pgstore import PostgresChunkStore
-    from liyuan.vector.pgstores import PostgresChunkStores
     from liyuan.vector.results import Hit, SearchReport
     from liyuan.vector.store import SqliteChunkStore
 
@@ -59,8 +57,6 @@ _HOMES = {
     "HashEmbedder": "embed",
     "Hit": "results",
     "OpenAIEmbedder": "openai_embed",
-    "PostgresChunkStore": "pgstore",
-    "PostgresChunkStores": "pgstores",
     "SearchReport": "results",
     "SemanticEmbedder": "embed",
     "SqliteChunkStore": "store",
@@ -80,8 +76,6 @@ __all__ = [
     "HashEmbedder",
     "Hit",
     "OpenAIEmbedder",
-    "PostgresChunkStore",
-    "PostgresChunkStores",
     "SearchReport",
     "SemanticEmbedder",
     "SqliteChunkStore",

@@ -2,7 +2,7 @@
 
 :class:`ChunkStore` is the contract :class:`~liyuan.vector.memory.VectorMemory`, the
 embedding checks and the search use; :class:`~liyuan.vector.store.SqliteChunkStore` (one
-file per chat, the default) and :class:`~liyuan.vector.pgstore.PostgresChunkStore` (one
+file per chat, the default) and :class:`~liyuan.storage.pgchunks.PostgresChunkStore` (one
 PostgreSQL database for many chats) both satisfy it. Ranking (cosine, BM25, fusion,
 branch visibility) is not the store's: it runs in the library on the
 :class:`~liyuan.vector.index.Snapshot` a store hands out, so both backends rank alike.
@@ -146,12 +146,16 @@ def rebuilt(
 
 
 class ChunkStores(Protocol):
-    """Where each chat of a card keeps its chunks (``Card(chunk_stores=...)``).
+    """Where each chat of a card keeps its chunks (a part of :class:`liyuan.storage.CardStorage`).
 
-    Without one, a chat's chunks live in ``向量记忆.sqlite`` in its folder and go with
+    In the card folder a chat's chunks live in ``向量记忆.sqlite`` in its folder and go with
     the folder when the chat is deleted; a store elsewhere (PostgreSQL:
-    :class:`~liyuan.vector.pgstore.PostgresChunkStores`) is told to drop them.
+    :class:`~liyuan.storage.pgchunkstores.PostgresChunkStores`) is told to drop them.
     """
+
+    def has(self, chat_id: str) -> bool:
+        """Whether the chat may have stored chunks (asking creates nothing)."""
+        ...
 
     def open(self, chat_id: str) -> ChunkStore:
         """The chat's store (created on first use)."""

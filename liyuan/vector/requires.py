@@ -24,7 +24,7 @@ from liyuan.errors import ConfigError
 if TYPE_CHECKING:
     from liyuan.vector.config import VectorConfig
 
-__all__ = ["install_hint", "missing_packages", "postgres_missing", "require_vector_packages"]
+__all__ = ["install_hint", "missing_packages", "require_vector_packages"]
 
 
 def install_hint(extra: str) -> str:
@@ -65,7 +65,3 @@ def require_vector_packages(config: VectorConfig) -> None:
     hints = "；".join(install_hint(extra) for extra in extras)
     raise ConfigError(f"打开了向量记忆，但没有安装 {packages}：{hints}")
 
-
-def postgres_missing(exc: ModuleNotFoundError) -> ConfigError:
-    """The error for a PostgreSQL store opened without the ``postgres`` extra's packages."""
-    return ConfigError(f"PostgreSQL 向量记忆库需要 {exc.name}（postgres 附加依赖）：{install_hint('postgres')}")

@@ -29,8 +29,9 @@ Invariants:
   by a hash column). The same words written on two branches are two chunks, one
   visible on each; otherwise the second branch would find its text hidden under the
   first branch's id.
-- A connection is opened per operation, so a store may be used from any thread (the
-  recall runs in a worker thread with a timeout).
+- A store keeps one connection, opened with the store and closed by :meth:`SqliteChunkStore.close`
+  (its card's storage closes it), shared by every thread under a lock (the recall runs in
+  a worker thread with a timeout). A failure is a :class:`~liyuan.errors.StorageError`.
 
 Rows: ``id`` (16 hex), ``store``, ``text``, ``embedding`` (float32 blob), ``dim``,
 ``embedder`` (label of what wrote the vector), ``source`` (narrative | archive | import
@@ -54,7 +55,7 @@ import numpy as np
 import numpy.typing as npt
 
 from liyuan.clock import Clock, system_clock
-from liyuan.errors import ConfigError
+from liyuan.errors import StorageDamaged, StorageUnavailable
 from liyuan.vector.chunkstore import CHUNK_COLUMNS, NewChunk, chunk_from_row, rebuilt
 from liyuan.vector.index import Chunk, Snapshot, Source, TermCache, reusable_rows
 
@@ -140,6 +141,8 @@ class SqliteChunkStore:
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
         self._terms = TermCache()
+        self._db: sqlite3.Connection | None = None
+        self._db_lock = threading.RLock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._connect() as db:
@@ -149,17 +152,31 @@ class SqliteChunkStore:
                 db.execute("INSERT OR IGNORE INTO meta VALUES ('generation', '0')")
                 db.execute("INSERT OR IGNORE INTO meta VALUES ('turn_counter', '0')")
                 db.execute("INSERT OR IGNORE INTO meta VALUES ('rewrites', '0')")
-        except sqlite3.DatabaseError as exc:
-            raise ConfigError(f"向量记忆库无法打开（{self.path}）：{exc}") from exc
+        except StorageDamaged as exc:
+            raise StorageDamaged(f"向量记忆库无法打开（{self.path}）：{exc.__cause__}") from exc
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-        try:
-            db.execute("PRAGMA synchronous=FULL")
-            yield db
-        finally:
-            db.close()
+        """The store's connection (opened on first use), held by one thread at a time; a
+        failure is a :class:`~liyuan.errors.StorageError`."""
+        with self._db_lock:
+            try:
+                if self._db is None:
+                    self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None,
+                                               check_same_thread=False)
+                    self._db.execute("PRAGMA synchronous=FULL")
+                yield self._db
+            except sqlite3.OperationalError as exc:
+                raise StorageUnavailable(f"向量记忆库暂时不能读写（{self.path}）：{exc}") from exc
+            except sqlite3.DatabaseError as exc:
+                raise StorageDamaged(f"向量记忆库已损坏（{self.path}）：{exc}") from exc
+
+    def close(self) -> None:
+        """Close the connection (the next call opens it again)."""
+        with self._db_lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
 
     @contextmanager
     def _write(self, *, chunks_changed: bool = True, rewrites: bool = False) -> Iterator[sqlite3.Connection]:

@@ -82,7 +82,7 @@ def test_a_missed_target_is_said_as_missed_and_nothing_claims_all_met() -> None:
 
 
 _FIGURE = re.compile(r"\d[\d,.]*\s*(?:ms|毫秒|秒|s\b|MB|倍|×)")
-_BOUND = re.compile(r"(?:不超过|不到|≤|<|上限|时限|最多|每段要|目标是?)\s*$")
+_BOUND = re.compile(r"(?:不超过|不到|≤|<|上限|时限|最多|每段要|默认|目标是?)\s*$")
 """What may stand right before a typed figure: a target or a bound is a setting, not a measurement."""
 
 

@@ -78,14 +78,13 @@ def _memory(card: Path, calls: Path, seed: int, dsn: str | None = None) -> CardM
     if dsn is None:
         return CardMemory(card, _model(calls, rng), user_name=USER, char_name=CHAR, clock=fixed_clock(),
                           files=SlowFiles(CardLayout(card), rng))
-    from liyuan.storage.pgmemory import PostgresMemory
-    from liyuan.storage.pgsessions import PostgresSessions
+    from liyuan.storage import CardStorage
 
     server = card.parent / f"{card.name}-server-{seed}"  # another machine: nothing of the card on it
-    scope = card.name
-    slow = _slow_postgres(PostgresMemory(dsn, scope=scope).bind(CardLayout(server), clock=fixed_clock()), rng)
+    storage = CardStorage.postgres(dsn, scope=card.name)
+    slow = _slow_postgres(storage.memory_store(CardLayout(server), clock=fixed_clock()), rng)
     return CardMemory(server, _model(calls, rng), user_name=USER, char_name=CHAR, clock=fixed_clock(),
-                      sessions=PostgresSessions(dsn, scope=scope), files=slow)
+                      sessions=storage.sessions, files=slow)
 
 
 def _slow_postgres(files: Any, rng: random.Random) -> Any:
@@ -163,11 +162,10 @@ def one_trial(root: Path, seed: int, counts: Counts, dsn: str | None = None) -> 
     calls = root / f"calls{seed}.txt"
     calls.touch()
     if dsn is not None:
-        from liyuan.storage.copy import CardStorage, copy_card
+        from liyuan.storage import CardStorage, copy_card
 
-        storage = CardStorage.postgres(dsn, scope=card.name)
-        copy_card(CardStorage.folder(card), storage)
-        storage.close()  # no connection of this process may be shared with the forked ones
+        with CardStorage.postgres(dsn, scope=card.name) as storage:  # closed: no connection of this
+            copy_card(CardStorage.folder(card), storage)             # process may be shared with the forked ones
     ctx = multiprocessing.get_context("fork")
     start = ctx.Event()
     procs = [ctx.Process(target=_sync_role, args=(card, calls, seed * 3 + 1, start, dsn)),
@@ -179,12 +177,14 @@ def one_trial(root: Path, seed: int, counts: Counts, dsn: str | None = None) -> 
     for proc in procs:
         proc.join(30)
         counts.failed_processes += proc.exitcode != 0
+    checked: Any = None
     if dsn is None:
         files: Any = MemoryFiles(CardLayout(card))
     else:
-        from liyuan.storage.pgmemory import PostgresMemory
+        from liyuan.storage import CardStorage
 
-        files = PostgresMemory(dsn, scope=card.name).bind(CardLayout(card))
+        checked = CardStorage.postgres(dsn, scope=card.name)
+        files = checked.memory_store(CardLayout(card))
     try:
         layout = files.layout
         manifest = load_manifest(files)
@@ -194,8 +194,8 @@ def one_trial(root: Path, seed: int, counts: Counts, dsn: str | None = None) -> 
         counts.lost_pins += not (manifest.manual and manifest.manual.aggregate_pinned)
         counts.resurrected_chats += files.exists(layout.recap_path("jB")) or "jB" not in manifest.forgotten()
     finally:
-        if dsn is not None:
-            files.memory.close()
+        if checked is not None:
+            checked.close()
     lines = calls.read_text(encoding="utf-8").split()
     paid = [" ".join(lines[i:i + 2]) for i in range(0, len(lines), 2)]
     counts.duplicate_paid_calls += len(paid) != len(set(paid))

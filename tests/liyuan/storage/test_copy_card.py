@@ -6,6 +6,11 @@ Every recap and merge reply here is hand-written (a scripted stand-in): no model
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,10 +21,12 @@ from liyuan.card import manual as card_manual
 from liyuan.card.layout import CardLayout
 from liyuan.card.lock import SYNC_LOCK_FILE, WRITE_LOCK_FILE
 from liyuan.clock import counter_ids, fixed_clock
-from liyuan.errors import SessionConflictError, StateError
+from liyuan.errors import CardIncomplete, SessionConflictError, StateError
 from liyuan.model import FunctionModel, ModelRequest
-from liyuan.storage.copy import CardStorage, copy_card
+from liyuan.storage import CardStorage, copy_card
 from tests.liyuan.card.test_fixtures import CHAR, USER, merge_for, recap, user_text
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _model() -> FunctionModel:
@@ -31,15 +38,9 @@ def _model() -> FunctionModel:
     return FunctionModel(reply)
 
 
-def _open(path: Path, model: FunctionModel, storage: CardStorage | None = None, dsn: str = "",
-          scope: str = "") -> Card:
-    options = {}
-    if storage is not None:
-        from liyuan.storage.pgmemory import PostgresMemory
-
-        options = {"sessions": storage.sessions, "memory": PostgresMemory(dsn, scope=scope)}
+def _open(path: Path, model: FunctionModel, storage: CardStorage | None = None) -> Card:
     return Card.open(path, side_model=model, user_name=USER, char_name=CHAR, background=False,
-                     auto_sync=False, clock=fixed_clock(), ids=counter_ids("e"), **options)  # type: ignore[arg-type]
+                     auto_sync=False, clock=fixed_clock(), ids=counter_ids("e"), storage=storage)
 
 
 def _play(card: Card, chat_id: str, who: str, beats: int) -> None:
@@ -98,7 +99,7 @@ def test_a_moved_card_pays_for_no_recap_and_keeps_its_chat_names(played: Path, t
     assert moved.restamped == ["jA", "jB"]
     model = _model()
     other_server = tmp_path / "另一台服务器"  # an empty folder: nothing of the card is on this machine
-    with _open(other_server, model, postgres[0], postgres_dsn, "搬家") as card:
+    with _open(other_server, model, postgres[0]) as card:
         outcome = card.sync()
         assert outcome is not None and outcome.recapped == [] and model.calls == []  # nothing paid again
         assert card.resident_summary() == CardStorage.folder(played).memory.read_text(
@@ -124,14 +125,12 @@ def test_a_copy_never_overwrites_memory_the_target_has(played: Path, postgres_ds
         copy_card(CardStorage.folder(played), CardStorage.folder(played.parent / "第一份"))
 
 
-def _vector_card(path: Path, stores: object = None, memory: object = None, sessions: object = None,
-                 ids: str = "v") -> Card:
+def _vector_card(path: Path, storage: CardStorage | None = None, ids: str = "v") -> Card:
     from liyuan import MemoryConfig, VectorConfig
 
-    options = {k: v for k, v in (("chunk_stores", stores), ("memory", memory), ("sessions", sessions)) if v is not None}
     return Card.open(path, config=MemoryConfig(vector=VectorConfig(enabled=True, embedder="hash")), user_name=USER,
                      char_name=CHAR, background=False, clock=fixed_clock(), ids=counter_ids(ids), auto_sync=False,
-                     **options)  # type: ignore[arg-type]
+                     storage=storage)
 
 
 PLACES = ["东门的茶摊", "北礁的灯塔", "码头的石阶", "老梨树下", "城西的当铺", "渡口的白帆", "灯室的铜铃", "雪夜的客栈"]
@@ -139,10 +138,6 @@ PLACES = ["东门的茶摊", "北礁的灯塔", "码头的石阶", "老梨树下
 
 def test_vector_memory_moves_with_the_card_and_recalls_the_same(tmp_path: Path, postgres_dsn: str,
                                                                 postgres: list[CardStorage]) -> None:
-    from liyuan.storage.pgmemory import PostgresMemory
-    from liyuan.storage.pgsessions import PostgresSessions
-    from liyuan.vector.pgstores import PostgresChunkStores
-
     folder = tmp_path / "原卡"
     with _vector_card(folder) as card:
         chat = card.chat("jA", greeting="雾很大。")
@@ -159,14 +154,8 @@ def test_vector_memory_moves_with_the_card_and_recalls_the_same(tmp_path: Path, 
             return [m.content for m in card.chat("jA").prepare("还记得北礁的灯塔吗？").messages]
 
     on_files = ask(_vector_card(folder, ids="q"))
-    parts = {"stores": PostgresChunkStores(postgres_dsn, scope="向量搬家"),
-             "memory": PostgresMemory(postgres_dsn, scope="向量搬家"),
-             "sessions": PostgresSessions(postgres_dsn, scope="向量搬家")}
-    try:
-        on_postgres = ask(_vector_card(tmp_path / "另一台服务器", ids="q", **parts))
-    finally:
-        for part in parts.values():
-            part.close()  # type: ignore[attr-defined]
+    on_postgres = ask(_vector_card(tmp_path / "另一台服务器", CardStorage.postgres(postgres_dsn, scope="向量搬家"),
+                                   ids="q"))  # the card closes the storage it was given
     back = ask(_vector_card(tmp_path / "回来", ids="q"))
     assert any("【剧情记忆】" in m and "北礁的灯塔" in m for m in on_files)  # recall ran on the original
     assert on_postgres == on_files and back == on_files
@@ -178,31 +167,77 @@ def test_a_deleted_chat_s_recap_is_gone_for_good_before_its_sessions_go(played: 
     """On PostgreSQL the recap's deletion is committed before the sessions are dropped, as on
     files (recap first): a process dying in between forgets the chat instead of keeping the
     memory of a chat that no longer exists."""
-    from liyuan.storage.pgmemory import PostgresMemory
-    from liyuan.storage.pgsessions import PostgresSessions
-
     postgres.append(CardStorage.postgres(postgres_dsn, scope="删局"))
     copy_card(CardStorage.folder(played), postgres[0])
-    sessions = PostgresSessions(postgres_dsn, scope="删局")
-    memory = PostgresMemory(postgres_dsn, scope="删局")
+    storage = CardStorage.postgres(postgres_dsn, scope="删局")
+    sessions = storage.sessions
     seen: list[bool] = []
     real = sessions.drop
 
     def drop(chat_id: str) -> None:  # what another server sees at the moment the sessions go
-        watcher = PostgresMemory(postgres_dsn, scope="删局")
-        try:
-            files = watcher.bind(CardLayout(tmp_path))
+        with CardStorage.postgres(postgres_dsn, scope="删局") as watcher:
+            files = watcher.memory_store(CardLayout(tmp_path))
             seen.append(files.exists(files.layout.recap_path(chat_id)))
-        finally:
-            watcher.close()
         real(chat_id)
 
     sessions.drop = drop  # type: ignore[method-assign]
-    try:
-        with Card.open(tmp_path / "服务器", sessions=sessions, memory=memory, background=False,
-                       auto_sync=False) as card:
-            assert card.delete_chat("jA")
-    finally:
-        sessions.close()
-        memory.close()
+    with Card.open(tmp_path / "服务器", storage=storage, background=False, auto_sync=False) as card:
+        assert card.delete_chat("jA")
     assert seen == [False]  # already committed as gone
+
+
+_COPIER = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, sys.argv[1])
+    import liyuan.storage.copy as copy_module
+    from liyuan.storage import CardStorage, copy_card
+
+    def stalled(source, target):  # the sessions are in; the process is killed before the memory
+        print("sessions copied", flush=True)
+        time.sleep(120)
+
+    copy_module.copy_memory = stalled
+    source, kind, target = sys.argv[2:5]
+    copy_card(CardStorage.folder(source),
+              CardStorage.folder(target) if kind == "folder" else CardStorage.postgres(target, scope="半张"))
+""")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="kills with SIGKILL")
+@pytest.mark.parametrize("kind", ["postgres", "folder"])
+def test_a_copy_killed_half_way_refuses_to_open_until_cleared_then_copies_whole(
+        played: Path, tmp_path: Path, kind: str, request: pytest.FixtureRequest) -> None:
+    """kill -9 in the middle of ``copy_card`` (sessions copied, memory documents not): the
+    half card must not open as whole (its first sync would pay for every recap again and
+    bring back a forgotten chat); it says how to clear it, and after ``clear()`` the copy
+    runs again and the card is whole."""
+    dsn = request.getfixturevalue("postgres_dsn") if kind == "postgres" else ""
+    where = dsn if kind == "postgres" else str(tmp_path / "半张")
+    copier = subprocess.Popen([sys.executable, "-c", _COPIER, str(ROOT), str(played), kind, where],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert copier.stdout is not None and copier.stdout.readline().strip() == "sessions copied"
+        os.kill(copier.pid, signal.SIGKILL)
+        copier.wait(10)
+    finally:
+        if copier.poll() is None:
+            copier.kill()
+            copier.wait(10)
+    target = CardStorage.folder(where) if kind == "folder" else CardStorage.postgres(dsn, scope="半张")
+    server = Path(where) if kind == "folder" else tmp_path / "服务器"  # a folder card opens where it is
+    try:
+        assert target.sessions.chat_ids() == ["jA", "jB"]  # half of it is there
+        model = _model()
+        with pytest.raises(CardIncomplete, match=r"没有做完的复制.*clear\(\)"):
+            _open(server, model, target)
+        with pytest.raises(CardIncomplete):  # a second copy over it is refused, saying the same
+            copy_card(CardStorage.folder(played), target)
+        target.clear()
+        assert target.sessions.chat_ids() == [] and target.memory.snapshot() == {}
+        copy_card(CardStorage.folder(played), target)
+        with _open(server, model, target) as card:
+            assert card.chat_ids() == ["jA", "jB"]
+            outcome = card.sync()
+            assert outcome is not None and outcome.recapped == [] and model.calls == []  # nothing paid again
+    finally:
+        target.close()

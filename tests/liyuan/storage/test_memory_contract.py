@@ -23,26 +23,33 @@ from liyuan.card.housekeeping import HISTORY_KEEP
 from liyuan.card.layout import CardLayout
 from liyuan.card.memstore import MemoryStore
 from liyuan.clock import counter_ids, fixed_clock
-from liyuan.errors import MemoryFileError, StateError, UnsafePathError
+from liyuan.errors import MemoryFileError, StateError, StorageError, UnsafePathError
+from liyuan.storage import CardStorage
 
 BACKENDS = ["files", "postgres"]
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _open(backend: str, card: Path, dsn: str | None, scope: str = "卡") -> MemoryStore:
-    layout = CardLayout(card)
-    if backend == "files":
-        return MemoryFiles(layout, clock=fixed_clock(), ids=counter_ids("h"))
-    from liyuan.storage.pgmemory import PostgresMemory
+_OPENED: dict[int, CardStorage] = {}
+"""The storage object behind each store :func:`_open` gave out (closed by :func:`_close`)."""
 
-    assert dsn is not None
-    return PostgresMemory(dsn, scope=scope).bind(layout, clock=fixed_clock(), ids=counter_ids("h"))
+
+def _open(backend: str, card: Path, dsn: str | None, scope: str = "卡") -> MemoryStore:
+    """The card's memory as its storage object gives it, on ``backend``."""
+    if backend == "files":
+        storage = CardStorage.folder(card)
+    else:
+        assert dsn is not None
+        storage = CardStorage.postgres(dsn, scope=scope)
+    store = storage.memory_store(CardLayout(card), clock=fixed_clock(), ids=counter_ids("h"))
+    _OPENED[id(store)] = storage
+    return store
 
 
 def _close(store: MemoryStore) -> None:
-    memory = getattr(store, "memory", None)
-    if memory is not None:
-        memory.close()
+    storage = _OPENED.pop(id(store), None)
+    if storage is not None:
+        storage.close()
 
 
 @pytest.fixture(params=BACKENDS)
@@ -223,10 +230,8 @@ def test_a_lock_excludes_a_spawned_process_and_is_free_after_it_is_killed(
 
 
 def test_on_postgres_a_step_that_fails_under_the_write_lock_leaves_nothing(postgres_dsn: str, tmp_path: Path) -> None:
-    from liyuan.storage.pgmemory import PostgresMemory
-
-    memory = PostgresMemory(postgres_dsn, scope="卡")
-    store = memory.bind(CardLayout(tmp_path), clock=fixed_clock(), ids=counter_ids("h"))
+    storage = CardStorage.postgres(postgres_dsn, scope="卡")
+    store = storage.memory_store(CardLayout(tmp_path), clock=fixed_clock(), ids=counter_ids("h"))
     try:
         store.write_text(store.layout.handbook, "原来的手册\n")
         with pytest.raises(RuntimeError), store.locks.write:
@@ -239,27 +244,26 @@ def test_on_postgres_a_step_that_fails_under_the_write_lock_leaves_nothing(postg
             store.write_text(store.layout.recap_path("jA"), "新复盘\n")
         assert store.read_text(store.layout.recap_path("jA")) == "新复盘\n"
     finally:
-        memory.close()
+        storage.close()
 
 
 def test_on_postgres_a_write_step_whose_statement_failed_is_not_reported_as_written(
         postgres_dsn: str, tmp_path: Path) -> None:
     """A statement that fails inside the write lock's transaction aborts it; leaving the lock
     must say so, not commit in silence (PostgreSQL would turn the COMMIT into a rollback)."""
-    from liyuan.storage.pgmemory import PostgresMemory
-
-    memory = PostgresMemory(postgres_dsn, scope="卡")
-    store = memory.bind(CardLayout(tmp_path))
+    storage = CardStorage.postgres(postgres_dsn, scope="卡")
+    store = storage.memory_store(CardLayout(tmp_path))
+    memory = store.memory  # type: ignore[attr-defined]
     try:
         with pytest.raises(MemoryFileError, match="没有提交"), store.locks.write:
             store.write_text(store.layout.handbook, "写到一半的手册\n")
-            with pytest.raises(MemoryFileError):
+            with pytest.raises(StorageError):
                 memory.run(lambda db: db.execute("SELECT 1/0"))  # caught by the step, as a sync might
         assert store.read_text(store.layout.handbook) is None
         with store.locks.write:  # the lock and its connection are usable again
             store.write_text(store.layout.handbook, "重做的手册\n")
         assert store.read_text(store.layout.handbook) == "重做的手册\n"
         with store.locks.write, pytest.raises(StateError):
-            memory.close()  # never behind the holder's back
+            storage.close()  # never behind the holder's back
     finally:
-        memory.close()
+        storage.close()

@@ -8,7 +8,7 @@ see each other), torn lines and fsync (files: ``tests/liyuan/session``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,20 +19,23 @@ from liyuan.card.sessions import FileSessions, SessionStore
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.errors import SessionConflictError
 from liyuan.session.tree import SessionTree
+from liyuan.storage import CardStorage
 
 BACKENDS = ["files", "postgres"]
 
 
 @pytest.fixture(params=BACKENDS)
-def sessions(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
-    if request.param == "files":
-        yield FileSessions(CardLayout(tmp_path / "卡"))
-        return
-    from liyuan.storage.pgsessions import PostgresSessions
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[CardStorage]:
+    """The card's storage object on each backend: the contract runs against what a card is given."""
+    opened = CardStorage.folder(tmp_path / "卡") if request.param == "files" \
+        else CardStorage.postgres(request.getfixturevalue("postgres_dsn"), scope="卡")
+    yield opened
+    opened.close()
 
-    store = PostgresSessions(request.getfixturevalue("postgres_dsn"), scope="卡")
-    yield store
-    store.close()
+
+@pytest.fixture
+def sessions(storage: CardStorage) -> SessionStore:
+    return storage.sessions
 
 
 def _tree(sessions: SessionStore, chat: str = "a", name: str = "001.jsonl") -> SessionTree:
@@ -86,14 +89,15 @@ def test_the_content_of_a_session_is_readable_without_opening_it(sessions: Sessi
     assert content is not None and list(content.entries) == [e.id for e in tree]
 
 
-def test_a_card_on_the_backend_plays_reopens_and_deletes_a_chat(sessions: SessionStore, tmp_path: Path) -> None:
-    card = Card.open(tmp_path / "卡", sessions=sessions, background=False, auto_sync=False,
+def test_a_card_on_the_backend_plays_reopens_and_deletes_a_chat(storage: CardStorage, tmp_path: Path) -> None:
+    sessions = storage.sessions
+    card = Card.open(tmp_path / "卡", storage=storage, background=False, auto_sync=False,
                      clock=fixed_clock(), ids=counter_ids("x-"))
     chat = card.chat("a", greeting="（手写开场白）雨下大了。")
     chat.prepare("伞呢？")
     chat.record("（手写回复）在门后。")
     card.close()
-    again = Card.open(tmp_path / "卡", sessions=sessions, background=False, auto_sync=False,
+    again = Card.open(tmp_path / "卡", storage=storage, background=False, auto_sync=False,
                       clock=fixed_clock(), ids=counter_ids("y-"))
     assert again.chat_ids() == ["a"]
     texts = [e.text for e in again.chat("a").tree.branch()]
@@ -102,14 +106,15 @@ def test_a_card_on_the_backend_plays_reopens_and_deletes_a_chat(sessions: Sessio
     again.close()
 
 
-def test_an_imported_chat_lands_in_the_backend(sessions: SessionStore, tmp_path: Path) -> None:
+def test_an_imported_chat_lands_in_the_backend(storage: CardStorage, tmp_path: Path) -> None:
+    sessions = storage.sessions
     source = tmp_path / "chat.jsonl"
     source.write_text("\n".join(json.dumps(m, ensure_ascii=False) for m in [
         {"user_name": "你", "character_name": "小满"},
         {"name": "你", "is_user": True, "mes": "你好"},
         {"name": "小满", "is_user": False, "mes": "（导入的回复）你好呀"},
     ]) + "\n", encoding="utf-8")
-    card = Card.open(tmp_path / "卡", sessions=sessions, background=False, auto_sync=False)
+    card = Card.open(tmp_path / "卡", storage=storage, background=False, auto_sync=False)
     chat = card.import_chat(source, "imported")
     assert [e.text for e in chat.tree.branch() if e.type == "message"][-2:] == ["你好", "（导入的回复）你好呀"]
     assert sessions.names("imported") == ["001.jsonl"]
@@ -150,10 +155,8 @@ def test_an_append_after_a_torn_last_line_starts_a_line_of_its_own(sessions: Ses
     assert raw is not None and raw.startswith(whole + b'{"type":"message","id":"torn\n{')
 
 
-def test_a_stale_batch_is_refused_whole(postgres_dsn: str) -> None:
-    from liyuan.storage.pgsessions import PostgresSessions
-
-    one, two = PostgresSessions(postgres_dsn, scope="卡"), PostgresSessions(postgres_dsn, scope="卡")
+def test_a_stale_batch_is_refused_whole(pg_card: Callable[..., CardStorage]) -> None:
+    one, two = pg_card("卡").sessions, pg_card("卡").sessions
     first = SessionTree(log=one.log("a", "001.jsonl"), ids=counter_ids("p-"))
     first.append_message("user", "开头")
     SessionTree(log=two.log("a", "001.jsonl"), ids=counter_ids("q-")).append_message("assistant", "别处先写")
@@ -163,14 +166,10 @@ def test_a_stale_batch_is_refused_whole(postgres_dsn: str) -> None:
     assert len(first) == 1
     assert [e.text for e in SessionTree(log=one.log("a", "001.jsonl")).branch()] == ["开头", "别处先写"]
     assert one.raw("a", "001.jsonl") is not None and one.raw("a", "001.jsonl").count(b"\n") == 3  # type: ignore[union-attr]
-    one.close()
-    two.close()
 
 
-def test_a_stale_append_is_refused_and_nothing_is_lost(postgres_dsn: str) -> None:
-    from liyuan.storage.pgsessions import PostgresSessions
-
-    one, two = PostgresSessions(postgres_dsn, scope="卡"), PostgresSessions(postgres_dsn, scope="卡")
+def test_a_stale_append_is_refused_and_nothing_is_lost(pg_card: Callable[..., CardStorage]) -> None:
+    one, two = pg_card("卡").sessions, pg_card("卡").sessions
     first = SessionTree(log=one.log("a", "001.jsonl"), ids=counter_ids("p-"))
     first.append_message("user", "开头")
     second = SessionTree(log=two.log("a", "001.jsonl"), ids=counter_ids("q-"))
@@ -182,24 +181,17 @@ def test_a_stale_append_is_refused_and_nothing_is_lost(postgres_dsn: str) -> Non
     assert [e.text for e in reread.branch()] == ["开头", "另一台服务器先写了这一条"]
     assert reread.leaf_id == kept.id
     reread.append_message("user", "重新打开后照常写")  # a fresh view appends
-    one.close()
-    two.close()
 
 
-def test_scopes_do_not_mix(postgres_dsn: str) -> None:
-    from liyuan.storage.pgsessions import PostgresSessions
-
-    card_a, card_b = PostgresSessions(postgres_dsn, scope="甲"), PostgresSessions(postgres_dsn, scope="乙")
+def test_scopes_do_not_mix(pg_card: Callable[..., CardStorage]) -> None:
+    card_a, card_b = pg_card("甲").sessions, pg_card("乙").sessions
     SessionTree(log=card_a.log("a", "001.jsonl")).append_message("user", "甲卡的话")
     assert card_a.chat_ids() == ["a"] and card_b.chat_ids() == [] and card_b.read("a", "001.jsonl") is None
-    card_a.close()
-    card_b.close()
 
 
-def test_a_card_s_sessions_go_to_postgres_and_back_byte_for_byte(postgres_dsn: str, tmp_path: Path) -> None:
+def test_a_card_s_sessions_go_to_postgres_and_back_byte_for_byte(pg_card: Callable[..., CardStorage],
+                                                                  tmp_path: Path) -> None:
     from liyuan.storage.copy import copy_sessions
-    from liyuan.storage.pgsessions import PostgresSessions
-
     files = FileSessions(CardLayout(tmp_path / "原卡"))
     tree = _tree(files, "a")
     first = tree.append_message("user", "第一句")
@@ -211,7 +203,7 @@ def test_a_card_s_sessions_go_to_postgres_and_back_byte_for_byte(postgres_dsn: s
     damaged.parent.mkdir(parents=True)
     damaged.write_bytes(b'{"type":"session","version":1,"id":"b"}\n\xff\xfe not\r json\n'
                         b'{"id":"x","parentId":null,"type":"message","role":"user","text":"\xe5\xa5\xbd"}\n{"id":"torn","par')
-    database = PostgresSessions(postgres_dsn, scope="搬家")
+    database = pg_card("搬家").sessions
     assert copy_sessions(files, database) == 3
     back = FileSessions(CardLayout(tmp_path / "搬回来"))
     assert copy_sessions(database, back) == 3
@@ -221,4 +213,3 @@ def test_a_card_s_sessions_go_to_postgres_and_back_byte_for_byte(postgres_dsn: s
     assert copied.problems == SessionTree(damaged).problems and [e.id for e in copied] == ["x"]
     with pytest.raises(SessionConflictError, match="不覆盖"):
         copy_sessions(files, database, chats=["a"])
-    database.close()

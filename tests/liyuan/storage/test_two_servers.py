@@ -1,7 +1,7 @@
 """Two app servers (two processes, two connections) play one chat whose sessions are in PostgreSQL.
 
 Each process opens its own :class:`~liyuan.Card` (its own folder, as on another machine)
-with the same :class:`~liyuan.storage.pgsessions.PostgresSessions` scope, and both play
+with the same ``CardStorage.postgres`` scope, and both play
 the same chat for :data:`ROUNDS` rounds in lockstep (a barrier before every round, so
 their appends collide). A refused append (:class:`~liyuan.errors.SessionConflictError`)
 makes the process reopen the chat and try the turn again. Every reply is a scripted
@@ -28,10 +28,10 @@ def _play(dsn: str, folder: str, who: str, barrier: Any, out: Any) -> None:
     from liyuan import Card
     from liyuan.clock import counter_ids
     from liyuan.errors import SessionConflictError
-    from liyuan.storage.pgsessions import PostgresSessions
+    from liyuan.storage import CardStorage
 
-    sessions = PostgresSessions(dsn, scope="两台服务器")
-    card = Card.open(folder, sessions=sessions, background=False, auto_sync=False, ids=counter_ids(f"{who}-"))
+    card = Card.open(folder, storage=CardStorage.postgres(dsn, scope="两台服务器"), background=False,
+                     auto_sync=False, ids=counter_ids(f"{who}-"))
     written: list[str] = []
     refused = 0
     chat = None
@@ -51,14 +51,13 @@ def _play(dsn: str, folder: str, who: str, barrier: Any, out: Any) -> None:
                 chat = card.reopen("same-chat")
         else:
             raise AssertionError(f"{who} 第{turn}轮 200 次都没写进去")
-    card.close()
-    sessions.close()
+    card.close()  # and its storage
     out.put((who, written, refused))
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="forks its processes")
 def test_two_servers_on_one_chat_lose_nothing(postgres_dsn: str, tmp_path: Path) -> None:
-    from liyuan.storage.pgsessions import PostgresSessions
+    from liyuan.storage import CardStorage
 
     ctx = multiprocessing.get_context("fork")
     barrier, out = ctx.Barrier(2), ctx.Queue()
@@ -72,9 +71,8 @@ def test_two_servers_on_one_chat_lose_nothing(postgres_dsn: str, tmp_path: Path)
     results = [out.get(timeout=5) for _ in players]
     written = [entry for _, entries, _ in results for entry in entries]
     refused = sum(count for _, _, count in results)
-    sessions = PostgresSessions(postgres_dsn, scope="两台服务器")
-    content = sessions.read("same-chat", "001.jsonl")
-    sessions.close()
+    with CardStorage.postgres(postgres_dsn, scope="两台服务器") as storage:
+        content = storage.sessions.read("same-chat", "001.jsonl")
     assert content is not None and not content.problems
     stored = list(content.entries)
     # Each round's turn was written whole at least once (a user line whose reply was refused

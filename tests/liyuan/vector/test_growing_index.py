@@ -71,6 +71,7 @@ def test_a_refresh_reads_only_the_new_rows(tmp_path: Path, monkeypatch: pytest.M
         return db
 
     monkeypatch.setattr(sqlite3, "connect", traced)
+    store.close()  # the store keeps its connection: the next call opens a traced one
     snapshot = store.snapshot()
     assert len(snapshot.chunks) == 42
     reads = [s for s in statements if s.lstrip().upper().startswith("SELECT") and "FROM CHUNKS" in s.upper()]

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from liyuan.errors import ConfigError
+from liyuan.errors import StorageDamaged
 from liyuan.vector import SqliteChunkStore, StoreConfig, VectorConfig, VectorMemory
 from liyuan.vector.config import NARRATIVE
 from liyuan.vector.store import NewChunk
@@ -71,7 +71,7 @@ def test_killed_writer_loses_no_committed_chunk(tmp_path: Path) -> None:
 def test_a_corrupt_file_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "chat.sqlite"
     path.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(ConfigError, match="向量记忆库无法打开"):
+    with pytest.raises(StorageDamaged, match="向量记忆库无法打开"):
         SqliteChunkStore(path)
     assert path.read_bytes().startswith(b"this is not a database")
 
@@ -148,3 +148,25 @@ def test_delete_removes_a_version_and_what_it_extends(tmp_path: Path) -> None:
     assert merged.parent is not None and memory.store.count(NARRATIVE) == 2
     assert memory.delete_chunk(merged.id)
     assert memory.store.count(NARRATIVE) == 0 and memory.list_chunks() == []
+
+
+def test_a_store_keeps_one_connection_instead_of_one_per_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    opened: list[object] = []
+    real = sqlite3.connect
+
+    def counted(*args: object, **kwargs: object) -> sqlite3.Connection:
+        opened.append(args[0])
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sqlite3, "connect", counted)
+    store = SqliteChunkStore(tmp_path / "one.sqlite")
+    for i in range(20):
+        store.add([NewChunk("external", f"第{i}条。", np.ones(4, dtype=np.float32), "test", "import")],
+                  max_chunks=100)
+        store.count()
+        store.snapshot()
+    assert len(opened) == 1  # was one per call: 61 here
+    store.close()
+    assert store.count() == 20 and len(opened) == 2  # closed: the next call opens it again

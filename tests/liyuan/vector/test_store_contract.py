@@ -39,25 +39,27 @@ def store_kind(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def open_store(store_kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Opener]:
-    """Opens a store on one chat (``chat``) of the backend; each call is a new object (a new
-    connection for PostgreSQL) on the same data."""
+    """Opens a store on one chat (``chat``) of the backend; each call is a new object (for
+    PostgreSQL from a storage object of its own: another server) on the same data."""
     opened: list[object] = []
     if store_kind == "sqlite":
-        def sqlite(chat: str = "chat") -> ChunkStore:
-            return SqliteChunkStore(tmp_path / f"{chat}.sqlite")
+        from liyuan.storage import CardStorage
+
+        def sqlite(chat: str = "chat") -> ChunkStore:  # the folder's: a SQLite file in the chat's folder
+            return CardStorage.folder(tmp_path / "卡").chunk_stores().open(chat)
         yield sqlite
         return
-    from liyuan.vector.pgstore import PostgresChunkStore
+    from liyuan.storage import CardStorage
 
     dsn = request.getfixturevalue("postgres_dsn")
 
     def postgres(chat: str = "chat") -> ChunkStore:
-        store = PostgresChunkStore(dsn, scope="card", chat=chat)
-        opened.append(store)
-        return store
+        storage = CardStorage.postgres(dsn, scope="card")  # as a card (a server) opens it
+        opened.append(storage)
+        return storage.chunk_stores().open(chat)
     yield postgres
-    for store in opened:
-        store.close()  # type: ignore[attr-defined]
+    for storage in opened:
+        storage.close()  # type: ignore[attr-defined]
 
 
 def test_add_reads_back_in_creation_order(open_store: Opener) -> None:
@@ -231,11 +233,12 @@ def test_two_writers_on_one_chat_lose_nothing(open_store: Opener, cap: int) -> N
 
 
 def test_vector_memory_recalls_the_same_hits_on_both_backends(tmp_path: Path, postgres_dsn: str) -> None:
-    from liyuan.vector.pgstore import PostgresChunkStore
+    from liyuan.storage import CardStorage
 
+    storage = CardStorage.postgres(postgres_dsn, scope="card")
     stores = {NARRATIVE: StoreConfig("剧情数据库", True, 1, 20), EXTERNAL: StoreConfig("额外数据库", True, 0, 5000)}
     config = VectorConfig(enabled=True, embedder="hash", stores=stores)
-    postgres = PostgresChunkStore(postgres_dsn, scope="card", chat="same")
+    postgres = storage.chunk_stores().open("same")
     memories = [VectorMemory(config, SqliteChunkStore(tmp_path / "same.sqlite"), HashEmbedder()),
                 VectorMemory(config, postgres, HashEmbedder())]
     lines = ["小满在戏台后面找到了师父留下的铜钥匙，钥匙上刻着一个“沈”字。",
@@ -266,4 +269,4 @@ def test_vector_memory_recalls_the_same_hits_on_both_backends(tmp_path: Path, po
             narrowed += len({repr(found) for found in per_branch}) > 1
         assert narrowed > 0  # the branch filter (the library's) changed some answer, alike on both
     finally:
-        postgres.close()
+        storage.close()

@@ -1,14 +1,14 @@
 """The chunk store in PostgreSQL with pgvector: many chats, many machines, one database.
 
 Same contract as the SQLite file (:class:`~liyuan.vector.chunkstore.ChunkStore`); ranking
-stays in the library, so a chat recalls the same hits on either backend. Needs the
-``postgres`` extra (psycopg 3 and pgvector); without it, opening one is a
-:class:`~liyuan.errors.ConfigError` naming the extra.
+stays in the library, so a chat recalls the same hits on either backend. Part of
+``CardStorage.postgres(...)``; needs the ``postgres`` extra (psycopg 3, its pool and
+pgvector); without it, opening one is a :class:`~liyuan.errors.ConfigError` naming the extra.
 
 Invariants:
 
-- One schema, versioned in ``liyuan_schema`` (:mod:`liyuan.vector.pgschema`): opening a
-  store creates it when absent and migrates an older one, and refuses a newer version.
+- One schema, versioned in ``liyuan_schema`` (:mod:`liyuan.storage.pgschema`): the card's
+  connections create it when absent and migrate an older one, and refuse a newer version.
 - Rows are keyed by ``(scope, chat, store, seq)``: ``scope`` is what the chats belong to
   (a card), ``chat`` the chat; every read is filtered by ``(scope, chat)`` and walks an
   index on ``(scope, chat, seq)``. Branch visibility is not filtered here: the snapshot
@@ -24,8 +24,9 @@ Invariants:
 - PostgreSQL text cannot hold NUL: a ``"\\x00"`` in a chunk's text or title or in a
   queued turn is stored as U+FFFD (the one way the two backends' rows may differ),
   rather than failing the write and with it every later ingest of the chat.
-- A store holds one connection (opened on first use, reopened after a failure) and
-  serialises its own calls on it; two store objects are two connections.
+- A store holds no connection: every call borrows one from the card's pool
+  (:class:`~liyuan.storage.pgdb.PostgresDatabase`), so 50 open chats use the pool's few.
+  A failure is a :class:`~liyuan.errors.StorageError` (never a raw driver error).
 """
 
 from __future__ import annotations
@@ -41,18 +42,19 @@ import numpy as np
 import numpy.typing as npt
 
 from liyuan.clock import Clock, system_clock
+from liyuan.storage.pgdb import PostgresDatabase, checked_name, storage_error
+from liyuan.storage.requires import postgres_missing
 from liyuan.vector.chunkstore import CHUNK_COLUMNS, NewChunk, chunk_from_row, rebuilt
 from liyuan.vector.index import Chunk, Snapshot, TermCache, reusable_rows
-from liyuan.vector.pgschema import SCHEMA_VERSION, LazyConnection
-from liyuan.vector.requires import postgres_missing
 
 try:
     import psycopg
-    from pgvector.psycopg import register_vector
 except ModuleNotFoundError as exc:
     raise postgres_missing(exc) from exc
 
-__all__ = ["SCHEMA_VERSION", "PostgresChunkStore"]
+__all__ = ["PostgresChunkStore"]
+
+_WHAT = "PostgreSQL 向量记忆库"
 
 _CHAT = "scope = %(scope)s AND chat = %(chat)s"
 
@@ -98,39 +100,41 @@ class PostgresChunkStore:
     """Chunks of one chat in a PostgreSQL database (with the ``vector`` extension).
 
     Args:
-        conninfo: A libpq connection string or URI (``postgresql://user@host/db``).
+        db: The card's connections (:class:`~liyuan.storage.pgdb.PostgresDatabase`).
         scope: What the chat belongs to (a card's id); chats of two scopes never mix.
         chat: The chat's id.
         clock: Timestamps for ``created_at`` / ``updated_at``.
 
     Raises:
-        ConfigError: The server cannot be reached, the ``vector`` extension is missing
-            and cannot be created, or the schema is newer than this library knows.
+        StorageUnavailable: The server cannot be reached.
+        StorageRefused: ``scope`` or ``chat`` cannot be held by PostgreSQL text.
+        ConfigError: The ``vector`` extension is missing and cannot be created, or the
+            schema is newer than this library knows.
     """
 
-    def __init__(self, conninfo: str, *, scope: str, chat: str, clock: Clock = system_clock) -> None:
-        self._where = {"scope": scope, "chat": chat}
+    def __init__(self, db: PostgresDatabase, *, scope: str, chat: str, clock: Clock = system_clock) -> None:
+        self._where = {"scope": checked_name(scope, "卡的 scope"), "chat": checked_name(chat, "局的 id")}
         self._key = _chat_key(scope, chat)
         self._clock = clock
         self._lock = threading.RLock()
-        self._db = LazyConnection(conninfo, "PostgreSQL 向量记忆库", register_vector)
+        """Guards the cached snapshot (the calls themselves run on pooled connections)."""
+        self._db = db
         self._snapshot: Snapshot | None = None
         self._terms = TermCache()
-        with self._lock:
-            db = self._connection()
-            with db.transaction():
-                db.execute("INSERT INTO liyuan_chats (scope, chat) VALUES (%(scope)s, %(chat)s)"
-                           " ON CONFLICT (scope, chat) DO NOTHING", self._where)
+        with self._connection() as conn, conn.transaction():
+            conn.execute("INSERT INTO liyuan_chats (scope, chat) VALUES (%(scope)s, %(chat)s)"
+                         " ON CONFLICT (scope, chat) DO NOTHING", self._where)
 
     # -- connection ------------------------------------------------------------------
 
-    def _connection(self) -> psycopg.Connection[Any]:
-        return self._db.get()
-
-    def close(self) -> None:
-        """Close the connection (the next call opens a new one)."""
-        with self._lock:
-            self._db.close()
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection for one call; a failure is a :class:`~liyuan.errors.StorageError`."""
+        try:
+            with self._db.connection() as db:
+                yield db
+        except (psycopg.Error, UnicodeError) as exc:
+            raise storage_error(exc, _WHAT) from exc
 
     def drop(self) -> None:
         """Delete every row of this chat (its chunks, queue, counts, counters): one transaction."""
@@ -143,15 +147,13 @@ class PostgresChunkStore:
     def _write(self, *, chunks_changed: bool = True, rewrites: bool = False) -> Iterator[psycopg.Cursor[Any]]:
         """One write transaction holding the chat's advisory lock; the generation (and with
         ``rewrites`` the rewrite count) is bumped in it when chunks may have changed."""
-        with self._lock:
-            db = self._connection()
-            with db.transaction(), db.cursor() as cur:
-                cur.execute("SELECT pg_advisory_xact_lock(%s)", (self._key,))
-                yield cur
-                if chunks_changed:
-                    cur.execute(f"UPDATE liyuan_chats SET generation = generation + 1,"
-                                f" rewrites = rewrites + %(rewrites)s WHERE {_CHAT}",
-                                {**self._where, "rewrites": int(rewrites)})
+        with self._connection() as db, db.transaction(), db.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (self._key,))
+            yield cur
+            if chunks_changed:
+                cur.execute(f"UPDATE liyuan_chats SET generation = generation + 1,"
+                            f" rewrites = rewrites + %(rewrites)s WHERE {_CHAT}",
+                            {**self._where, "rewrites": int(rewrites)})
 
     # -- writing ---------------------------------------------------------------------
 
@@ -277,8 +279,8 @@ class PostgresChunkStore:
     # -- reading ---------------------------------------------------------------------
 
     def _read(self, query: str, extra: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
-        with self._lock:
-            return self._connection().execute(query, {**self._where, **(extra or {})}).fetchall()
+        with self._connection() as db:
+            return db.execute(query, {**self._where, **(extra or {})}).fetchall()
 
     def get(self, chunk_id: str) -> Chunk | None:
         """The chunk with this id, or ``None``."""
@@ -307,9 +309,8 @@ class PostgresChunkStore:
         """The current search snapshot, refreshed only when the generation moved: after
         adds and evictions only the new rows are read; after a rewrite, only the vectors
         the snapshot before did not hold."""
-        with self._lock:
+        with self._lock, self._connection() as db:
             current = self._snapshot
-            db = self._connection()
             with db.transaction(), db.cursor(binary=True) as cur:
                 cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 found = cur.execute(f"SELECT generation, rewrites FROM liyuan_chats WHERE {_CHAT}",

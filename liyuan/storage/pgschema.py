@@ -16,18 +16,17 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from liyuan.errors import ConfigError
-from liyuan.vector.requires import postgres_missing
+from liyuan.storage.requires import postgres_missing
 
 try:
     import psycopg
 except ModuleNotFoundError as exc:
     raise postgres_missing(exc) from exc
 
-__all__ = ["SCHEMA_VERSION", "LazyConnection", "connect", "migrate"]
+__all__ = ["SCHEMA_VERSION", "migrate"]
 
 SCHEMA_VERSION = 3
 
@@ -149,62 +148,3 @@ def migrate(db: psycopg.Connection[Any]) -> int:
         db.execute("DELETE FROM liyuan_schema")
         db.execute("INSERT INTO liyuan_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
     return found
-
-
-def connect(conninfo: str, what: str) -> psycopg.Connection[Any]:
-    """An autocommit connection to ``conninfo`` with the schema created or migrated.
-
-    Raises:
-        ConfigError: The server cannot be reached (the message names ``what`` it is for),
-            or the schema is newer than this library, or pgvector is missing.
-    """
-    try:
-        db = psycopg.connect(conninfo, autocommit=True)
-    except psycopg.OperationalError as exc:
-        raise ConfigError(f"无法连接 {what}：{exc}") from exc
-    try:
-        migrate(db)
-    except BaseException:
-        db.close()
-        raise
-    return db
-
-
-class LazyConnection:
-    """One autocommit connection (:func:`connect`), opened on first use and again after it
-    broke or was closed. Not a lock: its owner serialises the calls.
-
-    Args:
-        conninfo: As for :func:`connect`.
-        what: What the connection is for (named when the server cannot be reached).
-        prepare: Run on every new connection (e.g. registering the ``vector`` type).
-    """
-
-    def __init__(self, conninfo: str, what: str,
-                 prepare: Callable[[psycopg.Connection[Any]], None] | None = None) -> None:
-        self._conninfo = conninfo
-        self._what = what
-        self._prepare = prepare
-        self.current: psycopg.Connection[Any] | None = None
-        """The connection as it is (``None`` before the first use or after :meth:`close`)."""
-
-    def get(self) -> psycopg.Connection[Any]:
-        """The connection, opened (again) when there is no usable one."""
-        db = self.current
-        if db is not None and not db.closed and not db.broken:
-            return db
-        db = connect(self._conninfo, self._what)
-        if self._prepare is not None:
-            try:
-                self._prepare(db)
-            except BaseException:
-                db.close()
-                raise
-        self.current = db
-        return db
-
-    def close(self) -> None:
-        """Close it (the next :meth:`get` opens a new one)."""
-        if self.current is not None:
-            self.current.close()
-            self.current = None

