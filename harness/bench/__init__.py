@@ -228,8 +228,9 @@ def _configure(parser: argparse.ArgumentParser) -> None:
                              "long 是 100 到 100,000 轮的长对话系列（harness.bench.long），"
                              "stores 是 SQLite 与 PostgreSQL 两种向量库后端的对比（harness.bench.stores）")
     parser.add_argument("--snapshot", action="store_true",
-                        help="另外把 long、stores、latency、recall 的结果连同测量戳（提交、时间、机器、load）"
-                             "写成要提交的快照 sim/eval/<名>.json 和 .md，站点上的数字从这里读；不能和 --quick 一起用")
+                        help="另外把 long、stores、latency、recall、fusion、context 的结果"
+                             "连同测量戳（提交、时间、机器、load）写成要提交的快照 sim/eval/<名>.json 和 .md，"
+                             "站点上的数字从这里读；不能和 --quick 一起用")
     parser.add_argument("--quick", action="store_true",
                         help="快速看一眼（半分钟左右）：只跑 tokens、recall（只用不加载模型的 hash、lexical、"
                              "hybrid-hash）和每轮开销（100 和 1000 轮，各计 20 轮，不测整体用时）；"
@@ -276,18 +277,22 @@ def _bench(args: argparse.Namespace) -> int:
             from .context import context_table, print_context
 
             progress("段落的上下文：五种存法 …")
-            table = context_table(folder)
+            table = _stamped(lambda: context_table(folder))
             print_context(table)
             _write(args.out, "context.json", table)
+            if args.snapshot:
+                write_snapshot(ROOT, "context", table)
         if "weights" in only:
             progress("融合权重：逐个权重查询 …")
             table = weight_table(folder)
             print_weights(table)
             _write(args.out, "weights.json", table)
         if "fusion" in only:
-            table = fusion_table(Path(tmp))
+            table = _stamped(lambda: fusion_table(Path(tmp)))
             print_fusion(table)
             _write(args.out, "fusion.json", table)
+            if args.snapshot:
+                write_snapshot(ROOT, "fusion", table)
         if "latency" in only:
             table = _stamped(lambda: latency_table(folder, args.sizes, args.out / "cache", progress))
             print_latency(table)

@@ -14,7 +14,8 @@ from typing import Any
 from ..bench.methods import DEFAULT_METHOD
 from ..bench.stamp import stamp_line
 
-__all__ = ["latency_markdown", "long_markdown", "recall_markdown", "stores_markdown"]
+__all__ = ["context_markdown", "fusion_markdown", "latency_markdown", "long_markdown", "recall_markdown",
+           "stores_markdown"]
 
 _TURN_LABELS = {"向量关·账本无": "向量关、无账本", "向量开·账本无": "向量开、无账本",
                 "向量关·账本有": "向量关、有账本", "向量开·账本有": "向量开、有账本"}
@@ -220,4 +221,56 @@ def recall_markdown(data: Mapping[str, Any]) -> str:
                                str(count), *cells, gap]))
     lines += ["", "默认配置比只用关键词高 0.02 以上：" + ("每一套都达到。" if not below else
                                                   "**没达到**的有 " + "、".join(below) + "。")]
+    return "\n".join(lines) + "\n"
+
+
+def fusion_markdown(data: Mapping[str, Any]) -> str:
+    """How the default fusion was chosen (:mod:`harness.bench.fusion`): recall@k of every
+    candidate per set, the candidate each leave-one-set-out fold chose, and the default."""
+    from ..bench.methods import LANGUAGE_NAMES
+
+    sets = data["sets"]
+    names = list(next(iter(sets.values())))
+    top = data["top_k"]
+    lines = [stamp_line(data["machine"]), "",
+             f"recall@{top}（标注题和留出题合在一起）；最后一列是这一套留出时，"
+             "在另外三套上挑中的候选和它在这一套上的数：", "",
+             _row(["题集", "题数", *names, "留出这一套时挑中"]), _row(["---"] * (len(names) + 3))]
+    for language, row in sets.items():
+        total = next(iter(row.values()))[1]
+        chosen = data["folds"][language]
+        lines.append(_row([LANGUAGE_NAMES.get(language, language), str(total),
+                           *(f"{hits / n:.3f}" for hits, n in row.values()),
+                           f"{chosen}（{row[chosen][0] / row[chosen][1]:.3f}）"]))
+    default = data["chosen"]
+    below = [LANGUAGE_NAMES.get(lang, lang) for lang, row in sets.items()
+             if row[default][0] < max(row["关键词"][0], row["e5"][0])]
+    lines += ["", f"四套一起挑出的默认：「{default}」。不低于两路里较强的一路："
+                  + ("每一套都做到。" if not below else "**没做到**的有 " + "、".join(below) + "。")]
+    return "\n".join(lines) + "\n"
+
+
+_STORAGE_LABELS = {"turn": "每轮一段", "turn+embed-context": "每轮一段，向量带上一轮",
+                   "turn+overlap": "每轮一段，原文带上一轮", "archive": "归档拼段",
+                   "archive+overlap": "归档拼段，重叠一轮（现在的归档）"}
+
+
+def context_markdown(data: Mapping[str, Any]) -> str:
+    """recall@k of the five ways of storing a chunk with its context (:mod:`harness.bench.context`):
+    one row per way, one column per set, each cell the default / keyword only."""
+    from ..bench.methods import DEFAULT_METHOD, LANGUAGE_NAMES
+
+    stories = data["stories"]
+    columns = [(lang, set_name) for lang, rows in stories.items()
+               for set_name in next(iter(rows.values()))[DEFAULT_METHOD]]
+    lines = [stamp_line(data["machine"]), "", f"recall@{data['top_k']}，每格是「默认配置 / 只用关键词」：", "",
+             _row(["存法", *(f"{LANGUAGE_NAMES.get(lang, lang)}{_SET_NAMES.get(s, s)}" for lang, s in columns)]),
+             _row(["---"] * (len(columns) + 1))]
+    for storage in next(iter(stories.values())):
+        cells = []
+        for lang, set_name in columns:
+            row = stories[lang][storage]
+            cells.append(f"{row[DEFAULT_METHOD][set_name]['recall_at_5']:.3f} / "
+                         f"{row['lexical'][set_name]['recall_at_5']:.3f}")
+        lines.append(_row([_STORAGE_LABELS.get(storage, storage), *cells]))
     return "\n".join(lines) + "\n"

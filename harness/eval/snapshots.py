@@ -5,8 +5,9 @@ A snapshot is a pair in ``sim/eval/``: ``<name>.json``, the measurement with its
 the tables the pages include, rendered from that JSON alone with the stamp on top.
 
 - ``bench``: the per-turn overhead and wall times (``python -m harness eval bench``).
-- ``long``, ``stores``, ``latency``, ``recall``: ``python -m harness bench --only <name> --snapshot``
-  (``recall`` is deterministic for a given code and model, stamped all the same).
+- ``long``, ``stores``, ``latency``, ``recall``, ``fusion``, ``context``:
+  ``python -m harness bench --only <name> --snapshot`` (``recall``, ``fusion`` and ``context``
+  are deterministic for a given code and model, stamped all the same).
 
 Invariant: ``<name>.md`` is :func:`render` of ``<name>.json``, byte for byte;
 ``python -m harness eval`` re-renders every snapshot and ``--check`` fails when one differs,
@@ -26,14 +27,22 @@ EVAL_DIR = "sim/eval"
 
 
 def _renderers() -> dict[str, Callable[[Mapping[str, Any]], str]]:
-    from .figures import latency_markdown, long_markdown, recall_markdown, stores_markdown
+    from .figures import (
+        context_markdown,
+        fusion_markdown,
+        latency_markdown,
+        long_markdown,
+        recall_markdown,
+        stores_markdown,
+    )
     from .report import bench_markdown
 
     return {"bench": bench_markdown, "long": long_markdown, "stores": stores_markdown,
-            "latency": latency_markdown, "recall": recall_markdown}
+            "latency": latency_markdown, "recall": recall_markdown, "fusion": fusion_markdown,
+            "context": context_markdown}
 
 
-SNAPSHOTS = ("bench", "long", "stores", "latency", "recall")
+SNAPSHOTS = ("bench", "long", "stores", "latency", "recall", "fusion", "context")
 """Every snapshot name, in the order the pages use them."""
 
 
