@@ -140,7 +140,8 @@ MAX_MODULE_LINES = 400
 """The budget of one module. A module past it gets split, unless it is named below."""
 
 OVER_BUDGET: dict[str, tuple[int, str]] = {
-    "liyuan.app.card": (460, "the facade an app reads top to bottom: opening, chats, sync, lifecycle in one class"),
+    "liyuan.app.card": (470, "the facade an app reads top to bottom: opening (one storage object), chats, sync, "
+                              "the history-bound and storage checks, lifecycle in one class"),
     "liyuan.vector.memory": (460, "one class owns the store's write path (checked embedding, eviction notices, "
                                   "archive batches); a split would pass its private state around"),
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -74,57 +75,42 @@ def test_bench_writes_token_and_recall_tables(tmp_path: Path, monkeypatch: pytes
             assert 0.0 <= sets["labelled"]["recall_at_5"] <= 1.0
 
 
-PAGE_SETS = {
-    "中文": ("zh", "labelled"), "中文留出": ("zh", "heldout"),
-    "英文 Greyhaven": ("en", "labelled"), "英文 Greyhaven 留出": ("en", "heldout"),
-    "中英混合": ("mixed", "labelled"), "英文对话": ("en-chat", "labelled"), "英文对话留出": ("en-chat", "heldout"),
-}
+SNAPSHOTS = Path(__file__).resolve().parents[3] / "sim" / "eval"
+"""The committed recall snapshots the 评测 page includes (harness/eval/snapshots.py)."""
 
 
-def test_the_eval_pages_fusion_table_matches_the_bench(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The keyword column is rerun here (the e5 columns need the e5 model: `nox -s bench`);
-    # the last column must be the difference of the two it names, and the counts the sets'.
-    page = (Path(__file__).resolve().parents[3] / "docs" / "eval.md").read_text(encoding="utf-8")
-    section = page.split("{ #fusion-reserve }", 1)[1]
-    rows = {}
-    for line in section.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if cells[0] in PAGE_SETS and len(cells) == 6:
-            rows[cells[0]] = cells[1:]
-    assert set(rows) == set(PAGE_SETS)
+def _snapshot(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((SNAPSHOTS / f"{name}.json").read_text(encoding="utf-8"))
+    return data
+
+
+def test_the_recall_snapshots_keyword_column_is_what_the_bench_measures_now(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # The keyword column is rerun here (the e5 columns need the e5 model: `nox -s bench`), so a
+    # snapshot the page shows cannot drift from what the code's keyword search finds today.
+    committed = _snapshot("recall")["languages"]
     monkeypatch.setattr(bench, "METHODS", [m for m in bench.METHODS if m.name == "lexical"])
     table = bench.recall_table(tmp_path)["languages"]
-    for name, (language, set_name) in PAGE_SETS.items():
-        count, lexical, _before, after, gain = rows[name]
-        assert int(count) == table[language]["queries"][set_name], name
-        assert float(lexical) == pytest.approx(table[language]["methods"]["lexical"][set_name]["recall_at_5"],
-                                               abs=0.0005), name
-        assert float(gain.replace("−", "-")) == pytest.approx(float(after) - float(lexical), abs=0.0015), name
+    assert set(table) == set(committed)
+    for language, lang in table.items():
+        assert lang["queries"] == committed[language]["queries"], language
+        for set_name, result in lang["methods"]["lexical"].items():
+            shown = committed[language]["methods"]["lexical"][set_name]["recall_at_5"]
+            assert result["recall_at_5"] == pytest.approx(shown, abs=1e-9), (language, set_name)
 
 
-CONTEXT_ROWS = {
-    "每轮一段": "turn", "每轮一段，向量带上一轮": "turn+embed-context", "每轮一段，原文带上一轮": "turn+overlap",
-    "归档拼段": "archive", "归档拼段，重叠一轮（现在的归档）": "archive+overlap",
-}
-
-
-def test_the_eval_pages_context_table_matches_the_bench(tmp_path: Path) -> None:
+def test_the_context_snapshots_keyword_halves_are_what_the_bench_measures_now(tmp_path: Path) -> None:
     # The keyword half of every cell is rerun here (the e5 half needs the model: `nox -s bench`).
     from harness.bench.context import context_table
 
-    page = (Path(__file__).resolve().parents[3] / "docs" / "eval.md").read_text(encoding="utf-8")
-    section = page.split("{ #context }", 1)[1]
-    shown = {}
-    for line in section.splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if cells[0] in CONTEXT_ROWS:
-            shown[CONTEXT_ROWS[cells[0]]] = [float(c.split("/")[1]) for c in cells[1:]]
-    assert set(shown) == set(CONTEXT_ROWS.values())
+    committed = _snapshot("context")["stories"]
     table = context_table(tmp_path, methods=("lexical",))["stories"]
-    for storage, row in shown.items():
-        measured = [table[language][storage]["lexical"][set_name]["recall_at_5"]
-                    for language, set_name in PAGE_SETS.values()]
-        assert row == pytest.approx(measured, abs=0.0005), storage
+    assert set(table) == set(committed)
+    for language, rows in table.items():
+        for storage, row in rows.items():
+            for set_name, result in row["lexical"].items():
+                shown = committed[language][storage]["lexical"][set_name]["recall_at_5"]
+                assert result["recall_at_5"] == pytest.approx(shown, abs=1e-9), (language, storage, set_name)
 
 
 def test_quick_recall_uses_only_the_methods_that_load_no_model(tmp_path: Path) -> None:

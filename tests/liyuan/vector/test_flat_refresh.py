@@ -77,6 +77,7 @@ def test_a_refresh_after_an_eviction_reads_the_eviction_log_not_every_seq(tmp_pa
     fill(store, 0, 200, 200)
     store.snapshot().lexical("bigram")
     fill(store, 200, 3, 200)  # three evicted
+    store.close()  # the store keeps one connection: the next call opens the traced one below
     statements: list[str] = []
     real_connect = sqlite3.connect
 
