@@ -12,7 +12,7 @@ from pathlib import Path
 from liyuan.card import CardMemory
 from liyuan.card.prompts import HANDBOOK_MARK, RESIDENT_MARK
 from liyuan.clock import counter_ids, fixed_clock
-from liyuan.model import ChatModel, ModelRequest
+from liyuan.model import ChatModel, FunctionModel, ModelRequest
 from liyuan.session.tree import SessionTree
 
 USER = "阿明"
@@ -91,3 +91,14 @@ def user_text(request: ModelRequest) -> str:
 
 def system_text(request: ModelRequest) -> str:
     return next(m.content for m in request.messages if m.role == "system")
+
+
+def two_chat_model() -> FunctionModel:
+    """A scripted side model (not a model) for a card of two chats, 甲 (jA) and 乙 (jB): a
+    recap per chat, one merge of both."""
+    def reply(request: ModelRequest) -> str:
+        if request.purpose == "recap":
+            chat = "甲" if "甲的" in user_text(request) else "乙"
+            return recap(f"{chat}局", f"- {chat}局里的事。")
+        return merge_for("jA", "jB")
+    return FunctionModel(reply)

@@ -22,20 +22,13 @@ from liyuan.card.layout import CardLayout
 from liyuan.card.lock import SYNC_LOCK_FILE, WRITE_LOCK_FILE
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.errors import CardIncomplete, SessionConflictError, StateError
-from liyuan.model import FunctionModel, ModelRequest
+from liyuan.model import FunctionModel
 from liyuan.storage import CardStorage, copy_card
-from tests.liyuan.card.test_fixtures import CHAR, USER, merge_for, recap, user_text
+from tests.liyuan.card.test_fixtures import CHAR, USER, two_chat_model, user_text
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _model() -> FunctionModel:
-    def reply(request: ModelRequest) -> str:
-        if request.purpose == "recap":
-            chat = "甲" if "甲的" in user_text(request) else "乙"
-            return recap(f"{chat}局", f"- {chat}局里的事。")
-        return merge_for("jA", "jB")
-    return FunctionModel(reply)
 
 
 def _open(path: Path, model: FunctionModel, storage: CardStorage | None = None) -> Card:
@@ -54,7 +47,7 @@ def _play(card: Card, chat_id: str, who: str, beats: int) -> None:
 def played(tmp_path: Path) -> Path:
     """A card folder with two chats, a sync, and a hand edit of the handbook (so ``.history/`` has a copy)."""
     folder = tmp_path / "原卡"
-    with _open(folder, _model()) as card:
+    with _open(folder, two_chat_model()) as card:
         _play(card, "jA", "甲", 3)
         _play(card, "jB", "乙", 2)
         outcome = card.sync()
@@ -97,7 +90,7 @@ def test_a_moved_card_pays_for_no_recap_and_keeps_its_chat_names(played: Path, t
     postgres.append(CardStorage.postgres(postgres_dsn, scope="搬家"))
     moved = copy_card(CardStorage.folder(played), postgres[0])
     assert moved.restamped == ["jA", "jB"]
-    model = _model()
+    model = two_chat_model()
     other_server = tmp_path / "另一台服务器"  # an empty folder: nothing of the card is on this machine
     with _open(other_server, model, postgres[0]) as card:
         outcome = card.sync()
@@ -227,7 +220,7 @@ def test_a_copy_killed_half_way_refuses_to_open_until_cleared_then_copies_whole(
     server = Path(where) if kind == "folder" else tmp_path / "服务器"  # a folder card opens where it is
     try:
         assert target.sessions.chat_ids() == ["jA", "jB"]  # half of it is there
-        model = _model()
+        model = two_chat_model()
         with pytest.raises(CardIncomplete, match=r"没有做完的复制.*clear\(\)"):
             _open(server, model, target)
         with pytest.raises(CardIncomplete):  # a second copy over it is refused, saying the same

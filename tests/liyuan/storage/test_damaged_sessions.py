@@ -11,17 +11,7 @@ import pytest
 
 from liyuan import Card, CardStorage
 from liyuan.clock import counter_ids, fixed_clock
-from liyuan.model import FunctionModel, ModelRequest
-from tests.liyuan.card.test_fixtures import CHAR, USER, merge_for, recap, user_text
-
-
-def _model() -> FunctionModel:
-    def reply(request: ModelRequest) -> str:
-        if request.purpose == "recap":
-            chat = "甲" if "甲的" in user_text(request) else "乙"
-            return recap(f"{chat}局", f"- {chat}局里的事。")
-        return merge_for("jA", "jB")
-    return FunctionModel(reply)
+from tests.liyuan.card.test_fixtures import CHAR, USER, two_chat_model
 
 
 def _storage(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> CardStorage:
@@ -49,7 +39,7 @@ def _delete_first_line(backend: str, storage: CardStorage, tmp_path: Path, reque
 def test_a_session_whose_first_line_was_deleted_by_hand_is_recapped_once_not_on_every_sync(
         backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     storage = _storage(backend, tmp_path, request)
-    model = _model()
+    model = two_chat_model()
     lines: list[str] = []
     options = {"side_model": model, "user_name": USER, "char_name": CHAR, "background": False,
                "auto_sync": False, "clock": fixed_clock(), "on_activity": lambda a: lines.append(a.text)}
