@@ -226,22 +226,23 @@ def recall_markdown(data: Mapping[str, Any]) -> str:
 
 def fusion_markdown(data: Mapping[str, Any]) -> str:
     """How the default fusion was chosen (:mod:`harness.bench.fusion`): recall@k of every
-    candidate per set, the candidate each leave-one-set-out fold chose, and the default."""
+    candidate on every set (one row per candidate, so the table stays narrow), the candidate
+    each leave-one-set-out fold chose, and the default."""
     from ..bench.methods import LANGUAGE_NAMES
 
     sets = data["sets"]
+    languages = list(sets)
     names = list(next(iter(sets.values())))
     top = data["top_k"]
-    lines = [stamp_line(data["machine"]), "",
-             f"recall@{top}（标注题和留出题合在一起）；最后一列是这一套留出时，"
-             "在另外三套上挑中的候选和它在这一套上的数：", "",
-             _row(["题集", "题数", *names, "留出这一套时挑中"]), _row(["---"] * (len(names) + 3))]
-    for language, row in sets.items():
-        total = next(iter(row.values()))[1]
-        chosen = data["folds"][language]
-        lines.append(_row([LANGUAGE_NAMES.get(language, language), str(total),
-                           *(f"{hits / n:.3f}" for hits, n in row.values()),
-                           f"{chosen}（{row[chosen][0] / row[chosen][1]:.3f}）"]))
+    heads = [f"{LANGUAGE_NAMES.get(lang, lang)}（{next(iter(sets[lang].values()))[1]} 题）" for lang in languages]
+    lines = [stamp_line(data["machine"]), "", f"recall@{top}（标注题和留出题合在一起）：", "",
+             _row(["候选", *heads]), _row(["---"] * (len(languages) + 1))]
+    for name in names:
+        lines.append(_row([name, *(f"{sets[lang][name][0] / sets[lang][name][1]:.3f}" for lang in languages)]))
+    chosen = [data["folds"][lang] for lang in languages]
+    lines.append(_row(["**留出这一套时，另外三套挑中的**",
+                       *(f"{c}（{sets[lang][c][0] / sets[lang][c][1]:.3f}）" for lang, c in zip(languages, chosen,
+                                                                                          strict=True))]))
     default = data["chosen"]
     below = [LANGUAGE_NAMES.get(lang, lang) for lang, row in sets.items()
              if row[default][0] < max(row["关键词"][0], row["e5"][0])]
