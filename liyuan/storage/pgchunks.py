@@ -120,6 +120,9 @@ class PostgresChunkStore:
         """Guards the cached snapshot (the calls themselves run on pooled connections)."""
         self._db = db
         self._snapshot: Snapshot | None = None
+        self._rewritten: frozenset[str] = frozenset()
+        """Ids this store re-embedded: a snapshot never reuses their old vectors (see :func:`reusable_rows`)."""
+        self._rewritten_lock = threading.Lock()
         self._terms = TermCache()
         with self._connection() as conn, conn.transaction():
             conn.execute("INSERT INTO liyuan_chats (scope, chat) VALUES (%(scope)s, %(chat)s)"
@@ -230,6 +233,8 @@ class PostgresChunkStore:
         """Store new vectors for existing chunks (re-embedding); texts are untouched."""
         if not updates:
             return
+        with self._rewritten_lock:  # before the write, so no refresh after it can miss them
+            self._rewritten = self._rewritten | {cid for cid, _vector in updates}
         with self._write(rewrites=True) as cur:
             now = self._clock()
             cur.executemany(
@@ -330,7 +335,7 @@ class PostgresChunkStore:
                 else:
                     chunks = tuple(chunk_from_row(r) for r in cur.execute(
                         f"SELECT {CHUNK_COLUMNS} FROM liyuan_chunks WHERE {_CHAT} ORDER BY seq", self._where))
-                reuse = reusable_rows(current, chunks)
+                reuse = reusable_rows(current, chunks, self._rewritten)
                 wanted = [c.id for c in chunks if c.id not in reuse and c.id not in fetched]
                 for start in range(0, len(wanted), 500):
                     for cid, vector in cur.execute(

@@ -229,7 +229,8 @@ class PostgresSessionLog:
         missing = _missing_lines([int(row[0]) for row in rows])
         if missing:  # a file shows no trace of a deleted line; the rows' numbers do
             content.problems.append(SessionProblem(
-                f"{self._name}: 数据库里缺了第 {'、'.join(missing)} 行（被手工删掉了？），按剩下的行读", "missing-lines"))
+                f"{self._name}: 数据库里缺了第 {'、'.join(missing)} 行（被手工删掉了？），按剩下的行读",
+                "missing-lines"))
         return content
 
     def create(self, header: bytes) -> None:

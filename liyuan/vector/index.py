@@ -11,7 +11,7 @@ Invariants:
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import Literal
@@ -362,8 +362,13 @@ class Snapshot:
             return index
 
 
-def reusable_rows(current: Snapshot | None, chunks: Sequence[Chunk]) -> dict[str, int]:
-    """Chunk id to its row in ``current``'s matrix, for vectors that did not change."""
+def reusable_rows(current: Snapshot | None, chunks: Sequence[Chunk],
+                  rewritten: Collection[str] = ()) -> dict[str, int]:
+    """Chunk id to its row in ``current``'s matrix, for vectors that did not change.
+
+    A vector counts as unchanged when its chunk's ``updated_at`` and embedder are; a re-embed
+    within the same clock tick keeps ``updated_at``, so the ids a store knows it rewrote
+    (``rewritten``) are never reused."""
     if current is None:
         return {}
     row_of: dict[str, npt.NDArray[np.int64]] = {}
@@ -374,7 +379,7 @@ def reusable_rows(current: Snapshot | None, chunks: Sequence[Chunk]) -> dict[str
     reuse: dict[str, int] = {}
     for chunk in chunks:
         old = current.positions.get(chunk.id)
-        if old is None:
+        if old is None or chunk.id in rewritten:
             continue
         before = current.chunks[old]
         rows_of_label = row_of.get(chunk.embedder)

@@ -141,6 +141,9 @@ class SqliteChunkStore:
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
         self._terms = TermCache()
+        self._rewritten: frozenset[str] = frozenset()
+        """Ids this store re-embedded: a snapshot never reuses their old vectors (see :func:`reusable_rows`)."""
+        self._rewritten_lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         self._db_lock = threading.RLock()
         try:
@@ -256,6 +259,8 @@ class SqliteChunkStore:
 
     def set_embeddings(self, updates: Sequence[tuple[str, npt.NDArray[np.float32]]], embedder: str) -> None:
         """Store new vectors for existing chunks (re-embedding); texts are untouched."""
+        with self._rewritten_lock:  # before the write, so no refresh after it can miss them
+            self._rewritten = self._rewritten | {chunk_id for chunk_id, _vector in updates}
         with self._write(rewrites=True) as db:
             now = self._clock()
             for chunk_id, vector in updates:
@@ -361,7 +366,7 @@ class SqliteChunkStore:
                     fetched = {r[1]: np.frombuffer(r[-1], dtype=np.float32) for r in rows}
                 else:
                     chunks = tuple(chunk_from_row(r) for r in db.execute(f"SELECT {_COLUMNS} FROM chunks ORDER BY seq"))
-                reuse = reusable_rows(current, chunks)
+                reuse = reusable_rows(current, chunks, self._rewritten)
                 wanted = [c.id for c in chunks if c.id not in reuse and c.id not in fetched]
                 for start in range(0, len(wanted), 500):
                     part = wanted[start : start + 500]

@@ -131,3 +131,22 @@ def test_versions_evicted_from_the_middle_are_dropped_by_a_copy(tmp_path: Path) 
         store.add([NewChunk("narrative", text, EMBEDDER.embed([text])[0], EMBEDDER.label, "narrative", None,
                             f"v{i}", parent)], max_chunks=30)
         same_as_fresh(store, tmp_path / "s.sqlite")
+
+
+def test_a_re_embed_in_the_same_clock_tick_is_never_served_stale(tmp_path: Path) -> None:
+    """A re-embed keeps ``updated_at`` when the clock has not moved (a coarse or fixed clock, a
+    fast machine): the refresh must not reuse the old vector on that evidence alone (it did,
+    and the contract test comparing a caught-up snapshot with a cold read failed now and then)."""
+    store = SqliteChunkStore(tmp_path / "s.sqlite", clock=lambda: "2026-01-01T00:00:00.000+00:00")
+    embedder = EMBEDDER
+    texts = ["灯塔下的雾", "铜纽扣", "北礁的船"]
+    ids = store.add([NewChunk("external", t, v, embedder.label, "manual")
+                     for t, v in zip(texts, embedder.embed(texts), strict=True)], max_chunks=10)
+    store.snapshot()
+    fresh = np.full(len(embedder.embed(["x"])[0]), 0.5, dtype=np.float32)
+    store.set_embeddings([(ids[1], fresh)], embedder.label)
+    warm = store.snapshot()
+    rows, matrix = warm.matrices[embedder.label]
+    assert np.array_equal(matrix[list(rows).index(warm.positions[ids[1]])], fresh)
+    cold = SqliteChunkStore(tmp_path / "s.sqlite").snapshot()
+    assert np.array_equal(warm.matrices[embedder.label][1], cold.matrices[embedder.label][1])
