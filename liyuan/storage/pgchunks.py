@@ -44,7 +44,7 @@ import numpy.typing as npt
 from liyuan.clock import Clock, system_clock
 from liyuan.storage.pgdb import PostgresDatabase, checked_name, storage_error
 from liyuan.storage.requires import postgres_missing
-from liyuan.vector.chunkstore import CHUNK_COLUMNS, NewChunk, chunk_from_row, rebuilt
+from liyuan.vector.chunkstore import CHUNK_COLUMNS, NewChunk, RewrittenIds, chunk_from_row, rebuilt
 from liyuan.vector.index import Chunk, Snapshot, TermCache, reusable_rows
 
 try:
@@ -120,9 +120,7 @@ class PostgresChunkStore:
         """Guards the cached snapshot (the calls themselves run on pooled connections)."""
         self._db = db
         self._snapshot: Snapshot | None = None
-        self._rewritten: frozenset[str] = frozenset()
-        """Ids this store re-embedded: a snapshot never reuses their old vectors (see :func:`reusable_rows`)."""
-        self._rewritten_lock = threading.Lock()
+        self._rewritten = RewrittenIds()  # a refresh never reuses a re-embedded chunk's old vector
         self._terms = TermCache()
         with self._connection() as conn, conn.transaction():
             conn.execute("INSERT INTO liyuan_chats (scope, chat) VALUES (%(scope)s, %(chat)s)"
@@ -233,8 +231,7 @@ class PostgresChunkStore:
         """Store new vectors for existing chunks (re-embedding); texts are untouched."""
         if not updates:
             return
-        with self._rewritten_lock:  # before the write, so no refresh after it can miss them
-            self._rewritten = self._rewritten | {cid for cid, _vector in updates}
+        self._rewritten.add(cid for cid, _vector in updates)
         with self._write(rewrites=True) as cur:
             now = self._clock()
             cur.executemany(
@@ -335,7 +332,7 @@ class PostgresChunkStore:
                 else:
                     chunks = tuple(chunk_from_row(r) for r in cur.execute(
                         f"SELECT {CHUNK_COLUMNS} FROM liyuan_chunks WHERE {_CHAT} ORDER BY seq", self._where))
-                reuse = reusable_rows(current, chunks, self._rewritten)
+                reuse = reusable_rows(current, chunks, self._rewritten.ids)
                 wanted = [c.id for c in chunks if c.id not in reuse and c.id not in fetched]
                 for start in range(0, len(wanted), 500):
                     for cid, vector in cur.execute(

@@ -25,7 +25,8 @@ the snapshot before; every store calls it, so a snapshot does not depend on the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -34,7 +35,7 @@ import numpy.typing as npt
 
 from liyuan.vector.index import Chunk, Snapshot, Source, TermCache
 
-__all__ = ["CHUNK_COLUMNS", "ChunkStore", "ChunkStores", "NewChunk", "chunk_from_row", "rebuilt"]
+__all__ = ["CHUNK_COLUMNS", "ChunkStore", "ChunkStores", "NewChunk", "RewrittenIds", "chunk_from_row", "rebuilt"]
 
 CHUNK_COLUMNS = "seq, id, store, text, embedder, source, title, node_id, parent, merge_count, created_at, updated_at"
 """The columns :func:`chunk_from_row` reads, in its order (both backends name them alike)."""
@@ -164,3 +165,17 @@ class ChunkStores(Protocol):
     def drop(self, chat_id: str) -> None:
         """Delete everything the chat stored (the card deleted the chat)."""
         ...
+
+
+class RewrittenIds:
+    """The ids a store re-embedded, for :func:`~liyuan.vector.index.reusable_rows` (added before the write, so no
+    refresh after it can reuse their old rows; thread-safe)."""
+
+    def __init__(self) -> None:
+        self.ids: frozenset[str] = frozenset()
+        self._lock = threading.Lock()
+
+    def add(self, ids: Iterable[str]) -> None:
+        """Remember ``ids`` as rewritten."""
+        with self._lock:
+            self.ids = self.ids | frozenset(ids)

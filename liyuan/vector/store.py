@@ -56,7 +56,7 @@ import numpy.typing as npt
 
 from liyuan.clock import Clock, system_clock
 from liyuan.errors import StorageDamaged, StorageUnavailable
-from liyuan.vector.chunkstore import CHUNK_COLUMNS, NewChunk, chunk_from_row, rebuilt
+from liyuan.vector.chunkstore import CHUNK_COLUMNS, NewChunk, RewrittenIds, chunk_from_row, rebuilt
 from liyuan.vector.index import Chunk, Snapshot, Source, TermCache, reusable_rows
 
 __all__ = ["Chunk", "NewChunk", "Snapshot", "Source", "SqliteChunkStore", "TermCache"]
@@ -141,9 +141,7 @@ class SqliteChunkStore:
         self._lock = threading.Lock()
         self._snapshot: Snapshot | None = None
         self._terms = TermCache()
-        self._rewritten: frozenset[str] = frozenset()
-        """Ids this store re-embedded: a snapshot never reuses their old vectors (see :func:`reusable_rows`)."""
-        self._rewritten_lock = threading.Lock()
+        self._rewritten = RewrittenIds()  # a refresh never reuses a re-embedded chunk's old vector
         self._db: sqlite3.Connection | None = None
         self._db_lock = threading.RLock()
         try:
@@ -259,15 +257,12 @@ class SqliteChunkStore:
 
     def set_embeddings(self, updates: Sequence[tuple[str, npt.NDArray[np.float32]]], embedder: str) -> None:
         """Store new vectors for existing chunks (re-embedding); texts are untouched."""
-        with self._rewritten_lock:  # before the write, so no refresh after it can miss them
-            self._rewritten = self._rewritten | {chunk_id for chunk_id, _vector in updates}
+        self._rewritten.add(chunk_id for chunk_id, _vector in updates)
         with self._write(rewrites=True) as db:
             now = self._clock()
-            for chunk_id, vector in updates:
-                row = np.ascontiguousarray(vector, dtype=np.float32)
-                # updated_at changes so snapshots know to fetch the new vector.
-                db.execute("UPDATE chunks SET embedding = ?, dim = ?, embedder = ?, updated_at = ? WHERE id = ?",
-                           (row.tobytes(), int(row.size), embedder, now, chunk_id))
+            rows = [(np.ascontiguousarray(vector, dtype=np.float32), chunk_id) for chunk_id, vector in updates]
+            db.executemany("UPDATE chunks SET embedding = ?, dim = ?, embedder = ?, updated_at = ? WHERE id = ?",
+                           [(row.tobytes(), int(row.size), embedder, now, cid) for row, cid in rows])
 
     def delete(self, chunk_id: str) -> bool:
         """Delete one chunk and the older versions it extends; ``False`` if there was none."""
@@ -366,7 +361,7 @@ class SqliteChunkStore:
                     fetched = {r[1]: np.frombuffer(r[-1], dtype=np.float32) for r in rows}
                 else:
                     chunks = tuple(chunk_from_row(r) for r in db.execute(f"SELECT {_COLUMNS} FROM chunks ORDER BY seq"))
-                reuse = reusable_rows(current, chunks, self._rewritten)
+                reuse = reusable_rows(current, chunks, self._rewritten.ids)
                 wanted = [c.id for c in chunks if c.id not in reuse and c.id not in fetched]
                 for start in range(0, len(wanted), 500):
                     part = wanted[start : start + 500]
