@@ -95,10 +95,10 @@ def patch_worker(source: str) -> str:
                                                           f"{m.group(1)}<={m.group(3)}.length"), source)
 
 
-def _once(pattern: re.Pattern[str], source: str, what: str) -> None:
+def _once(pattern: re.Pattern[str], source: str, what: str, where: str = "搜索 worker") -> None:
     found = len(pattern.findall(source))
     if found != 1:
-        raise ValueError(f"搜索 worker 里找到 {found} 处{what}（应为 1 处）")
+        raise ValueError(f"{where}里找到 {found} 处{what}（应为 1 处）")
 
 
 def patch_compounds(source: str) -> str:
@@ -176,19 +176,13 @@ _RESULT_HIGHLIGHT = re.compile(r'([\w$]+)\.searchParams\.set\("h",'
                                r'(Object\.entries\([\w$]+\.terms\)[^;]*?\.trim\(\),""\))\)')
 
 
-def _page_script_once(pattern: re.Pattern[str], source: str, what: str) -> None:
-    found = len(pattern.findall(source))
-    if found != 1:
-        raise ValueError(f"页面脚本里找到 {found} 处{what}（应为 1 处）")
-
-
 def patch_query_input(source: str) -> str:
     """Send the query on the field's ``input`` event too, not only on ``keyup``.
 
     Raises:
         ValueError: the value stream is not in the page script exactly once.
     """
-    _page_script_once(_QUERY_KEYUP, source, "搜索框的取值")
+    _once(_QUERY_KEYUP, source, "搜索框的取值", "页面脚本")
     return _QUERY_KEYUP.sub(lambda m: (f'{m.group(1)}({m.group(2)},"keyup"),{m.group(1)}({m.group(2)},"input"),'
                                        f'{m.group(3)}).pipe({m.group(4)}(()=>{m.group(2)}.value)'), source)
 
@@ -199,7 +193,7 @@ def patch_result_links(source: str) -> str:
     Raises:
         ValueError: the highlight is not in the page script exactly once.
     """
-    _page_script_once(_RESULT_HIGHLIGHT, source, "结果链接的高亮参数")
+    _once(_RESULT_HIGHLIGHT, source, "结果链接的高亮参数", "页面脚本")
     return _RESULT_HIGHLIGHT.sub(
         lambda m: (f'({m.group(1)}.searchParams.set("h",{m.group(2)}),'
                    f'{m.group(1)}.searchParams.get("h")||{m.group(1)}.searchParams.delete("h"))'), source)
