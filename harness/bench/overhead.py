@@ -18,7 +18,6 @@ with the chat.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -188,8 +187,7 @@ def run_bench(root: Path, out: Path, *, sizes: Sequence[int] = (100, 1000, 10000
         The measurements (machine, overhead, wall times).
     """
     from ..eval.report import bench_markdown
-    from ..eval.snapshots import EVAL_DIR, write_snapshot
-    from ..running.artifacts import atomic_write
+    from ..eval.snapshots import write_snapshot
     from .stamp import close_stamp, stamp
 
     def progress(line: str) -> None:
@@ -202,11 +200,5 @@ def run_bench(root: Path, out: Path, *, sizes: Sequence[int] = (100, 1000, 10000
         bench["wall_times"] = wall_times(root, repeat=repeat)
     bench = {"machine": close_stamp(machine), **bench}
     print(bench_markdown(bench))
-    if out.resolve() == (root / EVAL_DIR).resolve():
-        write_snapshot(root, "bench", bench)
-    else:
-        for name, text in (("bench.json", json.dumps(bench, ensure_ascii=False, indent=2) + "\n"),
-                           ("bench.md", bench_markdown(bench))):
-            atomic_write(out / name, text.encode("utf-8"))
-            print(f"写出 {(out / name).as_posix()}")
+    write_snapshot(root, "bench", bench, out)
     return bench

@@ -55,16 +55,17 @@ def _json(data: Mapping[str, Any]) -> str:
     return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
 
 
-def write_snapshot(root: Path, name: str, data: Mapping[str, Any]) -> None:
-    """Write ``<name>.json`` and its rendering ``<name>.md`` into ``sim/eval/`` (atomically)."""
+def write_snapshot(root: Path, name: str, data: Mapping[str, Any], folder: Path | None = None) -> None:
+    """Write ``<name>.json`` and its rendering ``<name>.md`` into ``folder`` (default ``sim/eval/``),
+    atomically."""
     from ..running.artifacts import atomic_write
 
     if "machine" not in data:
         raise ValueError(f"快照 {name} 没有测量戳（machine）")
-    folder = root / EVAL_DIR
+    folder = root / EVAL_DIR if folder is None else folder
     for path, text in ((folder / f"{name}.json", _json(data)), (folder / f"{name}.md", render(name, data))):
         atomic_write(path, text.encode("utf-8"))
-        print(f"写出 {path.relative_to(root).as_posix()}")
+        print(f"写出 {path.as_posix()}")
 
 
 def snapshot_files(root: Path) -> dict[str, str]:
