@@ -208,7 +208,7 @@ def check_resident(text: str, user_name: str) -> StructureResult:
 
 
 def check_merge_reply(text: str, chat_ids: Iterable[str]) -> StructureResult:
-    """A merge reply the library accepts, with a block per chat.
+    """A merge reply the library accepts, with a block per chat whose recap it was sent.
 
     Whether the reply splits is decided by :func:`liyuan.card.prompts.parse_merge_result`
     itself, so the check cannot pass a reply the library refuses; the detailed reasons
@@ -216,8 +216,9 @@ def check_merge_reply(text: str, chat_ids: Iterable[str]) -> StructureResult:
 
     Args:
         text: The reply as the model returned it.
-        chat_ids: The chats whose recaps exist after the merge: each needs its block
-            (``# 局：…（id）``) and its ``来源：局/<id>.md`` line in the handbook.
+        chat_ids: The chats whose recaps the merge was sent: each needs its block
+            (``# 局：…（id）``) and its ``来源：局/<id>.md`` line in the reply's handbook
+            part (the code keeps the blocks of the other chats).
     """
     chars = utf16_len(text.strip())
     parsed = parse_merge_result(text)

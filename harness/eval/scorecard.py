@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from liyuan.card.handbook import assemble_handbook
 from liyuan.card.prompts import RESIDENT_HEADING, parse_merge_result
 from liyuan.context.assemble import SUMMARY_OPENING
 from liyuan.context.budget import OMITTED_MARKER
@@ -55,6 +56,7 @@ __all__ = ["provenance_of", "score_run"]
 _CONVERSATION_RE = re.compile(r"<conversation[^>]*>\n(.*?)\n</conversation>", re.DOTALL)
 _PREVIOUS_RE = re.compile(r"<previous-summary>\n(.*?)\n</previous-summary>", re.DOTALL)
 _CHAT_ATTR_RE = re.compile(r'<conversation\s+chat="([^"]*)"')
+_RECAP_ID_RE = re.compile(r'^<recap chat-id="([^"]*)"', re.MULTILINE)
 _MESSAGE_RE = re.compile(r"^===== (\d+) · (\w+) =====$", re.MULTILINE)
 
 
@@ -234,7 +236,8 @@ class _Scorer:
             return
         body = merges[-1]["reply"]["text"]
         present = sorted(self.state.recaps)
-        structure = check_merge_reply(body, present).to_json()
+        # The reply writes the blocks of the recaps it was sent; the code keeps the others.
+        structure = check_merge_reply(body, _RECAP_ID_RE.findall(merges[-1]["request"]["user"])).to_json()
         landed = outcome.get("merged") == "ok"
         record: dict[str, Any] = {"step": step["id"], "recaps": present, "structure": structure, "landed": landed}
         if not landed:
@@ -242,6 +245,7 @@ class _Scorer:
         parsed = parse_merge_result(body)
         if parsed is not None:
             handbook, resident = parsed
+            handbook = assemble_handbook(self.state.handbook, handbook, gone=outcome.get("forgotten", []))
             self.state.outputs[f"{step['id']}:handbook"] = handbook
             self.state.outputs[f"{step['id']}:resident"] = resident
             expected = [f for chat, through in self.state.recaps.items() for f in self.expected(chat, through)]

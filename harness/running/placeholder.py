@@ -42,7 +42,7 @@ def _sections(headings: tuple[str, ...]) -> str:
 def _merge_blocks(prompt: str) -> str:
     """One placeholder block per chat the merge must keep: the changed recaps' and the
     handbook's chats, less the deleted ones (the merge check refuses a lost chat block)."""
-    deleted = set(re.findall(r"^- 局/([A-Za-z0-9_-]+)\.md$", prompt, re.M))
+    deleted = set(re.findall(r"^- 局/([A-Za-z0-9_-]+)\.md(?:（.*）)?$", prompt, re.M))
     chats = dict(re.findall(r'<recap chat-id="([^"]+)" chat-name="([^"]*)">', prompt))
     for chat_id in re.findall(r"^来源：局/([A-Za-z0-9_-]+)\.md$", prompt, re.M):
         chats.setdefault(chat_id, chat_id)

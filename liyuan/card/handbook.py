@@ -1,22 +1,26 @@
 """The handbook ``记忆.md`` as parts: chat blocks, the cross-chat sections, text around them.
 
-A merge reply need not rewrite the whole handbook: its output would grow with every
-chat (at 500 chats a whole handbook passes the 32,768-character reply limit). It writes
-the blocks of the chats whose recaps it was sent and the cross-chat sections; the code
-assembles the handbook (:func:`assemble_handbook`):
+A merge never rewrites the whole handbook: its reply would grow with every chat (at 500
+chats a whole handbook passes the 32,768-character reply limit), and so would its prompt.
+The merge prompt is sent :func:`merge_excerpt` (the blocks of the chats whose recaps it
+carries, the cross-chat sections, the text outside blocks) and its reply writes the blocks
+of those chats and the cross-chat sections; the code assembles the handbook
+(:func:`assemble_handbook`):
 
 - A chat block is a level-1 section (``# ...``) holding a ``来源：局/<id>.md`` line.
 - The cross-chat sections are the level-1 sections headed :data:`SHARED_HEADINGS`.
-- Anything else (text before the first heading, a section a person added) is kept where
-  it is: it is the handbook's own text.
+- Anything else (text before the first heading, a section a person added) is the
+  handbook's own text: it stays where it is.
 
-Assembly: every block of the previous handbook stays in its place unless the reply
-wrote that chat's block (the reply's replaces it) or the chat is forgotten (dropped);
-blocks for chats the handbook did not have follow the last block; the reply's
-cross-chat sections replace the previous ones (when the reply has none, the previous
-ones stay). A reply that holds every block the result needs is a whole handbook and is
-taken as it is, as the merge prompt still asks (its text outside the blocks replaces the
-previous one's). Pure: text in, text out.
+Assembly: every block of the previous handbook stays in its place unless the reply wrote
+that chat's block (the reply's replaces it) or the chat is forgotten (dropped); blocks
+for chats the handbook did not have follow the last block; the reply's cross-chat
+sections replace the previous ones (when the reply has none, the previous ones stay).
+Text the reply writes outside blocks and cross-chat sections is not taken. What the code
+keeps of the previous handbook forgets by itself: a line whose ``[局:id]`` tags all name
+forgotten chats is dropped, a forgotten chat's tag is taken off a line other chats still
+support. A previous handbook without any block (the first merge, or one a person rewrote
+without source lines) is replaced by the reply as a whole. Pure: text in, text out.
 """
 
 from __future__ import annotations
@@ -26,13 +30,30 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
-__all__ = ["SHARED_HEADINGS", "Part", "assemble_handbook", "split_handbook"]
+__all__ = [
+    "BLOCK_MAX_CHARS",
+    "SHARED_HEADINGS",
+    "SHARED_MAX_CHARS",
+    "Excerpt",
+    "Part",
+    "assemble_handbook",
+    "block_titles",
+    "merge_excerpt",
+    "split_handbook",
+]
 
 SHARED_HEADINGS = ("# 人物（跨局）", "# 世界既定事实（跨局）", "# 用户的玩法偏好（跨局）")
 """The cross-chat sections of the handbook, in order (the merge prompt names them)."""
+BLOCK_MAX_CHARS = 1500
+"""How long the merge prompt asks one chat block to be at most."""
+SHARED_MAX_CHARS = 8000
+"""How long the merge prompt asks the three cross-chat sections together to be at most.
+With a batch of blocks and the resident summary a reply stays well within the reply
+limit whatever the number of chats (a test checks the sum)."""
 
 _SOURCE_RE = re.compile(r"^[ \t]*来源[ \t]*[:：][ \t]*局[ \t]*/[ \t]*(\S+?)\.md[ \t]*$", re.MULTILINE)
 _HEADING_RE = re.compile(r"^# ", re.MULTILINE)
+_TAG_RE = re.compile(r"\[\s*局\s*[:：]\s*([^\]\s]+)\s*\]")
 
 
 @dataclass(frozen=True)
@@ -43,6 +64,15 @@ class Part:
     """``block`` (a chat's), ``shared`` (a cross-chat section) or ``text``."""
     text: str
     chat_id: str = ""
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """What a merge prompt is sent of the handbook."""
+
+    text: str
+    omitted_blocks: int
+    """Blocks left out (chats the merge does not touch; the code keeps them)."""
 
 
 def split_handbook(text: str) -> list[Part]:
@@ -65,21 +95,49 @@ def split_handbook(text: str) -> list[Part]:
     return parts
 
 
+def merge_excerpt(handbook: str, chat_ids: Collection[str]) -> Excerpt:
+    """The parts of ``handbook`` a merge of ``chat_ids`` needs: those chats' blocks, the
+    cross-chat sections and the text outside blocks, in the handbook's order. Its size does
+    not grow with the number of chats the handbook holds."""
+    parts = split_handbook(handbook)
+    kept = [p for p in parts if p.kind != "block" or p.chat_id in chat_ids]
+    blocks = sum(p.kind == "block" for p in parts)
+    return Excerpt("\n\n".join(p.text for p in kept), blocks - sum(p.kind == "block" for p in kept))
+
+
+def block_titles(handbook: str, chat_ids: Collection[str]) -> dict[str, str]:
+    """The heading (without ``# ``) of each of ``chat_ids``' blocks the handbook has."""
+    return {p.chat_id: p.text.split("\n", 1)[0].removeprefix("#").strip()
+            for p in split_handbook(handbook) if p.kind == "block" and p.chat_id in chat_ids}
+
+
+def _forget(part: Part, gone: Collection[str]) -> Part:
+    """``part`` without lines only forgotten chats support, and without their tags."""
+    if not gone or not _TAG_RE.search(part.text):
+        return part
+    lines = []
+    for line in part.text.split("\n"):
+        tags = _TAG_RE.findall(line)
+        if tags and all(tag in gone for tag in tags):
+            continue
+        lines.append(_TAG_RE.sub(lambda m: "" if m.group(1) in gone else m.group(0), line) if tags else line)
+    return Part(part.kind, "\n".join(lines), part.chat_id)
+
+
 def assemble_handbook(previous: str | None, reply: str, *, gone: Collection[str]) -> str:
     """The handbook after a merge whose reply's handbook part is ``reply`` (see the module docstring).
 
     Args:
-        previous: The handbook the merge was sent (``None``: none yet).
+        previous: The handbook as it was when the merge was built (``None``: none yet).
         reply: The handbook part of the merge reply.
         gone: Chats being forgotten (their blocks are dropped) or forgotten for good.
     """
     old = split_handbook(previous or "")
+    if not any(p.kind == "block" for p in old):
+        return reply.strip()  # the first merge, or a rebuild: the reply is the handbook
     new = split_handbook(reply)
     written = {p.chat_id: p for p in new if p.kind == "block"}
-    needed = {p.chat_id for p in old if p.kind == "block"} - set(gone)
-    if needed <= set(written):
-        return reply.strip()  # a whole handbook, as the older protocol asked
-    shared = [p for p in new if p.kind == "shared"] or [p for p in old if p.kind == "shared"]
+    shared = [p for p in new if p.kind == "shared"] or [_forget(p, gone) for p in old if p.kind == "shared"]
     out: list[Part] = []
     placed: set[str] = set()
     for part in old:
@@ -88,10 +146,12 @@ def assemble_handbook(previous: str | None, reply: str, *, gone: Collection[str]
         if part.kind == "block":
             if part.chat_id in gone or part.chat_id in placed:
                 continue
-            part = written.get(part.chat_id, part)
             placed.add(part.chat_id)
+            part = written.get(part.chat_id) or _forget(part, gone)
+        else:
+            part = _forget(part, gone)
         out.append(part)
     last_block = max((i for i, p in enumerate(out) if p.kind == "block"), default=len(out) - 1)
-    fresh = [p for p in new if p.kind == "block" and p.chat_id not in placed and p.chat_id not in gone]
+    fresh = [p for chat_id, p in written.items() if chat_id not in placed and chat_id not in gone]
     out[last_block + 1:last_block + 1] = fresh
-    return "\n\n".join(p.text for p in [*out, *shared])
+    return "\n\n".join(p.text for p in [*out, *shared] if p.text.strip())

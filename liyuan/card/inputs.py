@@ -95,6 +95,11 @@ class RecapDiff:
         """True when there is nothing to merge and nothing to forget."""
         return not self.changed and not self.deleted
 
+    @property
+    def sent(self) -> list[str]:
+        """Ids of the changed recaps (the chats a merge of this diff writes blocks for)."""
+        return [recap.chat_id for recap in self.changed]
+
     def first(self, count: int) -> tuple[RecapDiff, int]:
         """The diff of one merge call: the first ``count`` changed recaps and every deletion.
 

@@ -12,16 +12,17 @@ is written, the merge stays owed and is retried next sync):
    does not repeat the system prompt (:func:`liyuan.prompts.echoed_instructions`). Its
    handbook part holds the chat blocks it changes and the cross-chat sections; the handbook
    is assembled from it and the previous one (:func:`liyuan.card.handbook.assemble_handbook`),
-   so the reply stays bounded however many chats the card has. The checks below read
-   the assembled handbook.
+   so the reply stays bounded however many chats the card has. A reply sent recaps that
+   writes no chat block at all (a change list ``- 新增：…``, ``（无改动）``) fails here; one
+   sent none (a merge that only forgets) may write only the cross-chat sections. The
+   checks below read the assembled handbook.
 4. The resident summary starts with its heading :data:`~liyuan.card.prompts.RESIDENT_HEADING`.
 5. Every ``[局:id]`` tag and every ``来源：局/<id>.md`` line names a chat that exists:
    one with a folder or a recap on disk, or one the previous aggregates named; never a
    chat being forgotten (``<deleted-chats>``) or forgotten for good by the hard path.
 6. No chat block is lost: every ``来源：局/<id>.md`` of the previous handbook is still
-   there unless that chat is being (or was) forgotten; and a handbook with recaps to merge has
-   at least one chat block. A change list (``- 新增：…``) or a placeholder such as
-   ``（无改动）`` / ``（同上）`` fails here.
+   there unless that chat is being (or was) forgotten (the assembly keeps them; this
+   guards it).
 7. Without a deletion to explain it, the handbook does not shrink to less than
    :data:`HANDBOOK_MIN_KEPT` of its previous length (once that is at least
    :data:`HANDBOOK_SHRINK_FLOOR_CHARS`): "most of its content lost" is not a merge.
@@ -115,6 +116,7 @@ def check_merge(
     deleted: Collection[str],
     forgotten: Collection[str] = (),
     instructions: str = "",
+    sent: Collection[str] | None = None,
 ) -> CheckedMerge:
     """Check a merge reply against the previous aggregates (see the module docstring).
 
@@ -126,6 +128,8 @@ def check_merge(
         deleted: Ids of the chats this merge forgets (``<deleted-chats>``).
         forgotten: Ids the hard path forgot for good (never to come back).
         instructions: The merge's system prompt (an echo of it is refused).
+        sent: Ids of the chats whose recaps the merge was sent (then the reply must write
+            at least one block); ``None``: taken to be ``chats``.
 
     Returns:
         Both documents, the resident summary cut to its limit when needed.
@@ -148,10 +152,10 @@ def check_merge(
         raise ModelOutputError(f"常驻摘要的第一行不是「{RESIDENT_HEADING}」")
     old_handbook, old_resident = previous_handbook or "", previous_resident or ""
     gone = set(deleted)
-    # The reply writes the blocks it changes and the cross-chat sections; the rest of the
-    # handbook is the previous one's (a whole handbook is taken as it is).
-    if chats and not source_ids(handbook):
-        raise ModelOutputError("手册里一个局的块（来源：局/<id>.md）都没有：像是改动清单，不是全文")
+    # The reply writes the blocks of the recaps it was sent and the cross-chat sections;
+    # the rest of the handbook is the previous one's.
+    if (chats if sent is None else sent) and not source_ids(handbook):
+        raise ModelOutputError("手册部分一个局的块（来源：局/<id>.md）都没有：像是改动清单，不是按局写的块")
     handbook = assemble_handbook(old_handbook, handbook, gone=gone | set(forgotten))
     known = (set(chats) | chat_refs(old_handbook) | chat_refs(old_resident)) - gone - set(forgotten)
     unknown = (chat_refs(handbook) | chat_refs(resident)) - known

@@ -18,8 +18,11 @@ say, they cannot change the structure of a prompt or of a parsed reply.
 - Sizes are bounded (:mod:`liyuan.bounds`): a recap reply far over :data:`RECAP_MAX_TOKENS`
   is refused; a previous recap and each recap sent to the merge are cut to what one
   recap may be (the merge prompt says how much of a recap was left out), the resident
-  summary to what one merge may return. The handbook is sent whole: the merge rewrites
-  it, so a cut would lose the rest.
+  summary to what one merge may return. Of the handbook only what the merge needs is
+  sent (:func:`liyuan.card.handbook.merge_excerpt`): the blocks of the chats whose recaps
+  it carries, the cross-chat sections and the text outside blocks, so the prompt does not
+  grow with the number of chats; the reply writes those blocks and the cross-chat
+  sections, and the code assembles the handbook.
 
 Invariant: every function here is pure (text in, text out).
 """
@@ -31,6 +34,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from liyuan.bounds import check_reply_size, keep_oldest, reply_max_chars
+from liyuan.card.handbook import BLOCK_MAX_CHARS, SHARED_MAX_CHARS, block_titles, merge_excerpt
 from liyuan.context.budget import RESIDENT_MAX_CHARS
 from liyuan.errors import ModelOutputError
 from liyuan.model import split_reasoning
@@ -122,8 +126,13 @@ def build_merge_prompt(
 ) -> Prompt:
     """The merge prompt (purpose ``merge``, max 8192 tokens): both documents, one call.
 
+    The reply writes the blocks of the chats in ``changed`` and the cross-chat sections
+    (:mod:`liyuan.card.handbook` assembles the handbook) and the whole resident summary.
+
     Args:
-        handbook: The current ``记忆.md`` (``None``: first merge).
+        handbook: The current ``记忆.md`` (``None``: first merge); only its excerpt for
+            ``changed`` is sent (``<handbook omitted-blocks="N">``), and the titles of the
+            deleted chats' blocks.
         resident: The current ``常驻摘要.md``.
         changed: New or changed recaps, each sent in its own ``<recap>`` block.
         deleted: Ids of deleted chats; each becomes a ``- 局/<id>.md`` line.
@@ -147,15 +156,21 @@ def build_merge_prompt(
         user_name=user_name,
         char_name=char_name,
         resident_max_chars=RESIDENT_MAX_CHARS,
+        block_max_chars=BLOCK_MAX_CHARS,
+        shared_max_chars=SHARED_MAX_CHARS,
         resident_heading=RESIDENT_HEADING,
         handbook_mark=HANDBOOK_MARK,
         resident_mark=RESIDENT_MARK,
     )
+    excerpt = merge_excerpt(handbook.strip(), {r.chat_id for r in changed}) if handbook and handbook.strip() else None
+    titles = block_titles(handbook, deleted) if handbook else {}
     user = render(
         "merge_user.j2",
-        handbook=neutralize(handbook.strip(), source_tags=False) if handbook and handbook.strip() else None,
+        handbook=neutralize(excerpt.text, source_tags=False) if excerpt is not None else None,
+        omitted_blocks=excerpt.omitted_blocks - len(titles) if excerpt is not None else 0,  # less the deleted
         resident=neutralize(resident.strip(), source_tags=False) if resident and resident.strip() else None,
-        deleted=list(deleted),
+        deleted=[{"chat_id": chat_id, "title": f"（{_attr(titles[chat_id])}）" if chat_id in titles else ""}
+                 for chat_id in deleted],
         changed=[
             {"chat_id": r.chat_id, "name": _attr(r.name), "text": neutralize(text), "omitted_chars": omitted}
             for r, text, omitted in recaps

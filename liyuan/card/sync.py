@@ -383,7 +383,7 @@ class CardMemory(HandPath):
             try:
                 checked = check_merge(completion, previous_handbook=handbook, previous_resident=resident,
                                       chats={*diff.hashes, *self.sessions.chat_ids()}, deleted=diff.deleted,
-                                      forgotten=manifest.forgotten(), instructions=prompt.system)
+                                      forgotten=manifest.forgotten(), instructions=prompt.system, sent=diff.sent)
             except ModelOutputError as exc:
                 remember_refusal(files, inputs, str(exc))
                 self._say(f"合并记忆失败：{exc}。同样的输入不再重复请求{unsourced_hint(unsourced)}")

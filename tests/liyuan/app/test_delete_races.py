@@ -35,7 +35,8 @@ KEPT = "雪夜梨树"
 _SAID_RE = re.compile(r"^- 说过：(.+)$", re.MULTILINE)
 _BLOCK_RE = re.compile(r"^# 局：(\S+?)（\S+?）\n(.*?)^来源：局/\1\.md$", re.MULTILINE | re.DOTALL)
 _RECAP_RE = re.compile(r'<recap chat-id="([^"]+)"[^>]*>\n(.*?)\n</recap>', re.DOTALL)
-_DELETED_RE = re.compile(r"^- 局/([^/\s]+)\.md$", re.MULTILINE)
+_RESIDENT_RE = re.compile(r"^- (.+) \[局:([^\]]+)\]$", re.MULTILINE)
+_DELETED_RE = re.compile(r"^- 局/([^/\s]+)\.md(?:（.*）)?$", re.MULTILINE)
 
 
 def _said(lines: list[str]) -> str:
@@ -56,16 +57,21 @@ def _recap_for(request: ModelRequest) -> str:
 
 
 def _honest_merge(request: ModelRequest) -> str:
-    """Every chat of the old handbook and every changed recap, minus the deleted chats."""
+    """As the merge prompt asks: a block for each recap sent, the cross-chat section and the
+    whole resident summary (one line per live chat), without the deleted chats."""
     text = user_text(request)
     said = {c: _SAID_RE.findall(body) for c, body in _BLOCK_RE.findall(text.split("</handbook>", 1)[0])}
     said |= {c: _SAID_RE.findall(body) for c, body in _RECAP_RE.findall(text)}
+    resident = {c: words for words, c in _RESIDENT_RE.findall(text.split("</resident>", 1)[0])}
+    resident |= {c: "、".join(lines) for c, lines in said.items()}
     if "<deleted-chats>" in text:
         for chat_id in _DELETED_RE.findall(text.split("<deleted-chats>", 1)[1].split("</deleted-chats>", 1)[0]):
             said.pop(chat_id, None)
-    blocks = "\n\n".join(f"# 局：{c}（{c}）\n{_said(lines)}\n来源：局/{c}.md" for c, lines in sorted(said.items()))
-    resident = "\n".join(f"- {'、'.join(lines)} [局:{c}]" for c, lines in sorted(said.items()))
-    return f"{HANDBOOK_MARK}\n{blocks}\n{RESIDENT_MARK}\n# 往局记忆（同一世界更早的几局）\n\n{resident}\n"
+            resident.pop(chat_id, None)
+    blocks = "".join(f"# 局：{c}（{c}）\n{_said(lines)}\n来源：局/{c}.md\n\n" for c, lines in sorted(said.items()))
+    shared = "# 人物（跨局）\n- 小满：茶馆帮工。" + "".join(f"[局:{c}]" for c in sorted(resident))
+    lines = "\n".join(f"- {words} [局:{c}]" for c, words in sorted(resident.items()))
+    return f"{HANDBOOK_MARK}\n{blocks}{shared}\n{RESIDENT_MARK}\n# 往局记忆（同一世界更早的几局）\n\n{lines}\n"
 
 
 @dataclass

@@ -138,7 +138,7 @@ MALFORMED_MERGES: dict[str, Reply] = {
     "unknown-tag-in-resident": merge(HANDBOOK_AB, RESIDENT_1 + "\n- 鬼影 [局:ghost]"),
     "unknown-source": merge(HANDBOOK_AB + "\n\n# 局：幻影（x）\n- 无中生有\n来源：局/x.md", RESIDENT_1),
     "one-megabyte": merge(HANDBOOK_AB + "\n" + "填" * 1_000_000, RESIDENT_1),
-    "lost-most-content": merge(f"{BLOCK_A}\n\n{BLOCK_B}", RESIDENT_1),
+    "lost-most-content": merge(f"{BLOCK_A}\n\n# 人物（跨局）\n- 小满 [局:A]", RESIDENT_1),
     "echo": system_echo,
 }
 
