@@ -306,8 +306,11 @@ class Card(CardLore):
         time, which an atomic rewrite, a hand edit or a symlink put in its place all
         change), so a turn does not pay for a file read.
         """
+        return self._resident(False)
+
+    def _resident(self, after_append: bool) -> str | None:  # True: a turn's, its user line just appended
         try:
-            key = self._files.stamp(self._layout.resident)
+            key = self._files.stamp(self._layout.resident, after_append=after_append)
         except MemoryFileError:
             return self.memory.load_resident_summary()
         cached = self._resident_cache
@@ -451,7 +454,7 @@ class Card(CardLore):
                              background=self._background) if self.config.vector.enabled else None
         lane = Lane(f"liyuan-{chat_id}", self._emit, background=self._background, chat_id=chat_id)
         return Chat(chat_id, tree, user_name=user_name, char_name=char_name, config=self.config,
-                    side_model=self.side_model, lane=lane, resident=self.resident_summary, emit=self._emit,
+                    side_model=self.side_model, lane=lane, resident=self._resident, emit=self._emit,
                     vector=vector, resident_file=self._layout.resident.relative_to(self._layout.memory_dir).as_posix(),
                     lore=self._lore.index)
 

@@ -97,7 +97,7 @@ class Chat:
 
     def __init__(self, chat_id: str, tree: SessionTree, *, user_name: str, char_name: str,
                  config: MemoryConfig, side_model: ChatModel | None, lane: Lane,
-                 resident: Callable[[], str | None], emit: Callable[[Activity], None],
+                 resident: Callable[[bool], str | None], emit: Callable[[Activity], None],
                  vector: VectorMemory | None, resident_file: str = "",
                  lore: Callable[[], LoreIndex | None] | None = None) -> None:
         self.id = chat_id
@@ -152,7 +152,8 @@ class Chat:
             entry = self.tree.append_message("user", user_text, **fields)
         if mode == "agent":
             return Turn(as_chat_messages(agent_history(self.tree.branch())), user_text, entry)
-        return self._assemble(entry, user_text, ledger=ledger, roster=roster, lore_index=lore_index, extra=extra)
+        return self._assemble(entry, user_text, ledger=ledger, roster=roster, lore_index=lore_index, extra=extra,
+                              appended=True)
 
     def preview(self, user_text: str, *, ledger: Ledger | None = None, roster: str | None = None,
                 lore_index: str = "", extra: Sequence[str] = ()) -> Turn:
@@ -314,20 +315,19 @@ class Chat:
             self._emit(Activity("compact", outcome.message, self.id, outcome))
 
     def _check_open(self) -> None:
-        # Before anything is written: a closed lane takes no work, so a reply appended here
-        # would get none of its memory work and the call would fail half done.
+        # Before any write: a closed lane takes no work, so a reply written here would get no memory work.
         if self._closed:
             raise StateError(f"局 {self.id} 已关闭（卡已关闭或这一局已删除）：请用 card.chat() 重新打开")
 
     def _assemble(self, user: Entry | None, user_text: str, *, ledger: Ledger | None, roster: str | None,
-                  lore_index: str, extra: Sequence[str]) -> Turn:
+                  lore_index: str, extra: Sequence[str], appended: bool = False) -> Turn:
         branch = self.tree.branch()
         snapshot = latest_state_entry(branch) if ledger is None else None  # indexed: no walk back to the root
         shown = ledger if snapshot is None else Ledger.from_dict(snapshot.data)
         vector = self.vector if self._config.vector.inject_on_turn else None  # None: no lines, no trace
         recall, trace = recall_with_trace(vector, user_text, branch_ids_of(branch) if vector else None,
                                           timeout=self._config.recall_timeout_s, warn=self._line("vector"))
-        resident = self._resident()
+        resident = self._resident(appended)  # True: right after this thread appended the user line
         prepared = prepare_turn(branch, "" if user is not None else user_text, resident_summary=resident,
                                 state_text=format_state(shown),
                                 roster=roster if roster is not None else format_roster(shown),

@@ -191,9 +191,9 @@ class MemoryFiles:
         """Whether the file exists (after :meth:`safe`)."""
         return self.safe(path).exists()
 
-    def stamp(self, path: Path) -> Hashable | None:
+    def stamp(self, path: Path, *, after_append: bool = False) -> Hashable | None:
         """The file's inode, size and modification time (an atomic rewrite, a hand edit or a
-        symlink put in its place change one); ``None`` when it does not exist.
+        symlink put in its place change one; looked at now, even ``after_append``); ``None``: missing.
 
         Raises:
             MemoryFileError: It cannot be looked at.

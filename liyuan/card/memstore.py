@@ -91,8 +91,12 @@ class MemoryStore(Protocol):
         """Whether the document exists."""
         ...
 
-    def stamp(self, path: Path) -> Hashable | None:
-        """Something that changes whenever the document does (cheaper than reading it); ``None``: missing."""
+    def stamp(self, path: Path, *, after_append: bool = False) -> Hashable | None:
+        """Something that changes whenever the document does (cheaper than reading it); ``None``: missing.
+
+        ``after_append``: this thread has just appended a turn's user line and reads the stamp
+        for that turn; a backend may answer with the stamp it read in that append's own
+        round trip (as fresh as the append), once."""
         ...
 
     def write_text(self, path: Path, text: str) -> None:

@@ -34,7 +34,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from liyuan.card.layout import CardLayout
+from liyuan.card.layout import RESIDENT_FILE, CardLayout
 from liyuan.card.memstore import MemoryBackend, MemoryStore
 from liyuan.card.sessions import FileSessions, SessionStore
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
@@ -163,7 +163,7 @@ class CardStorage:
         db = PostgresDatabase(conninfo, pool_size=pool_size or DEFAULT_POOL_SIZE,
                               timeout=DEFAULT_TIMEOUT_S if timeout is None else timeout)
         memory = PostgresMemory(db, scope=scope)
-        sessions = PostgresSessions(db, scope=scope)
+        sessions = PostgresSessions(db, scope=scope, stamp_along=RESIDENT_FILE)  # a turn reads it after its user line
 
         def close() -> None:
             memory.check_closable()

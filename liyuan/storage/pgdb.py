@@ -17,6 +17,10 @@ Invariants:
   went away) takes its pool with it: the next call connects directly, so it fails at
   once while the server is down and succeeds the moment it is back (a pool's own
   reconnect backoff would wait up to seconds more), then opens a new pool.
+- **A read may ride along a write.** A statement that also reads something another part
+  will need right after it (a turn's user line brings back the resident summary's stamp)
+  leaves that value for its own thread (:meth:`PostgresDatabase.keep_alongside`); the
+  part takes it at most once (:meth:`PostgresDatabase.take_alongside`), else reads anew.
 - **Migrated once.** The schema is created or migrated (:func:`~liyuan.storage.pgschema.migrate`)
   on a connection of its own before the pool opens.
 - **Closed means released, not dead.** :meth:`PostgresDatabase.close` closes every
@@ -148,6 +152,7 @@ class PostgresDatabase:
         """The sync lock's connection: never from the pool (a session lock stays on its connection)."""
         self._pool: ConnectionPool[Any] | None = None
         self._guard = threading.Lock()
+        self._alongside = threading.local()
 
     def _opened(self) -> ConnectionPool[Any]:
         with self._guard:
@@ -217,6 +222,19 @@ class PostgresDatabase:
                 return work(db)
         except (psycopg.Error, UnicodeError) as exc:
             raise storage_error(exc, what) from exc
+
+    def keep_alongside(self, values: dict[str, object]) -> None:
+        """Leave what this thread's last statement read beside its own work (replacing what
+        an earlier one left): each value for one :meth:`take_alongside` of this thread."""
+        self._alongside.values = values
+
+    def take_alongside(self, name: str) -> tuple[bool, object]:
+        """``(True, value)`` and forget it, when this thread's last :meth:`keep_alongside` left
+        ``name``; else ``(False, None)`` (the caller reads it anew)."""
+        values: dict[str, object] = getattr(self._alongside, "values", {})
+        if name not in values:
+            return False, None
+        return True, values.pop(name)
 
     def close(self) -> None:
         """Close every connection (the next call opens a new pool)."""

@@ -32,6 +32,11 @@ Invariants:
   by insertion).
 - Other threads of the process read on pooled autocommit connections: they see committed
   documents only.
+- **A stamp may come with the user line.** A document's stamp is its md5 (:data:`STAMP_SQL`);
+  the sessions may read the resident summary's in the statement that appends a turn's
+  user line (:class:`~liyuan.storage.pgsessions.PostgresSessions`), and
+  :meth:`PostgresMemoryFiles.stamp` with ``after_append`` takes that one (once) instead of
+  a round trip of its own: as fresh as the append it came with.
 """
 
 from __future__ import annotations
@@ -58,11 +63,19 @@ try:
 except ModuleNotFoundError as exc:
     raise postgres_missing(exc) from exc
 
-__all__ = ["PostgresMemory", "PostgresMemoryFiles"]
+__all__ = ["STAMP_SQL", "PostgresMemory", "PostgresMemoryFiles", "stamp_alongside"]
 
 _T = TypeVar("_T")
 _HISTORY = f"{HISTORY_DIR}/"
 _WHAT = "PostgreSQL 记忆库"
+STAMP_SQL = "SELECT md5(data) FROM liyuan_memory_files WHERE scope = %(scope)s AND path = %(path)s"
+"""A document's stamp: the md5 of its bytes, computed by the server (no row: missing)."""
+
+
+def stamp_alongside(rel: str) -> str:
+    """The name a stamp read along another statement is left under
+    (:meth:`~liyuan.storage.pgdb.PostgresDatabase.keep_alongside`)."""
+    return f"stamp {rel}"
 
 
 class PostgresMemory:
@@ -78,7 +91,8 @@ class PostgresMemory:
 
     def __init__(self, db: PostgresDatabase, *, scope: str) -> None:
         self.scope = checked_name(scope, "卡的 scope")
-        self._db = db
+        self.db = db
+        """The card's connections (what a stamp read along a session append is left with)."""
         self._write = WriteLock(db, scope)
         self._sync = SyncLock(db, scope)
         self.locks = CardLocks(run=self._sync, write=self._write)
@@ -105,7 +119,7 @@ class PostgresMemory:
         is unreachable or the tables are damaged)."""
         held = None if apart else self._write.held()
         if held is None:
-            return self._db.run(work, _WHAT)  # type: ignore[no-any-return]
+            return self.db.run(work, _WHAT)  # type: ignore[no-any-return]
         try:
             return work(held)
         except (psycopg.Error, UnicodeError) as exc:
@@ -120,7 +134,7 @@ class PostgresMemory:
                 with held.transaction():
                     yield held
                 return
-            with self._db.connection() as db, db.transaction():
+            with self.db.connection() as db, db.transaction():
                 yield db
         except (psycopg.Error, UnicodeError) as exc:
             raise storage_error(exc, f"{_WHAT}（没有写入）") from exc
@@ -181,12 +195,18 @@ class PostgresMemoryFiles:
     def exists(self, path: Path) -> bool:
         return self._get(self._rel(path)) is not None
 
-    def stamp(self, path: Path) -> Hashable | None:
-        """The document's md5 (computed by the server): the same text, the same stamp."""
+    def stamp(self, path: Path, *, after_append: bool = False) -> Hashable | None:
+        """The document's md5 (computed by the server): the same text, the same stamp.
+
+        ``after_append``: the one this thread's last session append brought back with it,
+        when it did (the resident summary's, with a turn's user line), else read now."""
         rel = self._rel(path)
-        row = self.memory.run(lambda db: db.execute(
-            "SELECT md5(data) FROM liyuan_memory_files WHERE scope = %s AND path = %s", (self._scope, rel)).fetchone())
-        return str(row[0]) if row else None
+        if after_append:
+            found, stamp = self.memory.db.take_alongside(stamp_alongside(rel))
+            if found:
+                return None if stamp is None else str(stamp)
+        row = self.memory.run(lambda db: db.execute(STAMP_SQL, {"scope": self._scope, "path": rel}).fetchone())
+        return str(row[0]) if row and row[0] is not None else None
 
     def recap_texts(self, forgotten: Collection[str] = ()) -> dict[str, str]:
         found: dict[str, str] = {}

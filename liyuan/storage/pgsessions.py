@@ -22,6 +22,10 @@ Invariants:
 - A chat's fingerprint (:meth:`PostgresSessions.mark`) is per session its name, line
   count, byte count and a digest of its header: it changes with every append, and a chat
   deleted and started again under the same id has other headers.
+- An append also reads the stamp of one memory document (``stamp_along``: the resident
+  summary, which a turn reads right after its user line) in its statement and leaves it
+  for its thread (:meth:`~liyuan.storage.pgdb.PostgresDatabase.keep_alongside`): a turn is
+  two round trips, the user line and the reply.
 - Every call borrows a connection from the card's pool
   (:class:`~liyuan.storage.pgdb.PostgresDatabase`) for its round trip and gives it back.
 - A session name PostgreSQL text cannot hold (a lone surrogate) is refused with
@@ -41,6 +45,7 @@ from liyuan.errors import SessionConflictError, StorageError, TreeError
 from liyuan.session.damage import SessionProblem
 from liyuan.session.loader import SessionContent, read_entries
 from liyuan.storage.pgdb import PostgresDatabase, checked_name, storage_error
+from liyuan.storage.pgmemory import STAMP_SQL, stamp_alongside
 from liyuan.storage.requires import postgres_missing
 
 try:
@@ -59,10 +64,13 @@ INSERT INTO liyuan_session_lines (scope, chat, session, seq, line)
 SELECT %(scope)s, %(chat)s, %(session)s, %(seq)s + n - 1, line
 FROM unnest(%(lines)s::bytea[]) WITH ORDINALITY AS appended(line, n)
 WHERE %(seq)s = 1 OR EXISTS (SELECT 1 FROM liyuan_session_lines WHERE {_SESSION} AND seq = %(seq)s - 1)
+RETURNING ({STAMP_SQL.replace("%(path)s", "%(along)s")})
 """
 """One append, one statement, however many lines: the ``seq`` after the last this log saw
 and the ones after it. The primary key lets one writer have them (the other's insert fails
-whole: a conflict); the ``EXISTS`` refuses a session deleted meanwhile."""
+whole: a conflict); the ``EXISTS`` refuses a session deleted meanwhile. Each stored line
+comes back with the stamp of the memory document ``along`` (the resident summary's, which
+the turn reads next; ``NULL`` when there is none), read in the same round trip."""
 
 
 def _lines_of(data: bytes) -> list[bytes]:
@@ -95,14 +103,17 @@ class PostgresSessions:
     Args:
         db: The card's connections (:class:`~liyuan.storage.pgdb.PostgresDatabase`).
         scope: The card's id in the database (chats of two scopes never mix).
+        stamp_along: The memory document (its path under ``记忆/``) whose stamp every append
+            brings back (``None``: none).
 
     Raises:
         StorageRefused: ``scope`` cannot be held by PostgreSQL text (a lone surrogate).
     """
 
-    def __init__(self, db: PostgresDatabase, *, scope: str) -> None:
+    def __init__(self, db: PostgresDatabase, *, scope: str, stamp_along: str | None = None) -> None:
         self.scope = checked_name(scope, "卡的 scope")
         self._db = db
+        self.stamp_along = stamp_along
 
     # -- connection ------------------------------------------------------------------
 
@@ -119,6 +130,14 @@ class PostgresSessions:
                 yield cur
         except (psycopg.Error, UnicodeError) as exc:
             raise storage_error(exc, "PostgreSQL 里的会话写入（没有写入）") from exc
+
+    def keep_alongside(self, values: dict[str, object]) -> None:
+        """Leave what an append read beside its lines for this thread (the stamp it brought back)."""
+        self._db.keep_alongside(values)
+
+    def forget_alongside(self) -> None:
+        """Drop what this thread's last append left (before the next one, which may fail)."""
+        self._db.keep_alongside({})
 
     # -- the store -------------------------------------------------------------------
 
@@ -250,14 +269,19 @@ class PostgresSessionLog:
         # After a torn last line the newline goes first, in its own row, as a file gets it:
         # else the first new line would be glued to the fragment and lost with it.
         lines = _lines_of(b"\n" + data if self._mid_line else data)
+        along = self._store.stamp_along
 
-        def insert(db: psycopg.Connection[Any]) -> int:
+        def insert(db: psycopg.Connection[Any]) -> tuple[int, object]:
             try:
-                return db.execute(_APPEND, {**self._where, "seq": seq, "lines": lines}).rowcount
+                rows = db.execute(_APPEND, {**self._where, "seq": seq, "lines": lines, "along": along}).fetchall()
             except psycopg.errors.UniqueViolation:
-                return -1  # another writer has this seq
+                return -1, None  # another writer has this seq
+            return len(rows), rows[0][0] if rows else None
 
-        inserted = self._store.run(insert)
+        self._store.forget_alongside()  # nothing an earlier append brought back outlives this one
+        inserted, stamp = self._store.run(insert)
+        if inserted == len(lines) > 0 and along is not None:
+            self._store.keep_alongside({stamp_alongside(along): stamp})
         if inserted == -1:
             raise SessionConflictError(
                 f"这一局（{self.chat_id}/{self._name}）在别处有了新的内容，这一条没有写入："
