@@ -2,7 +2,7 @@
 
 Before: ``Card`` opened vector memory without the listener, so the e5 → hash fallback
 line and the eviction lines were lost; after three failed compactions the backoff line
-was said again on every beat (22 lines as the wait counted down from 29 to 8). The side
+was said again on every turn (22 lines as the wait counted down from 29 to 8). The side
 model here is a hand-written stand-in that always fails; no model wrote anything.
 """
 
@@ -60,7 +60,7 @@ def test_eviction_lines_reach_the_app(tmp_path: Path) -> None:
     assert all(a.chat_id == "jA" for a in seen if a.kind == "vector")
 
 
-def test_the_backoff_line_is_said_once_per_change_not_every_beat(tmp_path: Path) -> None:
+def test_the_backoff_line_is_said_once_per_change_not_every_turn(tmp_path: Path) -> None:
     def broken(request: ModelRequest) -> Completion:
         raise ModelError("接口超时")
 
@@ -74,7 +74,7 @@ def test_the_backoff_line_is_said_once_per_change_not_every_beat(tmp_path: Path)
     failures = [a.text for a in seen if "前情压缩失败" in a.text]
     backoffs = [a.text for a in seen if BACKOFF in a.text]
     # Each failure from the third on starts a new wait: one line each, none in between
-    # (the last failure may have had no beat after it yet).
+    # (the last failure may have had no turn after it yet).
     assert len(failures) >= 5
     assert len(failures) - 3 <= len(backoffs) <= len(failures) - 2
     assert [int(line.split("连续失败 ")[1].split(" 次")[0]) for line in backoffs] == list(range(3, 3 + len(backoffs)))

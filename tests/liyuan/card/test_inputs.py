@@ -141,7 +141,7 @@ def test_evidence_builds_each_session_view_once(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(card_inputs, "story_view", counting_view)
     evidence = collect_chat_evidence(FileSessions(CardLayout(tmp_path)), "A", user_name=USER, char_name=CHAR)
     assert evidence is not None and evidence.turns == 2
-    assert built == [2, 2]  # one view per session file, shared by the section and the beat count
+    assert built == [2, 2]  # one view per session file, shared by the section and the turn count
 
 
 def test_greeting_only_chat_has_no_evidence(tmp_path: Path) -> None:

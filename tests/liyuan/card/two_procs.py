@@ -1,6 +1,6 @@
 """Two real processes syncing one card while a third edits it by hand (helper, no tests here).
 
-One trial: a card with two chats (甲, 乙), synced once, then each chat gets a new beat.
+One trial: a card with two chats (甲, 乙), synced once, then each chat gets a new turn.
 Three forked processes start together: two run :meth:`CardMemory.sync`, the third edits
 the handbook and the resident summary through the hard path and forgets chat 乙, in a
 random order at random moments. Every write sleeps a little first (a slow disk) and
