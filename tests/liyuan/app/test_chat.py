@@ -23,8 +23,10 @@ from liyuan import (
     TreeError,
 )
 from liyuan.app.activity import Lane
-from liyuan.clock import counter_ids, fixed_clock
+from liyuan.clock import counter_ids
 from liyuan.story.scribe import SUMMARY_HEADINGS
+
+from .cards import open_card
 
 SUMMARY = "\n\n".join(f"{h}\n- 测试用的脚本摘要（不是模型输出）" for h in SUMMARY_HEADINGS)
 BODY = "雾" * 80
@@ -40,11 +42,6 @@ def summariser(gate: threading.Event | None = None) -> FunctionModel:
 
     return FunctionModel(answer)
 
-
-def open_card(tmp_path: Path, **options: object) -> Card:
-    options.setdefault("clock", fixed_clock())
-    options.setdefault("ids", counter_ids("e-"))
-    return Card.open(tmp_path / "cards" / "雾港", user_name="阿简", char_name="林溯", **options)  # type: ignore[arg-type]
 
 
 def play(chat_card: Card, turns: int, chat_id: str = "jA") -> None:

@@ -75,7 +75,7 @@ def test_bench_writes_token_and_recall_tables(tmp_path: Path, monkeypatch: pytes
             assert 0.0 <= sets["labelled"]["recall_at_5"] <= 1.0
 
 
-SNAPSHOTS = Path(__file__).resolve().parents[3] / "sim" / "eval"
+SNAPSHOTS = Path(__file__).resolve().parents[2] / "sim" / "eval"
 """The committed recall snapshots the 评测 page includes (harness/eval/snapshots.py)."""
 
 
