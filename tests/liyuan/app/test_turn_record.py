@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from liyuan import Completion, FunctionModel, Ledger, MemoryConfig, ModelRequest
 from liyuan.card.files import atomic_write_text
 from liyuan.card.sync import SyncOutcome
@@ -140,6 +142,7 @@ def test_the_blocks_add_up_to_the_turn_in_every_shape_of_turn(tmp_path: Path) ->
         _sums(chat.reroll(extra=["【作者注】"]))  # the user's words are already on the branch
 
 
+@pytest.mark.slow
 def test_closed_chats_with_a_big_turn_each_leave_no_text_held_by_the_record(tmp_path: Path) -> None:
     """Issue 37, item 8: the token estimate's cache held whole texts (up to 2048 of them) after
     their chats were closed; the record holds sizes, so the texts go with the chats."""

