@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from liyuan.app import Card, Chat, Turn
-from liyuan.card.files import atomic_write_text
+from liyuan.card.files import write_memory_file
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.session.state import Ledger
 
@@ -83,7 +83,7 @@ def _card(background: bool) -> Iterator[Card]:
                        user_name=chat.user_name, char_name=chat.char_name, background=background,
                        clock=fixed_clock(), ids=counter_ids("b"), auto_sync=False) as card:
             # The resident summary a sync would have merged: written where the card keeps it.
-            atomic_write_text(card.memory.layout.resident, RESIDENT)
+            write_memory_file(card.memory.layout.resident, RESIDENT)
             yield card
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -79,7 +79,6 @@ __all__ = [
     "SESSIONS_DIR",
     "CardLayout",
     "MemoryFiles",
-    "atomic_write_text",
     "content_copy_name",
     "history_copy_name",
     "history_suffix",
@@ -88,6 +87,7 @@ __all__ = [
     "sha1_text",
     "sha256_text",
     "validate_chat_id",
+    "write_memory_file",
 ]
 
 def sha1_text(text: str) -> str:
@@ -100,8 +100,8 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (see :mod:`liyuan.fileio`).
+def write_memory_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (:func:`liyuan.fileio.atomic_write_text`), as a memory file.
 
     Raises:
         MemoryFileError: The folder cannot be created or the file cannot be written;
@@ -238,8 +238,8 @@ class MemoryFiles:
                 raise MemoryFileError(f"无法写入记忆文件 {path}：{exc}") from exc
 
     def write_text(self, path: Path, text: str) -> None:
-        """See :func:`atomic_write_text` (after :meth:`safe`)."""
-        atomic_write_text(self.safe(path), text)
+        """See :func:`write_memory_file` (after :meth:`safe`)."""
+        write_memory_file(self.safe(path), text)
 
     def replace_text(self, path: Path, text: str, expected: str | None) -> bool:
         """Write ``text`` to ``path`` only if it still holds ``expected`` (``None``: missing), with no

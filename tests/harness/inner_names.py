@@ -52,7 +52,7 @@ ALLOWED: dict[str, str] = {
            "liyuan.vector.config.EXTERNAL", "liyuan.vector.config.MAX_CHUNKS", "liyuan.vector.config.NARRATIVE",
            "liyuan.vector.recall.RECALL_TIMEOUT_S"),
     **_all(_TOOLS,
-           "liyuan.card.files.atomic_write_text", "liyuan.card.files.sha1_text", "liyuan.clock.IdFactory",
+           "liyuan.card.files.write_memory_file", "liyuan.card.files.sha1_text", "liyuan.clock.IdFactory",
            "liyuan.clock.counter_ids", "liyuan.clock.fixed_clock", "liyuan.fileio.atomic_write_bytes",
            "liyuan.fileio.atomic_write_text", "liyuan.text.utf16_len", "liyuan.text.utf16_prefix",
            "liyuan.tokens.chars4", "liyuan.tokens.estimate_tokens"),

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from liyuan import Completion, FunctionModel, Ledger, MemoryConfig, ModelRequest
-from liyuan.card.files import atomic_write_text
+from liyuan.card.files import write_memory_file
 from liyuan.card.sync import SyncOutcome
 from liyuan.compaction import CompactionOutcome
 from liyuan.context.record import RECORD_FORMAT
@@ -23,7 +23,7 @@ RESIDENT = "\n\n".join(f"## 第{i}节\n" + "往局里的一件事。" * 20 for i
 def test_the_record_lists_every_block_with_sizes_sources_and_the_budgets_cut(tmp_path: Path) -> None:
     config = MemoryConfig(keep=1, every_n_turns=1, min_chars=0)
     with open_card(tmp_path, background=False, side_model=summariser(), config=config) as card:
-        atomic_write_text(card.memory.layout.resident, RESIDENT)
+        write_memory_file(card.memory.layout.resident, RESIDENT)
         chat = card.chat("jA", greeting="铁门外起了大雾。")
         play(card, 3)
         chat.prepare("我把伞递给她。", ledger=Ledger(location="灯塔"))
@@ -54,7 +54,7 @@ def test_the_record_lists_every_block_with_sizes_sources_and_the_budgets_cut(tmp
 
 def test_a_resident_summary_with_no_room_is_listed_as_dropped_with_the_reason(tmp_path: Path) -> None:
     with open_card(tmp_path, background=False) as card:
-        atomic_write_text(card.memory.layout.resident, RESIDENT)
+        write_memory_file(card.memory.layout.resident, RESIDENT)
         chat = card.chat("jA", greeting="起雾了。")
         turn = chat.prepare("在吗？", ledger=Ledger(items=["很长的物品" * 10] * 80))
     assert turn.resident is None and turn.record is not None
@@ -133,7 +133,7 @@ def test_the_blocks_add_up_to_the_turn_in_every_shape_of_turn(tmp_path: Path) ->
         _sums(chat.prepare("第二句。", ledger=Ledger(location="灯塔", items=["伞"]), extra=["【作者注】慢。"]))
         chat.record("回话二。", ledger=Ledger(location="灯塔"))
         play(card, 4)
-        atomic_write_text(card.memory.layout.resident, RESIDENT)
+        write_memory_file(card.memory.layout.resident, RESIDENT)
         turn = chat.prepare("第三句。", extra=["一", "二"])
         assert turn.summary and turn.resident  # both summaries in the 【前情提要】 message
         _sums(turn)
