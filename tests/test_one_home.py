@@ -23,13 +23,11 @@ COMPATIBILITY: dict[str, str] = {}
 """``name`` -> why two modules export it on purpose (at most three)."""
 
 STILL_TWO_HOMES = frozenset({
-    "BRANCH_TAGGED", "CHATS_DIR", "CHAT_META_FILE", "COMPACT_FAILED_TYPE", "CardLayout", "CardLocks",
-    "CardStorage", "ChatMessage", "Chunk", "Completion", "E5Embedder", "FailureStreak", "HANDBOOK_FILE",
-    "HISTORY_DIR", "HISTORY_KEEP", "HISTORY_MAX_CHARS", "ImportNote", "LoreBlocks", "LoreCut", "LoreHit",
-    "LoreReport", "MANIFEST_FILE", "MAX_DEFERRED_INGESTS", "MEMORY_DIR", "MemoryFiles", "ModelRequest",
-    "NewChunk", "RECAPS_DIR", "RESIDENT_FILE", "Role", "SESSIONS_DIR", "SUMMARY_MAX_TOKENS", "SessionProblem",
-    "Snapshot", "Source", "TermCache", "UNEMBEDDED", "Usage", "WORKER_IDLE_S", "card_locks", "failure_streak",
-    "is_valid_chat_id", "require_finished", "split_reasoning", "strip_fence", "usage_fields", "validate_chat_id",
+    "BRANCH_TAGGED", "COMPACT_FAILED_TYPE", "CardLocks", "CardStorage", "ChatMessage", "Chunk", "Completion",
+    "E5Embedder", "FailureStreak", "HISTORY_MAX_CHARS", "ImportNote", "LoreBlocks", "LoreCut", "LoreHit",
+    "LoreReport", "MAX_DEFERRED_INGESTS", "MemoryFiles", "ModelRequest", "NewChunk", "Role", "SUMMARY_MAX_TOKENS",
+    "SessionProblem", "Snapshot", "Source", "TermCache", "UNEMBEDDED", "Usage", "WORKER_IDLE_S", "card_locks",
+    "failure_streak", "require_finished", "split_reasoning", "strip_fence", "usage_fields",
 })
 """Names with two homes when the list was made; each one removed is a split's leftover gone."""
 

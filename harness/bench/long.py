@@ -45,7 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from liyuan import Card, CardStorage
-from liyuan.card.files import CardLayout, MemoryFiles, sha1_text
+from liyuan.card.files import MemoryFiles, sha1_text
+from liyuan.card.layout import CardLayout
 from liyuan.card.manifest import Manifest, save_manifest
 from liyuan.card.sessions import source_mark_of
 from liyuan.card.sync import CardMemory

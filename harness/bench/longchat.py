@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from liyuan import MemoryConfig
-from liyuan.card.files import CardLayout
+from liyuan.card.layout import CardLayout
 from liyuan.clock import IdFactory
 from liyuan.session.entries import SESSION_VERSION
 from liyuan.session.state import STATE_ENTRY_TYPE, Ledger

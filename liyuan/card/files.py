@@ -46,20 +46,7 @@ from pathlib import Path
 
 from liyuan import fileio
 from liyuan.card.housekeeping import HISTORY_KEEP, check_inside, is_temp_name, prune_history, remove_orphan_temps
-from liyuan.card.layout import (
-    CHAT_META_FILE,
-    CHATS_DIR,
-    HANDBOOK_FILE,
-    HISTORY_DIR,
-    MANIFEST_FILE,
-    MEMORY_DIR,
-    RECAPS_DIR,
-    RESIDENT_FILE,
-    SESSIONS_DIR,
-    CardLayout,
-    is_valid_chat_id,
-    validate_chat_id,
-)
+from liyuan.card.layout import CardLayout, is_valid_chat_id
 from liyuan.card.lock import SYNC_LOCK_FILE, WRITE_LOCK_FILE, card_locks
 from liyuan.card.memstore import CardLocks
 from liyuan.card.swap import replace_text
@@ -67,26 +54,13 @@ from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.errors import MemoryFileError
 
 __all__ = [
-    "CHATS_DIR",
-    "CHAT_META_FILE",
-    "HANDBOOK_FILE",
-    "HISTORY_DIR",
-    "HISTORY_KEEP",
-    "MANIFEST_FILE",
-    "MEMORY_DIR",
-    "RECAPS_DIR",
-    "RESIDENT_FILE",
-    "SESSIONS_DIR",
-    "CardLayout",
     "MemoryFiles",
     "content_copy_name",
     "history_copy_name",
     "history_suffix",
-    "is_valid_chat_id",
     "read_text_optional",
     "sha1_text",
     "sha256_text",
-    "validate_chat_id",
     "write_memory_file",
 ]
 

@@ -98,7 +98,7 @@ ALLOWED: dict[str, str] = {
            "liyuan.session.imports.import_chat", "liyuan.session.imports.safe_chat_id",
            "liyuan.session.imports.safe_folder_name"),
     **_all(_LONG,
-           "liyuan.card.files.CardLayout", "liyuan.card.files.MemoryFiles", "liyuan.card.manifest.Manifest",
+           "liyuan.card.layout.CardLayout", "liyuan.card.files.MemoryFiles", "liyuan.card.manifest.Manifest",
            "liyuan.card.manifest.save_manifest", "liyuan.card.sessions.source_mark_of"),
     "liyuan.card.sync.CardMemory": ("harness/bench/long.py 量一次无事可做的同步（card.memory.sync）随局数的用时："
                                     "单独搭出记忆层跑同步，不开 Card、不开局，量的只是记忆层本身；"

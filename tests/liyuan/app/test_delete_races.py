@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from liyuan import Activity, Card, Completion, FunctionModel, ModelRequest
-from liyuan.card.files import CardLayout, MemoryFiles
+from liyuan.card.files import MemoryFiles
+from liyuan.card.layout import CardLayout
 from liyuan.card.manifest import load_manifest
 from liyuan.card.prompts import HANDBOOK_MARK, RESIDENT_MARK
 from liyuan.card.sync import SyncOutcome

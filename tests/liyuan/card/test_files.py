@@ -8,13 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from liyuan.card.files import (
-    CardLayout,
-    MemoryFiles,
-    read_text_optional,
-    validate_chat_id,
-    write_memory_file,
-)
+from liyuan.card.files import MemoryFiles, read_text_optional, write_memory_file
+from liyuan.card.layout import CardLayout, validate_chat_id
 from liyuan.card.manifest import Manifest, ManualState, RecapRecord, finish_pending, load_manifest, save_manifest
 from liyuan.card.manual import list_memory, search_memory
 from liyuan.card.sessions import FileSessions, chat_name, session_heads, sessions_kept, source_mark_of

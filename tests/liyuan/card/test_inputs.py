@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from liyuan.card import inputs as card_inputs
-from liyuan.card.files import CardLayout, MemoryFiles, sha1_text, write_memory_file
+from liyuan.card.files import MemoryFiles, sha1_text, write_memory_file
 from liyuan.card.inputs import SESSION_SEPARATOR, branch_of, collect_chat_evidence, diff_recaps
+from liyuan.card.layout import CardLayout
 from liyuan.card.manifest import Manifest, ManualState, RecapRecord
 from liyuan.card.sessions import FileSessions
 from liyuan.clock import counter_ids, fixed_clock

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from liyuan.card import manual as card_manual
-from liyuan.card.files import CardLayout, MemoryFiles
+from liyuan.card.files import MemoryFiles
+from liyuan.card.layout import CardLayout
 from liyuan.card.manifest import load_manifest
 from liyuan.card.sync import CardMemory
 from liyuan.clock import fixed_clock
