@@ -7,7 +7,7 @@ Sessions:
     sim     regenerate sim/ (the scripted walkthrough and the other scenarios)
     docs    regenerate sim/, then ``mkdocs build --strict``
     serve   live preview of the site (watches liyuan/, harness/ and sim/ too)
-    bench   recall, estimator and per-beat benchmarks; prints tables, writes sim/bench/*.json
+    bench   recall, estimator and per-turn benchmarks; prints tables, writes sim/bench/*.json
     eval    scorecards for every run folder
     local   opt-in: a real local model (Gemma 3 270M base, llama.cpp) through the live path
 """
@@ -163,7 +163,7 @@ def local(session: nox.Session) -> None:
     ``~/.cache/liyuan/``), not the terminal.
     """
     session.install("-e", ".[harness,vector,local]")
-    # The long chat would retry its failing compaction after every beat (20 slow calls);
+    # The long chat would retry its failing compaction after every turn (20 slow calls);
     # the walkthrough and the discussion show the whole live path in a few calls.
     scenarios = session.posargs or ["walkthrough", "discussion"]
     out = os.path.join(".nox", "local-run")

@@ -1,4 +1,4 @@
-"""Quickstart: one card, two chats, fifty beats, a compaction, a recap and merge, a forgotten chat.
+"""Quickstart: one card, two chats, fifty turns, a compaction, a recap and merge, a forgotten chat.
 
 Run it: ``python examples/quickstart.py [FOLDER]`` (default: a temporary folder).
 
@@ -24,8 +24,8 @@ USER_LINES = ["我把伞递给她。", "雾太大了，今晚能借宿吗？", "
 
 def role_play_model(messages: list[ChatMessage]) -> str:
     """Your own model goes here. This stand-in writes a scripted line (not model output)."""
-    beat = sum(1 for m in messages if m.role == "user")
-    return f"（脚本回复，不是模型输出）林溯看了你一眼，第 {beat} 次把马灯往你那边推了推，没说话。" * 3
+    n = sum(1 for m in messages if m.role == "user")
+    return f"（脚本回复，不是模型输出）林溯看了你一眼，第 {n} 次把马灯往你那边推了推，没说话。" * 3
 
 
 def main(root: Path) -> list[ChatMessage]:
@@ -35,10 +35,10 @@ def main(root: Path) -> list[ChatMessage]:
     card = Card.open(root / "cards" / "雾港", side_model=placeholder_side_model(),
                      user_name="阿简", char_name="林溯", on_activity=log.append)
     chat = card.chat("jA", title="大雾夜借宿", greeting="铁门外起了大雾。")
-    for beat in range(50):
-        turn = chat.prepare(USER_LINES[beat % len(USER_LINES)])   # appends the user's words
+    for n in range(50):
+        turn = chat.prepare(USER_LINES[n % len(USER_LINES)])      # appends the user's words
         reply = role_play_model(turn.messages)                    # your model, your system prompt
-        chat.record(reply, ledger=Ledger(time=f"第 {beat // 10 + 1} 天", location="雾港灯塔"))
+        chat.record(reply, ledger=Ledger(time=f"第 {n // 10 + 1} 天", location="雾港灯塔"))
     chat.flush()                                                  # compaction ran in the background
 
     other = card.chat("jB", title="茶田来信")                    # a second chat of the same card
@@ -55,7 +55,7 @@ def main(root: Path) -> list[ChatMessage]:
     chat.record(role_play_model(turn.messages))
     card.close()
 
-    assert chat.summary is not None, "fifty beats must have compacted at least once"
+    assert chat.summary is not None, "fifty turns must have compacted at least once"
     assert first is not None and sorted(first.recapped) == ["jA", "jB"] and first.merged == "ok"
     assert second is not None and second.forgotten == ["jB"]
     openings = [m for m in turn.messages if m.content.startswith("【前情提要】")]

@@ -38,7 +38,7 @@ async def my_model(messages: Sequence[ChatMessage]) -> str:
 
 
 async def play_async(root: Path) -> Turn:
-    """One beat through the awaitable facade; returns the turn."""
+    """One turn through the awaitable facade; returns the turn."""
     # --8<-- [start:async]
     from liyuan import AsyncCard
 

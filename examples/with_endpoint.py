@@ -6,7 +6,7 @@ Run it::
         python examples/with_endpoint.py <side-model-name> [<role-play-model-name>]
 
 The side model writes the relay summaries, recaps and the handbook; the role-play model
-(the same one when no second name is given) answers the beats. Everything written to
+(the same one when no second name is given) answers the turns. Everything written to
 ``cards/`` is then real model output, and the files record which model wrote it.
 """
 

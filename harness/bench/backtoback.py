@@ -42,21 +42,21 @@ def slow_summariser(side_ms: float) -> FunctionModel:
     return FunctionModel(answer)
 
 
-def _play(card_dir: Path, *, beats: int, side_ms: float, gap_ms: float, background: bool) -> dict[str, Any]:
+def _play(card_dir: Path, *, turns: int, side_ms: float, gap_ms: float, background: bool) -> dict[str, Any]:
     with Card.open(card_dir, side_model=slow_summariser(side_ms), config=memory_config(False), user_name=USER,
                    char_name=CHAR, background=background) as card:
         chat = card.chat("b2b")
         card.flush()
         before = sum(1 for e in chat.tree if e.custom_type == "rp-summary")
         times: list[float] = []
-        for beat in range(beats):
+        for turn in range(turns):
             started = time.perf_counter()
-            chat.prepare(f"第{beat}次追问：那把青伞是谁留下的？")
+            chat.prepare(f"第{turn}次追问：那把青伞是谁留下的？")
             prepared = time.perf_counter()
             if gap_ms:
                 time.sleep(gap_ms / 1000)
             recording = time.perf_counter()
-            chat.record(reply(beat))
+            chat.record(reply(turn))
             times.append((prepared - started + time.perf_counter() - recording) * 1000)
         card.flush()
         landed = sum(1 for e in chat.tree if e.custom_type == "rp-summary") - before
@@ -65,14 +65,14 @@ def _play(card_dir: Path, *, beats: int, side_ms: float, gap_ms: float, backgrou
             "summaries": landed, "dropped": dropped}
 
 
-def back_to_back(folder: Path, *, turns: int, beats: int, side_ms: float = 200.0,
+def back_to_back(folder: Path, *, turns: int, played: int, side_ms: float = 200.0,
                  gap_ms: float = 0.0) -> dict[str, Any]:
-    """Grow a ``turns``-turn chat by ``beats`` turns back to back, then the same turns inline."""
-    out: dict[str, Any] = {"turns": turns, "beats": beats, "side_ms": side_ms, "gap_ms": gap_ms}
+    """Grow a ``turns``-turn chat by ``played`` turns back to back, then the same turns inline."""
+    out: dict[str, Any] = {"turns": turns, "played_turns": played, "side_ms": side_ms, "gap_ms": gap_ms}
     for background in (True, False):
         card_dir = folder / f"b2b-{turns}-{int(gap_ms)}-{int(background)}"
         build_chat(card_dir, "b2b", turns, ledger=False)
-        out["background" if background else "inline"] = _play(card_dir, beats=beats, side_ms=side_ms,
+        out["background" if background else "inline"] = _play(card_dir, turns=played, side_ms=side_ms,
                                                               gap_ms=gap_ms, background=background)
     return out
 
@@ -83,7 +83,7 @@ def print_back_to_back(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         bg, inline = row["background"], row["inline"]
         ratio = bg["p95_ms"] / bg["p50_ms"] if bg["p50_ms"] else float("nan")
-        print(f"  {row['turns']} 轮的局再走 {row['beats']} 轮，两轮之间 {row['gap_ms']:g} ms："
+        print(f"  {row['turns']} 轮的局再走 {row['played_turns']} 轮，两轮之间 {row['gap_ms']:g} ms："
               f"p50 {bg['p50_ms']:.2f} ms，p95 {bg['p95_ms']:.2f} ms（{ratio:.2f}×），最慢 {bg['max_ms']:.1f} ms；"
               f"落下摘要 {bg['summaries']} 份（丢弃 {bg['dropped']}），一轮一轮等着压的那次 {inline['summaries']} 份"
               f"（那次 p95 {inline['p95_ms']:.1f} ms）")

@@ -36,7 +36,7 @@ CONTEXT_METHODS = ("lexical", DEFAULT_METHOD)
 
 
 def _turns(story: dict[str, Any]) -> list[tuple[str, int]]:
-    """Every stored turn in order with the beat it is (0 for a user's line)."""
+    """Every stored turn in order with the turn it is (0 for a user's line)."""
     return list(story_chunks(story).items())
 
 
@@ -47,7 +47,7 @@ def _speaker_text(text: str, answer: int, story: dict[str, Any]) -> str:
 
 
 def stored_chunks(story: dict[str, Any], storage: str) -> list[tuple[str, str, set[int]]]:
-    """``(text, text to embed, beats it holds)`` per chunk for one storage."""
+    """``(text, text to embed, turns it holds)`` per chunk for one storage."""
     turns = _turns(story)
     if storage.startswith("archive"):
         paragraphs = [_speaker_text(t, a, story) for t, a in turns]
@@ -76,7 +76,7 @@ def _recall(memory: Any, holds: dict[str, set[int]], queries: Sequence[dict[str,
         found: set[int] = set()
         for hit in memory.search(query["q"], top_k=TOP_K):
             found |= holds.get(hit.text, set())
-        by_kind.setdefault(query["kind"], []).append(bool(found & set(query["beats"])))
+        by_kind.setdefault(query["kind"], []).append(bool(found & set(query["turns"])))
     every = [ok for oks in by_kind.values() for ok in oks]
     return {"recall_at_5": sum(every) / len(every) if every else 0.0,
             "by_kind": {k: sum(v) / len(v) for k, v in by_kind.items()}}

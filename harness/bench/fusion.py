@@ -58,7 +58,7 @@ def fusion_table(folder: Path) -> dict[str, Any]:
         for name, mode, fusion, weights, reserve in configs:
             memory.config = replace(base, recall_mode=mode, fusion_weights=weights)  # type: ignore[arg-type]
             memory.fusion, memory.reserve = fusion, reserve  # type: ignore[assignment]
-            hits = sum(any(b in [index[h.text] for h in memory.search(q["q"], top_k=TOP_K)] for b in q["beats"])
+            hits = sum(any(b in [index[h.text] for h in memory.search(q["q"], top_k=TOP_K)] for b in q["turns"])
                        for q in queries)
             rows.setdefault(language, {})[name] = [hits, len(queries)]
     names = [_name(f, r) for f, r in CANDIDATES]

@@ -8,7 +8,7 @@ messages) is imported three ways and timed:
 - :func:`liyuan.session.imports.import_chat` into a new session tree, on disk (the
   temporary file fsynced once before it is linked into place);
 - ``python -m harness run`` of that scenario with the scripted model (placeholder
-  replies): every beat written, compaction checked after each, the context assembled,
+  replies): every turn written, compaction checked after each, the context assembled,
   the card memory synced.
 
 Targets (a 2-core machine): import under 5 s, the run under 30 s. Nothing here asserts
@@ -47,19 +47,19 @@ def write_big_chat(path: Path, messages: int) -> int:
     replies = [r["mes"] for r in story if not r.get("is_user")]
     out = [json.dumps(header, ensure_ascii=False)]
     count = 0
-    beat = 0
+    turn = 0
     while count < messages:
-        beat += 1
+        turn += 1
         user = {"name": header["user_name"], "is_user": True, "is_system": False,
-                "mes": f"（第 {beat} 夜）{users[beat % len(users)]}"}
-        text = f"（第 {beat} 夜）{replies[beat % len(replies)]}"
+                "mes": f"（第 {turn} 夜）{users[turn % len(users)]}"}
+        text = f"（第 {turn} 夜）{replies[turn % len(replies)]}"
         reply: dict[str, Any] = {"name": header["character_name"], "is_user": False, "is_system": False, "mes": text}
-        if beat % 10 == 0:
-            reply.update(swipes=[text, f"（第 {beat} 夜，重来）{replies[(beat + 7) % len(replies)]}"], swipe_id=0)
+        if turn % 10 == 0:
+            reply.update(swipes=[text, f"（第 {turn} 夜，重来）{replies[(turn + 7) % len(replies)]}"], swipe_id=0)
         out += [json.dumps(user, ensure_ascii=False), json.dumps(reply, ensure_ascii=False)]
         count += 2
-        if beat % 50 == 0:
-            note = {"name": "旁白", "is_user": False, "is_system": True, "mes": f"——第 {beat} 夜过去了。",
+        if turn % 50 == 0:
+            note = {"name": "旁白", "is_user": False, "is_system": True, "mes": f"——第 {turn} 夜过去了。",
                     "extra": {"type": "narrator"}}
             out.append(json.dumps(note, ensure_ascii=False))
             count += 1
@@ -91,7 +91,7 @@ def import_table(folder: Path, messages: int = 5000, progress: Callable[[str], N
     steps = report.records.get("bigimport", [])
     play = next((s for s in steps if s["id"] == "play"), {})
     return {
-        "messages": count, "beats": result.beats, "swipes": result.source.swipes, "notes": result.source.notes,
+        "messages": count, "turns": result.turns, "swipes": result.source.swipes, "notes": result.source.notes,
         "import_s": round(import_s, 3), "tree_import_s": round(tree_s, 3), "run_s": round(run_s, 3),
         "compactions": len(play.get("outcome", {}).get("compactions", [])), "calls": report.calls,
         "failures": report.failures,
@@ -101,7 +101,7 @@ def import_table(folder: Path, messages: int = 5000, progress: Callable[[str], N
 
 def print_import(table: dict[str, Any]) -> None:
     """The table, and whether the targets were met."""
-    print(f"\n导入（{table['messages']} 条消息 → {table['beats']} 轮，"
+    print(f"\n导入（{table['messages']} 条消息 → {table['turns']} 轮，"
           f"{table['swipes']} 个备选，{table['notes']} 条戏外消息）")
     print(f"  导入成场景（harness import）：{table['import_s']:.2f} s")
     print(f"  导入成会话树（import_chat，落盘，整份文件 fsync 一次）：{table['tree_import_s']:.2f} s")

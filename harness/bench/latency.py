@@ -77,7 +77,7 @@ def weight_table(folder: Path, embedders: Sequence[str] = ("hash", "semantic", "
                 for query in queries:
                     found = [index[h.text] for h in memory.search(query["q"], top_k=TOP_K)]
                     script = "cjk" if has_cjk(query["q"]) else "latin"
-                    hits.setdefault(f"{language}/{script}", []).append(any(b in found for b in query["beats"]))
+                    hits.setdefault(f"{language}/{script}", []).append(any(b in found for b in query["turns"]))
             rows[name][str(weight)] = {k: round(sum(v) / len(v), 3) for k, v in sorted(hits.items())}
             rows[name][str(weight)].update({f"n:{k}": len(v) for k, v in hits.items()})
     return {"weights": list(WEIGHTS), "top_k": TOP_K, "embedders": rows}
@@ -97,7 +97,7 @@ def print_weights(table: dict[str, Any]) -> None:
 def synthetic_texts(count: int, seed: int = 7) -> list[str]:
     """``count`` distinct chunk texts of 2-4 story sentences each (deterministic)."""
     rng = random.Random(seed)
-    sentences = [s + "。" for beat in load_story()["beats"] for s in beat.split("。") if s.strip()]
+    sentences = [s + "。" for turn in load_story()["turns"] for s in turn.split("。") if s.strip()]
     return [f"（第{i}段）" + "".join(rng.sample(sentences, rng.randint(2, 4))) for i in range(count)]
 
 def cached_vectors(cache: Path, name: str, texts: Sequence[str], progress: Callable[[str], None]) -> np.ndarray:
@@ -148,7 +148,7 @@ def _load() -> float:
 
 def latency_table(folder: Path, sizes: Sequence[int], cache: Path, progress: Callable[[str], None],
                   rounds: int = 100, busy_at: int = 5000) -> dict[str, Any]:
-    """Per-beat recall latency at each store size, for each configuration.
+    """Per-turn recall latency at each store size, for each configuration.
 
     ``cold_ms``: the first recall of a freshly opened store with no warm-up (it loads
     every vector and tokenizes every chunk; the 5 s bound may cut it off).
@@ -213,7 +213,7 @@ ARCHIVED_TURNS = 110
 
 
 def compaction_case(folder: Path, busy: bool, method_name: str = DEFAULT_METHOD) -> dict[str, Any]:
-    """A compaction archives 30 chunks with the real embedder; the next beat's recall
+    """A compaction archives 30 chunks with the real embedder; the next turn's recall
     starts once the archive is embedding. How long does the recall take, and does it
     still get its lines within the 5 s bound?"""
     method = next(m for m in METHODS if m.name == method_name)

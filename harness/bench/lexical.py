@@ -155,7 +155,7 @@ def _top(scores: npt.NDArray[np.float32], k: int) -> list[int]:
 
 def variant_recall(variant: Variant, chunks: Sequence[str], answers: Sequence[int],
                    queries: Sequence[dict[str, Any]], related: Related | None = None) -> dict[str, Any]:
-    """recall@5 of ``variant`` over ``chunks`` (``answers[i]``: the beat chunk ``i`` is, 0 for a user line)."""
+    """recall@5 of ``variant`` over ``chunks`` (``answers[i]``: the turn chunk ``i`` is, 0 for a user line)."""
     terms = [bigram_terms(c) for c in chunks]
     index = _index(context_counts(terms, variant.context_weight, variant.context_window))
     by_kind: dict[str, list[bool]] = {}
@@ -169,7 +169,7 @@ def variant_recall(variant: Variant, chunks: Sequence[str], answers: Sequence[in
             scores = scores + _scores(index, dict.fromkeys(feedback_terms(list(weighted), first, FEEDBACK_TERMS),
                                                            variant.feedback_weight))
         found = {answers[i] for i in _top(scores, TOP_K)}
-        by_kind.setdefault(query["kind"], []).append(bool(found & set(query["beats"])))
+        by_kind.setdefault(query["kind"], []).append(bool(found & set(query["turns"])))
     every = [ok for oks in by_kind.values() for ok in oks]
     return {"recall_at_5": sum(every) / len(every), "by_kind": {k: sum(v) / len(v) for k, v in by_kind.items()}}
 

@@ -5,7 +5,7 @@ instant scripted side model (its replies are made by rule: :func:`harness.eval.s
 labelled scripted) and, with vector memory on, the instant hashing embedder, so only the
 library's own cost counts:
 
-- per-turn foreground (``prepare()`` + ``record()``, median and p95 over the last beats)
+- per-turn foreground (``prepare()`` + ``record()``, median and p95 over the last turns)
   at 100, 1,000, 10,000 and 100,000 turns; vector memory off and on; with a ledger
   snapshot every turn and without;
 - a cold open in a fresh process: ``Card.open`` + ``card.chat`` to the first
@@ -45,7 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from liyuan import Card, CardStorage
-from liyuan.card.files import CardLayout, MemoryFiles, sha1_text
+from liyuan.card.files import MemoryFiles, sha1_text
+from liyuan.card.layout import CardLayout
 from liyuan.card.manifest import Manifest, save_manifest
 from liyuan.card.sessions import source_mark_of
 from liyuan.card.sync import CardMemory
@@ -74,7 +75,7 @@ FULL_SIZES = (100, 1000, 10000, 100000)
 QUICK_SIZES = (100, 1000, 10000)
 SYNC_CHATS = (10, 100, 500)
 QUICK_SYNC_CHATS = (10, 100)
-BEATS = 100
+TURNS = 100
 """Timed turns per size and variant (after three untimed): at about a millisecond a turn,
 40 let one busy moment of the machine move a median by half."""
 OPEN_REPEAT = 3
@@ -82,8 +83,8 @@ OPEN_REPEAT = 3
 Progress = Callable[[str], None]
 
 def per_turn(card_dir: Path, chat_id: str, *, vector: bool, ledger: bool, ids: IdFactory,
-             beats: int, storage: CardStorage | None = None) -> dict[str, float]:
-    """Median and p95 (ms) of ``prepare()`` + ``record()`` over ``beats`` beats after a warm-up
+             turns: int, storage: CardStorage | None = None) -> dict[str, float]:
+    """Median and p95 (ms) of ``prepare()`` + ``record()`` over ``turns`` turns after a warm-up
     (``storage``: where the card's state is, closed with the card; default its folder)."""
     config = memory_config(vector)
     with Card.open(card_dir, side_model=scripted_summariser(USER, CHAR), config=config, user_name=USER,
@@ -93,11 +94,11 @@ def per_turn(card_dir: Path, chat_id: str, *, vector: bool, ledger: bool, ids: I
         if chat.vector is not None:
             chat.vector.warm()
         times = []
-        for beat in range(beats + 3):
+        for turn in range(turns + 3):
             started = time.perf_counter()
-            chat.prepare(f"第{beat}次追问：那把青伞是谁留下的？")
-            chat.record(reply(beat), ledger=Ledger.from_dict(ledger_of(beat)) if ledger else None)
-            if beat >= 3:
+            chat.prepare(f"第{turn}次追问：那把青伞是谁留下的？")
+            chat.record(reply(turn), ledger=Ledger.from_dict(ledger_of(turn)) if ledger else None)
+            if turn >= 3:
                 times.append((time.perf_counter() - started) * 1000)
         card.flush()
     return {"p50_ms": statistics.median(times), "p95_ms": percentile(times, 95)}
@@ -218,7 +219,7 @@ def sync_no_change(folder: Path, chats: int, repeat: int = 5) -> dict[str, float
 
 
 def fsync_ms(folder: Path, count: int = 30) -> float:
-    """Median time of one appended line plus its fsync in ``folder`` (the disk's share of a beat)."""
+    """Median time of one appended line plus its fsync in ``folder`` (the disk's share of a turn)."""
     path = folder / "fsync-probe.jsonl"
     times = []
     with open(path, "ab") as out:
@@ -233,13 +234,13 @@ def fsync_ms(folder: Path, count: int = 30) -> float:
 
 
 def long_table(folder: Path, *, quick: bool, progress: Progress, sizes: Sequence[int] | None = None,
-               beats: int | None = None) -> dict[str, Any]:
+               turns: int | None = None) -> dict[str, Any]:
     """Every measurement of the series, as data (see the module docstring).
 
     The chats live on a memory disk (``/dev/shm``) when there is one: an fsync on this
     shared machine's disk takes 1 to 40 ms at random and would drown the library's own
     cost, which is what the ratios are about. The disk's fsync is measured apart
-    (``fsync_ms``, in ``folder``): a beat costs two or three of them with the default
+    (``fsync_ms``, in ``folder``): a turn costs two or three of them with the default
     ``durability="entry"``, one with ``"turn"``, at every length.
     """
     shm = Path("/dev/shm")
@@ -249,21 +250,21 @@ def long_table(folder: Path, *, quick: bool, progress: Progress, sizes: Sequence
 
         disk = tempfile.mkdtemp(prefix="liyuan-long-", dir=shm)
         try:
-            table = _long_table(Path(disk), quick=quick, progress=progress, sizes=sizes, beats=beats)
+            table = _long_table(Path(disk), quick=quick, progress=progress, sizes=sizes, timed=turns)
         finally:
             shutil.rmtree(disk, ignore_errors=True)
         table["where"] = "内存盘 /dev/shm"
     else:
-        table = _long_table(folder, quick=quick, progress=progress, sizes=sizes, beats=beats)
+        table = _long_table(folder, quick=quick, progress=progress, sizes=sizes, timed=turns)
         table["where"] = "临时目录"
     table["fsync_ms"] = fsync_ms(folder)
     return table
 
 
 def _long_table(folder: Path, *, quick: bool, progress: Progress, sizes: Sequence[int] | None,
-                beats: int | None) -> dict[str, Any]:
+                timed: int | None) -> dict[str, Any]:
     sizes = tuple(sizes or (QUICK_SIZES if quick else FULL_SIZES))
-    beats = beats or (15 if quick else BEATS)
+    timed = timed or (15 if quick else TURNS)
     turns: dict[str, dict[str, Any]] = {}
     opens: dict[str, dict[str, Any]] = {}
     for size in sizes:
@@ -277,7 +278,7 @@ def _long_table(folder: Path, *, quick: bool, progress: Progress, sizes: Sequenc
                 key = f"向量{'开' if vector else '关'}·账本{'有' if ledger else '无'}"
                 progress(f"长对话：{size} 轮，{key}，每轮用时 …")
                 turns.setdefault(key, {})[str(size)] = per_turn(card_dir, "long", vector=vector, ledger=ledger,
-                                                                ids=ids, beats=beats)
+                                                                ids=ids, turns=timed)
             if ledger:
                 for vector in (False, True):
                     progress(f"长对话：{size} 轮，冷启动（向量{'开' if vector else '关'}）…")
@@ -297,8 +298,8 @@ def _long_table(folder: Path, *, quick: bool, progress: Progress, sizes: Sequenc
     loops = []
     for gap in (0.0, 10.0):
         progress(f"连着走：旁路模型每次 200 ms，两轮之间 {gap:g} ms …")
-        loops.append(back_to_back(folder, turns=1000 if quick else 10000, beats=300 if quick else 1000, gap_ms=gap))
-    return {"sizes": list(sizes), "beats": beats, "turns": turns, "open": opens,
+        loops.append(back_to_back(folder, turns=1000 if quick else 10000, played=300 if quick else 1000, gap_ms=gap))
+    return {"sizes": list(sizes), "timed_turns": timed, "turns": turns, "open": opens,
             "recall_at_cap": {"chunks": cap, **at_cap}, "sync": syncs, "back_to_back": loops}
 
 
@@ -313,7 +314,8 @@ def print_long(table: dict[str, Any]) -> None:
     """The series side by side, each row with its ratios to the smallest size; the targets' verdicts."""
     sizes = [str(s) for s in table["sizes"]]
     head = "".join(f"{s:>12}" for s in sizes)
-    print(f"\n长对话：每轮前台用时（prepare + record，中位数 / p95，{table['beats']} 轮；右侧为相对最小规模的倍数；"
+    print(f"\n长对话：每轮前台用时（prepare + record，中位数 / p95，{table['timed_turns']} 轮；"
+          "右侧为相对最小规模的倍数；"
           f"会话在{table['where']}上，磁盘的 fsync 另计：每次 {table['fsync_ms']:.1f} ms，默认每轮 2–3 次）")
     print(f"{'':<16}{head}")
     worst = 0.0

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from liyuan import MemoryConfig
-from liyuan.card.files import CardLayout
+from liyuan.card.layout import CardLayout
 from liyuan.clock import IdFactory
 from liyuan.session.entries import SESSION_VERSION
 from liyuan.session.state import STATE_ENTRY_TYPE, Ledger
@@ -59,7 +59,7 @@ def reply(turn: int) -> str:
 
 
 def build_chat(card_dir: Path, chat_id: str, turns: int, *, ledger: bool, seed: int = 24) -> tuple[Path, IdFactory]:
-    """Write a ``turns``-beat chat as the app would have left it; returns its file and an
+    """Write a ``turns``-turn chat as the app would have left it; returns its file and an
     id source that continues the one it was written with."""
     sessions = CardLayout(card_dir).sessions_dir(chat_id)
     sessions.mkdir(parents=True, exist_ok=True)

@@ -126,12 +126,12 @@ def memory_for(folder: Path, method: Method, *, max_chunks: int = 5000, remember
     return VectorMemory(config, store, chosen, fusion=method.fusion)
 
 def story_chunks(story: dict[str, Any]) -> dict[str, int]:
-    """The chunks a story stores, in order (each turn's user line, if any, then its beat),
-    each mapped to the beat it is (1-based), or 0 for a user's line, which answers nothing."""
-    beats: list[str] = story["beats"]
-    turns: list[str | None] = story.get("user_turns") or [None] * len(beats)
-    return {text: answer for turn, (number, beat) in zip(turns, enumerate(beats, 1), strict=True)
-            for text, answer in ((turn, 0), (beat, number)) if text}
+    """The chunks a story stores, in order (each turn's user line, if any, then its turn),
+    each mapped to the turn it is (1-based), or 0 for a user's line, which answers nothing."""
+    turns: list[str] = story["turns"]
+    users: list[str | None] = story.get("user_turns") or [None] * len(turns)
+    return {text: answer for user, (number, turn) in zip(users, enumerate(turns, 1), strict=True)
+            for text, answer in ((user, 0), (turn, number)) if text}
 
 
 def load_story(language: str = "zh") -> dict[str, Any]:

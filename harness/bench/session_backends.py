@@ -84,7 +84,7 @@ def session_table(dsn: str | None, *, size: int = SIZE,
             card_dir = files_dir if name == "files" else base / "postgres"
             progress(f"会话后端：{name}，打开和每轮 …")
             row = {"open_s": _open(card_dir, make, ids)}
-            turns = per_turn(card_dir, "long", vector=False, ledger=True, ids=ids, beats=TURNS, storage=make())
+            turns = per_turn(card_dir, "long", vector=False, ledger=True, ids=ids, turns=TURNS, storage=make())
             row.update(turn_p50_ms=turns["p50_ms"], turn_p95_ms=turns["p95_ms"])
             table["backends"][name] = row
     finally:

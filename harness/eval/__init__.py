@@ -1,4 +1,4 @@
-"""Evaluation: scorecards of runs, the strategy comparison, the per-beat overhead bench.
+"""Evaluation: scorecards of runs, the strategy comparison, the per-turn overhead bench.
 
 ``python -m harness eval [scorecards|strategies|bench|all] [--check]`` (``nox -s eval``):
 
@@ -8,7 +8,7 @@
 - ``strategies`` runs the four-strategy comparison on the synthetic long chat and writes
   ``sim/eval/strategies.json``, ``sim/eval/strategies.md`` and
   ``docs/assets/strategy-chart.svg``.
-- ``bench`` measures the per-beat overhead and the wall times of ``harness run`` and
+- ``bench`` measures the per-turn overhead and the wall times of ``harness run`` and
   ``mkdocs build``, prints them and writes the snapshot ``sim/eval/bench.json`` and
   ``sim/eval/bench.md`` (machine-dependent; the snapshot says where and when).
 - ``snapshots`` re-renders the Markdown of every committed measurement snapshot

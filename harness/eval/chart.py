@@ -1,4 +1,4 @@
-"""The strategy chart: context size per beat for the four strategies, as an SVG.
+"""The strategy chart: context size per turn for the four strategies, as an SVG.
 
 Invariant: :func:`render_chart` is a pure function of the comparison report; the same
 report gives the same bytes (fixed number formatting, no timestamps, no random ids).
@@ -6,7 +6,7 @@ Like the site's other diagrams it draws its own light card with explicit colours
 reads the same in the light and the dark palette; the series differ by dash pattern as
 well as by colour, so they stay apart in grey scale and for colour-blind readers.
 
-Two panels share the x axis (beats): the top one shows the whole range with the model
+Two panels share the x axis (turns): the top one shows the whole range with the model
 window as a line; the bottom one zooms into the lowest part, where truncation and our
 strategy live.
 """
@@ -54,11 +54,11 @@ def _thousands(value: int) -> str:
 
 
 def _panel(out: list[str], runs: Sequence[Mapping[str, Any]], top: int, height: int, y_max: int,
-           beats: int, clip: str, window: int | None, title: str) -> None:
+           turns: int, clip: str, window: int | None, title: str) -> None:
     plot_w = _WIDTH - _LEFT - _RIGHT
 
-    def x(beat: float) -> float:
-        return _LEFT + (beat - 1) / max(beats - 1, 1) * plot_w
+    def x(turn: float) -> float:
+        return _LEFT + (turn - 1) / max(turns - 1, 1) * plot_w
 
     def y(value: float) -> float:
         return top + height - min(value, y_max * 1.02) / y_max * height
@@ -72,12 +72,12 @@ def _panel(out: list[str], runs: Sequence[Mapping[str, Any]], top: int, height: 
         out.append(f'<line x1="{_LEFT}" y1="{yy}" x2="{_LEFT + plot_w}" y2="{yy}" stroke="{_GRID}" stroke-width="1"/>')
         out.append(f'<text x="{_LEFT - 10}" y="{_fmt(y(value) + 5)}" font-size="13" text-anchor="end" '
                    f'fill="{_MUTED}">{_thousands(value)}</text>')
-    step = 100 if beats >= 300 else 20
-    for beat in range(step, beats + 1, step):
-        xx = _fmt(x(beat))
+    step = 100 if turns >= 300 else 20
+    for turn in range(step, turns + 1, step):
+        xx = _fmt(x(turn))
         out.append(f'<line x1="{xx}" y1="{top}" x2="{xx}" y2="{top + height}" stroke="{_GRID}" stroke-width="1"/>')
         out.append(f'<text x="{xx}" y="{top + height + 20}" font-size="13" text-anchor="middle" '
-                   f'fill="{_MUTED}">{beat}</text>')
+                   f'fill="{_MUTED}">{turn}</text>')
     if window is not None and window <= y_max:
         wy = _fmt(y(window))
         out.append(f'<line x1="{_LEFT}" y1="{wy}" x2="{_LEFT + plot_w}" y2="{wy}" stroke="{_INK}" '
@@ -99,14 +99,14 @@ def render_chart(report: Mapping[str, Any]) -> str:
     """The SVG text for a :func:`harness.eval.strategies.compare` report."""
     runs = report["strategies"]
     settings = report["settings"]
-    beats = int(report["chat"]["beats"])
+    turns = int(report["chat"]["turns"])
     window = int(settings["window_tokens"])
     top_max = _nice_ceiling(max(max(r["series"]["tokens"]) for r in runs))
     low = [r for r in runs if r["name"] in ("truncate", "ours")]
     zoom_max = _nice_ceiling(max(max(r["series"]["tokens"]) for r in low) * 1.15)
     labels = {r["name"]: r["label"] for r in runs}
     title = "每轮送进模型的上下文有多大（估算 token）"
-    desc = (f"{beats} 轮的合成长对话上，四种策略每轮上下文的估算 token 数。"
+    desc = (f"{turns} 轮的合成长对话上，四种策略每轮上下文的估算 token 数。"
             "全量回放一路涨到窗口的数倍；通用 agent 压缩按字符数÷4 估算，每次都在超出窗口之后才压；"
             "截断保持很小但早期的事全丢；梨园的剧情压缩在几千到一万多 token 之间呈锯齿。摘要来自脚本，不是模型输出。")
     out = [
@@ -128,8 +128,8 @@ def render_chart(report: Mapping[str, Any]) -> str:
         out.append(f'<line x1="{legend_x}" y1="104" x2="{legend_x + 36}" y2="104" stroke="{color}" '
                    f'stroke-width="{width + 1}"{dash_attr}/>')
         out.append(f'<text x="{legend_x + 44}" y="109" font-size="15">{escape(labels[name])}</text>')
-    _panel(out, runs, 150, 260, top_max, beats, "clip-all", window, "全程（虚线横线是模型窗口）")
-    _panel(out, runs, 480, 160, zoom_max, beats, "clip-zoom", window, f"放大最下面 0 – {_thousands(zoom_max)} token")
+    _panel(out, runs, 150, 260, top_max, turns, "clip-all", window, "全程（虚线横线是模型窗口）")
+    _panel(out, runs, 480, 160, zoom_max, turns, "clip-zoom", window, f"放大最下面 0 – {_thousands(zoom_max)} token")
     out.append(f'<text x="{_LEFT + (_WIDTH - _LEFT - _RIGHT) / 2:.0f}" y="{_HEIGHT - 14}" font-size="14" '
                f'text-anchor="middle" fill="{_MUTED}">第几轮</text>')
     out.append("</g>")

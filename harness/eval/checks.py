@@ -82,8 +82,8 @@ class Fact:
     """Every group must occur; any alternative of a group will do (see :func:`parse_match`)."""
     chat: str | None = None
     """The chat where it is said (``None`` for never-said facts)."""
-    beat: int | None = None
-    """The beat that first says it (0: the greeting); ``None`` when the chat has no session."""
+    turn: int | None = None
+    """The turn that first says it (0: the greeting); ``None`` when the chat has no session."""
     kind: str = "fact"
     """``name``, ``object``, ``holder``, ``promise``, ``thread``, ``fact`` ..."""
     section: str | None = None
@@ -337,21 +337,21 @@ class SceneResult:
         return {"ok": self.ok, "verdict": self.verdict, "expected": self.expected, "named": list(self.named)}
 
 
-def check_latest_scene(section_text: str, scenes: Sequence[Fact], covered_beat: int) -> SceneResult:
+def check_latest_scene(section_text: str, scenes: Sequence[Fact], covered_turn: int) -> SceneResult:
     """Does the 当前场景 section follow the latest scene of the covered transcript?
 
     Args:
         section_text: Body of ``## 当前场景``.
-        scenes: The chat's scenes, each a :class:`Fact` whose ``beat`` is where it begins.
-        covered_beat: The last beat the summary covers (0: only the greeting).
+        scenes: The chat's scenes, each a :class:`Fact` whose ``turn`` is where it begins.
+        covered_turn: The last turn the summary covers (0: only the greeting).
 
     Returns:
-        ``ok`` when the latest scene that began at or before ``covered_beat`` is named.
+        ``ok`` when the latest scene that began at or before ``covered_turn`` is named.
         Naming an earlier scene as well (``从厨房上到灯室``) is fine; naming only an
         earlier one is the regression the five-section prompt warns about.
     """
-    reached = sorted((s for s in scenes if s.beat is not None and s.beat <= covered_beat),
-                     key=lambda s: s.beat or 0)
+    reached = sorted((s for s in scenes if s.turn is not None and s.turn <= covered_turn),
+                     key=lambda s: s.turn or 0)
     haystack = normalize(section_text)
     named = tuple(s.id for s in scenes if fact_in_normalized(s, haystack))
     if not reached:

@@ -38,7 +38,7 @@ def long_markdown(data: Mapping[str, Any]) -> str:
     sizes = [str(s) for s in data["sizes"]]
     first, last = sizes[0], sizes[-1]
     lines = [stamp_line(data["machine"]), ""]
-    lines += [f"每轮前台用时（`prepare` + `record`，每个规模计 {data['beats']} 轮）：", "",
+    lines += [f"每轮前台用时（`prepare` + `record`，每个规模计 {data['timed_turns']} 轮）：", "",
               _row(["每轮", *(f"{_n(s)} 轮" for s in sizes), f"{_n(last)} / {_n(first)}"]),
               _row(["---"] * (len(sizes) + 2))]
     worst_p50 = worst_p95 = 0.0
@@ -78,7 +78,7 @@ def long_markdown(data: Mapping[str, Any]) -> str:
                   _row(["---"] * 8)]
         for row in loops:
             bg, inline = row["background"], row["inline"]
-            lines.append(_row([f"{_n(row['turns'])} 轮", f"{_n(row['beats'])} 轮", f"{row['gap_ms']:g} ms",
+            lines.append(_row([f"{_n(row['turns'])} 轮", f"{_n(row['played_turns'])} 轮", f"{row['gap_ms']:g} ms",
                                f"{bg['p50_ms']:.2f} ms", f"{bg['p95_ms']:.2f} ms", f"{bg['max_ms']:.1f} ms",
                                f"{bg['summaries']}（{bg['dropped']}）", str(inline["summaries"])]))
         lines.append("")
@@ -95,7 +95,8 @@ def long_markdown(data: Mapping[str, Any]) -> str:
     for row in loops:
         bg, inline = row["background"], row["inline"]
         ratio = bg["p95_ms"] / bg["p50_ms"] if bg["p50_ms"] else float("inf")
-        lines.append(f"- 连着走（{_n(row['turns'])} 轮的局再走 {_n(row['beats'])} 轮，两轮之间 {row['gap_ms']:g} ms）："
+        lines.append(f"- 连着走（{_n(row['turns'])} 轮的局再走 {_n(row['played_turns'])} 轮，"
+                     f"两轮之间 {row['gap_ms']:g} ms）："
                      f"p95 不超过 p50 的 2 倍：{_met(ratio <= 2)}（{ratio:.2f}×）；"
                      "落下的摘要和一轮一轮等着压时一样多："
                      f"{_met(bg['summaries'] == inline['summaries'])}"

@@ -3,13 +3,13 @@
 A scenario YAML may carry a ``gold:`` block (documented in ``docs/eval.md``)::
 
     gold:
-      facts:        # said in the story; beat 0 is the greeting, no beat: a hand-written recap
-        - {id: oil, chat: jA, beat: 1, kind: fact, section: 事实账, text: 灯油只剩两桶, match: [灯油, 两桶|2桶]}
-        - {id: lamp-rule, chat: jA, also: [jB], beat: 1, text: …, match: [灯室, 陪|在场]}
+      facts:        # said in the story; turn 0 is the greeting, no turn: a hand-written recap
+        - {id: oil, chat: jA, turn: 1, kind: fact, section: 事实账, text: 灯油只剩两桶, match: [灯油, 两桶|2桶]}
+        - {id: lamp-rule, chat: jA, also: [jB], turn: 1, text: …, match: [灯室, 陪|在场]}
       never_said:   # nobody said these; no artifact may contain them
         - {id: ghost, text: 灯塔闹鬼, match: [闹鬼]}
-      scenes:       # where and when the story is, from the beat each scene begins
-        - {id: kitchen, chat: jA, beat: 1, text: 一楼厨房, match: [厨房]}
+      scenes:       # where and when the story is, from the turn each scene begins
+        - {id: kitchen, chat: jA, turn: 1, text: 一楼厨房, match: [厨房]}
 
 Invariant: :func:`load_gold` either returns a complete, self-consistent :class:`Gold`
 (unique ids, known chats, non-empty match groups, sections among the five) or raises
@@ -29,12 +29,13 @@ import yaml
 from liyuan.errors import ConfigError
 from liyuan.story.scribe import SUMMARY_HEADINGS
 
+from ..running.oldkeys import upgrade_old_keys
 from .checks import Fact, parse_match
 
 __all__ = ["Gold", "GoldError", "ScenarioFile", "load_gold", "load_scenario", "load_scenarios", "parse_gold"]
 
 _SECTIONS = tuple(h.removeprefix("## ") for h in SUMMARY_HEADINGS)
-_KEYS = {"id", "chat", "beat", "kind", "section", "text", "match", "also"}
+_KEYS = {"id", "chat", "turn", "kind", "section", "text", "match", "also"}
 
 
 class GoldError(ConfigError):
@@ -79,9 +80,9 @@ def _fact(raw: Any, where: str, chats: Sequence[str], *, needs_chat: bool) -> Fa
         raise GoldError(f"{where}.chat: 没有这个局：{chat!r}（已定义：{'、'.join(chats)}）")
     if not needs_chat and chat is not None:
         raise GoldError(f"{where}.chat: 从没说过的事不属于哪一局，不要写 chat")
-    beat = raw.get("beat")
-    if beat is not None and (not isinstance(beat, int) or isinstance(beat, bool) or beat < 0):
-        raise GoldError(f"{where}.beat: 应该是 0（开场白）或正整数")
+    turn = raw.get("turn")
+    if turn is not None and (not isinstance(turn, int) or isinstance(turn, bool) or turn < 0):
+        raise GoldError(f"{where}.turn: 应该是 0（开场白）或正整数")
     section = raw.get("section")
     if section is not None and section not in _SECTIONS:
         raise GoldError(f"{where}.section: 应该是五节之一：{'、'.join(_SECTIONS)}")
@@ -89,7 +90,7 @@ def _fact(raw: Any, where: str, chats: Sequence[str], *, needs_chat: bool) -> Fa
     if not isinstance(also, list) or any(a not in chats or a == chat for a in also):
         raise GoldError(f"{where}.also: 应该列出另外支撑这条事实的局（已定义：{'、'.join(chats)}）")
     kind = raw.get("kind", "fact")
-    return Fact(fact_id, text.strip(), parse_match(match), chat=chat, beat=beat,
+    return Fact(fact_id, text.strip(), parse_match(match), chat=chat, turn=turn,
                 kind=kind if isinstance(kind, str) else "fact", section=section, also=tuple(also))
 
 
@@ -110,8 +111,8 @@ def parse_gold(raw: Any, chats: Sequence[str], where: str = "gold") -> Gold:
         parts[key] = tuple(_fact(item, f"{where}.{key}[{i}]", chats, needs_chat=key != "never_said")
                            for i, item in enumerate(items))
     for fact in parts["scenes"]:
-        if fact.beat is None:
-            raise GoldError(f"{where}.scenes（{fact.id}）.beat: 场景要写从第几轮开始")
+        if fact.turn is None:
+            raise GoldError(f"{where}.scenes（{fact.id}）.turn: 场景要写从第几轮开始")
     seen: set[str] = set()
     for fact in (*parts["facts"], *parts["never_said"], *parts["scenes"]):
         if fact.id in seen:
@@ -140,6 +141,10 @@ def load_scenario(path: Path, label: str | None = None) -> ScenarioFile:
         raise GoldError(f"{name}: 读不了场景文件：{exc}") from exc
     if not isinstance(data, Mapping):
         raise GoldError(f"{name}: 场景文件的顶层应该是映射")
+    try:
+        data = upgrade_old_keys(data, name)
+    except ConfigError as exc:
+        raise GoldError(str(exc)) from exc
     chats = data.get("chats") or {}
     gold = parse_gold(data.get("gold"), list(chats) if isinstance(chats, Mapping) else [], f"{name}: gold")
     return ScenarioFile(data, gold)

@@ -157,7 +157,7 @@ def check_budget(summary: str | None, state_text: str, roster: str,
     """Check one assembled context against the shared 4300-character envelope.
 
     Args:
-        summary: The in-session relay summary sent this beat, if any.
+        summary: The in-session relay summary sent this turn, if any.
         state_text: The ledger text (without its 【世界状态】 label).
         roster: The roster text (without its label).
         resident_original: The card's resident summary as stored, if any.

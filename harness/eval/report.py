@@ -206,8 +206,8 @@ def strategies_markdown(report: Mapping[str, Any]) -> str:
              f"| 策略 | 最大（字 / token） | 最后一轮（字 / token） | 超出 {window // 1024}k 窗口的轮数 |",
              "|---|--:|--:|--:|"]
     sizes += [f"| {r['label']} | {r['max_chars']:,} / {r['max_tokens']:,} | {r['final_chars']:,} / "
-              f"{r['final_tokens']:,} | {r['beats_over_window']} |" for r in runs]
-    sizes += ["", f"最大：{chat['beats']} 轮里送出最多的那一轮；最后一轮：第 {chat['beats']} 轮送出的上下文；"
+              f"{r['final_tokens']:,} | {r['turns_over_window']} |" for r in runs]
+    sizes += ["", f"最大：{chat['turns']} 轮里送出最多的那一轮；最后一轮：第 {chat['turns']} 轮送出的上下文；"
               f"超出窗口：送出的上下文（估算 token）超过 {window:,} 的轮数。", ""]
     calls = ["**压了几次、切在哪**", "",
              "| 策略 | 旁路调用 | 压缩 | 切在两轮之间 | 切在一轮中间 |", "|---|--:|--:|--:|--:|"]
@@ -227,16 +227,16 @@ def strategies_markdown(report: Mapping[str, Any]) -> str:
 
 
 def bench_markdown(bench: Mapping[str, Any]) -> str:
-    """The benchmark snapshot: machine, per-beat overhead, wall times."""
+    """The benchmark snapshot: machine, per-turn overhead, wall times."""
     from ..bench.stamp import stamp_line
 
     lines = [stamp_line(bench["machine"]), ""]
     overhead = bench.get("overhead")
     if overhead:
         names = {"library": "本库（分支有缓存，只读活跃区间）"}
-        lines += [f"每轮开销（毫秒；每种长度取最后 {overhead['sample_beats']} 轮）", "",
+        lines += [f"每轮开销（毫秒；每种长度取最后 {overhead['sample_turns']} 轮）", "",
                   "| 实现 | 对话长度（轮） | 中位数 | p95 |", "|---|---|---|---|"]
-        lines += [f"| {names.get(r['variant'], r['variant'])} | {r['beats']:,} | {r['median_ms']:.3f} | "
+        lines += [f"| {names.get(r['variant'], r['variant'])} | {r['turns']:,} | {r['median_ms']:.3f} | "
                   f"{r['p95_ms']:.3f} |" for r in overhead["rows"]]
         lines.append("")
         for variant, verdict in overhead.get("verdicts", {}).items():

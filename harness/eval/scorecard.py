@@ -6,7 +6,7 @@ Reads ``<base>/out/*.json`` (every step with its calls, replies and outcomes) an
 nothing itself (see :mod:`harness.eval`).
 
 Invariant: the scorecard is a pure function of those files. It judges only what a run
-recorded: a summary is scored against the beats its own prompt covered (counted from
+recorded: a summary is scored against the turns its own prompt covered (counted from
 the prompt's ``<conversation>`` and the previous summary it merged), a merge against
 the recaps that existed when it ran, a context against the resident summary the card
 had. Fact recall counts only what landed: a reply the memory code refused (a summary that
@@ -117,12 +117,12 @@ class _State:
 
     played: dict[str, int] = field(default_factory=dict)
     covered_by_summary: dict[str, int] = field(default_factory=dict)
-    """Normalized accepted summary -> the last beat it covers."""
+    """Normalized accepted summary -> the last turn it covers."""
     active_summary: dict[str, str] = field(default_factory=dict)
     summaries: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
     """Chat -> accepted summaries with the characters each covered anew."""
     recaps: dict[str, int | None] = field(default_factory=dict)
-    """Chats whose recap is on disk -> beats it covers (``None``: hand-written, all facts)."""
+    """Chats whose recap is on disk -> turns it covers (``None``: hand-written, all facts)."""
     handbook: str | None = None
     resident: str | None = None
     outputs: dict[str, str] = field(default_factory=dict)
@@ -143,14 +143,14 @@ class _Scorer:
 
     def expected(self, chat: str, through: int | None) -> list[Any]:
         return [f for f in self.gold.facts_of({chat})
-                if through is None or (f.beat is not None and f.beat <= through)]
+                if through is None or (f.turn is not None and f.turn <= through)]
 
     def step(self, step: Mapping[str, Any]) -> None:
         kind, params, outcome = step["kind"], step.get("params", {}), step.get("outcome", {})
         chat = str(params.get("chat", ""))
         calls = step.get("calls", [])
-        if kind == "play" and "beats_played" in outcome:
-            self.state.played[chat] = int(outcome["beats_played"])
+        if kind == "play" and "turns_played" in outcome:
+            self.state.played[chat] = int(outcome["turns_played"])
         for call in calls:
             if call["purpose"] == "summary":
                 self.summary(step["id"], chat, call)
@@ -177,7 +177,7 @@ class _Scorer:
         previous = _PREVIOUS_RE.search(request)
         start = self.state.covered_by_summary.get(normalize(previous.group(1)), 0) if previous else 0
         covered = start + sum(1 for block in text.split("\n\n") if block.startswith(f"{self.user}："))
-        record: dict[str, Any] = {"step": step_id, "chat": chat, "covered_through_beat": covered}
+        record: dict[str, Any] = {"step": step_id, "chat": chat, "covered_through_turn": covered}
         if reply is None:
             record["structure"] = _no_reply(call)
             self.card["summaries"].append(record)
@@ -191,8 +191,8 @@ class _Scorer:
         if scenes:
             record["latest_scene"] = check_latest_scene(sections(body).get("当前场景", ""), scenes, covered).to_json()
         normalized = normalize(body)
-        record["beyond_coverage"] = [f.id for f in self.gold.facts_of({chat}) if f.beat is not None
-                                     and f.beat > covered and fact_in_normalized(f, normalized)]
+        record["beyond_coverage"] = [f.id for f in self.gold.facts_of({chat}) if f.turn is not None
+                                     and f.turn > covered and fact_in_normalized(f, normalized)]
         try:
             accepted = validate_summary(body)
         except ModelOutputError as error:
@@ -220,7 +220,7 @@ class _Scorer:
             structure = check_recap_structure(body).to_json()
             landed = chat in outcome.get("recapped", [])
             recap: dict[str, Any] = {
-                "step": step["id"], "chat": chat, "covered_through_beat": through, "structure": structure,
+                "step": step["id"], "chat": chat, "covered_through_turn": through, "structure": structure,
                 "recall": _recall(self.expected(chat, through), call, body), "landed": landed}
             if not landed:
                 recap["refused"] = _refusal(structure["problems"], "记忆代码没有写下这份复盘")

@@ -7,9 +7,9 @@ request text; no model is involved), ids and clock are fixed. Two runs give the 
 numbers byte for byte. Context sizes measure what each strategy would send; they say
 nothing about how good a summary is: with a scripted summariser no run here can.
 
-Per beat and strategy: the characters and estimated tokens
-(:func:`liyuan.tokens.estimate_tokens`) of the context sent to generate that beat's
-reply, the side-model calls made after the beat, and every cut: whether the first kept
+Per turn and strategy: the characters and estimated tokens
+(:func:`liyuan.tokens.estimate_tokens`) of the context sent to generate that turn's
+reply, the side-model calls made after the turn, and every cut: whether the first kept
 message is a user message (between turns) or not (inside a turn).
 """
 
@@ -35,7 +35,7 @@ from liyuan.session.tree import SessionTree
 from liyuan.story.compact import CompactionPlan
 from liyuan.tokens import chars4, estimate_tokens
 
-from ..fixtures.synth import SynthBeat, SynthChat, generate_chat
+from ..fixtures.synth import SynthChat, SynthTurn, generate_chat
 from ..running.runfolder import work_base
 from .checks import fact_in, fact_in_normalized, normalize
 from .memory_checks import check_budget
@@ -59,9 +59,9 @@ AGENT_SUMMARY_OPENING = "此前的会话已压缩成下面的摘要："
 class Settings:
     """Everything the comparison depends on."""
 
-    beats: int = 600
+    turns: int = 600
     seed: int = 7
-    reroll_beat: int = 246
+    reroll_turn: int = 246
     window_tokens: int = 32768
     """The model's context window, for the generic trigger and the over-window count."""
     truncate_turns: int = 20
@@ -80,15 +80,15 @@ def _tokens(text: str) -> int:
 
 @lru_cache(maxsize=65536)
 def _chars4(text: str) -> int:
-    # The agent's own ruler, memoised: the same entries are re-measured every beat.
+    # The agent's own ruler, memoised: the same entries are re-measured every turn.
     return chars4(text)
 
 
 @dataclass(frozen=True)
 class Cut:
-    """One cut: at which beat, and whether the first kept message starts a turn."""
+    """One cut: at which turn, and whether the first kept message starts a turn."""
 
-    beat: int
+    turn: int
     where: str
     """``between`` (the kept part starts with a user message) or ``inside`` (it does not)."""
 
@@ -97,18 +97,18 @@ CLOCK_START = "2026-03-01T08:00:00+08:00"
 
 
 class Strategy(Protocol):
-    """A way to keep a long chat in context: plays each beat and says what it sent."""
+    """A way to keep a long chat in context: plays each turn and says what it sent."""
 
     name: str
     label: str
 
-    def turn(self, beat: SynthBeat) -> tuple[list[ChatMessage], list[Cut]]:
-        """Play one beat: the messages sent to generate its reply, then the beat written
-        (the swiped reply first, at the reroll beat) and maintained; the cuts it made."""
+    def turn(self, turn: SynthTurn) -> tuple[list[ChatMessage], list[Cut]]:
+        """Play one turn: the messages sent to generate its reply, then the turn written
+        (the swiped reply first, at the reroll turn) and maintained; the cuts it made."""
         ...
 
     def final(self, user_text: str) -> list[ChatMessage]:
-        """What would be sent for ``user_text`` after the last beat (nothing written)."""
+        """What would be sent for ``user_text`` after the last turn (nothing written)."""
         ...
 
 
@@ -121,7 +121,7 @@ def _messages(entries: Sequence[Entry]) -> list[ChatMessage]:
 
 
 class _OnTree:
-    """The peers' strategies: a bare session tree, a context rule and an end-of-beat rule."""
+    """The peers' strategies: a bare session tree, a context rule and an end-of-turn rule."""
 
     def __init__(self, greeting: str) -> None:
         self.tree = SessionTree(None, session_id="synth", clock=fixed_clock(CLOCK_START), ids=counter_ids("s"))
@@ -130,21 +130,21 @@ class _OnTree:
     def context(self, user_text: str) -> list[ChatMessage]:
         raise NotImplementedError
 
-    def after_beat(self, beat: int) -> list[Cut]:
+    def after_turn(self, turn: int) -> list[Cut]:
         return []
 
-    def turn(self, beat: SynthBeat) -> tuple[list[ChatMessage], list[Cut]]:
-        messages = self.context(beat.user)
+    def turn(self, turn: SynthTurn) -> tuple[list[ChatMessage], list[Cut]]:
+        messages = self.context(turn.user)
         cuts: list[Cut] = []
-        user = self.tree.append_message("user", beat.user)
-        if beat.swiped_reply is not None:
-            self.tree.append_message("assistant", beat.swiped_reply)
-            self.tree.append_custom(STATE_ENTRY_TYPE, dict(beat.ledger))
-            cuts += self.after_beat(beat.number)
+        user = self.tree.append_message("user", turn.user)
+        if turn.swiped_reply is not None:
+            self.tree.append_message("assistant", turn.swiped_reply)
+            self.tree.append_custom(STATE_ENTRY_TYPE, dict(turn.ledger))
+            cuts += self.after_turn(turn.number)
             self.tree.navigate(user.id)  # the reroll: the next reply forks from the same user message
-        self.tree.append_message("assistant", beat.reply)
-        self.tree.append_custom(STATE_ENTRY_TYPE, dict(beat.ledger))
-        return messages, cuts + self.after_beat(beat.number)
+        self.tree.append_message("assistant", turn.reply)
+        self.tree.append_custom(STATE_ENTRY_TYPE, dict(turn.ledger))
+        return messages, cuts + self.after_turn(turn.number)
 
     def final(self, user_text: str) -> list[ChatMessage]:
         return self.context(user_text)
@@ -176,10 +176,10 @@ class Truncation(_OnTree):
         keep_from = starts[-self.turns] if len(starts) >= self.turns else 0
         return [*messages[keep_from:], ChatMessage("user", user_text)]
 
-    def after_beat(self, beat: int) -> list[Cut]:
+    def after_turn(self, turn: int) -> list[Cut]:
         users = sum(1 for e in self.tree.branch() if e.type == "message" and e.role == "user")
-        # The window slides every beat once it is full; it always starts at a user message.
-        return [Cut(beat, "between")] if users > self.turns else []
+        # The window slides every turn once it is full; it always starts at a user message.
+        return [Cut(turn, "between")] if users > self.turns else []
 
 
 class GenericAgent(_OnTree):
@@ -197,20 +197,20 @@ class GenericAgent(_OnTree):
         head = [ChatMessage("user", f"{AGENT_SUMMARY_OPENING}\n\n{summary}")] if summary else []
         return [*head, *_messages(entries), ChatMessage("user", user_text)]
 
-    def after_beat(self, beat: int) -> list[Cut]:
+    def after_turn(self, turn: int) -> list[Cut]:
         # The library's own trigger: it counts what the agent would send now.
         outcome = run_generic_compaction(self.tree, self.model, context_window=self.window,
                                          reserve_tokens=self.reserve, keep_recent_tokens=self.keep_recent,
                                          estimate=_chars4)
         if outcome.kind != "compacted" or outcome.plan is None:
             return []
-        return [Cut(beat, "inside" if outcome.plan.is_split_turn else "between")]
+        return [Cut(turn, "inside" if outcome.plan.is_split_turn else "between")]
 
 
 class Ours:
     """Liyuan as an app runs it: a :class:`liyuan.Card` and its :class:`liyuan.Chat`, default settings.
 
-    Each beat is ``chat.prepare`` (what is sent) then ``chat.record`` (the compaction
+    Each turn is ``chat.prepare`` (what is sent) then ``chat.record`` (the compaction
     check runs inline: six whole turns kept, period 30); the swiped reply is recorded and
     rerolled. The card lives in a private temporary folder, removed by :meth:`close`.
     """
@@ -229,21 +229,21 @@ class Ours:
                               ids=counter_ids("s"), auto_sync=False)
         self.chat: Chat = self.card.chat("synth", greeting=greeting)
 
-    def turn(self, beat: SynthBeat) -> tuple[list[ChatMessage], list[Cut]]:
+    def turn(self, turn: SynthTurn) -> tuple[list[ChatMessage], list[Cut]]:
         ledger = state_from_branch(self.chat.branch())
         state_text, roster = format_state(ledger), format_roster(ledger)
-        turn = self.chat.prepare(beat.user)
-        if not check_budget(turn.summary, state_text, roster, None, None).ok:
+        prepared = self.chat.prepare(turn.user)
+        if not check_budget(prepared.summary, state_text, roster, None, None).ok:
             self.budget_failures += 1
         cuts: list[Cut] = []
-        if beat.swiped_reply is not None:
-            cuts += self._record(beat.swiped_reply, beat)
+        if turn.swiped_reply is not None:
+            cuts += self._record(turn.swiped_reply, turn)
             self.chat.reroll()
-        return turn.messages, cuts + self._record(beat.reply, beat)
+        return prepared.messages, cuts + self._record(turn.reply, turn)
 
-    def _record(self, reply: str, beat: SynthBeat) -> list[Cut]:
+    def _record(self, reply: str, turn: SynthTurn) -> list[Cut]:
         seen = len(self._events)
-        self.chat.record(reply, ledger=Ledger.from_dict(beat.ledger))
+        self.chat.record(reply, ledger=Ledger.from_dict(turn.ledger))
         cuts: list[Cut] = []
         for event in self._events[seen:]:
             outcome = event.outcome
@@ -256,7 +256,7 @@ class Ours:
             ids = [e.id for e in branch]
             after = branch[ids.index(outcome.plan.covers_through_id) + 1:]
             first = next((e for e in after if e.type == "message"), None)
-            cuts.append(Cut(beat.number, "between" if first is not None and first.role == "user" else "inside"))
+            cuts.append(Cut(turn.number, "between" if first is not None and first.role == "user" else "inside"))
         return cuts
 
     def final(self, user_text: str) -> list[ChatMessage]:
@@ -285,18 +285,18 @@ class StrategyRun:
     budget_failures: int = 0
 
     def to_json(self, window: int) -> dict[str, Any]:
-        """Summary numbers plus the per-beat series."""
+        """Summary numbers plus the per-turn series."""
         fates = list(self.facts.values())
         return {
             "name": self.name, "label": self.label,
             "max_chars": max(self.chars), "max_tokens": max(self.tokens),
             "final_chars": self.chars[-1], "final_tokens": self.tokens[-1],
-            "beats_over_window": sum(1 for t in self.tokens if t > window),
+            "turns_over_window": sum(1 for t in self.tokens if t > window),
             "side_calls": sum(self.calls),
             "compactions": len(self.cuts) if self.name in ("ours", "agent") else 0,
             "cuts_between_turns": sum(1 for c in self.cuts if c.where == "between"),
             "cuts_inside_turn": sum(1 for c in self.cuts if c.where == "inside"),
-            "cut_beats": [{"beat": c.beat, "where": c.where} for c in self.cuts if self.name != "truncate"],
+            "cut_turns": [{"turn": c.turn, "where": c.where} for c in self.cuts if self.name != "truncate"],
             "facts": {k: fates.count(k) for k in ("verbatim", "ledger", "summarised", "lost")},
             "fact_fates": dict(sorted(self.facts.items())),
             "swiped_fact_in_final_context": self.swiped_in_context,
@@ -307,9 +307,9 @@ class StrategyRun:
 
 def _play(chat: SynthChat, strategy: Strategy, model: FunctionModel | None) -> StrategyRun:
     run = StrategyRun(strategy.name, strategy.label)
-    for beat in chat.beats:
+    for turn in chat.turns:
         before = len(model.calls) if model is not None else 0
-        messages, cuts = strategy.turn(beat)
+        messages, cuts = strategy.turn(turn)
         run.chars.append(sum(len(m.content) for m in messages))
         run.tokens.append(sum(_tokens(m.content) for m in messages))
         run.cuts.extend(cuts)
@@ -338,9 +338,9 @@ def compare(settings: Settings = Settings(), *, progress: Callable[[str], None] 
 
     Returns:
         JSON-able: the settings, the chat's shape, and per strategy its summary numbers
-        and per-beat series (see :meth:`StrategyRun.to_json`).
+        and per-turn series (see :meth:`StrategyRun.to_json`).
     """
-    chat = generate_chat(settings.beats, settings.seed, settings.reroll_beat)
+    chat = generate_chat(settings.turns, settings.seed, settings.reroll_turn)
     runs = []
     for make in (
         lambda: (FullReplay(chat.greeting), None),
@@ -366,8 +366,8 @@ def compare(settings: Settings = Settings(), *, progress: Callable[[str], None] 
         "note": ("所有摘要都来自规则生成的脚本摘要器，不是模型输出；"
                  "这里只比较上下文大小、调用次数和切点，不评价摘要质量。"),
         "settings": {k: getattr(settings, k) for k in settings.__dataclass_fields__},
-        "chat": {"beats": len(chat.beats), "chars": sum(len(b.user) + len(b.reply) for b in chat.beats),
-                 "facts": len(chat.facts), "scenes": [s.beat for s in chat.scenes], "reroll_beat": chat.reroll_beat},
+        "chat": {"turns": len(chat.turns), "chars": sum(len(b.user) + len(b.reply) for b in chat.turns),
+                 "facts": len(chat.facts), "scenes": [s.turn for s in chat.scenes], "reroll_turn": chat.reroll_turn},
         "strategies": runs,
     }
 

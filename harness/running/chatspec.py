@@ -1,6 +1,6 @@
-"""The chat part of a scenario: value checks, the error type, chats and their beats.
+"""The chat part of a scenario: value checks, the error type, chats and their turns.
 
-Invariant: a :class:`ChatSpec` that loads is complete: its id is a chat id, its beats
+Invariant: a :class:`ChatSpec` that loads is complete: its id is a chat id, its turns
 have a user line and a reply, and everything an imported chat brings along (swipes as
 rerolls, notes outside the story, the source's provenance) has the right shape. Any
 problem fails with a Chinese message naming the file and the field.
@@ -21,12 +21,12 @@ from liyuan.session.imports import FORMATS
 __all__ = [
     "ID_RE",
     "TYPE_NAMES",
-    "Beat",
     "ChatSpec",
     "Check",
     "Ctx",
     "Note",
     "ScenarioError",
+    "ScriptedTurn",
     "is_bool",
     "is_int",
     "is_int_list",
@@ -74,8 +74,8 @@ TYPE_NAMES: dict[Check, str] = {
     is_mapping: "映射",
 }
 
-_CHAT_KEYS = {"name", "greeting", "greeting_swipes", "notes", "ledger", "beats", "generate", "note", "mode"}
-_BEAT_KEYS = {"user", "reply", "ledger", "usage", "tools", "swipes", "user_swipes", "notes"}
+_CHAT_KEYS = {"name", "greeting", "greeting_swipes", "notes", "ledger", "turns", "generate", "note", "mode"}
+_TURN_KEYS = {"user", "reply", "ledger", "usage", "tools", "swipes", "user_swipes", "notes"}
 _NOTE_KEYS = {"kind", "role", "name", "text"}
 _SOURCE_KEYS = {"format", "sha256", "messages", "swipes", "notes", "conversations", "conversation", "note"}
 
@@ -95,7 +95,7 @@ class Note:
 
 
 @dataclass(frozen=True)
-class Beat:
+class ScriptedTurn:
     """One narrative turn: the user's words, the reply, the ledger after it."""
 
     user: str
@@ -122,7 +122,7 @@ class ChatSpec:
     greeting: str | None = None
     ledger: Mapping[str, Any] | None = None
     """Ledger written right after the greeting."""
-    beats: tuple[Beat, ...] = ()
+    turns: tuple[ScriptedTurn, ...] = ()
     generate: Mapping[str, Any] | None = None
     """Parameters of a deterministic generator (long chats); see :mod:`harness.running.story`."""
     note: str = ""
@@ -131,7 +131,7 @@ class ChatSpec:
     greeting_swipes: tuple[str, ...] = ()
     """Imported chats: alternate greetings (sibling roots beside ``greeting``)."""
     notes: tuple[Note, ...] = ()
-    """Imported chats: notes before the first beat, written after the greeting."""
+    """Imported chats: notes before the first turn, written after the greeting."""
 
 
 class Ctx:
@@ -184,9 +184,9 @@ class Ctx:
         return tuple(notes)
 
 
-def _beat(ctx: Ctx, raw: Any, where: str) -> Beat:
+def _turn(ctx: Ctx, raw: Any, where: str) -> ScriptedTurn:
     data = ctx.mapping(raw, where)
-    ctx.keys(data, _BEAT_KEYS, where)
+    ctx.keys(data, _TURN_KEYS, where)
     ledger = data.get("ledger")
     if ledger is not None:
         ctx.mapping(ledger, f"{where}.ledger")
@@ -200,7 +200,7 @@ def _beat(ctx: Ctx, raw: Any, where: str) -> Beat:
         raise ctx.fail(f"{where}.tools", "应该是列表")
     for i, tool in enumerate(tools):
         ctx.mapping(tool, f"{where}.tools[{i}]")
-    return Beat(
+    return ScriptedTurn(
         user=ctx.text(data.get("user"), f"{where}.user"),
         reply=ctx.text(data.get("reply"), f"{where}.reply"),
         ledger=ledger, usage=usage, tools=tuple(tools),
@@ -217,14 +217,14 @@ def parse_chat(ctx: Ctx, chat_id: Any, raw: Any) -> ChatSpec:
         raise ctx.fail(where, "局 id 只能用字母、数字、- 和 _")
     data = ctx.mapping(raw, where)
     ctx.keys(data, _CHAT_KEYS, where)
-    beats_raw = data.get("beats") or []
-    if not isinstance(beats_raw, list):
-        raise ctx.fail(f"{where}.beats", "应该是列表")
+    turns_raw = data.get("turns") or []
+    if not isinstance(turns_raw, list):
+        raise ctx.fail(f"{where}.turns", "应该是列表")
     generate = data.get("generate")
     if generate is not None:
         generate = ctx.mapping(generate, f"{where}.generate")
-        if beats_raw:
-            raise ctx.fail(where, "beats 和 generate 只能二选一")
+        if turns_raw:
+            raise ctx.fail(where, "turns 和 generate 只能二选一")
     ledger = data.get("ledger")
     if ledger is not None:
         ctx.mapping(ledger, f"{where}.ledger")
@@ -240,7 +240,7 @@ def parse_chat(ctx: Ctx, chat_id: Any, raw: Any) -> ChatSpec:
         name=ctx.text(data.get("name"), f"{where}.name"),
         greeting=ctx.text(greeting, f"{where}.greeting") if greeting is not None else None,
         ledger=ledger,
-        beats=tuple(_beat(ctx, b, f"{where}.beats[{i}]") for i, b in enumerate(beats_raw)),
+        turns=tuple(_turn(ctx, b, f"{where}.turns[{i}]") for i, b in enumerate(turns_raw)),
         generate=generate,
         note=ctx.text(data.get("note"), f"{where}.note", optional=True),
         mode=mode,

@@ -70,7 +70,7 @@ def _findings(records: dict[str, list[dict[str, Any]]]) -> list[str]:
             if kind == "play":
                 for done in outcome.get("compactions") or []:
                     target = landed if done.get("kind") == "compacted" else rejected
-                    target.append(f"`{step['id']}` 第 {done.get('after_beat')} 轮后：{done.get('message', '')}")
+                    target.append(f"`{step['id']}` 第 {done.get('after_turn')} 轮后：{done.get('message', '')}")
             if kind == "sync":
                 for chat in outcome.get("recapped") or []:
                     landed.append(f"`{step['id']}`：局 {chat} 的复盘写进了 局/{chat}.md")

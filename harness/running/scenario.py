@@ -25,11 +25,11 @@ from liyuan.errors import ConfigError
 from .chatspec import (
     ID_RE,
     TYPE_NAMES,
-    Beat,
     ChatSpec,
     Check,
     Ctx,
     ScenarioError,
+    ScriptedTurn,
     is_int,
     is_int_list,
     is_mapping,
@@ -37,13 +37,14 @@ from .chatspec import (
     parse_chat,
     parse_source,
 )
+from .oldkeys import upgrade_old_keys
 
 __all__ = [
     "STEP_KINDS",
-    "Beat",
     "ChatSpec",
     "Scenario",
     "ScenarioError",
+    "ScriptedTurn",
     "StepKind",
     "StepSpec",
     "load_scenario",
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's safe loader when built in (an imported chat of thousands of beats loads ten
+"""libyaml's safe loader when built in (an imported chat of thousands of turns loads ten
 times faster), else the pure-Python one; both build the same data."""
 _FILE_RE = re.compile(r"[A-Za-z0-9_.-]+\.(txt|md|json)")
 
@@ -107,7 +108,7 @@ STEP_KINDS: dict[str, StepKind] = {
                  required={"chat": is_str, "reply": is_str},
                  optional={"ledger": is_mapping}, files=("branch",)),
         StepKind("rewind", "回档：把会话叶子移回第 N 轮的回复之后",
-                 required={"chat": is_str, "beat": is_int}, files=("branch",)),
+                 required={"chat": is_str, "turn": is_int}, files=("branch",)),
         StepKind("recall", "按用户原话召回向量记忆（只取当前分支；只演示召回这一层）",
                  required={"chat": is_str, "query": is_str}, files=("recall", "trace", "hidden")),
         StepKind("discussion", "agent 讨论：按真实用量压缩讨论区（只演示讨论压缩这一层）",
@@ -261,6 +262,10 @@ def load_scenario(path: Path, root: Path | None = None) -> Scenario:
         raise ScenarioError(f"{rel}: 读不了这个文件：{exc}") from exc
     except yaml.YAMLError as exc:
         raise ScenarioError(f"{rel}: YAML 语法错误：{exc}") from exc
+    try:
+        raw = upgrade_old_keys(raw, rel)
+    except ConfigError as exc:
+        raise ScenarioError(str(exc)) from exc
     data = ctx.mapping(raw, "（顶层）")
     ctx.keys(data, _SCENARIO_KEYS, "（顶层）")
     name = data.get("name", path.stem)

@@ -27,7 +27,7 @@ from .placeholder import PLACEHOLDER, PLACEHOLDER_LINE
 from .progress import Progress
 from .recorder import CallRecord, Recorder
 from .scenario import ChatSpec, Scenario, StepSpec
-from .story import chat_beats, write_opening
+from .story import chat_turns, write_opening
 
 __all__ = [
     "DEFAULT_CLOCK_START",
@@ -81,7 +81,7 @@ class ScenarioRun:
     opened: dict[str, Chat] = field(default_factory=dict)
     """Chats already opened (their opening written)."""
     played: dict[str, int] = field(default_factory=dict)
-    """Beats of each chat already played."""
+    """Turns of each chat already played."""
     written: dict[str, list[str]] = field(default_factory=dict)
     """Step id to the txt paths it wrote."""
     activity: list[str] = field(default_factory=list)
@@ -154,13 +154,13 @@ class ScenarioRun:
             write_opening(chat.tree, spec)
         self.opened[chat_id] = chat
         self.played[chat_id] = 0
-        chat_beats(spec)  # validate a generated chat early
+        chat_turns(spec)  # validate a generated chat early
         return chat
 
     def adopt(self, chat_id: str, chat: Chat) -> None:
         """A chat that came in whole (an import): later steps use it as it is."""
         self.opened[chat_id] = chat
-        self.played[chat_id] = len(chat_beats(self.chat_spec(chat_id)))
+        self.played[chat_id] = len(chat_turns(self.chat_spec(chat_id)))
 
     def forget_chat(self, chat_id: str) -> None:
         """The chat was deleted: the next use opens it afresh."""

@@ -1,11 +1,11 @@
-"""What of a scenario's chat is not a turn: its opening and an import's notes; its beats.
+"""What of a scenario's chat is not a turn: its opening and an import's notes; its turns.
 
 Invariant: the entries written here depend only on the chat's definition. The opening
 is the greeting (an assistant message marked ``greeting``) after its alternatives
 (siblings, as an import writes alternate greetings), an import's notes, then the first
-``rp-state`` ledger; an imported beat's notes (messages kept outside the story) are
-``liyuan-import-note`` entries written after the beat. The beats themselves are played
-through :class:`liyuan.Chat` (:func:`harness.steps.story_steps.play_beat`). Generated
+``rp-state`` ledger; an imported turn's notes (messages kept outside the story) are
+``liyuan-import-note`` entries written after the turn. The turns themselves are played
+through :class:`liyuan.Chat` (:func:`harness.steps.story_steps.play_turn`). Generated
 chats (``generate:`` in the scenario) come from :mod:`harness.fixtures.longstory`, which is seeded
 and deterministic.
 """
@@ -20,9 +20,9 @@ from liyuan.session.state import STATE_ENTRY_TYPE, Ledger
 from liyuan.session.tree import SessionTree
 
 from .chatspec import Note
-from .scenario import Beat, ChatSpec
+from .scenario import ChatSpec, ScriptedTurn
 
-__all__ = ["chat_beats", "ledger_data", "write_notes", "write_opening"]
+__all__ = ["chat_turns", "ledger_data", "write_notes", "write_opening"]
 
 
 def ledger_data(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -41,7 +41,7 @@ def _siblings(tree: SessionTree, role: str, alternatives: tuple[str, ...], **ext
 
 
 def write_notes(tree: SessionTree, notes: tuple[Note, ...]) -> None:
-    """An imported beat's notes (messages outside the story), where the importer writes them.
+    """An imported turn's notes (messages outside the story), where the importer writes them.
 
     The app never writes these (only :meth:`liyuan.Card.import_chat` brings them), so no
     :class:`liyuan.Chat` method does; they are appended under the tree's lock.
@@ -62,10 +62,10 @@ def write_opening(tree: SessionTree, spec: ChatSpec) -> None:
         tree.append_custom(STATE_ENTRY_TYPE, ledger_data(spec.ledger))
 
 
-def chat_beats(spec: ChatSpec) -> tuple[Beat, ...]:
-    """The chat's beats: as written, or generated from ``generate:``."""
+def chat_turns(spec: ChatSpec) -> tuple[ScriptedTurn, ...]:
+    """The chat's turns: as written, or generated from ``generate:``."""
     if spec.generate is None:
-        return spec.beats
-    from ..fixtures.longstory import generate_beats
+        return spec.turns
+    from ..fixtures.longstory import generate_turns
 
-    return generate_beats(spec.generate, where=f"chats.{spec.id}.generate")
+    return generate_turns(spec.generate, where=f"chats.{spec.id}.generate")

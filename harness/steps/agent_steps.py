@@ -34,19 +34,19 @@ from ..running.scenario import StepSpec
 from ..running.state import ScenarioRun, StepResult, handler
 from .common import prompt_label, prompt_text
 
-__all__ = ["beat_numbers"]
+__all__ = ["turn_numbers"]
 
 _EXCERPT = 40
 
 
-def beat_numbers(branch: Sequence[Entry]) -> dict[str, int]:
-    """Entry id to the beat it belongs to: beat N starts at the N-th user message; 0 is the greeting."""
+def turn_numbers(branch: Sequence[Entry]) -> dict[str, int]:
+    """Entry id to the turn it belongs to: turn N starts at the N-th user message; 0 is the greeting."""
     numbers: dict[str, int] = {}
-    beat = 0
+    turn = 0
     for entry in branch:
         if is_message(entry, "user"):
-            beat += 1
-        numbers[entry.id] = beat
+            turn += 1
+        numbers[entry.id] = turn
     return numbers
 
 
@@ -54,15 +54,15 @@ def _is_ours(entry: Entry) -> bool:
     return entry.type == "custom" and entry.custom_type == SUMMARY_ENTRY_TYPE
 
 
-def _beat_name(beat: int) -> str:
-    return "开场白" if beat == 0 else f"第 {beat} 轮"
+def _turn_name(turn: int) -> str:
+    return "开场白" if turn == 0 else f"第 {turn} 轮"
 
 
-def _span(beats: Sequence[int]) -> str:
-    if not beats:
+def _span(turns: Sequence[int]) -> str:
+    if not turns:
         return "无"
-    low, high = min(beats), max(beats)
-    return _beat_name(low) if low == high else f"{_beat_name(low)}到{_beat_name(high)}"
+    low, high = min(turns), max(turns)
+    return _turn_name(low) if low == high else f"{_turn_name(low)}到{_turn_name(high)}"
 
 
 def _excerpt(text: str) -> str:
@@ -74,7 +74,7 @@ def _role(entry: Entry) -> str:
     return {"user": "用户", "assistant": "回复", "toolResult": "工具回执"}.get(entry.role or "", entry.type)
 
 
-def _generic_record(outcome: GenericCompactionOutcome, origin: dict[str, Entry], beats: dict[str, int],
+def _generic_record(outcome: GenericCompactionOutcome, origin: dict[str, Entry], turns: dict[str, int],
                     after: int) -> dict[str, Any]:
     plan = outcome.plan
     record: dict[str, Any] = {"kind": outcome.kind, "message": outcome.message}
@@ -85,17 +85,17 @@ def _generic_record(outcome: GenericCompactionOutcome, origin: dict[str, Entry],
     prefix = [origin[e.id] for e in plan.turn_prefix if is_message(e)]
     record.update(
         tokens_before=plan.tokens_before, tokens_after=after,
-        first_kept_entry=first.id, first_kept_role=first.role, first_kept_beat=beats[first.id],
-        split_turn=beats[first.id] if plan.is_split_turn else None,
-        summarized_messages=len(summarized), summarized_beats=sorted({beats[e.id] for e in summarized}),
-        turn_prefix_messages=[{"beat": beats[e.id], "role": e.role, "entry": e.id} for e in prefix],
+        first_kept_entry=first.id, first_kept_role=first.role, first_kept_turn=turns[first.id],
+        split_turn=turns[first.id] if plan.is_split_turn else None,
+        summarized_messages=len(summarized), summarized_turns=sorted({turns[e.id] for e in summarized}),
+        turn_prefix_messages=[{"turn": turns[e.id], "role": e.role, "entry": e.id} for e in prefix],
         merged_previous_summary=plan.previous_summary is not None,
     )
     return record
 
 
 def _generic_text(index: int, record: dict[str, Any], kept: list[Entry], prefix: list[Entry],
-                  beats: dict[str, int]) -> str:
+                  turns: dict[str, int]) -> str:
     lines = [f"通用 agent 压缩 · 第 {index} 次（和我们的第 {index} 次同一时刻、同一分支）",
              f"压缩前：约 {record['tokens_before']} token（字数÷4）"]
     if record["split_turn"] is not None:
@@ -103,23 +103,23 @@ def _generic_text(index: int, record: dict[str, Any], kept: list[Entry], prefix:
                      f"{'、'.join(_role(e) for e in prefix)}交给「前半轮」摘要，"
                      f"{_role(kept[0])}原样保留")
     else:
-        lines.append(f"切点：第 {record['first_kept_beat']} 轮的用户消息之前（整轮）")
-    lines.append(f"交给摘要：{_span(record['summarized_beats'])}（{record['summarized_messages']} 条消息）"
+        lines.append(f"切点：第 {record['first_kept_turn']} 轮的用户消息之前（整轮）")
+    lines.append(f"交给摘要：{_span(record['summarized_turns'])}（{record['summarized_messages']} 条消息）"
                  + ("，并入上一份摘要" if record["merged_previous_summary"] else ""))
-    kept_beats = sorted({beats[e.id] for e in kept if is_message(e)})
+    kept_turns = sorted({turns[e.id] for e in kept if is_message(e)})
     chars = sum(utf16_len(e.text) for e in kept if is_message(e))
-    lines.append(f"原样保留：{_span(kept_beats)}，{sum(1 for e in kept if is_message(e))} 条消息，{chars} 字")
+    lines.append(f"原样保留：{_span(kept_turns)}，{sum(1 for e in kept if is_message(e))} 条消息，{chars} 字")
     lines.append(f"压缩后：约 {record['tokens_after']} token（摘要 + 保留的消息）")
     lines.append("")
     lines.append("切点两边：")
     for entry in prefix[-2:]:
-        lines.append(f"  第 {beats[entry.id]} 轮 · {_role(entry)}（交给前半轮摘要）：{_excerpt(entry.text)}")
+        lines.append(f"  第 {turns[entry.id]} 轮 · {_role(entry)}（交给前半轮摘要）：{_excerpt(entry.text)}")
     for entry in [e for e in kept if is_message(e)][:2]:
-        lines.append(f"  第 {beats[entry.id]} 轮 · {_role(entry)}（原样保留）：{_excerpt(entry.text)}")
+        lines.append(f"  第 {turns[entry.id]} 轮 · {_role(entry)}（原样保留）：{_excerpt(entry.text)}")
     return "\n".join(lines)
 
 
-def _ours(branch: Sequence[Entry], index: int, beats: dict[str, int]) -> dict[str, Any]:
+def _ours(branch: Sequence[Entry], index: int, turns: dict[str, int]) -> dict[str, Any]:
     """Our compaction at ``branch[index]``, measured with the agent's ruler."""
     entry = branch[index]
     through = str(entry.data.get("coversThroughId", ""))
@@ -132,9 +132,9 @@ def _ours(branch: Sequence[Entry], index: int, beats: dict[str, int]) -> dict[st
     covered = [e for e in branch[low:high + 1] if is_message(e)]
     kept = [e for e in branch[high + 1:index] if is_message(e)]
     return {
-        "summary_entry": entry.id, "covers_through_id": through, "covers_through_beat": beats.get(through),
-        "summarized_beats": sorted({beats[e.id] for e in covered}), "summarized_messages": len(covered),
-        "kept_beats": sorted({beats[e.id] for e in kept}), "kept_messages": len(kept),
+        "summary_entry": entry.id, "covers_through_id": through, "covers_through_turn": turns.get(through),
+        "summarized_turns": sorted({turns[e.id] for e in covered}), "summarized_messages": len(covered),
+        "kept_turns": sorted({turns[e.id] for e in kept}), "kept_messages": len(kept),
         "kept_chars": sum(utf16_len(e.text) for e in kept),
         "merged_previous_summary": start >= 0, "messages_on_branch": len(messages),
         "tokens_before": visible_tokens(branch[:index]), "tokens_after": visible_tokens(branch[:index + 1]),
@@ -143,12 +143,12 @@ def _ours(branch: Sequence[Entry], index: int, beats: dict[str, int]) -> dict[st
 
 def _ours_text(index: int, record: dict[str, Any]) -> str:
     return "\n".join([
-        f"梨园的剧情压缩 · 第 {index} 次（第 {max(record['kept_beats'], default=0)} 轮后）",
+        f"梨园的剧情压缩 · 第 {index} 次（第 {max(record['kept_turns'], default=0)} 轮后）",
         f"压缩前：约 {record['tokens_before']} token（同一把尺子：字数÷4）",
-        f"切点：第 {record['covers_through_beat'] + 1} 轮的用户消息之前（整轮）",
-        f"交给摘要：{_span(record['summarized_beats'])}（{record['summarized_messages']} 条消息）"
+        f"切点：第 {record['covers_through_turn'] + 1} 轮的用户消息之前（整轮）",
+        f"交给摘要：{_span(record['summarized_turns'])}（{record['summarized_messages']} 条消息）"
         + ("，并入上一份摘要" if record["merged_previous_summary"] else ""),
-        f"原样保留：{_span(record['kept_beats'])}，{record['kept_messages']} 条消息，{record['kept_chars']} 字",
+        f"原样保留：{_span(record['kept_turns'])}，{record['kept_messages']} 条消息，{record['kept_chars']} 字",
         f"压缩后：约 {record['tokens_after']} token（摘要 + 保留的消息）",
     ])
 
@@ -166,7 +166,7 @@ def generic_compact(run: ScenarioRun, step: StepSpec) -> StepResult:
     keep = step.params.get("keep_recent_tokens", KEEP_RECENT_TOKENS)
     reserve = step.params.get("reserve", RESERVE_TOKENS)
     branch = list(run.chat(chat_id).branch())
-    beats = beat_numbers(branch)
+    turns = turn_numbers(branch)
     points = [i for i, e in enumerate(branch) if _is_ours(e)]
     agent = SessionTree(None, session_id=f"{chat_id}-agent", clock=run.clock, ids=counter_ids(f"{chat_id}-agent-"))
     origin: dict[str, Entry] = {}
@@ -184,14 +184,14 @@ def generic_compact(run: ScenarioRun, step: StepSpec) -> StepResult:
                                          keep_recent_tokens=keep, force=True)
         calls = run.recorder.step_calls(step.id)[seen:]
         _write_prompts(run, n, calls)
-        record = _generic_record(outcome, origin, beats, visible_tokens(agent.branch()))
-        ours = _ours(branch, point, beats)
+        record = _generic_record(outcome, origin, turns, visible_tokens(agent.branch()))
+        ours = _ours(branch, point, turns)
         if outcome.plan is not None:
             after = list(agent.branch())
             start = next(i for i, e in enumerate(after) if e.id == outcome.plan.first_kept_id)
             kept = [origin[e.id] for e in after[start:] if e.id in origin]
             prefix = [origin[e.id] for e in outcome.plan.turn_prefix if is_message(e)]
-            run.write_txt(f"cut_{n}", _generic_text(n, record, kept, prefix, beats))
+            run.write_txt(f"cut_{n}", _generic_text(n, record, kept, prefix, turns))
         run.write_txt(f"ours_{n}", _ours_text(n, ours))
         if outcome.summary is not None:
             run.write_txt(f"summary_{n}", outcome.summary, header=run.header_for(calls))

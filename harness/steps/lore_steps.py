@@ -1,7 +1,7 @@
 """Steps of the lore layer (issue 23): import a card, play with activation, look at a turn with lore.
 
 Invariant: these steps go through the app's objects. ``import_card`` is
-:meth:`liyuan.Card.import_card` on the scenario's card; ``lore_play`` plays beats through
+:meth:`liyuan.Card.import_card` on the scenario's card; ``lore_play`` plays turns through
 :class:`liyuan.Chat` (``prepare`` activates the card's lore book, ``record`` runs the
 compaction check), and ``lore_turn`` is :meth:`liyuan.Chat.preview`: the activation log,
 the tail and the turn record are the ones an app gets.
@@ -22,7 +22,7 @@ from liyuan.lore.model import substitute_macros
 from ..running.scenario import StepSpec
 from ..running.state import ScenarioRun, StepResult, handler
 from .common import context_label, prompt_label, prompt_text
-from .story_steps import beats_to_play, compactions_since, keep_turn, play_beat, record_table, render_messages
+from .story_steps import compactions_since, keep_turn, play_turn, record_table, render_messages, turns_to_play
 
 __all__ = ["report_text"]
 
@@ -91,29 +91,29 @@ def import_card(run: ScenarioRun, step: StepSpec) -> StepResult:
 
 @handler("lore_play")
 def lore_play(run: ScenarioRun, step: StepSpec) -> StepResult:
-    """Play beats through the chat; log what each turn's ``prepare`` activated."""
-    chat_id, chat, spec, beats, start, stop = beats_to_play(run, step)
+    """Play turns through the chat; log what each turn's ``prepare`` activated."""
+    chat_id, chat, spec, turns, start, stop = turns_to_play(run, step)
     log: list[str] = []
     compactions: list[dict[str, Any]] = []
     summaries: list[str] = []
     activations: list[dict[str, Any]] = []
     for number in range(start + 1, stop + 1):
         seen = len(run.events)
-        turns: list[Turn] = []
-        play_beat(chat, beats[number - 1], mode=spec.mode, on_turn=partial(_told, run, chat_id, turns))
+        prepared: list[Turn] = []
+        play_turn(chat, turns[number - 1], mode=spec.mode, on_turn=partial(_told, run, chat_id, prepared))
         run.played[chat_id] = number
-        report = turns[-1].lore if turns else None
+        report = prepared[-1].lore if prepared else None
         if report is not None:
             hits = "、".join(f"{hit.title}（{hit.why}）" for hit in report.activated if hit.why != "常驻")
             cut = f"；截掉 {len(report.cut)} 条" if report.cut else ""
             log.append(f"第 {number} 轮：{hits or '只有常驻条目'}；【相关设定】{len(report.included)} 条 "
                        f"{report.text_chars} 字{cut}")
-            activations.append({"beat": number, "activated": [hit.title for hit in report.activated],
+            activations.append({"turn": number, "activated": [hit.title for hit in report.activated],
                                 "cut": [c.title for c in report.cut]})
         if run.recorder.fatal is not None:
             break
         for data, summary in compactions_since(run, seen):
-            compactions.append({"after_beat": number, **data})
+            compactions.append({"after_turn": number, **data})
             if summary is not None:
                 summaries.append(summary)
             log.append(f"第 {number} 轮后：{data['message']}（设定集不参与压缩，下一轮照样按原文激活）")
@@ -124,7 +124,7 @@ def lore_play(run: ScenarioRun, step: StepSpec) -> StepResult:
         run.write_txt(f"summary_{i}", text, header=run.header_for(calls))
     run.write_txt("log", "\n".join(log))
     failed = any(c["kind"] in ("failed", "stale") for c in compactions)
-    return StepResult({"chat": chat_id, "beats_played": run.played[chat_id], "activations": activations,
+    return StepResult({"chat": chat_id, "turns_played": run.played[chat_id], "activations": activations,
                        "compactions": compactions}, f"{chat_id} 演到第 {run.played[chat_id]} 轮；压缩 "
                       f"{len(compactions)} 次", failed=failed)
 

@@ -1,6 +1,6 @@
-"""Steps on one chat: play beats, compact, assemble a turn, reroll, rewind.
+"""Steps on one chat: play turns, compact, assemble a turn, reroll, rewind.
 
-Invariant: everything here goes through the app's :class:`liyuan.Chat`: a beat is
+Invariant: everything here goes through the app's :class:`liyuan.Chat`: a turn is
 ``chat.prepare`` then ``chat.record`` (whose compaction check and vector ingest run
 inline), a swiped reply is ``record`` then ``reroll``, ``/compact`` is
 ``chat.compact_now``, a look at the next turn is ``chat.preview`` (nothing written), a
@@ -24,16 +24,23 @@ from liyuan.session.state import Ledger
 from liyuan.story.compact import CompactionPlan
 
 from ..running.chatspec import ChatSpec
-from ..running.scenario import Beat, StepSpec
+from ..running.scenario import ScriptedTurn, StepSpec
 from ..running.state import ScenarioRun, StepResult, handler
-from ..running.story import chat_beats, write_notes
+from ..running.story import chat_turns, write_notes
 from .common import context_label, prompt_label, prompt_text
 
-__all__ = ["beats_to_play", "compactions_since", "keep_turn", "play_beat", "record_table", "render_messages",
-           "trace_table"]
+__all__ = [
+    "compactions_since",
+    "keep_turn",
+    "play_turn",
+    "record_table",
+    "render_messages",
+    "trace_table",
+    "turns_to_play",
+]
 
-BEAT_PROGRESS_EVERY = 250
-"""Beats between two progress lines of a long play step (stderr only, never an artifact)."""
+TURN_PROGRESS_EVERY = 250
+"""Turns between two progress lines of a long play step (stderr only, never an artifact)."""
 
 
 def render_messages(messages: list[ChatMessage]) -> str:
@@ -93,30 +100,30 @@ def _ledger(raw: Any) -> Ledger | None:
 
 
 TurnListener = Callable[[str, Turn], None]
-"""Told ``(how, turn)`` for every turn a beat assembles (``prepare`` or ``reroll``)."""
+"""Told ``(how, turn)`` for every turn a turn assembles (``prepare`` or ``reroll``)."""
 
 
-def play_beat(chat: Chat, beat: Beat, *, mode: str, on_turn: TurnListener | None = None) -> Entry:
-    """One beat as the app plays it; returns the reply entry.
+def play_turn(chat: Chat, turn: ScriptedTurn, *, mode: str, on_turn: TurnListener | None = None) -> Entry:
+    """One turn as the app plays it; returns the reply entry.
 
     The user's withdrawn alternatives are prepared and taken back (a rewind to where
     they forked); swiped-away replies are recorded and rerolled; tool calls are recorded
-    before the reply; an import's notes follow the beat.
+    before the reply; an import's notes follow the turn.
     """
     agent = mode == "agent"
     told: TurnListener = on_turn or (lambda _how, _turn: None)
-    for text in beat.user_swipes:
+    for text in turn.user_swipes:
         fork = chat.tree.leaf_id
         told("prepare", chat.prepare(text, mode="agent" if agent else "roleplay"))
         chat.rewind(fork)
-    told("prepare", chat.prepare(beat.user, mode="agent" if agent else "roleplay"))
-    for tool in beat.tools:
+    told("prepare", chat.prepare(turn.user, mode="agent" if agent else "roleplay"))
+    for tool in turn.tools:
         chat.record_tool(str(tool.get("name", "")), dict(tool.get("args", {})), str(tool.get("result", "")))
-    for text in beat.swipes:
+    for text in turn.swipes:
         chat.record(text)
         told("reroll", chat.reroll())
-    reply = chat.record(beat.reply, usage=dict(beat.usage) if beat.usage else None, ledger=_ledger(beat.ledger))
-    write_notes(chat.tree, beat.notes)
+    reply = chat.record(turn.reply, usage=dict(turn.usage) if turn.usage else None, ledger=_ledger(turn.ledger))
+    write_notes(chat.tree, turn.notes)
     return reply
 
 
@@ -161,40 +168,40 @@ def compact(run: ScenarioRun, step: StepSpec) -> StepResult:
     return StepResult(_outcome(outcome), outcome.message, failed=failed)
 
 
-def beats_to_play(run: ScenarioRun, step: StepSpec) -> tuple[str, Chat, ChatSpec, tuple[Beat, ...], int, int]:
-    """A play step's chat, its beats, and the range to play (after the last played, up to ``upto``)."""
+def turns_to_play(run: ScenarioRun, step: StepSpec) -> tuple[str, Chat, ChatSpec, tuple[ScriptedTurn, ...], int, int]:
+    """A play step's chat, its turns, and the range to play (after the last played, up to ``upto``)."""
     chat_id = step.params["chat"]
     chat = run.chat(chat_id)
     spec = run.chat_spec(chat_id)
-    beats = chat_beats(spec)
+    turns = chat_turns(spec)
     start = run.played[chat_id]
-    stop = step.params.get("upto", len(beats))
-    if not start <= stop <= len(beats):
-        raise ConfigError(f"{step.id}: upto={stop} 超出了 {chat_id} 的轮数（已演 {start}，共 {len(beats)}）")
-    return chat_id, chat, spec, beats, start, stop
+    stop = step.params.get("upto", len(turns))
+    if not start <= stop <= len(turns):
+        raise ConfigError(f"{step.id}: upto={stop} 超出了 {chat_id} 的轮数（已演 {start}，共 {len(turns)}）")
+    return chat_id, chat, spec, turns, start, stop
 
 
 @handler("play")
 def play(run: ScenarioRun, step: StepSpec) -> StepResult:
-    """Play the chat's next beats through the chat, as the app records finished beats."""
-    chat_id, chat, spec, beats, start, stop = beats_to_play(run, step)
+    """Play the chat's next turns through the chat, as the app records finished turns."""
+    chat_id, chat, spec, turns, start, stop = turns_to_play(run, step)
     started = time.perf_counter()
     compactions: list[dict[str, Any]] = []
     summaries_written: list[str] = []
     log: list[str] = []
     for number in range(start + 1, stop + 1):
         seen = len(run.events)
-        play_beat(chat, beats[number - 1], mode=spec.mode,
+        play_turn(chat, turns[number - 1], mode=spec.mode,
                   on_turn=lambda how, turn: keep_turn(run, chat_id, how, turn))
         run.played[chat_id] = number
         if run.recorder.fatal is not None:
             break  # a missing or stale reply ends the scenario; do not play on without it
         for data, summary in compactions_since(run, seen):
-            compactions.append({"after_beat": number, **data})
+            compactions.append({"after_turn": number, **data})
             if summary is not None:
                 summaries_written.append(summary)
             log.append(f"第 {number} 轮后：{data['message']}")
-        if number % BEAT_PROGRESS_EVERY == 0 and number < stop:
+        if number % TURN_PROGRESS_EVERY == 0 and number < stop:
             run.progress.note(f"已演 {number}/{stop} 轮 · 压缩 {len(compactions)} 次 · "
                               f"模型调用 {len(run.recorder.calls)} 次 · {time.perf_counter() - started:.1f} s")
     calls = run.recorder.step_calls(step.id, "summary")
@@ -205,7 +212,7 @@ def play(run: ScenarioRun, step: StepSpec) -> StepResult:
     run.write_txt("log", "\n".join(log) if log else "（这几轮没有触发压缩）")
     failed = any(c["kind"] in ("failed", "stale") for c in compactions)
     summary = f"{chat_id} 演到第 {stop} 轮；压缩 {len(compactions)} 次"
-    return StepResult({"chat": chat_id, "beats_played": stop, "compactions": compactions,
+    return StepResult({"chat": chat_id, "turns_played": stop, "compactions": compactions,
                        "leaf_id": chat.tree.leaf_id}, summary, failed=failed)
 
 
@@ -307,10 +314,10 @@ def reroll(run: ScenarioRun, step: StepSpec) -> StepResult:
 
 @handler("rewind")
 def rewind(run: ScenarioRun, step: StepSpec) -> StepResult:
-    """Move the leaf back to the end of beat N (its reply and ledger): :meth:`liyuan.Chat.rewind`."""
+    """Move the leaf back to the end of turn N (its reply and ledger): :meth:`liyuan.Chat.rewind`."""
     chat_id = step.params["chat"]
     chat = run.chat(chat_id)
-    number = step.params["beat"]
+    number = step.params["turn"]
     branch = chat.branch()
     users = _user_positions(branch)
     if not 1 <= number <= len(users):

@@ -1,7 +1,7 @@
 """The ``recall`` step: one layer (vector recall) shown on its own.
 
 Invariant: the chat's vector memory is the one the app's :class:`liyuan.Chat` holds
-(archive on compaction and ingest per beat happen inside ``chat.record``); this step
+(archive on compaction and ingest per turn happen inside ``chat.record``); this step
 calls the recall a turn makes (:func:`liyuan.app.recall.recall_with_trace`) on it
 directly, to list what a query finds, how (the recall trace: which list found each hit,
 its rank in each, the fused score) and what the branch filter hides, and its scenario

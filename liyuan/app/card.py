@@ -38,7 +38,7 @@ from liyuan.app.activity import Activity, Lane, Listener, refuse_own_wait
 from liyuan.app.card_lore import CardLore
 from liyuan.app.chat import Chat
 from liyuan.app.vectors import open_vector
-from liyuan.card.files import CardLayout, validate_chat_id
+from liyuan.card.layout import CardLayout, validate_chat_id
 from liyuan.card.memstore import MemoryStore
 from liyuan.card.repair import ManifestRepair
 from liyuan.card.sessions import SessionStore

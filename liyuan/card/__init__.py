@@ -28,7 +28,7 @@ raise :class:`~liyuan.errors.VersionConflict`).
 
 from __future__ import annotations
 
-from liyuan.card.files import validate_chat_id
+from liyuan.card.layout import validate_chat_id
 from liyuan.card.manual import MemoryDoc, MemoryHit
 from liyuan.card.memstore import MemoryBackend, MemoryStore
 from liyuan.card.repair import ManifestRepair

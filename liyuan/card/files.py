@@ -46,20 +46,7 @@ from pathlib import Path
 
 from liyuan import fileio
 from liyuan.card.housekeeping import HISTORY_KEEP, check_inside, is_temp_name, prune_history, remove_orphan_temps
-from liyuan.card.layout import (
-    CHAT_META_FILE,
-    CHATS_DIR,
-    HANDBOOK_FILE,
-    HISTORY_DIR,
-    MANIFEST_FILE,
-    MEMORY_DIR,
-    RECAPS_DIR,
-    RESIDENT_FILE,
-    SESSIONS_DIR,
-    CardLayout,
-    is_valid_chat_id,
-    validate_chat_id,
-)
+from liyuan.card.layout import CardLayout, is_valid_chat_id
 from liyuan.card.lock import SYNC_LOCK_FILE, WRITE_LOCK_FILE, card_locks
 from liyuan.card.memstore import CardLocks
 from liyuan.card.swap import replace_text
@@ -67,27 +54,14 @@ from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.errors import MemoryFileError
 
 __all__ = [
-    "CHATS_DIR",
-    "CHAT_META_FILE",
-    "HANDBOOK_FILE",
-    "HISTORY_DIR",
-    "HISTORY_KEEP",
-    "MANIFEST_FILE",
-    "MEMORY_DIR",
-    "RECAPS_DIR",
-    "RESIDENT_FILE",
-    "SESSIONS_DIR",
-    "CardLayout",
     "MemoryFiles",
-    "atomic_write_text",
     "content_copy_name",
     "history_copy_name",
     "history_suffix",
-    "is_valid_chat_id",
     "read_text_optional",
     "sha1_text",
     "sha256_text",
-    "validate_chat_id",
+    "write_memory_file",
 ]
 
 def sha1_text(text: str) -> str:
@@ -100,8 +74,8 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (see :mod:`liyuan.fileio`).
+def write_memory_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (:func:`liyuan.fileio.atomic_write_text`), as a memory file.
 
     Raises:
         MemoryFileError: The folder cannot be created or the file cannot be written;
@@ -238,8 +212,8 @@ class MemoryFiles:
                 raise MemoryFileError(f"无法写入记忆文件 {path}：{exc}") from exc
 
     def write_text(self, path: Path, text: str) -> None:
-        """See :func:`atomic_write_text` (after :meth:`safe`)."""
-        atomic_write_text(self.safe(path), text)
+        """See :func:`write_memory_file` (after :meth:`safe`)."""
+        write_memory_file(self.safe(path), text)
 
     def replace_text(self, path: Path, text: str, expected: str | None) -> bool:
         """Write ``text`` to ``path`` only if it still holds ``expected`` (``None``: missing), with no

@@ -9,8 +9,8 @@ with a sync's read-decide-write, in this process or another.
 from __future__ import annotations
 
 from liyuan.card import manual as card_manual
-from liyuan.card.files import CHATS_DIR, CardLayout
 from liyuan.card.housekeeping import remove_inside
+from liyuan.card.layout import CHATS_DIR, CardLayout
 from liyuan.card.memstore import CardLocks, MemoryStore
 from liyuan.card.repair import ManifestRepair, repair_manifest
 from liyuan.card.sessions import SessionStore

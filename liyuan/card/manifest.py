@@ -31,7 +31,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from liyuan.card.files import HANDBOOK_FILE, RECAPS_DIR, RESIDENT_FILE, is_valid_chat_id
+from liyuan.card.layout import HANDBOOK_FILE, RECAPS_DIR, RESIDENT_FILE, is_valid_chat_id
 from liyuan.card.memstore import MemoryStore
 from liyuan.errors import ManifestError
 

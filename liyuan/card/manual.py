@@ -24,7 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from liyuan.card.files import CardLayout, sha256_text, validate_chat_id
+from liyuan.card.files import sha256_text
+from liyuan.card.layout import CardLayout, validate_chat_id
 from liyuan.card.manifest import Manifest, ManualState, finish_pending, load_manifest, save_manifest
 from liyuan.card.memstore import MemoryStore
 from liyuan.errors import ConfigError, VersionConflict

@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from liyuan.card.files import is_valid_chat_id
+from liyuan.card.layout import is_valid_chat_id
 from liyuan.card.manifest import (
     Manifest,
     ManualState,

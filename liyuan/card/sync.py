@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Literal
 
 from liyuan.card import manual as card_manual
-from liyuan.card.files import CardLayout, MemoryFiles
+from liyuan.card.files import MemoryFiles
 from liyuan.card.handpath import HandPath
 from liyuan.card.inputs import (
     MERGE_BATCH_RECAPS,
@@ -61,6 +61,7 @@ from liyuan.card.inputs import (
     collect_chat_evidence,
     diff_recaps,
 )
+from liyuan.card.layout import CardLayout
 from liyuan.card.lock import card_locks
 from liyuan.card.manifest import Manifest, finish_pending, load_manifest, save_manifest
 from liyuan.card.memstore import MemoryStore

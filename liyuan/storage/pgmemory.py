@@ -47,9 +47,9 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
-from liyuan.card.files import content_copy_name, history_copy_name, history_suffix, is_valid_chat_id
+from liyuan.card.files import content_copy_name, history_copy_name, history_suffix
 from liyuan.card.housekeeping import HISTORY_KEEP
-from liyuan.card.layout import HISTORY_DIR, RECAPS_DIR, CardLayout
+from liyuan.card.layout import HISTORY_DIR, RECAPS_DIR, CardLayout, is_valid_chat_id
 from liyuan.card.memstore import CardLocks
 from liyuan.card.swap import as_read
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock

@@ -122,7 +122,7 @@ def test_the_harness_page_says_where_a_scenarios_config_keys_come_from() -> None
     assert "recap_input_max_chars" in {f.name for f in fields(MemoryConfig)} and "`recap_input_max_chars`" in row
 
 
-def test_the_bench_page_speaks_of_turns_not_beats() -> None:
+def test_the_bench_page_says_lun_not_pai() -> None:
     # 「拍」 was the original's word for a turn; the site says 轮 everywhere.
     bench = json.loads((ROOT / "sim" / "eval" / "bench.json").read_text(encoding="utf-8"))
     assert "拍" not in bench["overhead"]["target"] and "拍" not in (ROOT / "sim" / "eval" / "bench.md").read_text(

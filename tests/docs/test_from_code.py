@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from liyuan.card import files, manifest
+from liyuan.card import layout, manifest
 from liyuan.story.view import SUMMARY_ENTRY_TYPE
 
 from .hook import ROOT, load_hook
@@ -22,8 +22,8 @@ def test_rst_inline_markup_and_literal_blocks_become_markdown() -> None:
 
 
 def test_constants_and_fields_come_from_the_code() -> None:
-    table = hook.consts_table("liyuan.card.files", ["MANIFEST_FILE", "MEMORY_DIR"])
-    assert f"`{files.MANIFEST_FILE}`" in table and f"`{files.MEMORY_DIR}`" in table
+    table = hook.consts_table("liyuan.card.layout", ["MANIFEST_FILE", "MEMORY_DIR"])
+    assert f"`{layout.MANIFEST_FILE}`" in table and f"`{layout.MEMORY_DIR}`" in table
     fields = hook.fields_table("liyuan.session.state.Ledger")
     assert "| `threads` |" in fields and "剧情线" in fields
 
@@ -40,7 +40,7 @@ def test_a_name_the_code_no_longer_has_fails_the_build(line: str, message: str) 
 
 def test_the_reference_page_shows_the_formats(built_site: Path) -> None:
     page = (built_site / "reference" / "index.html").read_text(encoding="utf-8")
-    for value in (SUMMARY_ENTRY_TYPE, files.MANIFEST_FILE, files.RESIDENT_FILE, "rp-state", "rp-draft-op"):
+    for value in (SUMMARY_ENTRY_TYPE, layout.MANIFEST_FILE, layout.RESIDENT_FILE, "rp-state", "rp-draft-op"):
         assert value in page
     assert "源码里的说明 · liyuan/card/manifest.py" in page
     assert manifest.__doc__ is not None and "<!-- 源码:" not in page

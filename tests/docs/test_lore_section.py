@@ -19,8 +19,8 @@ def test_lore_section_sentences() -> None:
     imported = step("import-card")["outcome"]
     assert imported["entries"] == 13 and "13 条设定" in MEMORY
     play = step("lore-play")["outcome"]
-    assert [c["after_beat"] for c in play["compactions"]] == [12] and "第 12 轮后压缩一次" in MEMORY
-    assert play["activations"][8]["beat"] == 9 and "无名信" not in play["activations"][8]["activated"]
+    assert [c["after_turn"] for c in play["compactions"]] == [12] and "第 12 轮后压缩一次" in MEMORY
+    assert play["activations"][8]["turn"] == 9 and "无名信" not in play["activations"][8]["activated"]
     over = step("lore-over")["outcome"]
     lore = over["lore"]
     assert over["share_chars"] == 1720 and "1720 字" in MEMORY
@@ -43,7 +43,7 @@ def test_the_demo_says_which_rules_it_bends() -> None:
     assert (config["keep"], config["every_n_turns"], config["min_chars"]) == (6, 6, 500)
     assert (default.keep, default.every_n_turns, default.min_chars) == (6, 30, 2000)
     [compaction] = step("lore-play")["outcome"]["compactions"]
-    assert compaction["after_beat"] == config["keep"] + config["every_n_turns"] == 12
+    assert compaction["after_turn"] == config["keep"] + config["every_n_turns"] == 12
     assert "6 轮 952 字" in compaction["message"]
     note = MEMORY.split('!!! note "这个演示放宽了压缩的两条规矩"', 1)[1].split("```", 1)
     assert "效果 · 激活日志" in note[1].splitlines()[0]  # the note stands right before the 效果

@@ -106,17 +106,17 @@ def test_discussion_sentences() -> None:
         assert number in MEMORY, number
     strategies = json.loads((ROOT / "sim" / "eval" / "strategies.json").read_text(encoding="utf-8"))
     agent = next(r for r in strategies["strategies"] if r["name"] == "agent")
-    assert agent["beats_over_window"] == 472 and "472 轮超窗" in MEMORY
+    assert agent["turns_over_window"] == 472 and "472 轮超窗" in MEMORY
 
 
 def test_branch_page_sentences() -> None:
     reroll = step("longchat", "reroll-24")
     assert "第 24 轮" in BRANCH and reroll["params"]["chat"] == "jL"
     assert "怀表" in reroll["note"] and "怀表" in BRANCH
-    # The first summary hangs after beat 21, before the rerolled beat 24.
-    assert step("longchat", "play-1")["outcome"]["compactions"][0]["after_beat"] == 21
+    # The first summary hangs after turn 21, before the rerolled turn 24.
+    assert step("longchat", "play-1")["outcome"]["compactions"][0]["after_turn"] == 21
     second = step("longchat", "play-2")["outcome"]["compactions"][0]
-    assert second["after_beat"] == 36 and second["merged_previous_summary"] is True
+    assert second["after_turn"] == 36 and second["merged_previous_summary"] is True
     prompt = txt("long-summary-2-prompt.txt")
     assert "<previous-summary>" in prompt and "灰擦干净" in prompt and "怀表" not in prompt
     recall = step("longchat", "recall-abandoned")
@@ -137,7 +137,7 @@ def test_long_chat_sentences() -> None:
     harness_page = (ROOT / "docs" / "harness.md").read_text(encoding="utf-8")
     first = step("longchat", "play-1")["outcome"]["compactions"]
     second = step("longchat", "play-2")["outcome"]["compactions"]
-    assert [c["after_beat"] for c in first + second] == [21, 36]
+    assert [c["after_turn"] for c in first + second] == [21, 36]
     assert "第 21 轮后第一次自动压缩，第 36 轮后第二次" in harness_page
     assert first[0]["turns"] == 15 and "第一次压缩的锚点在第 15 轮" in BRANCH
     assert second[0]["merged_previous_summary"] is True and "第二次把第一份摘要整份并进来" in harness_page
@@ -203,14 +203,14 @@ def test_the_first_compaction_sentences_state_both_conditions(tmp_path: Path) ->
     assert "`min_chars=2000`" in app and "不少于 2000 字" in app and "演到第 40 轮也可能还没有摘要" in app
     assert "攒到 36 轮、要压的正文满 2000 字才压第一次" in index
 
-    def summary_after_40_short_beats(config: MemoryConfig) -> bool:
+    def summary_after_40_short_turns(config: MemoryConfig) -> bool:
         folder = tmp_path / f"min-{config.min_chars}"
         with Card.open(folder, side_model=placeholder_side_model(), config=config, background=False) as card:
             chat = card.chat("jA")
-            for beat in range(40):
-                chat.prepare(f"第 {beat + 1} 轮：嗯。")
+            for turn in range(40):
+                chat.prepare(f"第 {turn + 1} 轮：嗯。")
                 chat.record("（脚本回复，不是模型输出）她点点头。")
             return chat.summary is not None
 
-    assert not summary_after_40_short_beats(MemoryConfig())
-    assert summary_after_40_short_beats(MemoryConfig(min_chars=500))
+    assert not summary_after_40_short_turns(MemoryConfig())
+    assert summary_after_40_short_turns(MemoryConfig(min_chars=500))

@@ -15,7 +15,7 @@ def prose(name: str) -> str:
     return re.sub(r"^([ \t]*)(```|~~~).*?^\1\2[ \t]*$", "", text, flags=re.MULTILINE | re.DOTALL)
 
 
-def test_deploy_says_turn_not_beat_and_database_not_library() -> None:
+def test_deploy_says_lun_not_pai_and_database_not_library() -> None:
     deploy = prose("deploy.md")
     assert "拍" not in deploy
     # 库 alone was both the PostgreSQL database and the library; now it is 数据库 (or 入库, to store)

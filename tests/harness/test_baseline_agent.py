@@ -24,7 +24,7 @@ from liyuan.model import FunctionModel, ModelRequest, ScriptedModel
 from liyuan.session.entries import Entry, custom, last_usage, message
 from liyuan.story.history import active_summary, rebuild_history, serialize_for_summary
 from liyuan.tokens import chars4
-from tests.liyuan.beats import beats, tree_of
+from tests.liyuan.branches import story_turns, tree_of
 
 U, A = "user", "assistant"
 CODING_SUMMARY = "## Goal\n写完压缩模块\n\n## Critical Context\n- liyuan/story/compact.py"
@@ -222,7 +222,7 @@ def test_failures_append_nothing() -> None:
 
 def test_generic_is_blind_to_draft_revisions_and_ledger() -> None:
     entries = [
-        *beats(1, 1, body="。"),
+        *story_turns(1, 1, body="。"),
         message("u2", "a-1", U, "看窗外"),
         message("a2", "u2", A, "窗上结着晨露。"),
         custom("d", "a2", "rp-draft-op", {"target": "a2", "old": "晨露", "new": "夜霜"}),
@@ -285,7 +285,7 @@ def test_after_a_compaction_the_trigger_rests_until_the_context_grows_again() ->
         tree.append_message(A, "辛" * 40)
         outcome = run_generic_compaction(tree, model, **kwargs)  # type: ignore[arg-type]
         assert (outcome.kind, outcome.reason) == ("skipped", "not-due"), outcome.message
-    assert context_tokens(tree.branch()) > 700 - 100  # the old trigger would have fired every beat
+    assert context_tokens(tree.branch()) > 700 - 100  # the old trigger would have fired every turn
     assert len(model.calls) == 1
     for _ in range(4):
         tree.append_message(U, "壬" * 400)

@@ -18,9 +18,9 @@ from harness.eval.checks import (
 from liyuan.card.prompts import HANDBOOK_MARK, RESIDENT_HEADING, RESIDENT_MARK, parse_merge_result
 
 
-def fact(fid: str, *match: str, beat: int | None = 1, section: str | None = None, chat: str = "jA",
+def fact(fid: str, *match: str, turn: int | None = 1, section: str | None = None, chat: str = "jA",
          also: tuple[str, ...] = ()) -> Fact:
-    return Fact(fid, fid, parse_match(match), chat=chat, beat=beat, section=section, also=also)
+    return Fact(fid, fid, parse_match(match), chat=chat, turn=turn, section=section, also=also)
 
 
 SUMMARY = """## 前情提要
@@ -45,9 +45,9 @@ SUMMARY = """## 前情提要
 FACTS = [
     fact("oil", "灯油", "两桶|2桶", section="事实账"),
     fact("ship", "海鹞号", section="事实账"),
-    fact("key", "铜钥匙", section="事实账", beat=2),
-    fact("radio", "修|修好", "电台", section="承诺与伏笔", beat=2),
-    fact("buoy", "七号浮标", section="承诺与伏笔", beat=2),
+    fact("key", "铜钥匙", section="事实账", turn=2),
+    fact("radio", "修|修好", "电台", section="承诺与伏笔", turn=2),
+    fact("buoy", "七号浮标", section="承诺与伏笔", turn=2),
     fact("nickname", "测绘的", section="人物"),
 ]
 
@@ -159,29 +159,29 @@ def test_recall_with_nothing_expected_is_none() -> None:
 
 
 SCENES = [
-    fact("door", "傍晚|底层|门口", beat=0),
-    fact("kitchen", "厨房", beat=1),
-    fact("lamp-room", "灯室", beat=3),
+    fact("door", "傍晚|底层|门口", turn=0),
+    fact("kitchen", "厨房", turn=1),
+    fact("lamp-room", "灯室", turn=3),
 ]
 
 
 def test_latest_scene_follows_what_the_summary_covers() -> None:
     current = sections(SUMMARY)["当前场景"]
-    result = check_latest_scene(current, SCENES, covered_beat=2)
+    result = check_latest_scene(current, SCENES, covered_turn=2)
     assert result.ok and result.verdict == "latest" and result.expected == "kitchen"
 
 
 def test_an_earlier_scene_in_the_current_scene_section_fails() -> None:
-    result = check_latest_scene("第一天傍晚，灯塔底层门口，林溯提着马灯开门。", SCENES, covered_beat=2)
+    result = check_latest_scene("第一天傍晚，灯塔底层门口，林溯提着马灯开门。", SCENES, covered_turn=2)
     assert not result.ok and result.verdict == "earlier" and result.named == ("door",)
-    later = check_latest_scene("厨房里。", SCENES, covered_beat=3)
+    later = check_latest_scene("厨房里。", SCENES, covered_turn=3)
     assert not later.ok and later.expected == "lamp-room"
-    nothing = check_latest_scene("某个地方。", SCENES, covered_beat=2)
+    nothing = check_latest_scene("某个地方。", SCENES, covered_turn=2)
     assert nothing.verdict == "none" and not nothing.ok
 
 
 def test_mentioning_the_move_from_an_earlier_scene_is_fine() -> None:
-    assert check_latest_scene("两人从厨房上到灯室，手摇转盘。", SCENES, covered_beat=3).ok
+    assert check_latest_scene("两人从厨房上到灯室，手摇转盘。", SCENES, covered_turn=3).ok
 
 
 def test_abstention_flags_never_said_facts_per_artifact() -> None:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from unittest.mock import patch
 
-from harness.bench.overhead import beat_work, overhead_table, percentile, play, wall_times
+from harness.bench.overhead import overhead_table, percentile, play, turn_work, wall_times
 from harness.bench.stamp import stamp
 from harness.eval.report import bench_markdown
 from liyuan.session.entries import Entry
@@ -18,17 +18,17 @@ from liyuan.session.state import Ledger
 from liyuan.story.history import active_summary
 from liyuan.story.view import live_start
 
-from ..liyuan.beats import Recording
+from ..liyuan.branches import Recording
 
 
-def _played(beats: int) -> tuple[list[tuple[object, ...]], int]:
-    turns: list[tuple[object, ...]] = []
+def _played(turns: int) -> tuple[list[tuple[object, ...]], int]:
+    sent: list[tuple[object, ...]] = []
     summaries = 0
-    for chat, beat in play(beats, background=False):
-        turn = beat_work(chat, beat)
-        turns.append((turn.messages, turn.record))
+    for chat, turn in play(turns, background=False):
+        prepared = turn_work(chat, turn)
+        sent.append((prepared.messages, prepared.record))
         summaries += active_summary(chat.branch()) is not None
-    return turns, summaries
+    return sent, summaries
 
 
 def test_the_timed_path_computes_what_the_whole_branch_gives() -> None:
@@ -42,7 +42,7 @@ def test_the_timed_path_computes_what_the_whole_branch_gives() -> None:
 
 def test_the_timed_path_reads_only_the_live_part_as_the_chat_grows() -> None:
     reach = []
-    for chat, beat in play(400, background=False):
+    for chat, turn in play(400, background=False):
         original = chat.tree.branch
         seen: list[Recording] = []
 
@@ -51,22 +51,22 @@ def test_the_timed_path_reads_only_the_live_part_as_the_chat_grows() -> None:
             return seen[-1]
 
         with patch.object(chat.tree, "branch", recording):
-            chat.prepare(beat.user)  # the turn's reads (the reply's compaction check is the library's own)
-        chat.record(beat.reply, ledger=Ledger.from_dict(beat.ledger))
-        if beat.number > 40:  # after the first compaction
+            chat.prepare(turn.user)  # the turn's reads (the reply's compaction check is the library's own)
+        chat.record(turn.reply, ledger=Ledger.from_dict(turn.ledger))
+        if turn.number > 40:  # after the first compaction
             branch = seen[-1]
-            assert branch.lowest == live_start(branch.items) > 0, beat.number
+            assert branch.lowest == live_start(branch.items) > 0, turn.number
             reach.append(len(branch) - branch.lowest)
-    assert max(reach) < 40 * 3 + 2  # at most ~37 beats of three entries, plus the summary
+    assert max(reach) < 40 * 3 + 2  # at most ~37 turns of three entries, plus the summary
     assert max(reach[-100:]) == max(reach[:100])  # the part read does not grow with the chat
 
 
 def test_overhead_table_reports_the_library_and_a_verdict_only_with_both_sizes() -> None:
     table = overhead_table(sizes=(100, 200), sample=5)
-    assert [(r["variant"], r["beats"], r["samples"]) for r in table["rows"]] == [("library", 100, 5),
+    assert [(r["variant"], r["turns"], r["samples"]) for r in table["rows"]] == [("library", 100, 5),
                                                                                ("library", 200, 5)]
     assert all(r["median_ms"] > 0 and r["p95_ms"] >= r["median_ms"] for r in table["rows"])
-    assert table["verdicts"] == {}  # no 10,000-beat row, so no verdict is claimed
+    assert table["verdicts"] == {}  # no 10,000-turn row, so no verdict is claimed
 
 
 def test_percentile_is_nearest_rank() -> None:
@@ -99,8 +99,8 @@ def test_bench_markdown_states_machine_verdict_and_failures() -> None:
     bench = {
         "machine": {"measured_at": "2026-12-02 10:00 UTC", "cpu": "CPU", "cores": 2, "python": "3.11.7",
                     "system": "Linux"},
-        "overhead": {"sample_beats": 5, "target": "目标", "rows": [
-            {"variant": "library", "beats": 100, "median_ms": 0.5, "p95_ms": 0.9}],
+        "overhead": {"sample_turns": 5, "target": "目标", "rows": [
+            {"variant": "library", "turns": 100, "median_ms": 0.5, "p95_ms": 0.9}],
             "verdicts": {"library": {"median_10000_ms": 100.0, "ratio_to_100": 200.0, "meets_target": False}}},
         "wall_times": {"repeat": 1, "rows": [{"name": "harness run", "command": "python -m harness run",
                                               "seconds": [1.0], "best": None, "failures": [["出错了"]]}]},

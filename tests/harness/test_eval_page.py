@@ -33,12 +33,12 @@ def test_page_includes_the_generated_files() -> None:
 
 def test_settings_the_page_names(report: dict[str, Any]) -> None:
     settings = report["settings"]
-    assert (settings["beats"], settings["window_tokens"], settings["truncate_turns"]) == (600, 32768, 20)
+    assert (settings["turns"], settings["window_tokens"], settings["truncate_turns"]) == (600, 32768, 20)
     assert (settings["agent_reserve_tokens"], settings["agent_keep_recent_tokens"]) == (16384, 8000)
     assert settings["agent_keep_recent_tokens"] < settings["window_tokens"] - settings["agent_reserve_tokens"] < 20000
     chat = report["chat"]
     assert 190_000 <= chat["chars"] <= 215_000  # 约 20 万字
-    assert chat["facts"] == 20 and chat["reroll_beat"] == 246
+    assert chat["facts"] == 20 and chat["reroll_turn"] == 246
     gaps = [b - a for a, b in zip(chat["scenes"], chat["scenes"][1:], strict=False)]
     assert all(40 <= g <= 60 for g in gaps)
 
@@ -48,7 +48,7 @@ def test_sizes_the_page_and_the_chart_describe(report: dict[str, Any]) -> None:
     assert 5.5 <= r["full"]["max_tokens"] / window < 6.5  # 窗口的六倍
     assert 6_500 <= r["truncate"]["max_tokens"] <= 7_500  # 七千 token 左右
     assert 12_000 <= r["ours"]["max_tokens"] < 13_000  # 一万两千
-    assert r["ours"]["beats_over_window"] == 0
+    assert r["ours"]["turns_over_window"] == 0
 
 
 def test_the_agent_compacts_only_after_the_window_is_exceeded(report: dict[str, Any]) -> None:
@@ -56,17 +56,17 @@ def test_the_agent_compacts_only_after_the_window_is_exceeded(report: dict[str, 
     tokens = agent["series"]["tokens"]
     assert agent["compactions"] == 5 and agent["side_calls"] == 10
     assert agent["cuts_inside_turn"] == 5 and agent["cuts_between_turns"] == 0
-    for cut in agent["cut_beats"]:
-        assert tokens[cut["beat"] - 1] > window
+    for cut in agent["cut_turns"]:
+        assert tokens[cut["turn"] - 1] > window
     assert 1.7 <= agent["max_tokens"] / window < 2.0  # 快一倍
 
 
-def test_ours_compacts_every_30_beats_and_twice_on_the_rerolled_beat(report: dict[str, Any]) -> None:
+def test_ours_compacts_every_30_turns_and_twice_on_the_rerolled_turn(report: dict[str, Any]) -> None:
     ours = runs(report)["ours"]
-    beats = [c["beat"] for c in ours["cut_beats"]]
+    turns = [c["turn"] for c in ours["cut_turns"]]
     assert ours["compactions"] == 20 and ours["cuts_inside_turn"] == 0
-    assert beats[0] == 36 and beats.count(246) == 2
-    assert sorted(set(beats)) == list(range(36, 601, 30))
+    assert turns[0] == 36 and turns.count(246) == 2
+    assert sorted(set(turns)) == list(range(36, 601, 30))
 
 
 def test_fact_fates_the_page_reports(report: dict[str, Any]) -> None:
@@ -82,8 +82,8 @@ def test_bench_snapshot_matches_what_the_page_says() -> None:
     # (tests/harness/test_snapshots.py); the page only says what is measured.
     bench = json.loads((ROOT / "sim" / "eval" / "bench.json").read_text(encoding="utf-8"))
     assert list(bench["overhead"]["verdicts"]) == ["library"]  # 表里量的就是应用每轮实际走的那条路
-    assert [r["beats"] for r in bench["overhead"]["rows"]] == [100, 1000, 10000]  # 100、1,000、10,000 轮
-    assert bench["overhead"]["sample_beats"] == 100  # 各量最后 100 轮
+    assert [r["turns"] for r in bench["overhead"]["rows"]] == [100, 1000, 10000]  # 100、1,000、10,000 轮
+    assert bench["overhead"]["sample_turns"] == 100  # 各量最后 100 轮
     text = PAGE.read_text(encoding="utf-8")
     for include in ('--8<-- "sim/eval/long.md"', '--8<-- "sim/eval/latency.md"'):
         assert include in text

@@ -52,7 +52,7 @@ def test_the_scripted_walkthrough_scores_clean_and_is_labelled(run_copy: Path) -
     assert "只检验评分器本身" in full["provenance"]["label"]
     card = full["scenarios"]["walkthrough"]
     summary = card["summaries"][0]
-    assert summary["covered_through_beat"] == 2  # greeting and two beats went to the summariser
+    assert summary["covered_through_turn"] == 2  # greeting and two turns went to the summariser
     assert summary["structure"]["ok"] and summary["recall"]["recall"] == 1.0
     assert summary["latest_scene"] == {"ok": True, "verdict": "latest", "expected": "ja-kitchen",
                                        "named": ["ja-kitchen"]}

@@ -17,7 +17,7 @@ from harness.running.progress import Progress
 from harness.running.runner import run_scenarios
 from harness.running.scenario import load_scenario
 from harness.running.story import write_opening
-from harness.steps.story_steps import play_beat
+from harness.steps.story_steps import play_turn
 from liyuan import Card
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.model import OpenAIModel
@@ -66,13 +66,13 @@ def test_the_scenario_plays_back_every_message_and_swipe(repo: Path, tmp_path: P
     code, out = do_import(repo, FIXTURE)
     assert code == 0
     spec = next(iter(load_scenario(out, repo).chats.values()))
-    assert len(spec.beats) == 38 and len(spec.greeting_swipes) == 2
+    assert len(spec.turns) == 38 and len(spec.greeting_swipes) == 2
     card = Card.open(tmp_path / "card", background=False, clock=fixed_clock(), ids=counter_ids(), auto_sync=False)
     chat = card.chat("imported")
     tree = chat.tree
     write_opening(tree, spec)
-    for beat in spec.beats:
-        play_beat(chat, beat, mode=spec.mode)
+    for turn in spec.turns:
+        play_turn(chat, turn, mode=spec.mode)
     main_branch = tree.branch()
     all_texts = {e.text for e in tree} | {str(e.data.get("text")) for e in tree}
     records = [json.loads(line) for line in FIXTURE.read_text("utf-8").splitlines()[1:]]
@@ -93,7 +93,7 @@ def test_imported_chat_runs_with_placeholders_labelled_on_their_first_line(repo:
     assert report.failures == [] and report.written
     record = json.loads((repo / "sim" / "out" / "bookshop.json").read_text("utf-8"))
     play = record["steps"][0]
-    assert [c["after_beat"] for c in play["outcome"]["compactions"]] == [36]
+    assert [c["after_turn"] for c in play["outcome"]["compactions"]] == [36]
     calls = [c for s in record["steps"] for c in s["calls"]]
     assert [c["purpose"] for c in calls] == ["summary", "recap", "merge"]
     assert all(c["reply"]["provenance"] == "placeholder" for c in calls)

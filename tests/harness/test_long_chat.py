@@ -35,9 +35,9 @@ def test_a_long_chat_runs_end_to_end(tmp_path: Path) -> None:
         first = chat.prepare("那把青伞是谁留下的？")
         assert first.recall, "the first recall after the open found nothing"
         assert first.summary is not None and len(first.messages) < 40
-        for beat in range(12):
-            chat.record(f"（脚本回复）第{beat}次：她摇了摇头。", ledger=Ledger(location=f"第{beat}个渡口"))
-            chat.prepare(f"第{beat}次追问：是谁？")
+        for turn in range(12):
+            chat.record(f"（脚本回复）第{turn}次：她摇了摇头。", ledger=Ledger(location=f"第{turn}个渡口"))
+            chat.prepare(f"第{turn}次追问：是谁？")
         chat.record("（脚本回复）她终于开口。")
         rerolled = chat.reroll()
         chat.record("（脚本回复）另一种回答。")

@@ -1,7 +1,7 @@
 """The harness page's minimal example (examples/mini) does what the page says it does.
 
 The page includes these very files, so the example a reader copies is the one this test
-runs: it plays two beats, compacts once with the scripted reply, and writes both files its
+runs: it plays two turns, compacts once with the scripted reply, and writes both files its
 compact step declares. A step that declares a file it did not write fails the run.
 """
 
@@ -40,7 +40,7 @@ def test_the_minimal_example_compacts_and_writes_its_files(mini: Path, tmp_path:
     prompt = (out / "txt" / "mini-prompt.txt").read_text(encoding="utf-8")
     summary = (out / "txt" / "mini-summary.txt").read_text(encoding="utf-8")
     conversation = prompt.split("</conversation>")[0].split("<conversation")[-1]
-    assert "能借宿一晚吗？" in conversation and "灯室在哪？" not in conversation  # the last beat stays verbatim
+    assert "能借宿一晚吗？" in conversation and "灯室在哪？" not in conversation  # the last turn stays verbatim
     assert summary.startswith("（脚本回复：人工撰写的示范，不是模型输出）")
     assert "## 当前场景" in summary
 
@@ -48,7 +48,7 @@ def test_the_minimal_example_compacts_and_writes_its_files(mini: Path, tmp_path:
 def test_a_step_that_declares_files_it_did_not_write_fails_the_run(mini: Path, tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     scenario = mini / "sim" / "scenarios" / "mini.yaml"
-    # A threshold the two short beats never reach: the step runs, compacts nothing, writes nothing.
+    # A threshold the two short turns never reach: the step runs, compacts nothing, writes nothing.
     scenario.write_text(scenario.read_text(encoding="utf-8").replace("min_chars: 50", "min_chars: 5000"),
                         encoding="utf-8")
     assert main(["run", "mini", "-q", "--root", str(mini)]) == 1

@@ -3,7 +3,10 @@
 Read from the source with :mod:`ast` (nothing is imported). Only the steps whose point
 is one layer, named here, may call a layer below the facade, and none of them may call
 the turn's own wiring (assembly or story compaction): a turn's 效果 always goes through
-:class:`liyuan.Chat`.
+:class:`liyuan.Chat`. Every other name a harness module imports from inside the library
+(besides the facade, ``liyuan.__all__``) is listed in ``tests/harness/inner_names.py`` with
+its reason, and anything unlisted fails; ``CardMemory`` counts as inner, since the app only
+gets it from a card.
 """
 
 from __future__ import annotations
@@ -12,6 +15,10 @@ import ast
 from pathlib import Path
 
 import pytest
+
+import liyuan
+
+from .inner_names import ALLOWED, LAYER_CLASSES
 
 ROOT = Path(__file__).resolve().parents[2]
 HARNESS = ROOT / "harness"
@@ -35,6 +42,45 @@ def wiring_imports(path: Path) -> list[str]:
                 and node.value.id in ("compact", "assemble", "liyuan"):
             found.append(f"{node.value.id}.{node.attr}")
     return found
+
+
+def inner_imports(path: Path) -> list[str]:
+    """``module.name`` of every import from inside liyuan that is not the facade (see ``inner_names``)."""
+    facade = set(liyuan.__all__) - LAYER_CLASSES
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "liyuan":
+            found += [f"{node.module}.{a.name}" for a in node.names if a.name not in facade]
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("liyuan.")]
+    return found
+
+
+def test_the_inner_check_sees_a_planted_import(tmp_path: Path) -> None:
+    planted = tmp_path / "bench.py"
+    planted.write_text("from liyuan import Card, CardMemory\nfrom liyuan.app import Chat\n"
+                       "from liyuan.errors import ConfigError\nfrom liyuan.card.sync import CardMemory as M\n"
+                       "from liyuan.story.view import story_view\nimport liyuan.vector.recall\n", encoding="utf-8")
+    assert inner_imports(planted) == ["liyuan.CardMemory", "liyuan.card.sync.CardMemory",
+                                      "liyuan.story.view.story_view", "liyuan.vector.recall"]
+
+
+def test_every_inner_name_the_harness_uses_is_allowed_with_its_reason() -> None:
+    used: dict[str, set[str]] = {}
+    for path in sorted(HARNESS.rglob("*.py")):
+        for name in inner_imports(path):
+            used.setdefault(name, set()).add(path.relative_to(ROOT).as_posix())
+    unlisted = {name: sorted(paths) for name, paths in used.items() if name not in ALLOWED}
+    assert not unlisted, ("这些库内部的名字没有列在 tests/harness/inner_names.py 里"
+                          f"（写上理由，或改走 Card/Chat）：{unlisted}")
+    stale = sorted(set(ALLOWED) - set(used))
+    assert not stale, f"这些名字列着，但 harness 已经不用了，删掉：{stale}"
+    assert all(len(reason) >= 20 for reason in ALLOWED.values())
+
+
+def test_the_long_bench_building_card_memory_is_named_with_its_reason() -> None:
+    assert "liyuan.card.sync.CardMemory" in inner_imports(HARNESS / "bench" / "long.py")
+    assert "harness/bench/long.py" in ALLOWED["liyuan.card.sync.CardMemory"]
 
 
 def test_the_check_sees_a_planted_import(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ MINIMAL = {
     "user": "甲",
     "char": "乙",
     "chats": {"jA": {"name": "第一局", "greeting": "你好。",
-                     "beats": [{"user": "在吗？", "reply": "在。"}]}},
+                     "turns": [{"user": "在吗？", "reply": "在。"}]}},
     "steps": [{"id": "play", "kind": "play", "chat": "jA"},
               {"id": "c", "kind": "compact", "chat": "jA", "files": {"prompt": "p.txt"}}],
 }
@@ -51,7 +51,7 @@ def test_every_step_kind_has_a_handler() -> None:
 
 def test_minimal_scenario(tmp_path: Path) -> None:
     scenario = load_scenario(write(tmp_path, MINIMAL))
-    assert scenario.chats["jA"].beats[0].reply == "在。"
+    assert scenario.chats["jA"].turns[0].reply == "在。"
     assert scenario.step("c").files == {"prompt": "p.txt"}
     assert scenario.step("c").out == "mini"
     assert scenario.language == "中文"
@@ -74,7 +74,7 @@ def test_minimal_scenario(tmp_path: Path) -> None:
     (broken(chats={"j/A": {"name": "x"}}), "局 id 只能用字母"),
     (broken(chats={"jA\n": {"name": "x"}}), "局 id 只能用字母"),  # a trailing newline is not an id
     (broken(steps=[{"id": "x", "kind": "fit", "other": [1], "files": {"fit": "a.txt\n"}}]), "文件名不合法"),
-    (broken(chats={"jA": {"name": "x", "beats": [{"user": "只有用户"}]}}), "chats.jA.beats[0].reply: 应该是非空字符串"),
+    (broken(chats={"jA": {"name": "x", "turns": [{"user": "只有用户"}]}}), "chats.jA.turns[0].reply: 应该是非空字符串"),
     (broken(config={"every_n_turn": 3}), "MemoryConfig）：没有这些设置项：every_n_turn"),
     (broken(name="other"), "name: 应该和文件名一致"),
     (broken(colour="red"), "（顶层）: 未知字段 colour"),

@@ -64,7 +64,7 @@ def _long(open_s: float, p50_big: float) -> dict[str, Any]:
                          "file_mb": 98.0, "first_recall_hits": 5}}
     return {"machine": {"measured_at": "2026-12-05 19:00 UTC", "commit": "0" * 12, "dirty": False, "cpu": "CPU",
                         "cores": 2, "python": "3.11.7", "system": "Linux", "load_start": 0.5, "load_end": 0.6},
-            "sizes": [100, 100000], "beats": 100, "turns": {"向量开·账本有": row},
+            "sizes": [100, 100000], "timed_turns": 100, "turns": {"向量开·账本有": row},
             "open": {"向量关": opened, "向量开": opened | {"100000": opened["100000"] | {"open_s": 2.77}}},
             "recall_at_cap": {"chunks": 50000, "open_s": 3.1, "first_recall_hits": 5, "ready_s": 7.7,
                               "recall_p50_ms": 9.8, "recall_p95_ms": 10.3},

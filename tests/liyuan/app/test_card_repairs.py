@@ -12,9 +12,10 @@ import sys
 import threading
 from pathlib import Path
 
-from liyuan import Card, FunctionModel, ModelRequest
+from liyuan import FunctionModel, ModelRequest
 from liyuan.card.prompts import HANDBOOK_MARK, RESIDENT_MARK
-from liyuan.clock import counter_ids, fixed_clock
+
+from .cards import open_card
 
 RECAP = ("# 雾港初见\n\n## 剧情脉络\n- 阿简在雾港遇见林溯。\n\n## 人物与关系\n- 林溯：守灯人。\n\n"
          "## 既定事实\n- 港口有灯塔。\n\n## 未了之事\n- 无\n\n## 用户的玩法偏好\n- 无")
@@ -26,15 +27,8 @@ def side(request: ModelRequest) -> str:
     return RECAP if request.purpose == "recap" else MERGE
 
 
-def open_card(root: Path, **options: object) -> Card:
-    options.setdefault("clock", fixed_clock())
-    options.setdefault("ids", counter_ids("e-"))
-    return Card.open(root / "cards" / "雾港", user_name="阿简", char_name="林溯",  # type: ignore[arg-type]
-                     side_model=FunctionModel(side), **options)
-
-
 def test_a_damaged_manifest_names_the_exact_call_in_the_error_and_the_activity_line(tmp_path: Path) -> None:
-    with open_card(tmp_path) as card:
+    with open_card(tmp_path, side_model=FunctionModel(side)) as card:
         chat = card.chat("jA")
         chat.prepare("我上岸了。")
         chat.record("林溯提着灯。")
@@ -93,7 +87,7 @@ def _kill_mid_import(card_dir: Path, source: Path) -> None:
 
 
 def test_a_kill_mid_import_leaves_nothing_once_the_card_is_opened_again(tmp_path: Path) -> None:
-    with open_card(tmp_path, background=False) as card:
+    with open_card(tmp_path, side_model=FunctionModel(side), background=False) as card:
         card.chat("jA").prepare("我上岸了。")
         card_dir = card.path
     source = tmp_path / "big.txt"
@@ -102,7 +96,7 @@ def test_a_kill_mid_import_leaves_nothing_once_the_card_is_opened_again(tmp_path
     sessions = card_dir / "对话" / "jK" / "会话"
     left = [p.name for p in sessions.iterdir()]
     assert len(left) == 1 and ".importing-" in left[0]  # what the kill left: a temp file, a phantom chat
-    with open_card(tmp_path, background=False) as card:
+    with open_card(tmp_path, side_model=FunctionModel(side), background=False) as card:
         assert card.chat_ids() == ["jA"]
         assert not (card_dir / "对话" / "jK").exists()
         assert any("导入" in a.text and "临时文件" in a.text for a in card.activity)
@@ -111,11 +105,11 @@ def test_a_kill_mid_import_leaves_nothing_once_the_card_is_opened_again(tmp_path
 
 
 def test_an_import_still_running_in_a_live_process_is_left_alone(tmp_path: Path) -> None:
-    with open_card(tmp_path, background=False) as card:
+    with open_card(tmp_path, side_model=FunctionModel(side), background=False) as card:
         card_dir = card.path
     sessions = card_dir / "对话" / "jL" / "会话"
     sessions.mkdir(parents=True)
     running = sessions / f".001.jsonl.importing-{os.getpid()}-{threading.get_ident()}"
     running.write_text('{"type":"session","version":1,"id":"x"}\n', encoding="utf-8")
-    with open_card(tmp_path, background=False):
+    with open_card(tmp_path, side_model=FunctionModel(side), background=False):
         assert running.is_file()  # its owner is alive: never removed under it

@@ -1,4 +1,4 @@
-"""The facade as an app uses it: a beat, branches, background work, failures, agent mode."""
+"""The facade as an app uses it: a turn, branches, background work, failures, agent mode."""
 
 from __future__ import annotations
 
@@ -23,8 +23,10 @@ from liyuan import (
     TreeError,
 )
 from liyuan.app.activity import Lane
-from liyuan.clock import counter_ids, fixed_clock
+from liyuan.clock import counter_ids
 from liyuan.story.scribe import SUMMARY_HEADINGS
+
+from .cards import open_card
 
 SUMMARY = "\n\n".join(f"{h}\n- 测试用的脚本摘要（不是模型输出）" for h in SUMMARY_HEADINGS)
 BODY = "雾" * 80
@@ -41,20 +43,15 @@ def summariser(gate: threading.Event | None = None) -> FunctionModel:
     return FunctionModel(answer)
 
 
-def open_card(tmp_path: Path, **options: object) -> Card:
-    options.setdefault("clock", fixed_clock())
-    options.setdefault("ids", counter_ids("e-"))
-    return Card.open(tmp_path / "cards" / "雾港", user_name="阿简", char_name="林溯", **options)  # type: ignore[arg-type]
 
-
-def play(chat_card: Card, beats: int, chat_id: str = "jA") -> None:
+def play(chat_card: Card, turns: int, chat_id: str = "jA") -> None:
     chat = chat_card.chat(chat_id)
-    for i in range(beats):
+    for i in range(turns):
         chat.prepare(f"第{i}拍。{BODY}")
         chat.record(f"回应{i}。{BODY}")
 
 
-def test_a_beat_appends_user_then_reply_and_the_tail_ends_with_the_users_words(tmp_path: Path) -> None:
+def test_a_turn_appends_user_then_reply_and_the_tail_ends_with_the_users_words(tmp_path: Path) -> None:
     with open_card(tmp_path, background=False) as card:
         chat = card.chat("jA", greeting="铁门外起了大雾。")
         turn = chat.prepare("我把伞递给她。", ledger=Ledger(location="灯塔"))
@@ -129,7 +126,7 @@ def test_record_returns_before_the_compaction_and_the_next_prepare_does_not_wait
         card.close()
 
 
-def test_a_failing_side_model_never_raises_into_the_beat(tmp_path: Path) -> None:
+def test_a_failing_side_model_never_raises_into_the_turn(tmp_path: Path) -> None:
     def broken(request: ModelRequest) -> Completion:
         raise ModelError("接口超时")
 
@@ -140,7 +137,7 @@ def test_a_failing_side_model_never_raises_into_the_beat(tmp_path: Path) -> None
     assert any(a.kind == "compact" and "前情压缩失败" in a.text for a in seen)
 
 
-def test_whatever_the_side_model_raises_the_beat_goes_on(tmp_path: Path) -> None:
+def test_whatever_the_side_model_raises_the_turn_goes_on(tmp_path: Path) -> None:
     def crash(request: ModelRequest) -> Completion:
         raise RuntimeError("boom")
 
@@ -148,7 +145,7 @@ def test_whatever_the_side_model_raises_the_beat_goes_on(tmp_path: Path) -> None
         play(card, 36)
         chat = card.chat("jA")
         assert chat.flush(10)
-        chat.prepare("还能接着演吗？")  # the beat goes on
+        chat.prepare("还能接着演吗？")  # the turn goes on
     assert any(a.kind == "compact" and "前情压缩失败" in a.text for a in card.activity)
     assert not [a for a in card.activity if a.kind == "error"]
 
@@ -237,7 +234,7 @@ def test_agent_mode_compacts_the_discussion_on_real_usage(tmp_path: Path) -> Non
     assert any(a.kind == "discussion" for a in card.activity)
 
 
-def test_the_async_twin_runs_the_same_beat(tmp_path: Path) -> None:
+def test_the_async_twin_runs_the_same_turn(tmp_path: Path) -> None:
     async def scenario() -> list[str]:
         async with await AsyncCard.open(tmp_path / "cards" / "雾港", side_model=summariser(),
                                         user_name="阿简", char_name="林溯") as card:

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from liyuan import Activity, Card, Completion, FunctionModel, ModelRequest
-from liyuan.card.files import CardLayout, MemoryFiles
+from liyuan.card.files import MemoryFiles
+from liyuan.card.layout import CardLayout
 from liyuan.card.manifest import load_manifest
 from liyuan.card.prompts import HANDBOOK_MARK, RESIDENT_MARK
 from liyuan.card.sync import SyncOutcome
@@ -102,7 +103,7 @@ def _side_model(gate: Gate) -> FunctionModel:
     return FunctionModel(answer)
 
 
-def _beat(card: Path, chat_id: str, words: str) -> None:
+def _turn(card: Path, chat_id: str, words: str) -> None:
     # 001.jsonl: the name Card gives a chat's first session, so a chat reopened under the
     # same id writes a file of the same name.
     write_chat(card, chat_id, [("user", words), ("assistant", "嗯。")], session="001.jsonl")
@@ -110,8 +111,8 @@ def _beat(card: Path, chat_id: str, words: str) -> None:
 
 def _setup(tmp_path: Path, gate: Gate) -> tuple[Path, Card, FunctionModel, list[Activity]]:
     path = tmp_path / "cards" / "雾港"
-    _beat(path, "jA", f"{SECRET}一")
-    _beat(path, "jB", f"{KEPT}一")
+    _turn(path, "jA", f"{SECRET}一")
+    _turn(path, "jB", f"{KEPT}一")
     model, seen = _side_model(gate), list[Activity]()
     card = Card.open(path, side_model=model, user_name="阿明", char_name="小满", clock=fixed_clock(),
                      ids=counter_ids("d-"), on_activity=seen.append)
@@ -165,7 +166,7 @@ def test_delete_while_the_recap_of_that_chat_is_pending(tmp_path: Path, merged_b
     try:
         if merged_before:
             assert card.sync(timeout=10) is not None and SECRET in _all_memory(path)
-            _beat(path, "jA", f"{SECRET}二")  # jA moved on: the next sync recaps it again
+            _turn(path, "jA", f"{SECRET}二")  # jA moved on: the next sync recaps it again
         outcome = _delete_during(gate, card)
         assert "jA" not in outcome.recapped  # its reply came back after the delete and was dropped
         assert any("复盘「jA」已丢弃" in a.text for a in seen)
@@ -182,7 +183,7 @@ def test_delete_while_the_merge_call_is_pending(tmp_path: Path, merged_before: b
     try:
         if merged_before:
             assert card.sync(timeout=10) is not None and SECRET in _all_memory(path)
-            _beat(path, "jB", f"{KEPT}二")  # only jB changes: the merge is given jA's block as it was
+            _turn(path, "jB", f"{KEPT}二")  # only jB changes: the merge is given jA's block as it was
         _delete_during(gate, card)
         assert any("合并结果已丢弃" in a.text for a in seen)  # the merge that still held jA
         _assert_gone(path, card, model, seen)
@@ -191,9 +192,9 @@ def test_delete_while_the_merge_call_is_pending(tmp_path: Path, merged_before: b
         assert card.close(10)
 
 
-@pytest.mark.parametrize("new_beats", [0, 6], ids=["greeting-only", "played-longer-than-the-old-chat"])
+@pytest.mark.parametrize("new_turns", [0, 6], ids=["greeting-only", "played-longer-than-the-old-chat"])
 def test_a_chat_reopened_under_the_deleted_id_does_not_inherit_the_pending_recap(
-        tmp_path: Path, new_beats: int) -> None:
+        tmp_path: Path, new_turns: int) -> None:
     gate = Gate("recap", "jA")
     path, card, model, seen = _setup(tmp_path, gate)
     try:
@@ -204,17 +205,17 @@ def test_a_chat_reopened_under_the_deleted_id_does_not_inherit_the_pending_recap
         old_size = session.stat().st_size
         assert card.delete_chat("jA") is True
         chat = card.chat("jA", greeting="新的一局开场。")  # the app starts a new chat under the same id
-        for i in range(new_beats):
+        for i in range(new_turns):
             chat.prepare(f"新局的话{i}。")
             chat.record("嗯。")
-        assert (session.stat().st_size > old_size) == bool(new_beats)  # same name; smaller, or larger
+        assert (session.stat().st_size > old_size) == bool(new_turns)  # same name; smaller, or larger
         gate.release.set()
         outcome = card.sync(timeout=10)
         assert outcome is not None and outcome.errors == [] and not [a for a in seen if a.kind == "error"]
         memory = _all_memory(path)
         assert SECRET not in memory and f"{KEPT}一" in memory  # the deleted chat's words stay gone
         recap_a = path / "记忆" / "局" / "jA.md"
-        if new_beats:
+        if new_turns:
             assert "新局的话5" in recap_a.read_text(encoding="utf-8")  # the new chat's own recap
         else:
             assert not recap_a.exists()

@@ -27,7 +27,7 @@ SUMMARY = "\n\n".join(f"{h}\n- 测试用的脚本摘要（不是模型输出）"
 BODY = "雾" * 200
 WAIT = 10.0  # only a bound against hanging: the test sets every event itself
 CONFIG = MemoryConfig(every_n_turns=6, keep=2)
-BEATS = 40
+TURNS = 40
 
 
 class GatedSummariser:
@@ -80,15 +80,15 @@ def anchored_texts(chat: Chat) -> list[str]:
 def inline_anchors(path: Path) -> list[str]:
     with opened(path / "inline", FunctionModel(lambda _r: Completion(SUMMARY)), background=False) as card:
         chat = card.chat("jA")
-        for i in range(BEATS):
+        for i in range(TURNS):
             chat.prepare(f"第{i}拍。{BODY}")
             chat.record(f"回应{i}。{BODY}")
         return anchored_texts(chat)
 
 
 def test_in_a_back_to_back_loop_every_compaction_lands_as_in_the_inline_run(tmp_path: Path) -> None:
-    # Every compaction's side call is still under way while the next beat is played: the
-    # model answers after that beat's prepare (it lands after the reply: held) or after
+    # Every compaction's side call is still under way while the next turn is played: the
+    # model answers after that turn's prepare (it lands after the reply: held) or after
     # its record (it lands at once, after the new turn), alternately.
     expected = inline_anchors(tmp_path)
     assert len(expected) == 6
@@ -97,7 +97,7 @@ def test_in_a_back_to_back_loop_every_compaction_lands_as_in_the_inline_run(tmp_
         chat = card.chat("jA")
         overlapped = 0
         pending = False
-        for i in range(BEATS):
+        for i in range(TURNS):
             chat.prepare(f"第{i}拍。{BODY}")
             if pending and overlapped % 2 == 1:
                 side.gate.set()  # the summary is ready mid-turn
@@ -121,9 +121,9 @@ def test_in_a_back_to_back_loop_every_compaction_lands_as_in_the_inline_run(tmp_
 
 
 def due_and_in_call(card: Card, side: GatedSummariser) -> Chat:
-    """Play beats until a compaction is inside its side call."""
+    """Play turns until a compaction is inside its side call."""
     chat = card.chat("jA")
-    for i in range(BEATS):
+    for i in range(TURNS):
         chat.prepare(f"第{i}拍。{BODY}")
         chat.record(f"回应{i}。{BODY}")
         if side.in_call(chat):
@@ -131,16 +131,16 @@ def due_and_in_call(card: Card, side: GatedSummariser) -> Chat:
     raise AssertionError("no compaction became due")
 
 
-def user_of(chat: Chat, beat: int) -> Entry:
-    return next(e for e in chat.branch() if e.role == "user" and e.text.startswith(f"第{beat}拍"))
+def user_of(chat: Chat, turn: int) -> Entry:
+    return next(e for e in chat.branch() if e.role == "user" and e.text.startswith(f"第{turn}拍"))
 
 
 @pytest.mark.parametrize("how", ["reroll", "rewind", "edit"])
 def test_a_compaction_whose_covered_range_left_the_branch_is_dropped(tmp_path: Path, how: str) -> None:
     side = GatedSummariser()
     with opened(tmp_path, side.model) as card:
-        chat = due_and_in_call(card, side)  # beat 8 recorded: the plan covers beats 0-5
-        if how == "reroll":  # beat 3 answered again: a sibling reply forks inside the range
+        chat = due_and_in_call(card, side)  # turn 8 recorded: the plan covers turns 0-5
+        if how == "reroll":  # turn 3 answered again: a sibling reply forks inside the range
             chat.rewind(user_of(chat, 3).id)
             chat.reroll()
             chat.record(f"回应3的另一种写法。{BODY}")
@@ -156,14 +156,14 @@ def test_a_compaction_whose_covered_range_left_the_branch_is_dropped(tmp_path: P
         assert len(dropped) == 1 and dropped[0].outcome is not None and dropped[0].outcome.kind == "stale"
 
 
-def test_a_reroll_of_the_last_beat_during_the_call_keeps_the_summary(tmp_path: Path) -> None:
-    # The old leaf guard dropped it; the covered range (beats 0-5) is untouched by a reroll of beat 7.
+def test_a_reroll_of_the_last_turn_during_the_call_keeps_the_summary(tmp_path: Path) -> None:
+    # The old leaf guard dropped it; the covered range (turns 0-5) is untouched by a reroll of turn 7.
     side = GatedSummariser()
     with opened(tmp_path, side.model) as card:
         chat = due_and_in_call(card, side)
         chat.reroll()
         side.gate.set()
-        assert chat.flush(WAIT) and summaries(chat) == []  # held: the rerolled beat awaits its reply
+        assert chat.flush(WAIT) and summaries(chat) == []  # held: the rerolled turn awaits its reply
         reply = chat.record(f"回应7的另一种写法。{BODY}")
         [summary] = summaries(chat)
         assert summary.parent_id == reply.id

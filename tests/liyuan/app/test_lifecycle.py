@@ -162,17 +162,17 @@ def hung_summariser(release: threading.Event) -> FunctionModel:
     return FunctionModel(answer)
 
 
-def test_a_side_model_that_never_returns_does_not_hang_the_next_beats(tmp_path: Path) -> None:
+def test_a_side_model_that_never_returns_does_not_hang_the_next_turns(tmp_path: Path) -> None:
     release = threading.Event()
     card = open_card(tmp_path, side_model=hung_summariser(release), config=MemoryConfig(background_wait_s=0.5))
     try:
         play(card, 36)  # the 36th record queues a compaction whose model call hangs
         chat = card.chat("jA")
-        turn = chat.prepare("下一拍。")  # a beat does not wait for the lane at all
+        turn = chat.prepare("下一拍。")  # a turn does not wait for the lane at all
         assert turn.summary is None and not release.is_set() and not chat.flush(0)
         chat.record("回应。")
         chat.prepare("再下一拍。")
-        assert not [a for a in card.activity if "还没做完" in a.text]  # no beat waited
+        assert not [a for a in card.activity if "还没做完" in a.text]  # no turn waited
         started = time.monotonic()
         assert chat.compact_now().reason == "busy"  # /compact waits its bound, then says busy
         assert 0.5 <= time.monotonic() - started < 10
@@ -234,7 +234,7 @@ def test_background_wait_must_be_positive_seconds_or_none(value: object) -> None
     assert MemoryConfig(background_wait_s=None).background_wait_s is None
 
 
-def test_compact_now_between_prepare_and_record_leaves_the_beat_whole(tmp_path: Path) -> None:
+def test_compact_now_between_prepare_and_record_leaves_the_turn_whole(tmp_path: Path) -> None:
     with open_card(tmp_path, side_model=summariser(), background=False) as card:
         play(card, 12)
         chat = card.chat("jA")

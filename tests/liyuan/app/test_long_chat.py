@@ -1,4 +1,4 @@
-"""Long chats (issue 24): fsync per entry or per beat, and an open chat's recap read from memory."""
+"""Long chats (issue 24): fsync per entry or per turn, and an open chat's recap read from memory."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from liyuan.session.tree import SessionTree
 
 
 # entry: one fsync for the user line, one for the reply and its ledger (written together)
-@pytest.mark.parametrize(("durability", "per_beat"), [("entry", 2), ("turn", 1)])
-def test_fsyncs_per_beat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durability: str, per_beat: int) -> None:
+@pytest.mark.parametrize(("durability", "per_turn"), [("entry", 2), ("turn", 1)])
+def test_fsyncs_per_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durability: str, per_turn: int) -> None:
     card = Card.open(tmp_path / "卡", config=MemoryConfig(durability=durability))  # type: ignore[arg-type]
     chat = card.chat("a")
     chat.prepare("第一句")
@@ -25,7 +25,7 @@ def test_fsyncs_per_beat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durabi
     monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
     chat.prepare("第二句")
     chat.record("（手写回复）第二句的回答", ledger=Ledger(location="茶馆"))
-    assert len(calls) == per_beat
+    assert len(calls) == per_turn
     card.close()
     reread = SessionTree(chat.tree.path)
     assert [e.text for e in reread.branch() if e.type == "message"][-2:] == ["第二句", "（手写回复）第二句的回答"]

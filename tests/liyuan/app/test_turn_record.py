@@ -5,27 +5,25 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from liyuan import Card, Completion, FunctionModel, Ledger, MemoryConfig, ModelRequest
-from liyuan.card.files import atomic_write_text
+import pytest
+
+from liyuan import Completion, FunctionModel, Ledger, MemoryConfig, ModelRequest
+from liyuan.card.files import write_memory_file
 from liyuan.card.sync import SyncOutcome
-from liyuan.clock import counter_ids, fixed_clock
 from liyuan.compaction import CompactionOutcome
 from liyuan.context.record import RECORD_FORMAT
 
+from .cards import open_card
 from .test_chat import SUMMARY, play, summariser
 
 RESIDENT = "\n\n".join(f"## 第{i}节\n" + "往局里的一件事。" * 20 for i in range(1, 12))
 
 
-def open_card(tmp_path: Path, **options: object) -> Card:
-    return Card.open(tmp_path / "cards" / "雾港", user_name="阿简", char_name="林溯", background=False,
-                     clock=fixed_clock(), ids=counter_ids("e-"), **options)  # type: ignore[arg-type]
-
 
 def test_the_record_lists_every_block_with_sizes_sources_and_the_budgets_cut(tmp_path: Path) -> None:
     config = MemoryConfig(keep=1, every_n_turns=1, min_chars=0)
-    with open_card(tmp_path, side_model=summariser(), config=config) as card:
-        atomic_write_text(card.memory.layout.resident, RESIDENT)
+    with open_card(tmp_path, background=False, side_model=summariser(), config=config) as card:
+        write_memory_file(card.memory.layout.resident, RESIDENT)
         chat = card.chat("jA", greeting="铁门外起了大雾。")
         play(card, 3)
         chat.prepare("我把伞递给她。", ledger=Ledger(location="灯塔"))
@@ -55,8 +53,8 @@ def test_the_record_lists_every_block_with_sizes_sources_and_the_budgets_cut(tmp
 
 
 def test_a_resident_summary_with_no_room_is_listed_as_dropped_with_the_reason(tmp_path: Path) -> None:
-    with open_card(tmp_path) as card:
-        atomic_write_text(card.memory.layout.resident, RESIDENT)
+    with open_card(tmp_path, background=False) as card:
+        write_memory_file(card.memory.layout.resident, RESIDENT)
         chat = card.chat("jA", greeting="起雾了。")
         turn = chat.prepare("在吗？", ledger=Ledger(items=["很长的物品" * 10] * 80))
     assert turn.resident is None and turn.record is not None
@@ -66,7 +64,7 @@ def test_a_resident_summary_with_no_room_is_listed_as_dropped_with_the_reason(tm
 
 
 def test_preview_assembles_the_same_turn_and_writes_nothing(tmp_path: Path) -> None:
-    with open_card(tmp_path) as card:
+    with open_card(tmp_path, background=False) as card:
         chat = card.chat("jA", greeting="起雾了。")
         play(card, 2)
         before = list(chat.tree)
@@ -85,7 +83,7 @@ def test_activity_lines_carry_their_outcome_objects(tmp_path: Path) -> None:
         return Completion("# 复盘\n\n## 剧情脉络\n- 脚本复盘（不是模型输出）")
 
     seen = []
-    with open_card(tmp_path, side_model=FunctionModel(side), on_activity=seen.append, auto_sync=False,
+    with open_card(tmp_path, background=False, side_model=FunctionModel(side), on_activity=seen.append, auto_sync=False,
                    config=MemoryConfig(keep=1, every_n_turns=1, min_chars=0)) as card:
         card.chat("jA", greeting="起雾了。")
         assert seen == []  # auto_sync=False: entering the chat started no sync
@@ -105,7 +103,7 @@ def test_the_recap_budget_is_a_setting(tmp_path: Path) -> None:
         calls.append(request)
         return Completion("# 复盘\n\n## 剧情脉络\n- 脚本复盘（不是模型输出）")
 
-    with open_card(tmp_path, side_model=FunctionModel(side), auto_sync=False,
+    with open_card(tmp_path, background=False, side_model=FunctionModel(side), auto_sync=False,
                    config=MemoryConfig(every_n_turns=0, recap_input_max_chars=150)) as card:
         card.chat("jA", greeting="起雾了。")
         play(card, 3)
@@ -128,14 +126,14 @@ def test_the_blocks_add_up_to_the_turn_in_every_shape_of_turn(tmp_path: Path) ->
     """No summary, a summary, a resident summary, a ledger, extra blocks, a regenerate, merged
     user turns: in each the blocks (separators included) add up to what was sent."""
     config = MemoryConfig(keep=1, every_n_turns=2, min_chars=0)
-    with open_card(tmp_path, side_model=summariser(), config=config) as card:
+    with open_card(tmp_path, background=False, side_model=summariser(), config=config) as card:
         chat = card.chat("jA", greeting="铁门外起了大雾。")
         _sums(chat.prepare("第一句。"))  # greeting + words, no summary yet
         chat.record("回话一。")
         _sums(chat.prepare("第二句。", ledger=Ledger(location="灯塔", items=["伞"]), extra=["【作者注】慢。"]))
         chat.record("回话二。", ledger=Ledger(location="灯塔"))
         play(card, 4)
-        atomic_write_text(card.memory.layout.resident, RESIDENT)
+        write_memory_file(card.memory.layout.resident, RESIDENT)
         turn = chat.prepare("第三句。", extra=["一", "二"])
         assert turn.summary and turn.resident  # both summaries in the 【前情提要】 message
         _sums(turn)
@@ -144,6 +142,7 @@ def test_the_blocks_add_up_to_the_turn_in_every_shape_of_turn(tmp_path: Path) ->
         _sums(chat.reroll(extra=["【作者注】"]))  # the user's words are already on the branch
 
 
+@pytest.mark.slow
 def test_closed_chats_with_a_big_turn_each_leave_no_text_held_by_the_record(tmp_path: Path) -> None:
     """Issue 37, item 8: the token estimate's cache held whole texts (up to 2048 of them) after
     their chats were closed; the record holds sizes, so the texts go with the chats."""
@@ -156,7 +155,7 @@ def test_closed_chats_with_a_big_turn_each_leave_no_text_held_by_the_record(tmp_
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        with open_card(tmp_path) as card:
+        with open_card(tmp_path, background=False) as card:
             for n in range(chats):
                 chat = card.chat(f"j{n}")
                 turn = chat.prepare(f"turn {n} " + "mist " * (big // 5))

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from liyuan.card import manual as card_manual
-from liyuan.card.files import HISTORY_KEEP, CardLayout, MemoryFiles, sha256_text
+from liyuan.card.files import MemoryFiles, sha256_text
+from liyuan.card.housekeeping import HISTORY_KEEP
+from liyuan.card.layout import CardLayout
 from liyuan.card.manifest import Manifest, ManualState, RecapRecord, load_manifest
 from liyuan.card.repair import repair_manifest
 from liyuan.errors import ManifestError, VersionConflict

@@ -8,13 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from liyuan.card.files import (
-    CardLayout,
-    MemoryFiles,
-    atomic_write_text,
-    read_text_optional,
-    validate_chat_id,
-)
+from liyuan.card.files import MemoryFiles, read_text_optional, write_memory_file
+from liyuan.card.layout import CardLayout, validate_chat_id
 from liyuan.card.manifest import Manifest, ManualState, RecapRecord, finish_pending, load_manifest, save_manifest
 from liyuan.card.manual import list_memory, search_memory
 from liyuan.card.sessions import FileSessions, chat_name, session_heads, sessions_kept, source_mark_of
@@ -67,18 +62,18 @@ def test_chat_name_from_meta_else_id(tmp_path: Path) -> None:
 
 def test_atomic_write_replaces_whole_and_leaves_no_temp(tmp_path: Path) -> None:
     path = tmp_path / "记忆" / "记忆.md"
-    atomic_write_text(path, "旧\n")
-    atomic_write_text(path, "新的全文\n")
+    write_memory_file(path, "旧\n")
+    write_memory_file(path, "新的全文\n")
     assert path.read_text(encoding="utf-8") == "新的全文\n"
     assert sorted(p.name for p in path.parent.iterdir()) == ["记忆.md"]
 
 
 def test_atomic_write_failure_keeps_the_old_file(tmp_path: Path) -> None:
     path = tmp_path / "a.md"
-    atomic_write_text(path, "旧\n")
+    write_memory_file(path, "旧\n")
     (tmp_path / "blocker").write_text("x", encoding="utf-8")
     with pytest.raises(MemoryFileError, match="无法写入"):
-        atomic_write_text(tmp_path / "blocker" / "b.md", "x")  # parent is a file
+        write_memory_file(tmp_path / "blocker" / "b.md", "x")  # parent is a file
     assert path.read_text(encoding="utf-8") == "旧\n"
 
 
@@ -105,7 +100,7 @@ def test_recap_texts_lists_our_recaps_through_read_text(tmp_path: Path) -> None:
     assert files.recap_texts() == {}  # no 局/ yet: no recaps, not an error
     for name, text in [("B.md", "乙\n"), ("A.md", "甲\n"), ("E.md", "  \n"), ("F.md", "忘\n"),
                        ("笔记.md", "不是复盘"), ("A.txt", "x")]:
-        atomic_write_text(layout.recaps_dir / name, text)
+        write_memory_file(layout.recaps_dir / name, text)
     found = files.recap_texts({"F"})
     assert list(found.items()) == [("A", "甲\n"), ("B", "乙\n"), ("E", "  \n")]  # sorted; blank kept
     assert reads == ["A.md", "B.md", "E.md"]
@@ -116,7 +111,7 @@ def test_unlistable_recap_folder_raises_everywhere_instead_of_looking_empty(tmp_
     # raised. Unreadable memory must never look like deleted memory, on any path.
     layout = CardLayout(tmp_path)
     files = MemoryFiles(layout)
-    atomic_write_text(layout.handbook, "手册：东门\n")
+    write_memory_file(layout.handbook, "手册：东门\n")
     layout.recaps_dir.write_text("局 应该是文件夹", encoding="utf-8")  # listing it fails
     with pytest.raises(MemoryFileError, match="无法列出复盘目录"):
         files.recap_texts()
@@ -141,8 +136,8 @@ def test_listing_and_searching_read_the_manifest_once(tmp_path: Path) -> None:
 
     files = Counting(layout)
     save_manifest(files, Manifest())
-    atomic_write_text(layout.handbook, "手册：东门\n")
-    atomic_write_text(layout.recap_path("A"), "复盘：东门\n")
+    write_memory_file(layout.handbook, "手册：东门\n")
+    write_memory_file(layout.recap_path("A"), "复盘：东门\n")
     assert [d.ref for d in list_memory(files)] == ["card:handbook", "card:recap:A"]
     assert reads.count(layout.manifest) == 1
     reads.clear()
@@ -245,8 +240,8 @@ def test_hand_edited_manifest_cannot_name_paths_outside_the_card(tmp_path: Path)
 def test_journal_deletes_recaps_and_moves_aggregates(tmp_path: Path) -> None:
     layout = CardLayout(tmp_path)
     files = MemoryFiles(layout)
-    atomic_write_text(layout.recap_path("A"), "复盘\n")
-    atomic_write_text(layout.handbook, "手册\n")
+    write_memory_file(layout.recap_path("A"), "复盘\n")
+    write_memory_file(layout.handbook, "手册\n")
     manifest = Manifest(manual=ManualState(pending=["局/A.md", "记忆.md", "常驻摘要.md"]))
     assert finish_pending(files, manifest) is True
     assert not layout.recap_path("A").exists() and not layout.handbook.exists()
@@ -262,9 +257,9 @@ def test_input_stamp_moves_with_every_memory_file(tmp_path: Path) -> None:
     stamps = {files.input_stamp()}
     for path, text in [(layout.manifest, "{}"), (layout.handbook, "手册"), (layout.resident, "常驻"),
                        (layout.recap_path("A"), "复盘")]:
-        atomic_write_text(path, text)
+        write_memory_file(path, text)
         stamps.add(files.input_stamp())
-    atomic_write_text(layout.recap_path("A"), "改过的复盘")
+    write_memory_file(layout.recap_path("A"), "改过的复盘")
     edited = files.input_stamp()
     stamps.add(edited)
     assert len(stamps) == 6
@@ -273,5 +268,5 @@ def test_input_stamp_moves_with_every_memory_file(tmp_path: Path) -> None:
     # Files outside memory (sessions, history) do not count.
     before = files.input_stamp()
     (tmp_path / "对话").mkdir()
-    atomic_write_text(layout.history_dir / "x.md", "旧")
+    write_memory_file(layout.history_dir / "x.md", "旧")
     assert files.input_stamp() == before

@@ -73,7 +73,7 @@ def write_chat(
 
 
 def two_chats(card: Path) -> None:
-    """Chats A 初来乍到 and B 雪夜, one beat each."""
+    """Chats A 初来乍到 and B 雪夜, one turn each."""
     write_chat(card, "A", [("assistant", "（开场）城门口。"), ("user", "我进城了。"), ("assistant", "小满抬头。")],
                name="初来乍到")
     write_chat(card, "B", [("user", "雪好大。"), ("assistant", "老梨树下有间屋。")], name="雪夜")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from liyuan.card.files import CardLayout, is_valid_chat_id, validate_chat_id
+from liyuan.card.layout import CardLayout, is_valid_chat_id, validate_chat_id
 from liyuan.card.sessions import FileSessions, chat_name
 from liyuan.errors import ConfigError
 from liyuan.model import FunctionModel, ModelRequest

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from liyuan.card import inputs as card_inputs
-from liyuan.card.files import CardLayout, MemoryFiles, atomic_write_text, sha1_text
+from liyuan.card.files import MemoryFiles, sha1_text, write_memory_file
 from liyuan.card.inputs import SESSION_SEPARATOR, branch_of, collect_chat_evidence, diff_recaps
+from liyuan.card.layout import CardLayout
 from liyuan.card.manifest import Manifest, ManualState, RecapRecord
 from liyuan.card.sessions import FileSessions
 from liyuan.clock import counter_ids, fixed_clock
@@ -141,7 +142,7 @@ def test_evidence_builds_each_session_view_once(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(card_inputs, "story_view", counting_view)
     evidence = collect_chat_evidence(FileSessions(CardLayout(tmp_path)), "A", user_name=USER, char_name=CHAR)
     assert evidence is not None and evidence.turns == 2
-    assert built == [2, 2]  # one view per session file, shared by the section and the beat count
+    assert built == [2, 2]  # one view per session file, shared by the section and the turn count
 
 
 def test_greeting_only_chat_has_no_evidence(tmp_path: Path) -> None:
@@ -155,8 +156,8 @@ def test_diff_recaps_changed_and_deleted(tmp_path: Path) -> None:
     files = MemoryFiles(CardLayout(tmp_path))
     recap1 = memory_dir / "局" / "1111.md"
     recap2 = memory_dir / "局" / "2222.md"
-    atomic_write_text(recap1, "复盘一\n")
-    atomic_write_text(recap2, "复盘二\n")
+    write_memory_file(recap1, "复盘一\n")
+    write_memory_file(recap2, "复盘二\n")
     diff = diff_recaps(files, Manifest(), FileSessions(CardLayout(tmp_path)))
     assert [c.chat_id for c in diff.changed] == ["1111", "2222"]
     assert diff.deleted == []
@@ -164,7 +165,7 @@ def test_diff_recaps_changed_and_deleted(tmp_path: Path) -> None:
 
     manifest = Manifest(recaps={"1111": RecapRecord("m", "", sha1_text("复盘一\n"))})
     assert [c.chat_id for c in diff_recaps(files, manifest, FileSessions(CardLayout(tmp_path))).changed] == ["2222"]
-    atomic_write_text(recap1, "复盘一（改）\n")
+    write_memory_file(recap1, "复盘一（改）\n")
     recap2.unlink()  # never merged: nothing to forget
     diff = diff_recaps(files, manifest, FileSessions(CardLayout(tmp_path)))
     assert [c.chat_id for c in diff.changed] == ["1111"] and diff.deleted == []
@@ -176,10 +177,10 @@ def test_diff_recaps_changed_and_deleted(tmp_path: Path) -> None:
 def test_diff_ignores_foreign_files_forgotten_chats_and_counts_blank_as_gone(tmp_path: Path) -> None:
     memory_dir = tmp_path / "记忆"
     files = MemoryFiles(CardLayout(tmp_path))
-    atomic_write_text(memory_dir / "局" / "笔记.md", "不是复盘")
-    atomic_write_text(memory_dir / "局" / "F.md", "被遗忘的")
-    atomic_write_text(memory_dir / "局" / "E.md", "  \n")
-    atomic_write_text(memory_dir / "局" / "A.txt", "x")
+    write_memory_file(memory_dir / "局" / "笔记.md", "不是复盘")
+    write_memory_file(memory_dir / "局" / "F.md", "被遗忘的")
+    write_memory_file(memory_dir / "局" / "E.md", "  \n")
+    write_memory_file(memory_dir / "局" / "A.txt", "x")
     manifest = Manifest(recaps={"E": RecapRecord("m", "", "oldhash")},
                         manual=ManualState(forgotten_chats=["F"]))
     diff = diff_recaps(files, manifest, FileSessions(CardLayout(tmp_path)))

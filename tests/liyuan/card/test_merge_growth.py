@@ -59,6 +59,7 @@ def partial_merge(replies: list[int], prompts: list[int] | None = None) -> Funct
     return FunctionModel(answer)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chats", [500, 1000])
 def test_every_recap_of_a_card_with_hundreds_of_chats_is_merged_and_a_quiet_sync_costs_nothing(
         tmp_path: Path, chats: int) -> None:

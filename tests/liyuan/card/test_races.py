@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from liyuan.card import manual as card_manual
-from liyuan.card.files import CardLayout, MemoryFiles, sha1_text
+from liyuan.card.files import MemoryFiles, sha1_text
+from liyuan.card.layout import CardLayout
 from liyuan.card.manifest import load_manifest, save_manifest
 from liyuan.card.sync import card_locks
 from liyuan.model import FunctionModel, ModelRequest, ScriptedModel

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from liyuan.card.files import CardLayout, MemoryFiles, sha1_text
+from liyuan.card.files import MemoryFiles, sha1_text
+from liyuan.card.layout import CardLayout
 from liyuan.card.manifest import Manifest, save_manifest
 from liyuan.card.sessions import source_mark_of
 from liyuan.card.sync import CardMemory

@@ -18,6 +18,7 @@ from .two_procs import assert_clean, run_trials
 TRIALS = 50
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="the trial forks its processes")
 def test_two_processes_lose_nothing_and_pay_once(tmp_path: Path) -> None:
     assert_clean(run_trials(tmp_path, TRIALS), TRIALS)

@@ -17,7 +17,8 @@ import pytest
 
 from liyuan import fileio
 from liyuan.card import manual as card_manual
-from liyuan.card.files import CardLayout, sha256_text
+from liyuan.card.files import sha256_text
+from liyuan.card.layout import CardLayout
 from liyuan.errors import VersionConflict
 from liyuan.model import FunctionModel, ModelRequest, ScriptedModel
 

@@ -1,6 +1,6 @@
 """Two real processes syncing one card while a third edits it by hand (helper, no tests here).
 
-One trial: a card with two chats (甲, 乙), synced once, then each chat gets a new beat.
+One trial: a card with two chats (甲, 乙), synced once, then each chat gets a new turn.
 Three forked processes start together: two run :meth:`CardMemory.sync`, the third edits
 the handbook and the resident summary through the hard path and forgets chat 乙, in a
 random order at random moments. Every write sleeps a little first (a slow disk) and
@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from liyuan.card import manual as card_manual
-from liyuan.card.files import CardLayout, MemoryFiles
+from liyuan.card.files import MemoryFiles
+from liyuan.card.layout import CardLayout
 from liyuan.card.manifest import load_manifest
 from liyuan.card.sync import CardMemory
 from liyuan.clock import fixed_clock

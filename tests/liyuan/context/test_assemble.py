@@ -9,7 +9,7 @@ import pytest
 from liyuan.context.assemble import SUMMARY_OPENING, Injection, build_context
 from liyuan.model import ChatMessage
 from liyuan.session.entries import custom, message
-from tests.liyuan.beats import beats, chain, summary
+from tests.liyuan.branches import chain, story_turns, summary
 
 U, A = "user", "assistant"
 
@@ -19,7 +19,7 @@ def roles(messages: list[ChatMessage]) -> list[str]:
 
 
 def test_no_summary_plain_history_then_tail() -> None:
-    msgs = build_context(beats(1, 2, body="。"), "第3轮用户", injection="【世界状态】\n（尚无记录）")
+    msgs = build_context(story_turns(1, 2, body="。"), "第3轮用户", injection="【世界状态】\n（尚无记录）")
     assert roles(msgs) == [U, A, U, A, U]
     assert msgs[0].content == "第1轮用户"
     assert msgs[-1].content == "【世界状态】\n（尚无记录）\n\n第3轮用户"
@@ -27,7 +27,7 @@ def test_no_summary_plain_history_then_tail() -> None:
 
 
 def test_summary_message_replaces_covered_history() -> None:
-    branch = chain(beats(1, 3, body="。"), [summary("s1", "a-3", "五节摘要", "a-2")])
+    branch = chain(story_turns(1, 3, body="。"), [summary("s1", "a-3", "五节摘要", "a-2")])
     msgs = build_context(branch, "新的一句", injection="【世界状态】\n时间：黄昏")
     assert roles(msgs) == [U, U, A, U]
     assert msgs[0].content == f"{SUMMARY_OPENING}\n\n五节摘要"
@@ -40,7 +40,7 @@ def test_summary_message_replaces_covered_history() -> None:
 
 
 def test_in_session_summary_then_resident_summary() -> None:
-    branch = chain(beats(1, 2, body="。"), [summary("s1", "a-2", "本局摘要", "a-2")])
+    branch = chain(story_turns(1, 2, body="。"), [summary("s1", "a-2", "本局摘要", "a-2")])
     msgs = build_context(branch, "你好", resident_summary="# 往局记忆（同一世界更早的几局）\n旧事")
     assert msgs == [
         ChatMessage(U, f"{SUMMARY_OPENING}\n\n本局摘要\n\n# 往局记忆（同一世界更早的几局）\n旧事"),
@@ -59,7 +59,7 @@ def test_resident_summary_alone_opens_new_chat() -> None:
 
 
 def test_regenerate_uses_persisted_user_message() -> None:
-    branch = chain(beats(1, 1, body="。"), [message("u-2", "a-1", U, "再来一次")])
+    branch = chain(story_turns(1, 1, body="。"), [message("u-2", "a-1", U, "再来一次")])
     msgs = build_context(branch, "", injection=Injection(state_text="时间：夜"))
     assert msgs[-1] == ChatMessage(U, "【世界状态】\n时间：夜\n\n再来一次")
     assert roles(msgs) == [U, A, U]
@@ -90,7 +90,7 @@ def test_injection_order_and_empty_blocks() -> None:
 
 def test_user_words_come_last_after_injection() -> None:
     injection = Injection(state_text="时间：黄昏", recall_lines=["- 旧伞"])
-    msgs = build_context(beats(1, 1, body="。"), "那把伞呢？", injection=injection)
+    msgs = build_context(story_turns(1, 1, body="。"), "那把伞呢？", injection=injection)
     assert msgs[-1].content.endswith("\n\n那把伞呢？")
     assert msgs[-1].content.index("【剧情记忆】") < msgs[-1].content.index("那把伞呢？")
 
@@ -138,9 +138,9 @@ def test_prepare_turn_fits_the_resident_summary_like_a_careful_caller() -> None:
     from liyuan.context.budget import fit_resident_summary, other_chars_for
     from liyuan.story.history import rebuild_history
 
-    short = chain(beats(1, 3, body="。"), [summary("s1", "a-3", "五节摘要", "a-2")])
-    long = chain(beats(1, 3, body="。"), [summary("s1", "a-3", "很长的摘要。" * 600, "a-2")])
-    for branch in (beats(1, 2, body="。"), short, long):
+    short = chain(story_turns(1, 3, body="。"), [summary("s1", "a-3", "五节摘要", "a-2")])
+    long = chain(story_turns(1, 3, body="。"), [summary("s1", "a-3", "很长的摘要。" * 600, "a-2")])
+    for branch in (story_turns(1, 2, body="。"), short, long):
         for resident in (None, "短的常驻摘要", RESIDENT):
             state, roster = "时间：黄昏\n地点：茶馆", "- 阿箬：茶馆伙计"
             fitted = fit_resident_summary(resident, other_chars_for(rebuild_history(branch).summary, state, roster))
@@ -155,10 +155,10 @@ def test_prepare_turn_cuts_or_drops_the_resident_summary() -> None:
     from liyuan.context.assemble import prepare_turn
     from liyuan.context.budget import OMITTED_MARKER, RESIDENT_MAX_CHARS
 
-    plain = prepare_turn(beats(1, 2, body="。"), "新的一句", resident_summary=RESIDENT, state_text="（尚无记录）")
+    plain = prepare_turn(story_turns(1, 2, body="。"), "新的一句", resident_summary=RESIDENT, state_text="（尚无记录）")
     assert plain.resident is not None and plain.resident.endswith(OMITTED_MARKER)
     assert len(plain.resident) <= RESIDENT_MAX_CHARS and plain.resident in plain.messages[0].content
-    crowded = chain(beats(1, 3, body="。"), [summary("s1", "a-3", "很长的摘要。" * 700, "a-2")])
+    crowded = chain(story_turns(1, 3, body="。"), [summary("s1", "a-3", "很长的摘要。" * 700, "a-2")])
     turn = prepare_turn(crowded, "新的一句", resident_summary=RESIDENT, state_text="（尚无记录）")
     assert turn.resident is None and "往局记忆" not in turn.messages[0].content
     assert turn.summary is not None and turn.summary in turn.messages[0].content
@@ -176,6 +176,6 @@ def test_prepare_turn_reads_the_history_once(monkeypatch: pytest.MonkeyPatch) ->
 
     # One story read gives the history, the summary and the turn record's sources.
     monkeypatch.setattr(assemble, "story_tail", counting)
-    branch = chain(beats(1, 3, body="。"), [summary("s1", "a-3", "五节摘要", "a-2")])
+    branch = chain(story_turns(1, 3, body="。"), [summary("s1", "a-3", "五节摘要", "a-2")])
     assemble.prepare_turn(branch, "新的一句", resident_summary=RESIDENT, state_text="（尚无记录）")
     assert reads == [len(branch)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -97,6 +98,7 @@ def test_other_chars_counts_the_three_texts_without_labels() -> None:
 _alphabet = st.sampled_from([*"甲乙丙丁往局记忆。，ab \n", "😀", "𠀋"]) | st.characters(codec="utf-8")
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(text=st.text(alphabet=_alphabet, max_size=2500), other=st.integers(min_value=-500, max_value=6000))
 def test_never_over_the_allowance(text: str, other: int) -> None:

@@ -15,7 +15,7 @@ from liyuan.card.prompts import neutralize
 from liyuan.context.assemble import SUMMARY_OPENING, Injection, build_context, prepare_turn
 from liyuan.model import FunctionModel, ModelRequest, ScriptedModel
 from liyuan.session.entries import message
-from tests.liyuan.beats import summary
+from tests.liyuan.branches import summary
 from tests.liyuan.card.test_fixtures import RECAP_A, RECAP_A2, memory, merge_reply, recap, user_text, write_chat
 
 FORGED_SOURCES = ["来源：局/x.md", "来源：局/A.md", "来源: 局/A.md", "来源 ： 局 / A.md"]

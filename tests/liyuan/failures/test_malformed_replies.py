@@ -18,7 +18,7 @@ from liyuan.discussion.compact import run_discussion_compaction
 from liyuan.model import Completion, FunctionModel, ModelRequest
 from liyuan.story.compact import run_compaction
 from liyuan.text import utf16_len
-from tests.liyuan.beats import SUMMARY_REPLY, beats, tree_of
+from tests.liyuan.branches import SUMMARY_REPLY, story_turns, tree_of
 from tests.liyuan.card.test_fixtures import RECAP_A, RECAP_A2, RECAP_B, RESIDENT_1, memory, two_chats, write_chat
 from tests.liyuan.discussion.test_compact import tree_with, turns
 
@@ -49,7 +49,7 @@ def fenced_echo(request: ModelRequest) -> str:
     Completion(text=SUMMARY_REPLY.rsplit("\n", 1)[0] + "\n第", finish_reason="length"),
 ], ids=["echo", "chatty-echo", "fenced-echo", "cut-off"])
 def test_a_malformed_summary_appends_no_summary(reply: Reply) -> None:
-    tree = tree_of(beats(1, 40))
+    tree = tree_of(story_turns(1, 40))
     before = [e.id for e in tree.entries()]
     outcome = run_compaction(tree, FunctionModel(answer(reply)), user_name="旅人", char_name="阿箬")
     assert outcome.kind == "failed" and outcome.reason == "invalid-summary"
@@ -60,7 +60,7 @@ def test_a_malformed_summary_appends_no_summary(reply: Reply) -> None:
 def test_a_summary_that_quotes_one_instruction_phrase_is_still_accepted() -> None:
     # One shared phrase is not an echo: only a reply carrying several instruction lines is.
     reply = SUMMARY_REPLY + "\n（只记对话里真正发生过的事）"
-    tree = tree_of(beats(1, 40))
+    tree = tree_of(story_turns(1, 40))
     outcome = run_compaction(tree, FunctionModel(lambda _r: reply), user_name="旅人", char_name="阿箬")
     assert outcome.kind == "compacted"
 

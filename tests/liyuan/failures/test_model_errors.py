@@ -19,7 +19,7 @@ from liyuan.model import Completion, FunctionModel, ModelRequest
 from liyuan.story.backoff import COMPACT_FAILED_TYPE
 from liyuan.story.compact import compact_now, run_compaction
 from liyuan.story.view import SUMMARY_ENTRY_TYPE
-from tests.liyuan.beats import SUMMARY_REPLY, beats, tree_of
+from tests.liyuan.branches import SUMMARY_REPLY, story_turns, tree_of
 from tests.liyuan.card.test_fixtures import RECAP_A, RECAP_A2, memory, merge_reply, recap, two_chats, write_chat
 from tests.liyuan.discussion.test_compact import tree_with, turns
 
@@ -52,7 +52,7 @@ def snapshot(card: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize("manual", [False, True], ids=["auto", "compact_now"])
 def test_story_compaction_turns_any_model_failure_into_a_failed_outcome(
         failure: BaseException | str, manual: bool) -> None:
-    tree = tree_of(beats(1, 40))
+    tree = tree_of(story_turns(1, 40))
     lines: list[str] = []
     model = FunctionModel(failing(failure, SUMMARY_REPLY))
     run = compact_now if manual else run_compaction
@@ -121,7 +121,7 @@ def test_side_call_catches_what_complete_raises_and_only_that() -> None:
 
 def test_a_programming_error_outside_the_model_still_surfaces() -> None:
     # Our own code around the call is not wrapped: a wrong argument is a TypeError.
-    tree = tree_of(beats(1, 40))
+    tree = tree_of(story_turns(1, 40))
     with pytest.raises(TypeError):
         run_compaction(tree, FunctionModel(lambda _r: SUMMARY_REPLY), user_name="旅人", char_name="阿箬",
                        every_n_turns="30")  # type: ignore[arg-type]

@@ -22,7 +22,7 @@ from liyuan.session.entries import message
 from liyuan.story.compact import run_compaction
 from liyuan.story.scribe import SUMMARY_MAX_TOKENS
 from liyuan.story.view import SUMMARY_ENTRY_TYPE
-from tests.liyuan.beats import SUMMARY_REPLY, beats, summary, tree_of
+from tests.liyuan.branches import SUMMARY_REPLY, story_turns, summary, tree_of
 from tests.liyuan.card.test_fixtures import memory as card_memory
 from tests.liyuan.card.test_fixtures import merge_for, recap, user_text, write_chat
 
@@ -63,7 +63,7 @@ def test_keep_newest_and_oldest_cut_at_paragraphs_and_count_what_they_left_out()
 
 
 def test_a_huge_message_gives_a_bounded_summary_request_that_says_what_it_left_out() -> None:
-    entries = beats(1, 10)
+    entries = story_turns(1, 10)
     entries[2] = message("u-2", "a-1", "user", "第2轮用户" + "雾" * HUGE)
     tree = tree_of(entries)
     model, seen = recorder(SUMMARY_REPLY)
@@ -78,14 +78,14 @@ def test_a_huge_message_gives_a_bounded_summary_request_that_says_what_it_left_o
 
 def test_a_huge_previous_summary_is_cut_in_the_next_request() -> None:
     old = SUMMARY_REPLY.replace("第一天黄昏", "第一天黄昏" + "旧" * HUGE)
-    tree = tree_of([*beats(1, 3), summary("s1", "a-3", old, "a-3"), *beats(4, 14, "s1")])
+    tree = tree_of([*story_turns(1, 3), summary("s1", "a-3", old, "a-3"), *story_turns(4, 14, "s1")])
     model, seen = recorder(SUMMARY_REPLY)
     run_compaction(tree, model, every_n_turns=3, keep=2, **NAMES)
     assert seen and prompt_chars(seen[0]) < SIDE_INPUT_MAX_CHARS + reply_max_chars(SUMMARY_MAX_TOKENS) + PROMPT_ROOM
 
 
 def test_a_huge_summary_reply_is_refused_and_not_stored() -> None:
-    tree = tree_of(beats(1, 10))
+    tree = tree_of(story_turns(1, 10))
     huge = SUMMARY_REPLY.replace("第一天黄昏", "第一天黄昏" + "雾" * HUGE)
     outcome = run_compaction(tree, recorder(huge)[0], every_n_turns=3, keep=2, **NAMES)
     assert (outcome.kind, outcome.reason) == ("failed", "invalid-summary")

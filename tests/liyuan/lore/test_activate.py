@@ -166,6 +166,7 @@ def test_empty_content_adds_nothing() -> None:
     assert blocks.text == "" and blocks.report.cut == ()
 
 
+@pytest.mark.slow
 def test_hundred_thousand_entries_stay_fast() -> None:
     book = LoreBook(tuple(LoreEntry(f"地名{i}", content=f"地名{i}的设定", keys=(f"地名{i}号",))
                           for i in range(100_000)))

@@ -170,6 +170,7 @@ def test_invalid_regex_key_is_left_out_and_reported_at_import(tmp_path: Path) ->
     assert [line for line in read.report_lines() if "正则" in line and "/(unclosed/" in line]
 
 
+@pytest.mark.slow
 def test_hundred_thousand_entry_book_imports(tmp_path: Path) -> None:
     entries = [{"keys": [f"地{i}号"], "content": f"第{i}条", "extensions": {}, "enabled": True,
                 "insertion_order": i, "use_regex": False} for i in range(100_000)]

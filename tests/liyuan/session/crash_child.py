@@ -3,7 +3,7 @@
 Usage: ``python crash_child.py PATH COUNT [entry|turn]``. After each append returns (the
 line is written and fsynced), the entry's id is printed and flushed: the parent counts a
 line as "reported" only once it has read it whole. With ``turn`` (``MemoryConfig.durability``)
-the tree does not fsync per append; every second entry (a beat's reply) is followed by
+the tree does not fsync per append; every second entry (a turn's reply) is followed by
 one :meth:`SessionTree.sync`, as :meth:`liyuan.Chat.record` does.
 """
 

@@ -50,6 +50,7 @@ def kill_at_random_point(path: Path, target: int, durability: str = "entry") -> 
     return len(reported)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("durability", ["entry", "turn"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_sigkill_loses_nothing_completed_and_adds_nothing(tmp_path: Path, seed: int, durability: str) -> None:

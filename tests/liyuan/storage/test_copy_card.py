@@ -36,9 +36,9 @@ def _open(path: Path, model: FunctionModel, storage: CardStorage | None = None) 
                      auto_sync=False, clock=fixed_clock(), ids=counter_ids("e"), storage=storage)
 
 
-def _play(card: Card, chat_id: str, who: str, beats: int) -> None:
+def _play(card: Card, chat_id: str, who: str, turns: int) -> None:
     chat = card.chat(chat_id, title=f"{who}的一局")
-    for n in range(beats):
+    for n in range(turns):
         chat.prepare(f"{who}的第{n}拍")
         chat.record(f"（脚本回复）{who}的第{n}拍之后")
 
@@ -97,7 +97,7 @@ def test_a_moved_card_pays_for_no_recap_and_keeps_its_chat_names(played: Path, t
         assert outcome is not None and outcome.recapped == [] and model.calls == []  # nothing paid again
         assert card.resident_summary() == CardStorage.folder(played).memory.read_text(
             CardStorage.folder(played).memory.layout.resident).strip()  # type: ignore[union-attr]
-        _play(card, "jA", "甲", 1)  # a new beat on the other server
+        _play(card, "jA", "甲", 1)  # a new turn on the other server
         assert card.sync().recapped == ["jA"]  # type: ignore[union-attr]
     recap_calls = [c for c in model.calls if c.purpose == "recap"]
     assert len(recap_calls) == 1 and 'chat="甲的一局"' in user_text(recap_calls[0])  # its name came along

@@ -55,6 +55,7 @@ def _play(dsn: str, folder: str, who: str, barrier: Any, out: Any) -> None:
     out.put((who, written, refused))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="forks its processes")
 def test_two_servers_on_one_chat_lose_nothing(postgres_dsn: str, tmp_path: Path) -> None:
     from liyuan.storage import CardStorage
@@ -89,6 +90,7 @@ def test_two_servers_on_one_chat_lose_nothing(postgres_dsn: str, tmp_path: Path)
 TRIALS = 100
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform == "win32", reason="forks its processes")
 def test_two_servers_syncing_one_card_in_postgres_lose_no_edit_and_pay_once(postgres_dsn: str, tmp_path: Path) -> None:
     """The card-memory trial of :mod:`tests.liyuan.card.two_procs` on PostgreSQL: two

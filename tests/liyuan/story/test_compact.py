@@ -29,7 +29,7 @@ from liyuan.story.compact import (
 from liyuan.story.history import ActiveSummary, HistoryItem, active_summary, rebuild_history, serialize_for_summary
 from liyuan.story.view import story_view
 from liyuan.text import utf16_len
-from tests.liyuan.beats import BODY, SUMMARY_REPLY, beats, chain, summary, tree_of
+from tests.liyuan.branches import BODY, SUMMARY_REPLY, chain, story_turns, summary, tree_of
 
 NAMES = {"user_name": "旅人", "char_name": "阿箬"}
 
@@ -42,12 +42,12 @@ def user_texts(items: tuple[HistoryItem, ...]) -> list[str]:
 
 
 def test_active_summary_cut_after_anchor() -> None:
-    branch = chain(beats(1, 3), [summary("s1", "a-3", "摘要一", "a-2")])
+    branch = chain(story_turns(1, 3), [summary("s1", "a-3", "摘要一", "a-2")])
     assert active_summary(branch) == ActiveSummary("摘要一", 4, 6)
 
 
 def test_rebuild_history_slices_covered_prefix() -> None:
-    branch = chain(beats(1, 3), [summary("s1", "a-3", "摘要一", "a-2")])
+    branch = chain(story_turns(1, 3), [summary("s1", "a-3", "摘要一", "a-2")])
     history = rebuild_history(branch)
     assert history.summary == "摘要一"
     assert user_texts(history.items) == ["第3轮用户"]
@@ -57,11 +57,11 @@ def test_rebuild_history_slices_covered_prefix() -> None:
 
 def test_last_summary_wins() -> None:
     branch = chain(
-        beats(1, 4),
+        story_turns(1, 4),
         [summary("s-old", "a-4", "旧摘要", "a-2")],
-        beats(5, 5, "s-old"),
+        story_turns(5, 5, "s-old"),
         [summary("s-new", "a-5", "新摘要", "a-4")],
-        beats(6, 6, "s-new"),
+        story_turns(6, 6, "s-new"),
     )
     history = rebuild_history(branch)
     assert history.summary == "新摘要"
@@ -70,26 +70,26 @@ def test_last_summary_wins() -> None:
 
 def test_legacy_compaction_entry_keeps_from_first_kept() -> None:
     legacy = Entry("c1", "a-3", "compaction", {"summary": "pi 的摘要", "firstKeptEntryId": "u-3"})
-    history = rebuild_history(chain(beats(1, 3), [legacy]))
+    history = rebuild_history(chain(story_turns(1, 3), [legacy]))
     assert history.summary == "pi 的摘要"
     assert user_texts(history.items) == ["第3轮用户"]
 
 
 def test_later_of_legacy_and_rp_summary_wins() -> None:
     legacy = Entry("c1", "a-3", "compaction", {"summary": "pi 的摘要", "firstKeptEntryId": "u-3"})
-    branch = chain(beats(1, 3), [summary("s1", "a-3", "我们的摘要", "a-1"), legacy])
+    branch = chain(story_turns(1, 3), [summary("s1", "a-3", "我们的摘要", "a-1"), legacy])
     assert active_summary(branch) == ActiveSummary("pi 的摘要", 4, 7)
 
 
 def test_missing_anchor_drops_everything_before_summary() -> None:
-    branch = chain(beats(1, 3), [summary("s1", "a-3", "摘要", "no-such-id")])
+    branch = chain(story_turns(1, 3), [summary("s1", "a-3", "摘要", "no-such-id")])
     history = rebuild_history(branch)
     assert history.summary == "摘要"
     assert history.items == ()
 
 
 def test_no_summary_keeps_everything() -> None:
-    history = rebuild_history(beats(1, 2))
+    history = rebuild_history(story_turns(1, 2))
     assert history.summary is None
     assert [i.role for i in history.items] == ["user", "assistant", "user", "assistant"]
 
@@ -98,7 +98,7 @@ def test_invalid_summaries_are_skipped_not_fatal() -> None:
     blank = custom("s2", "s1", "rp-summary", {"summary": "   ", "coversThroughId": "a-3"})
     no_anchor = custom("s3", "s2", "rp-summary", {"summary": "x", "coversThroughId": ""})
     not_text = custom("s4", "s3", "rp-summary", {"summary": 42, "coversThroughId": "a-3"})
-    branch = chain(beats(1, 3), [summary("s1", "a-3", "有效", "a-1"), blank, no_anchor, not_text])
+    branch = chain(story_turns(1, 3), [summary("s1", "a-3", "有效", "a-1"), blank, no_anchor, not_text])
     assert active_summary(branch) == ActiveSummary("有效", 2, 6)
 
 
@@ -168,7 +168,7 @@ def test_serialize_format() -> None:
 
 
 def test_serialize_ignores_old_summary_with_missing_anchor() -> None:
-    region = chain([summary("s0", None, "旧摘要正文", "gone")], beats(1, 2, "s0", body="身"))
+    region = chain([summary("s0", None, "旧摘要正文", "gone")], story_turns(1, 2, "s0", body="身"))
     text = serialize_for_summary(region, "我", "她")
     assert "旧摘要正文" not in text
     assert text == "我：第1轮用户\n\n她：第1轮回复身\n\n我：第2轮用户\n\n她：第2轮回复身"
@@ -195,13 +195,13 @@ def test_utf16_len_counts_astral_twice() -> None:
 
 
 def test_plan_needs_keep_plus_period_turns() -> None:
-    assert plan_compaction(beats(1, 7), every_n_turns=3, **NAMES) is None
-    assert plan_compaction(beats(1, 8), every_n_turns=3, **NAMES) is None
-    assert plan_compaction(beats(1, 9), every_n_turns=3, **NAMES) is not None
+    assert plan_compaction(story_turns(1, 7), every_n_turns=3, **NAMES) is None
+    assert plan_compaction(story_turns(1, 8), every_n_turns=3, **NAMES) is None
+    assert plan_compaction(story_turns(1, 9), every_n_turns=3, **NAMES) is not None
 
 
 def test_plan_covers_all_but_last_six_turns() -> None:
-    plan = plan_compaction(beats(1, 10), every_n_turns=3, **NAMES)
+    plan = plan_compaction(story_turns(1, 10), every_n_turns=3, **NAMES)
     assert plan is not None
     assert plan.turns == 4
     assert plan.covers_through_id == "a-4"
@@ -213,28 +213,28 @@ def test_plan_covers_all_but_last_six_turns() -> None:
 
 
 def test_plan_char_floor_is_measured_on_serialized_text() -> None:
-    assert plan_compaction(beats(1, 10, body="x"), every_n_turns=3, min_chars=5000, **NAMES) is None
-    plan = plan_compaction(beats(1, 10, body="x"), every_n_turns=3, min_chars=1, **NAMES)
+    assert plan_compaction(story_turns(1, 10, body="x"), every_n_turns=3, min_chars=5000, **NAMES) is None
+    plan = plan_compaction(story_turns(1, 10, body="x"), every_n_turns=3, min_chars=1, **NAMES)
     assert plan is not None
     exact = utf16_len(plan.conversation_text)
-    assert plan_compaction(beats(1, 10, body="x"), every_n_turns=3, min_chars=exact, **NAMES) is not None
-    assert plan_compaction(beats(1, 10, body="x"), every_n_turns=3, min_chars=exact + 1, **NAMES) is None
+    assert plan_compaction(story_turns(1, 10, body="x"), every_n_turns=3, min_chars=exact, **NAMES) is not None
+    assert plan_compaction(story_turns(1, 10, body="x"), every_n_turns=3, min_chars=exact + 1, **NAMES) is None
 
 
 def test_plan_zero_or_negative_period_disables() -> None:
-    assert plan_compaction(beats(1, 30), every_n_turns=0, **NAMES) is None
-    assert plan_compaction(beats(1, 30), every_n_turns=-5, **NAMES) is None
+    assert plan_compaction(story_turns(1, 30), every_n_turns=0, **NAMES) is None
+    assert plan_compaction(story_turns(1, 30), every_n_turns=-5, **NAMES) is None
 
 
 def test_plan_rejects_keep_below_one() -> None:
     with pytest.raises(ConfigError):
-        plan_compaction(beats(1, 10), keep=0, **NAMES)
+        plan_compaction(story_turns(1, 10), keep=0, **NAMES)
 
 
 def test_plan_counts_only_turns_after_active_summary() -> None:
-    branch = chain(beats(1, 12), [summary("s1", "a-12", "旧摘要：1-6 轮。", "a-6")])
+    branch = chain(story_turns(1, 12), [summary("s1", "a-12", "旧摘要：1-6 轮。", "a-6")])
     assert plan_compaction(branch, every_n_turns=3, **NAMES) is None
-    branch = chain(branch, beats(13, 15, "s1"))
+    branch = chain(branch, story_turns(13, 15, "s1"))
     plan = plan_compaction(branch, every_n_turns=3, **NAMES)
     assert plan is not None
     assert plan.previous_summary == "旧摘要：1-6 轮。"
@@ -246,14 +246,14 @@ def test_plan_counts_only_turns_after_active_summary() -> None:
 
 
 def test_plan_default_first_compaction_covers_thirty_turns() -> None:
-    assert plan_compaction(beats(1, 35), **NAMES) is None
-    plan = plan_compaction(beats(1, 36), **NAMES)
+    assert plan_compaction(story_turns(1, 35), **NAMES) is None
+    plan = plan_compaction(story_turns(1, 36), **NAMES)
     assert plan is not None and plan.turns == 30 and plan.covers_through_id == "a-30"
 
 
 def test_plan_ignores_authoring_turns() -> None:
     authoring = [message(f"w-{i}", None, "user", "改一下卡", mode="authoring") for i in range(5)]
-    assert plan_compaction(chain(beats(1, 8), authoring), every_n_turns=3, **NAMES) is None
+    assert plan_compaction(chain(story_turns(1, 8), authoring), every_n_turns=3, **NAMES) is None
 
 
 # -- case 14-18 and beyond: running ---------------------------------------------------
@@ -275,7 +275,7 @@ def summaries(tree: SessionTree) -> list[Entry]:
 
 
 def test_run_compacts_archives_and_appends_once() -> None:
-    tree = tree_of(beats(1, 10))
+    tree = tree_of(story_turns(1, 10))
     model = ScriptedModel([SUMMARY_REPLY])
     archived: list[str] = []
     anchors: list[str] = []
@@ -310,7 +310,7 @@ def test_run_compacts_archives_and_appends_once() -> None:
 
 
 def test_run_skips_when_not_due() -> None:
-    tree = tree_of(beats(1, 4))
+    tree = tree_of(story_turns(1, 4))
     model = ScriptedModel([SUMMARY_REPLY])
     archived: list[str] = []
     lines: list[str] = []
@@ -318,7 +318,7 @@ def test_run_skips_when_not_due() -> None:
                              **NAMES)
     assert (outcome.kind, outcome.reason) == ("skipped", "not-due")
     assert outcome.message == "早期剧情还不够长，暂不需要压缩"
-    assert lines == []  # every beat that is not due would otherwise print this line
+    assert lines == []  # every turn that is not due would otherwise print this line
     assert len(tree) == 8 and archived == [] and model.calls == []
 
 
@@ -326,7 +326,7 @@ def test_run_skips_when_not_due() -> None:
 def test_run_stale_when_the_covered_range_leaves_the_branch_during_call(move: str, why: str) -> None:
     # The plan covers turns 1-4 (through a-4). A reroll of turn 3 (the leaf back at its user
     # message, a sibling reply next) or a rewind to turn 2 takes that range off the branch.
-    tree = tree_of(beats(1, 10))
+    tree = tree_of(story_turns(1, 10))
     archived: list[str] = []
 
     def move_away(_request: ModelRequest) -> str:
@@ -344,7 +344,7 @@ def test_run_stale_when_the_covered_range_leaves_the_branch_during_call(move: st
 def test_run_lands_anchored_at_its_range_when_turns_were_appended_during_call() -> None:
     # The old leaf guard dropped this summary (the leaf moved); its covered range is still
     # the start of the branch, so it lands after the new turns, anchored at a-4.
-    tree = tree_of(beats(1, 10))
+    tree = tree_of(story_turns(1, 10))
 
     def meanwhile(_request: ModelRequest) -> str:
         tree.append_message("user", "第11轮用户")
@@ -361,7 +361,7 @@ def test_run_lands_anchored_at_its_range_when_turns_were_appended_during_call() 
 
 
 def test_run_stale_when_a_covered_reply_is_edited_during_call() -> None:
-    tree = tree_of(beats(1, 10))
+    tree = tree_of(story_turns(1, 10))
 
     def edit(_request: ModelRequest) -> str:
         tree.append_custom("rp-draft-op", {"target": "a-2", "new": "第2轮改过的回复"})
@@ -373,7 +373,7 @@ def test_run_stale_when_a_covered_reply_is_edited_during_call() -> None:
 
 def test_run_without_hold_drops_a_summary_ready_mid_turn_and_with_hold_lands_it_after_the_reply() -> None:
     for hold in (False, True):
-        tree = tree_of(beats(1, 10))
+        tree = tree_of(story_turns(1, 10))
         held = HeldLandings()
 
         def new_turn(_request: ModelRequest, tree: SessionTree = tree) -> str:
@@ -394,7 +394,7 @@ def test_run_without_hold_drops_a_summary_ready_mid_turn_and_with_hold_lands_it_
 
 
 def test_run_with_hold_plans_on_the_recorded_turns_while_one_waits_for_its_reply() -> None:
-    tree = tree_of(beats(1, 10))
+    tree = tree_of(story_turns(1, 10))
     tree.append_message("user", "第11轮用户")
     model = ScriptedModel([SUMMARY_REPLY])
     outcome = run_compaction(tree, model, every_n_turns=3, **NAMES, hold=HeldLandings())
@@ -404,7 +404,7 @@ def test_run_with_hold_plans_on_the_recorded_turns_while_one_waits_for_its_reply
 
 def test_run_stale_when_leaf_moves_while_the_plan_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
     # The guard compares against the branch the plan was read from, not the one after planning.
-    tree = tree_of(beats(1, 10))
+    tree = tree_of(story_turns(1, 10))
     plan = compact.plan_compaction
 
     def plan_then_rewind(*args: Any, **kwargs: Any) -> Any:
@@ -420,8 +420,8 @@ def test_run_stale_when_leaf_moves_while_the_plan_is_made(monkeypatch: pytest.Mo
 
 @pytest.mark.parametrize("manual", [False, True])
 def test_nothing_is_compacted_while_a_user_message_waits_for_its_reply(manual: bool) -> None:
-    # A summary appended mid-beat would sit between the user's words and their reply.
-    tree = tree_of(beats(1, 10))
+    # A summary appended mid-turn would sit between the user's words and their reply.
+    tree = tree_of(story_turns(1, 10))
     tree.append_message("user", "第11轮用户")
     model = ScriptedModel([SUMMARY_REPLY])
     outcome = compact_now(tree, model, **NAMES) if manual else run_compaction(tree, model, every_n_turns=3, **NAMES)
@@ -430,7 +430,7 @@ def test_nothing_is_compacted_while_a_user_message_waits_for_its_reply(manual: b
 
 
 def test_run_stale_when_archive_moves_leaf() -> None:
-    tree = tree_of(beats(1, 10))
+    tree = tree_of(story_turns(1, 10))
     outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=3,
                              archive=lambda _text, _anchor: tree.navigate("a-3"), **NAMES)
     assert outcome.kind == "stale" and summaries(tree) == []
@@ -438,7 +438,7 @@ def test_run_stale_when_archive_moves_leaf() -> None:
 
 @pytest.mark.parametrize("reply", [ModelError("HTTP 429"), "   \n  "])
 def test_run_fails_on_model_error_or_blank_reply(reply: str | ModelError) -> None:
-    tree = tree_of(beats(1, 10))
+    tree = tree_of(story_turns(1, 10))
     archived: list[str] = []
     outcome = run_compaction(tree, ScriptedModel([reply]), every_n_turns=3, archive=keep(archived), **NAMES)
     assert outcome.kind == "failed"
@@ -447,7 +447,7 @@ def test_run_fails_on_model_error_or_blank_reply(reply: str | ModelError) -> Non
 
 
 def test_run_swallows_archive_errors() -> None:
-    tree = tree_of(beats(1, 10))
+    tree = tree_of(story_turns(1, 10))
 
     def broken(_text: str, _anchor: str) -> None:
         raise RuntimeError("向量库坏了")
@@ -466,7 +466,7 @@ def test_run_swallows_archive_errors() -> None:
     ],
 )
 def test_run_rejects_invalid_summary_and_retries_next_time(reply: str, reason: str, code: str) -> None:
-    tree = tree_of(beats(1, 10))
+    tree = tree_of(story_turns(1, 10))
     model = ScriptedModel([reply, SUMMARY_REPLY])
     archived: list[str] = []
     outcome = run_compaction(tree, model, every_n_turns=3, archive=keep(archived), **NAMES)
@@ -480,14 +480,14 @@ def test_run_rejects_invalid_summary_and_retries_next_time(reply: str, reason: s
 
 def test_run_strips_reasoning_before_storing() -> None:
     reply = Completion(text="<think>按时间排一下</think>\n" + SUMMARY_REPLY, provenance="model:test")
-    tree = tree_of(beats(1, 10))
+    tree = tree_of(story_turns(1, 10))
     outcome = run_compaction(tree, FunctionModel(lambda _r: reply), every_n_turns=3, **NAMES)
     assert outcome.summary == SUMMARY_REPLY
     assert summaries(tree)[0].data["provenance"] == "model:test"
 
 
 def test_second_compaction_merges_previous_summary() -> None:
-    tree = tree_of(beats(1, 10))
+    tree = tree_of(story_turns(1, 10))
     model = ScriptedModel([SUMMARY_REPLY, SUMMARY_REPLY.replace("旧伞", "新伞")])
     assert run_compaction(tree, model, every_n_turns=3, **NAMES).kind == "compacted"
     for i in range(11, 13):
@@ -508,32 +508,32 @@ def test_second_compaction_merges_previous_summary() -> None:
 
 
 def test_state_text_reaches_prompt() -> None:
-    tree = tree_of(beats(1, 10))
+    tree = tree_of(story_turns(1, 10))
     tree.append_custom("rp-state", {"time": "第一天黄昏", "location": "茶馆"})
     model = ScriptedModel([SUMMARY_REPLY])
     run_compaction(tree, model, every_n_turns=3, **NAMES)
     assert "【工具账本快照】" in model.calls[0].messages[1].content
     assert "时间：第一天黄昏\n地点：茶馆" in model.calls[0].messages[1].content
     model = ScriptedModel([SUMMARY_REPLY])
-    run_compaction(tree_of(beats(1, 10)), model, every_n_turns=3, state_text="手写账本", **NAMES)
+    run_compaction(tree_of(story_turns(1, 10)), model, every_n_turns=3, state_text="手写账本", **NAMES)
     assert "手写账本" in model.calls[0].messages[1].content
 
 
 def test_compact_now_uses_manual_thresholds() -> None:
-    short = beats(1, 7, body="云" * 500)
+    short = story_turns(1, 7, body="云" * 500)
     model = ScriptedModel([SUMMARY_REPLY])
     assert run_compaction(tree_of(short), model, **NAMES).kind == "skipped"
     outcome = compact_now(tree_of(short), model, **NAMES)
     assert outcome.kind == "compacted" and outcome.plan is not None
     assert outcome.plan.turns == 1 and outcome.plan.covers_through_id == "a-1"
-    too_short = beats(1, 7, body="云")
+    too_short = story_turns(1, 7, body="云")
     assert utf16_len(serialize_for_summary(too_short[:2], "旅人", "阿箬")) < MANUAL_MIN_COMPACT_CHARS
     assert compact_now(tree_of(too_short), model, **NAMES).kind == "skipped"
-    assert compact_now(tree_of(beats(1, 6)), model, **NAMES).kind == "skipped"
+    assert compact_now(tree_of(story_turns(1, 6)), model, **NAMES).kind == "skipped"
 
 
 def test_compact_now_refuses_while_busy() -> None:
-    tree = tree_of(beats(1, 10))
+    tree = tree_of(story_turns(1, 10))
     model = ScriptedModel([SUMMARY_REPLY])
     lines: list[str] = []
     outcome = compact_now(tree, model, busy=True, on_activity=lines.append, **NAMES)
@@ -542,7 +542,7 @@ def test_compact_now_refuses_while_busy() -> None:
 
 
 def test_reroll_of_triggering_turn_drops_summary_from_branch() -> None:
-    tree = tree_of(beats(1, 10))
+    tree = tree_of(story_turns(1, 10))
     assert run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=3, **NAMES).kind == "compacted"
     tree.navigate("u-10")
     tree.append_message("assistant", "重来的回复")
@@ -561,7 +561,7 @@ def test_reroll_of_triggering_turn_drops_summary_from_branch() -> None:
     body=st.integers(min_value=1, max_value=60),
 )
 def test_compaction_keeps_exactly_the_last_turns(n: int, period: int, keep: int, body: int) -> None:
-    tree = tree_of(beats(1, n, body="云" * body))
+    tree = tree_of(story_turns(1, n, body="云" * body))
     outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=period, keep=keep,
                              min_chars=0, **NAMES)
     if n < keep + period:
@@ -605,22 +605,22 @@ def test_backoff_wait_doubles_and_is_capped(count: int, wait: int) -> None:
 
 def test_three_failures_back_off_then_retry_after_the_wait(tmp_path: Path) -> None:
     path = tmp_path / "chat.jsonl"
-    tree = tree_of(beats(1, 10), path)
+    tree = tree_of(story_turns(1, 10), path)
     model = ScriptedModel([BAD] * 5)
     lines: list[str] = []
-    for beat in range(11, 14):  # three beats, three failed tries
+    for turn in range(11, 14):  # three turns, three failed tries
         outcome = run_compaction(tree, model, every_n_turns=3, on_activity=lines.append, **NAMES)
         assert (outcome.kind, outcome.reason) == ("failed", "invalid-summary")
-        play(tree, beat, beat)
+        play(tree, turn, turn)
     assert len(model.calls) == 3 and len(failures(tree)) == 3
     assert failures(tree)[0].data["reason"] == "invalid-summary" and "事实账" in failures(tree)[0].data["error"]
     # A restart loses nothing: the streak is on the tree.
     tree = SessionTree(path, ids=counter_ids("r"))
-    assert compaction_backoff(tree.branch(), every_n_turns=3)[1] == 2  # one beat played since the third failure
+    assert compaction_backoff(tree.branch(), every_n_turns=3)[1] == 2  # one turn played since the third failure
     lines.clear()
     outcome = run_compaction(tree, model, every_n_turns=3, on_activity=lines.append, **NAMES)
     assert (outcome.kind, outcome.reason) == ("skipped", "backoff") and len(model.calls) == 3
-    assert outcome.plan is None  # a waiting beat plans nothing
+    assert outcome.plan is None  # a waiting turn plans nothing
     assert lines == ["前情压缩已连续失败 3 次，自动压缩暂停：再过 2 轮重试（可随时用 /compact 手动压缩）"]
     play(tree, 14, 14)
     assert run_compaction(tree, model, every_n_turns=3, **NAMES).reason == "backoff"
@@ -629,12 +629,12 @@ def test_three_failures_back_off_then_retry_after_the_wait(tmp_path: Path) -> No
     assert len(model.calls) == 4 and compaction_backoff(tree.branch(), every_n_turns=3)[1] == 6  # doubled
 
 
-def test_a_waiting_beat_checks_the_backoff_before_planning(monkeypatch: pytest.MonkeyPatch) -> None:
-    tree = tree_of(beats(1, 10))
+def test_a_waiting_turn_checks_the_backoff_before_planning(monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = tree_of(story_turns(1, 10))
     model = ScriptedModel([BAD] * 3)
-    for beat in range(11, 14):
+    for turn in range(11, 14):
         run_compaction(tree, model, every_n_turns=3, **NAMES)
-        play(tree, beat, beat)
+        play(tree, turn, turn)
     planned: list[int] = []
     real_plan = compact.plan_compaction
 
@@ -650,11 +650,11 @@ def test_a_waiting_beat_checks_the_backoff_before_planning(monkeypatch: pytest.M
 
 
 def test_a_success_ends_the_streak() -> None:
-    tree = tree_of(beats(1, 10))
+    tree = tree_of(story_turns(1, 10))
     model = ScriptedModel([BAD, ModelError("HTTP 500"), BAD, SUMMARY_REPLY])
-    for beat in range(11, 14):
+    for turn in range(11, 14):
         run_compaction(tree, model, every_n_turns=3, **NAMES)
-        play(tree, beat, beat)
+        play(tree, turn, turn)
     assert [e.data["reason"] for e in failures(tree)] == ["invalid-summary", "model-error", "invalid-summary"]
     assert run_compaction(tree, model, every_n_turns=3, **NAMES).reason == "backoff"
     assert compact_now(tree, model, **NAMES).kind == "compacted"  # /compact ignores the backoff
@@ -663,7 +663,7 @@ def test_a_success_ends_the_streak() -> None:
 
 
 def test_failure_entries_are_not_story() -> None:
-    tree = tree_of(beats(1, 10))
+    tree = tree_of(story_turns(1, 10))
     before_view = story_view(tree.branch())
     before_plan = plan_compaction(tree.branch(), every_n_turns=3, **NAMES)
     run_compaction(tree, ScriptedModel([BAD]), every_n_turns=3, **NAMES)
@@ -675,18 +675,18 @@ def test_failure_entries_are_not_story() -> None:
 
 
 def test_a_failure_on_an_abandoned_branch_does_not_count() -> None:
-    tree = tree_of(beats(1, 10))
+    tree = tree_of(story_turns(1, 10))
     model = ScriptedModel([BAD] * 3)
-    for beat in range(11, 14):
+    for turn in range(11, 14):
         run_compaction(tree, model, every_n_turns=3, **NAMES)
-        play(tree, beat, beat)
+        play(tree, turn, turn)
     assert failure_streak(tree.branch()).failures == 3
     tree.navigate("a-10")  # rewind to before the failures
     assert failure_streak(tree.branch()) == FailureStreak(0, 0)
 
 
 def test_a_model_error_while_the_leaf_moved_is_not_recorded() -> None:
-    tree = tree_of(beats(1, 10))
+    tree = tree_of(story_turns(1, 10))
 
     def reroll_then_fail(_request: ModelRequest) -> str:
         tree.navigate("u-10")
@@ -697,7 +697,7 @@ def test_a_model_error_while_the_leaf_moved_is_not_recorded() -> None:
 
 
 def test_a_reply_cut_at_the_token_limit_says_so() -> None:
-    tree = tree_of(beats(1, 10))
+    tree = tree_of(story_turns(1, 10))
     spent = Completion("", reasoning="想了很久", provenance="model:thinker", finish_reason="length")
     outcome = run_compaction(tree, FunctionModel(lambda _r: spent), every_n_turns=3, **NAMES)
     assert outcome.reason == "empty-summary"
@@ -708,7 +708,7 @@ def test_a_reply_cut_at_the_token_limit_says_so() -> None:
 
 def test_a_tree_that_cannot_note_the_failure_still_does_not_raise(tmp_path: Path) -> None:
     path = tmp_path / "chat.jsonl"
-    tree = tree_of(beats(1, 10), path)
+    tree = tree_of(story_turns(1, 10), path)
     path.unlink()
     path.mkdir()  # every later append fails
     outcome = run_compaction(tree, ScriptedModel([BAD]), every_n_turns=3, **NAMES)
@@ -718,7 +718,7 @@ def test_a_tree_that_cannot_note_the_failure_still_does_not_raise(tmp_path: Path
 def test_run_plans_nothing_while_a_summary_it_holds_waits_for_the_reply() -> None:
     # Found by the back-to-back bench: the lane's next run planned on the branch without the
     # held summary and paid a second side call for a summary that was then dropped as stale.
-    tree = tree_of(beats(1, 10))
+    tree = tree_of(story_turns(1, 10))
     tree.append_message("user", "第11轮用户")
     held = HeldLandings()
     model = ScriptedModel([SUMMARY_REPLY, SUMMARY_REPLY])

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 from unittest.mock import patch
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +24,7 @@ from liyuan.session.tree import SessionTree
 from liyuan.story.compact import plan_compaction
 from liyuan.story.history import ActiveSummary, active_summary, rebuild_history
 from liyuan.story.view import live_start, story_view
-from tests.liyuan.beats import Recording, beats, chain, summary
+from tests.liyuan.branches import Recording, chain, story_turns, summary
 
 NAMES = {"user_name": "旅人", "char_name": "阿箬"}
 TEXTS = ["", "  ", "甲", "乙乙", "丙" * 30, "丁😀"]
@@ -99,6 +100,7 @@ def branches(draw: st.DrawFn) -> list[Entry]:
     return entries
 
 
+@pytest.mark.slow
 @settings(max_examples=250, deadline=None)
 @given(branches())
 def test_active_summary_matches_the_position_map(branch: list[Entry]) -> None:
@@ -107,6 +109,7 @@ def test_active_summary_matches_the_position_map(branch: list[Entry]) -> None:
     assert active_summary(view) == reference_active_summary(view)
 
 
+@pytest.mark.slow
 @settings(max_examples=250, deadline=None)
 @given(branches())
 def test_story_view_of_a_slice_from_a_user_message_is_a_suffix(branch: list[Entry]) -> None:
@@ -117,6 +120,7 @@ def test_story_view_of_a_slice_from_a_user_message_is_a_suffix(branch: list[Entr
             assert story_view(branch[i:]) == whole[len(story_view(branch[:i])):]
 
 
+@pytest.mark.slow
 @settings(max_examples=250, deadline=None)
 @given(branches(), st.integers(1, 3), st.integers(0, 3), st.sampled_from([0, 5, 60]))
 def test_history_and_plan_read_from_the_live_part_equal_the_whole_branch(
@@ -133,14 +137,14 @@ def test_history_and_plan_read_from_the_live_part_equal_the_whole_branch(
 
 @st.composite
 def played_trees(draw: st.DrawFn) -> SessionTree:
-    """A tree grown beat by beat with compactions, ledger entries, draft ops and rerolls."""
+    """A tree grown turn by turn with compactions, ledger entries, draft ops and rerolls."""
     counter = iter(range(10_000))
     tree = SessionTree(None, ids=lambda: f"n{next(counter)}")
     tree.append_message("assistant", "开场", greeting=True)
     for _ in range(draw(st.integers(0, 60))):
-        move = draw(st.sampled_from(["beat"] * 6 + ["authoring", "draft", "summary", "reroll", "rewind"]))
+        move = draw(st.sampled_from(["turn"] * 6 + ["authoring", "draft", "summary", "reroll", "rewind"]))
         branch = tree.branch()
-        if move == "beat":
+        if move == "turn":
             tree.append_message("user", draw(st.sampled_from(TEXTS)))
             tree.append_message("assistant", draw(st.sampled_from(TEXTS)))
             tree.append_custom("rp-state", {"time": "夜"})
@@ -171,13 +175,13 @@ def test_on_a_played_tree_the_view_and_the_whole_branch_agree(tree: SessionTree,
 
 
 def long_branch(compactions: int) -> list[Entry]:
-    """Beats of 30 turns, each closed by a summary covering all but the last six turns."""
-    branch = beats(1, 6, body="。")
+    """Turns of 30 turns, each closed by a summary covering all but the last six turns."""
+    branch = story_turns(1, 6, body="。")
     for n in range(compactions):
         first = 7 + 30 * n
-        branch = chain(branch, beats(first, first + 29, branch[-1].id, body="。"))
+        branch = chain(branch, story_turns(first, first + 29, branch[-1].id, body="。"))
         branch.append(summary(f"s{n}", branch[-1].id, f"第{n + 1}份摘要", f"a-{first + 23}"))
-    return chain(branch, beats(10_000, 10_003, branch[-1].id, body="。"))
+    return chain(branch, story_turns(10_000, 10_003, branch[-1].id, body="。"))
 
 
 def test_only_the_live_part_is_read_however_long_the_branch() -> None:
@@ -186,7 +190,7 @@ def test_only_the_live_part_is_read_however_long_the_branch() -> None:
         # The live part opens with the user turn of the last summary's anchor.
         anchor = [e.id for e in branch].index(branch[-9].data["coversThroughId"])
         assert branch[anchor].role == "assistant" and branch[anchor - 1].role == "user"
-        assert len(branch) - anchor == 22  # six kept beats, the summary, four more beats, the anchor
+        assert len(branch) - anchor == 22  # six kept turns, the summary, four more turns, the anchor
         for read in (rebuild_history, lambda b: plan_compaction(b, min_chars=0, **NAMES),
                      lambda b: build_context(b, "再来")):
             recording = Recording(branch)
@@ -202,7 +206,7 @@ def test_a_summary_hidden_in_an_authoring_segment_falls_back_to_the_one_before()
     # the one that counts lies inside the slice the shortcut reads, but its anchor lies
     # before it: only the whole branch can say where its cut is.
     branch = chain(
-        beats(1, 5),
+        story_turns(1, 5),
         [summary("s-story", "a-5", "剧情里的摘要", "a-2"),
          message("w", "s-story", "user", "先聊设定", mode="authoring"),
          summary("s-hidden", "w", "设定段里的摘要", "a-5")],

