@@ -64,7 +64,7 @@ from liyuan.vector.embed import Embedder, embedder_kind, one_blas_thread
 from liyuan.vector.factory import make_embedder
 from liyuan.vector.index import Chunk, Source
 from liyuan.vector.lexical import get_tokenizer, has_cjk
-from liyuan.vector.postings import BULK
+from liyuan.vector.postings import BULK, LEXICAL_WAIT_S
 from liyuan.vector.results import Hit, HitTrace, IngestResult, SearchReport, StoreStatus, make_ref, parse_ref
 from liyuan.vector.search import RESERVED, Fusion, on_current_branch, rank, visible_mask
 
@@ -377,8 +377,9 @@ class VectorMemory:
             return []
         snapshot = self.store.snapshot()
         mode = self.config.recall_mode
-        if mode == "hybrid" and snapshot.lexical_pending(self.config.lexical_tokenizer):
-            mode = "semantic"  # a cold store's keyword index is still loading: do not wait for it
+        if mode == "hybrid" and snapshot.lexical_pending(self.config.lexical_tokenizer) and not (
+                snapshot.terms.log(self.config.lexical_tokenizer).wait_loaded(LEXICAL_WAIT_S)):
+            mode = "semantic"  # a cold store's keyword index is loading still: rank without it
         with one_blas_thread():
             vector = self._checked.vectors(self.embedder, [query], query=True)[0] if mode != "lexical" else None
             terms = get_tokenizer(self.config.lexical_tokenizer)(query) if mode != "semantic" else []
