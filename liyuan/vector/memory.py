@@ -370,15 +370,17 @@ class VectorMemory:
     # -- reading ---------------------------------------------------------------------
 
     def search(self, query: str, *, branch_ids: Collection[str] | None = None, top_k: int | None = None,
-               stores: Collection[str] | None = None) -> list[Hit]:
-        """Search the given (default: enabled) stores; at most ``top_k`` merged hits."""
+               stores: Collection[str] | None = None, lexical_wait: float = LEXICAL_WAIT_S) -> list[Hit]:
+        """Search the given (default: enabled) stores; at most ``top_k`` merged hits. While
+        a cold keyword index loads in another thread, wait up to ``lexical_wait`` seconds
+        for it, then rank without it."""
         wanted = [s for s in (stores if stores is not None else self.config.stores) if self._store_on(s)]
         if not wanted or not query.strip():
             return []
         snapshot = self.store.snapshot()
         mode = self.config.recall_mode
         if mode == "hybrid" and snapshot.lexical_pending(self.config.lexical_tokenizer) and not (
-                snapshot.terms.log(self.config.lexical_tokenizer).wait_loaded(LEXICAL_WAIT_S)):
+                snapshot.terms.log(self.config.lexical_tokenizer).wait_loaded(lexical_wait)):
             mode = "semantic"  # a cold store's keyword index is loading still: rank without it
         with one_blas_thread():
             vector = self._checked.vectors(self.embedder, [query], query=True)[0] if mode != "lexical" else None
@@ -423,12 +425,13 @@ class VectorMemory:
         title = chunk.title or (store.name if store else chunk.store)
         return Hit(make_ref(chunk), chunk.store, title, chunk.text, score, chunk.source, chunk.node_id, trace)
 
-    def recall_for_turn(self, query: str, branch_ids: Collection[str] | None) -> list[Hit]:
+    def recall_for_turn(self, query: str, branch_ids: Collection[str] | None, *,
+                        lexical_wait: float = LEXICAL_WAIT_S) -> list[Hit]:
         """The passive per-turn recall: nothing unless enabled, injecting, and the
-        trimmed query has at least 2 characters."""
+        trimmed query has at least 2 characters (``lexical_wait``: see :meth:`search`)."""
         if not (self.config.enabled and self.config.inject_on_turn) or len(query.strip()) < MIN_QUERY_CHARS:
             return []
-        return self.search(query, branch_ids=branch_ids)
+        return self.search(query, branch_ids=branch_ids, lexical_wait=lexical_wait)
 
     def search_report(self, query: str, *, branch_ids: Collection[str] | None = None,
                       top_k: int = SEARCH_TOOL_TOP) -> SearchReport:

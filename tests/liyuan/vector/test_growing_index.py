@@ -149,3 +149,18 @@ def test_a_recall_waits_for_a_keyword_load_under_way_and_ranks_by_vectors_past_t
     monkeypatch.setattr(Snapshot, "lexical", waits)
     alone = memory.search("沈怀瑾在雾港")
     assert alone and all(hit.trace is not None and hit.trace.keyword_rank is None for hit in alone)
+
+
+def test_a_recall_whose_keyword_load_outlasts_its_bound_still_returns_the_vector_hits(tmp_path: Path) -> None:
+    from liyuan.vector.config import VectorConfig
+    from liyuan.vector.memory import VectorMemory
+    from liyuan.vector.recall import recall_hits_for_turn
+
+    store = SqliteChunkStore(tmp_path / "s.sqlite")
+    _add(store, TEXTS[:12], 1000)
+    memory = VectorMemory(VectorConfig(enabled=True, embedder="hash"), store)
+    store.snapshot().terms.log(memory.config.lexical_tokenizer).loading = True  # a load that never ends
+    warnings: list[str] = []
+    hits = recall_hits_for_turn(memory, "沈怀瑾在雾港", None, timeout=1.5, warn=warnings.append)
+    assert hits and warnings == []
+    assert all(hit.trace is not None and hit.trace.keyword_rank is None for hit in hits)
