@@ -210,6 +210,21 @@ def test_offsets_stay_right_after_appends_and_a_torn_tail(tmp_path: Path) -> Non
     assert list(SessionTree(path)) == list(tree)
 
 
+def test_a_last_entry_without_its_newline_reads_its_own_line_after_appends(tmp_path: Path) -> None:
+    # A body is read from its offset to the next newline: the entry written last before a
+    # crash has none until the next append puts it there (issue 36 dropped kept lengths).
+    path = tmp_path / "s.jsonl"
+    raw = "\n".join(chat_lines(random.Random(11), 4)).encode("utf-8")
+    path.write_bytes(raw)
+    from_bytes = read_entries(raw).entries.values()
+    assert [e.to_json() for e in from_bytes] == [e.to_json() for e in eager_entries(raw).entries.values()]
+    tree = SessionTree(path)
+    assert parsed(tree) == set()
+    tree.append_message("user", "接着写")
+    eager = eager_entries(path.read_bytes())
+    assert [e.to_json() for e in tree] == [e.to_json() for e in eager.entries.values()]
+
+
 def test_a_rewritten_file_is_refused_not_misread(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     path.write_text("\n".join(chat_lines(random.Random(3), 3)) + "\n", encoding="utf-8")
