@@ -315,8 +315,8 @@ def warm_in_background(memory: Warmable, on_ready: Callable[[str], None] | None 
 
     The search snapshot (chunks and vectors) loads on the store's worker, so the first
     recall queues behind it; the keyword index then loads on a thread of its own, and a
-    hybrid recall meanwhile ranks by the vectors alone instead of waiting (a cold store
-    at the 50,000-chunk cap takes about a minute to tokenize). ``on_ready`` gets one
+    hybrid recall meanwhile waits for it while its bound allows, then ranks by the vectors
+    alone (:data:`RECALL_SEARCH_S`; issue 36: the first recall ranks as a warm one). ``on_ready`` gets one
     Chinese line when both are loaded, or when loading failed (the next recall then
     tries again, within its bound); how long it took goes to the log. With
     ``background=False`` (a card whose memory work runs inline) it warms here and the
