@@ -98,6 +98,8 @@ class PostingLog:
         self._lock = threading.Lock()
         self._idle = threading.Event()
         self._idle.set()
+        self._waited_out = False
+        """A search already waited its whole bound for the load under way: later ones do not wait."""
 
     @property
     def loading(self) -> bool:
@@ -109,13 +111,21 @@ class PostingLog:
     @loading.setter
     def loading(self, value: bool) -> None:
         if value:
+            self._waited_out = False
             self._idle.clear()
         else:
             self._idle.set()
 
     def wait_loaded(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for a bulk load under way; whether none is now."""
-        return self._idle.wait(timeout)
+        """Wait up to ``timeout`` seconds for a bulk load under way; whether none is now.
+
+        Once a wait has run out, later calls during the same load answer at once: the
+        first turn after opening pays for a slow load, not every turn until it ends."""
+        if self._waited_out:
+            return self._idle.is_set()
+        done = self._idle.wait(timeout)
+        self._waited_out = not done
+        return done
 
     def view(self, chunk_ids: Sequence[str], texts: Sequence[str]) -> PostingView:
         """A frozen BM25 index over exactly these chunks (in this order)."""

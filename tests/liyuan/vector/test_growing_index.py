@@ -164,3 +164,25 @@ def test_a_recall_whose_keyword_load_outlasts_its_bound_still_returns_the_vector
     hits = recall_hits_for_turn(memory, "沈怀瑾在雾港", None, timeout=1.5, warn=warnings.append)
     assert hits and warnings == []
     assert all(hit.trace is not None and hit.trace.keyword_rank is None for hit in hits)
+
+
+def test_once_a_recall_waited_out_a_keyword_load_the_next_ones_do_not_wait_again(tmp_path: Path) -> None:
+    import time
+
+    from liyuan.vector.config import VectorConfig
+    from liyuan.vector.memory import VectorMemory
+
+    store = SqliteChunkStore(tmp_path / "s.sqlite")
+    _add(store, TEXTS[:12], 1000)
+    memory = VectorMemory(VectorConfig(enabled=True, embedder="hash"), store)
+    log = store.snapshot().terms.log(memory.config.lexical_tokenizer)
+    log.loading = True  # a load slower than the bound
+    assert memory.search("沈怀瑾在雾港", lexical_wait=0.3)
+    started = time.monotonic()
+    for _ in range(3):  # the turns after it rank by the vectors at once, not after 30 s each
+        assert memory.search("沈怀瑾在雾港", lexical_wait=30.0)
+    assert time.monotonic() - started < 10.0
+    log.loading = False
+    log.loading = True  # a new load: the first search waits for it again
+    threading.Timer(0.2, lambda: setattr(log, "loading", False)).start()
+    assert log.wait_loaded(30.0)
