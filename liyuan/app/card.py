@@ -445,13 +445,15 @@ class Card(CardLore):
         existing = self._sessions.names(chat_id)
         name = existing[-1] if existing else FIRST_SESSION_FILE
         log = self._sessions.log(chat_id, name, fsync=self.config.durability == "entry")  # a symlink: refused
+        # Opened before the session file is read: its vectors and keyword index load on
+        # their own threads meanwhile, so a long chat's first recall waits less (issue 36).
+        vector = open_vector(chat_id, self.config.vector, self._chunk_stores, say=partial(self._vector_line, chat_id),
+                             background=self._background) if self.config.vector.enabled else None
         tree = SessionTree(log=log, session_id=f"{chat_id}-{Path(name).stem}", clock=self._clock, ids=self._ids)
         if not existing and greeting is None:
             greeting = next(iter(self.greetings()), None)  # the imported card's first_mes
         if not existing and greeting:
             tree.append_message("assistant", greeting, greeting=True)
-        vector = open_vector(chat_id, self.config.vector, self._chunk_stores, say=partial(self._vector_line, chat_id),
-                             background=self._background) if self.config.vector.enabled else None
         lane = Lane(f"liyuan-{chat_id}", self._emit, background=self._background, chat_id=chat_id)
         return Chat(chat_id, tree, user_name=user_name, char_name=char_name, config=self.config,
                     side_model=self.side_model, lane=lane, resident=self._resident, emit=self._emit,

@@ -12,13 +12,13 @@ the chat (:meth:`BranchView.ids`, :meth:`BranchView.latest_custom`).
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import overload
 
 from liyuan.session.entries import Entry
 
-__all__ = ["BranchIds", "BranchIndex", "BranchView", "branch_ids", "branch_to"]
+__all__ = ["BranchIds", "BranchIndex", "BranchView", "Positions", "branch_ids", "branch_to"]
 
 
 def branch_to(entries: Mapping[str, Entry], leaf_id: str | None) -> list[Entry]:
@@ -40,6 +40,29 @@ def branch_to(entries: Mapping[str, Entry], leaf_id: str | None) -> list[Entry]:
     return path
 
 
+class Positions:
+    """Entry id to its index on a branch (the table :class:`BranchIndex` shares): a dict,
+    over a look-up that answers for the entries a one-branch file was opened with (their
+    index is their place in the file). Issue 36: a dict of 300,000 ids and their indices
+    was 19 MB of a long chat's open, and a look-up there is one bisection."""
+
+    __slots__ = ("_added", "_base")
+
+    def __init__(self, base: Callable[[str], int | None] | None = None) -> None:
+        self._added: dict[str, int] = {}
+        self._base = base
+
+    def get(self, entry_id: str) -> int | None:
+        found = self._added.get(entry_id)
+        return self._base(entry_id) if found is None and self._base is not None else found
+
+    def __setitem__(self, entry_id: str, index: int) -> None:
+        self._added[entry_id] = index
+
+    def update(self, pairs: Iterable[tuple[str, int]]) -> None:
+        self._added.update(pairs)
+
+
 class BranchIndex:
     """The lookup tables of one root-to-leaf list the tree keeps (appended to, never edited).
 
@@ -53,7 +76,7 @@ class BranchIndex:
 
     __slots__ = ("items", "marks", "positions")
 
-    def __init__(self, items: list[Entry], positions: dict[str, int],
+    def __init__(self, items: list[Entry], positions: Positions,
                  marks: dict[str, list[int]] | None = None) -> None:
         self.items = items
         self.positions = positions

@@ -36,14 +36,16 @@ from __future__ import annotations
 import json
 import os
 import threading
+from bisect import bisect_left
 from collections.abc import Collection, Iterator, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.errors import ConfigError, TreeError
-from liyuan.session.branch import BranchIndex, BranchView, branch_to
+from liyuan.session.branch import BranchIndex, BranchView, Positions, branch_to
 from liyuan.session.entries import SESSION_VERSION, Entry, SessionProblem
-from liyuan.session.loader import SessionContent
+from liyuan.session.loader import LazyBody, SessionContent
 from liyuan.session.log import FileSessionLog, SessionLog
 
 __all__ = ["ID_DRAWS", "NewEntry", "SessionTree", "custom_entry", "message_entry"]
@@ -93,7 +95,7 @@ class SessionTree:
         self._branch: BranchIndex | None = None
         """Root-to-leaf path of the current leaf with its index, or ``None`` until it is next
         needed. Its list is only ever appended to: views handed out read a prefix of it."""
-        self._positions: dict[str, int] = {}
+        self._positions = Positions()
         """Entry id to its index on any branch holding it (shared by every cached branch)."""
         self.problems: list[str] = []
         """Human-readable notes on every line skipped while loading."""
@@ -122,8 +124,9 @@ class SessionTree:
         self._leaf = next(reversed(self._entries), None)
         if content.line_marks is not None:
             # The file is one branch and the leaf is its end: index it from what the read
-            # noted instead of walking 300,000 parent links on the first turn (issue 24).
-            self._positions.update(zip(self._entries, range(len(self._entries)), strict=True))
+            # noted instead of walking 300,000 parent links on the first turn (issue 24),
+            # each entry's place found from its line's offset, not kept in a table (issue 36).
+            self._positions = Positions(partial(_file_place, self._entries, content.starts))
             self._branch = BranchIndex(list(self._entries.values()), self._positions, content.line_marks)
         newer = [p for p in content.problems if isinstance(p, SessionProblem) and p.kind == "newer-version"]
         if newer:
@@ -307,3 +310,13 @@ def _line(obj: Mapping[str, Any]) -> bytes:
         return line.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise TreeError(f"条目含无法编码成 UTF-8 的字符（孤立的代理项），没有写入：{exc}") from exc
+
+
+def _file_place(entries: Mapping[str, Entry], starts: Sequence[int], entry_id: str) -> int | None:
+    """The index in file order of an entry read from the file whose lines start at ``starts``."""
+    entry = entries.get(entry_id)
+    body = entry.body if entry is not None else None
+    if type(body) is not LazyBody:  # appended since the open (or unknown): not read from the file
+        return None
+    at = bisect_left(starts, body.offset)
+    return at if at < len(starts) and starts[at] == body.offset else None

@@ -64,7 +64,7 @@ from liyuan.vector.embed import Embedder, embedder_kind, one_blas_thread
 from liyuan.vector.factory import make_embedder
 from liyuan.vector.index import Chunk, Source
 from liyuan.vector.lexical import get_tokenizer, has_cjk
-from liyuan.vector.postings import BULK
+from liyuan.vector.postings import BULK, LEXICAL_WAIT_S
 from liyuan.vector.results import Hit, HitTrace, IngestResult, SearchReport, StoreStatus, make_ref, parse_ref
 from liyuan.vector.search import RESERVED, Fusion, on_current_branch, rank, visible_mask
 
@@ -370,24 +370,26 @@ class VectorMemory:
     # -- reading ---------------------------------------------------------------------
 
     def search(self, query: str, *, branch_ids: Collection[str] | None = None, top_k: int | None = None,
-               stores: Collection[str] | None = None) -> list[Hit]:
-        """Search the given (default: enabled) stores; at most ``top_k`` merged hits."""
+               stores: Collection[str] | None = None, lexical_wait: float = LEXICAL_WAIT_S) -> list[Hit]:
+        """At most ``top_k`` merged hits of the given (default: enabled) stores; waits up to
+        ``lexical_wait`` s for a cold keyword index loading elsewhere, then ranks without it."""
         wanted = [s for s in (stores if stores is not None else self.config.stores) if self._store_on(s)]
         if not wanted or not query.strip():
             return []
         snapshot = self.store.snapshot()
         mode = self.config.recall_mode
-        if mode == "hybrid" and snapshot.lexical_pending(self.config.lexical_tokenizer):
-            mode = "semantic"  # a cold store's keyword index is still loading: do not wait for it
+        tokenizer = self.config.lexical_tokenizer
+        if mode == "hybrid" and snapshot.lexical_pending(tokenizer) and not snapshot.terms.log(tokenizer).wait_loaded(
+                lexical_wait):
+            mode = "semantic"  # a cold store's keyword index is loading still: rank without it
         with one_blas_thread():
             vector = self._checked.vectors(self.embedder, [query], query=True)[0] if mode != "lexical" else None
-            terms = get_tokenizer(self.config.lexical_tokenizer)(query) if mode != "semantic" else []
+            terms = get_tokenizer(tokenizer)(query) if mode != "semantic" else []
             weight = self.config.semantic_weight(embedder_kind(self.embedder.label),
                                                  "cjk" if has_cjk(query) else "latin")
             ranked = rank(
                 snapshot, query_vector=vector, embedder_label=self.embedder.label, query_terms=terms,
-                tokenizer=self.config.lexical_tokenizer, mode=mode,
-                mask=visible_mask(snapshot, set(wanted), branch_ids),
+                tokenizer=tokenizer, mode=mode, mask=visible_mask(snapshot, set(wanted), branch_ids),
                 top_k=top_k if top_k is not None else self.config.search_top_k,
                 fusion=self.fusion or DEFAULT_FUSIONS.get(embedder_kind(self.embedder.label), "rrf"),
                 semantic_weight=weight, reserve=self.reserve,
@@ -396,13 +398,9 @@ class VectorMemory:
                 for r in ranked]
 
     def warm(self, *, lexical: bool = True) -> None:
-        """Load the search snapshot and (unless ``lexical`` is false) the lexical index now.
-
-        A recall after a process start otherwise pays for reading every vector and
-        tokenizing every chunk: about 0.5 s at 5,000 chunks, a minute at 50,000, which
-        the 5-second recall bound would cut off (a hybrid recall while the keyword index
-        loads in another thread ranks by the vectors alone). Safe to run in a thread.
-        """
+        """Load the search snapshot and (unless ``lexical`` is false) the lexical index now,
+        so the first recall does not pay for reading every vector and tokenizing every
+        chunk (a recall meanwhile waits for it within its bound: :meth:`search`). Safe in a thread."""
         snapshot = self.store.snapshot()
         if self.config.recall_mode == "semantic":
             return
@@ -422,12 +420,13 @@ class VectorMemory:
         title = chunk.title or (store.name if store else chunk.store)
         return Hit(make_ref(chunk), chunk.store, title, chunk.text, score, chunk.source, chunk.node_id, trace)
 
-    def recall_for_turn(self, query: str, branch_ids: Collection[str] | None) -> list[Hit]:
-        """The passive per-turn recall: nothing unless enabled, injecting, and the
-        trimmed query has at least 2 characters."""
+    def recall_for_turn(self, query: str, branch_ids: Collection[str] | None, *,
+                        lexical_wait: float = LEXICAL_WAIT_S) -> list[Hit]:
+        """The passive per-turn recall (``lexical_wait``: :meth:`search`): nothing unless
+        enabled, injecting, and the trimmed query has at least 2 characters."""
         if not (self.config.enabled and self.config.inject_on_turn) or len(query.strip()) < MIN_QUERY_CHARS:
             return []
-        return self.search(query, branch_ids=branch_ids)
+        return self.search(query, branch_ids=branch_ids, lexical_wait=lexical_wait)
 
     def search_report(self, query: str, *, branch_ids: Collection[str] | None = None,
                       top_k: int = SEARCH_TOOL_TOP) -> SearchReport:

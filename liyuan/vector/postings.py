@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from liyuan.vector.bulk_terms import encode_bigrams
 from liyuan.vector.lexical import Encoded, encode_terms, get_tokenizer
 
 __all__ = ["PostingLog", "PostingView"]
@@ -34,6 +35,11 @@ MERGE_RATIO = 4
 """A new segment is merged into the one before it while it is at least 1/4 of its size."""
 BULK = 2000
 """More new documents than this at once is a bulk load (see :attr:`PostingLog.loading`)."""
+LEXICAL_WAIT_S = 3.0
+"""How long a search waits for a bulk load under way before it ranks without the lexical
+list: the first recall after opening a chat then ranks as every later one (issue 36),
+and still ends within the recall's 5-second bound (the vectors load first, in about a
+second at the 50,000-chunk cap)."""
 K1 = 1.2
 B = 0.75
 
@@ -77,6 +83,8 @@ class PostingLog:
 
     def __init__(self, tokenizer: str) -> None:
         self._split = get_tokenizer(tokenizer)
+        self._bulk = encode_bigrams if tokenizer == "bigram" else None
+        """Encodes many texts at once, equal to ``encode_terms(self._split(text))`` each."""
         self.vocabulary: dict[str, int] = {}
         self._encoded: dict[str, Encoded] = {}
         """Every live chunk's encoding by id (chunk texts never change under an id)."""
@@ -88,10 +96,36 @@ class PostingLog:
         """Bumped by every rebuild (slots are renumbered): a view of another epoch cannot be extended."""
         self._segments: tuple[_Segment, ...] = ()
         self._lock = threading.Lock()
-        self.loading = False
+        self._idle = threading.Event()
+        self._idle.set()
+        self._waited_out = False
+        """A search already waited its whole bound for the load under way: later ones do not wait."""
+
+    @property
+    def loading(self) -> bool:
         """Set while a bulk load (a cold store's first index) is under way in another
-        thread (:meth:`liyuan.vector.VectorMemory.warm`): a search may then go on without
-        the lexical list instead of waiting for it."""
+        thread (:meth:`liyuan.vector.VectorMemory.warm`): a search waits for it, within a
+        bound (:meth:`wait_loaded`), and goes on without the lexical list after that."""
+        return not self._idle.is_set()
+
+    @loading.setter
+    def loading(self, value: bool) -> None:
+        if value:
+            self._waited_out = False
+            self._idle.clear()
+        else:
+            self._idle.set()
+
+    def wait_loaded(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a bulk load under way; whether none is now.
+
+        Once a wait has run out, later calls during the same load answer at once: the
+        first turn after opening pays for a slow load, not every turn until it ends."""
+        if self._waited_out:
+            return self._idle.is_set()
+        done = self._idle.wait(timeout)
+        self._waited_out = not done
+        return done
 
     def view(self, chunk_ids: Sequence[str], texts: Sequence[str]) -> PostingView:
         """A frozen BM25 index over exactly these chunks (in this order)."""
@@ -135,11 +169,16 @@ class PostingLog:
         return self._count - 1
 
     def _append(self, fresh: Sequence[tuple[str, str]]) -> None:
+        unseen = [(cid, text) for cid, text in fresh if cid not in self._encoded]
+        if self._bulk is not None and len(unseen) > 1:
+            self._encoded.update(zip([cid for cid, _ in unseen], self._bulk([text for _, text in unseen],
+                                                                            self.vocabulary), strict=True))
+        else:
+            for cid, text in unseen:
+                self._encoded[cid] = encode_terms(self._split(text), self.vocabulary)
         rows: list[tuple[int, Encoded]] = []
-        for cid, text in fresh:
-            encoded = self._encoded.get(cid)
-            if encoded is None:
-                encoded = self._encoded[cid] = encode_terms(self._split(text), self.vocabulary)
+        for cid, _text in fresh:
+            encoded = self._encoded[cid]
             slot = self._slot_of[cid] = self._add_length(float(encoded[1].sum()))
             rows.append((slot, encoded))
         segments = [*self._segments, _segment_of(rows)]

@@ -62,6 +62,10 @@ __all__ = [
 ]
 
 RECALL_TIMEOUT_S = 5.0
+RECALL_SEARCH_S = 1.0
+"""What a recall keeps of its bound for the search itself: it waits for a keyword index
+that is loading (the first turn after opening a chat) until then, and past it ranks
+without the index rather than return nothing."""
 INGEST_TIMEOUT_S = 5.0
 """The per-turn ingest waits as long as the recall may: the same 5-second bound."""
 
@@ -71,8 +75,10 @@ _log = logging.getLogger(__name__)
 class Recaller(Protocol):
     """What the turn needs from the vector memory (:class:`~liyuan.vector.VectorMemory`)."""
 
-    def recall_for_turn(self, query: str, branch_ids: Collection[str] | None) -> Sequence[Hit]:
-        """Hits for the user's raw words on the given branch."""
+    def recall_for_turn(self, query: str, branch_ids: Collection[str] | None, *,
+                        lexical_wait: float = ...) -> Sequence[Hit]:
+        """Hits for the user's raw words on the given branch (waiting at most ``lexical_wait``
+        seconds for a keyword index that is loading)."""
         ...
 
 
@@ -175,8 +181,12 @@ def recall_hits_for_turn(
         return []
     report = warn if warn is not None else _log.warning
     frozen = frozen_ids(branch_ids)
-    result = worker_for(_worker_of(memory)).run(lambda: memory.recall_for_turn(query, frozen), timeout,
-                                                urgent=True)
+    deadline = time.monotonic() + timeout - RECALL_SEARCH_S
+
+    def recall() -> Sequence[Hit]:  # a keyword load under way is waited for while the bound allows
+        return memory.recall_for_turn(query, frozen, lexical_wait=max(0.0, deadline - time.monotonic()))
+
+    result = worker_for(_worker_of(memory)).run(recall, timeout, urgent=True)
     if isinstance(result, NoResult):  # TIMED_OUT: a recall is not kept, so it is never refused
         report(f"向量记忆检索超过 {timeout:g} 秒，本轮不注入【剧情记忆】")
         return []
@@ -305,8 +315,8 @@ def warm_in_background(memory: Warmable, on_ready: Callable[[str], None] | None 
 
     The search snapshot (chunks and vectors) loads on the store's worker, so the first
     recall queues behind it; the keyword index then loads on a thread of its own, and a
-    hybrid recall meanwhile ranks by the vectors alone instead of waiting (a cold store
-    at the 50,000-chunk cap takes about a minute to tokenize). ``on_ready`` gets one
+    hybrid recall meanwhile waits for it while its bound allows, then ranks by the vectors
+    alone (:data:`RECALL_SEARCH_S`; issue 36: the first recall ranks as a warm one). ``on_ready`` gets one
     Chinese line when both are loaded, or when loading failed (the next recall then
     tries again, within its bound); how long it took goes to the log. With
     ``background=False`` (a card whose memory work runs inline) it warms here and the

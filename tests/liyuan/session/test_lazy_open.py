@@ -210,6 +210,21 @@ def test_offsets_stay_right_after_appends_and_a_torn_tail(tmp_path: Path) -> Non
     assert list(SessionTree(path)) == list(tree)
 
 
+def test_a_last_entry_without_its_newline_reads_its_own_line_after_appends(tmp_path: Path) -> None:
+    # A body is read from its offset to the next newline: the entry written last before a
+    # crash has none until the next append puts it there (issue 36 dropped kept lengths).
+    path = tmp_path / "s.jsonl"
+    raw = "\n".join(chat_lines(random.Random(11), 4)).encode("utf-8")
+    path.write_bytes(raw)
+    from_bytes = read_entries(raw).entries.values()
+    assert [e.to_json() for e in from_bytes] == [e.to_json() for e in eager_entries(raw).entries.values()]
+    tree = SessionTree(path)
+    assert parsed(tree) == set()
+    tree.append_message("user", "接着写")
+    eager = eager_entries(path.read_bytes())
+    assert [e.to_json() for e in tree] == [e.to_json() for e in eager.entries.values()]
+
+
 def test_a_rewritten_file_is_refused_not_misread(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     path.write_text("\n".join(chat_lines(random.Random(3), 3)) + "\n", encoding="utf-8")
@@ -293,3 +308,24 @@ def test_a_file_that_is_one_branch_is_indexed_from_the_read(tmp_path: Path, rows
     tree.navigate(walked[0].id)
     tree.append_message("user", "再来")
     assert [e.id for e in tree.branch()][:1] == [walked[0].id] and len(tree.branch()) == 2
+
+
+def test_a_one_branch_open_keeps_no_table_of_its_ids_yet_places_every_entry(tmp_path: Path) -> None:
+    # Issue 36: the id-to-index table of a 100,000-turn chat was 19 MB of its open. An entry
+    # read from a one-branch file is placed by its line's offset instead.
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(chat_lines(random.Random(5), 40, rerolls=False)) + "\n", encoding="utf-8")
+    tree = SessionTree(path)
+    assert tree._positions._added == {}
+    read = [entry.id for entry in tree]
+    ids = tree.branch().ids()
+    assert ids.places([*read, "nope"]) == [*range(len(read)), -1]  # type: ignore[attr-defined]
+    assert all(entry_id in ids for entry_id in read) and "nope" not in ids
+    added = tree.append_message("user", "再说一句")
+    assert tree.branch().ids().places([added.id, read[-1]]) == [len(read), len(read) - 1]  # type: ignore[attr-defined]
+    tree.navigate(read[10])  # off the end: a new branch list, placed as a walk places it
+    forked = tree.append_message("user", "换个说法")
+    walked = branch_to(tree._entries, tree.leaf_id)
+    assert [entry.id for entry in tree.branch()] == [entry.id for entry in walked]
+    assert tree.branch().ids().places([e.id for e in walked]) == list(range(len(walked)))  # type: ignore[attr-defined]
+    assert forked.id in tree.branch().ids() and added.id not in tree.branch().ids()

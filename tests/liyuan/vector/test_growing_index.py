@@ -7,6 +7,7 @@ exactly as one rebuilt from scratch, and a refresh must read only the new rows.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -118,8 +119,9 @@ def test_the_mask_from_a_branch_view_matches_the_mask_from_a_set(tmp_path: Path)
     assert as_view[-1]
 
 
-def test_a_recall_while_the_keyword_index_loads_ranks_by_vectors(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_recall_waits_for_a_keyword_load_under_way_and_ranks_by_vectors_past_the_bound(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from liyuan.vector import memory as memory_module
     from liyuan.vector.config import VectorConfig
     from liyuan.vector.index import Snapshot
     from liyuan.vector.memory import VectorMemory
@@ -127,14 +129,60 @@ def test_a_recall_while_the_keyword_index_loads_ranks_by_vectors(tmp_path: Path,
     store = SqliteChunkStore(tmp_path / "s.sqlite")
     _add(store, TEXTS[:12], 1000)
     memory = VectorMemory(VectorConfig(enabled=True, embedder="hash"), store)
-    snapshot = store.snapshot()
-    snapshot.terms.log(memory.config.lexical_tokenizer).loading = True  # as warm() marks a cold bulk load
+    warm = memory.search("沈怀瑾在雾港")
+    store = SqliteChunkStore(tmp_path / "s.sqlite")  # cold again: a new process's store
+    memory = VectorMemory(VectorConfig(enabled=True, embedder="hash"), store)
+    log = store.snapshot().terms.log(memory.config.lexical_tokenizer)
+    log.loading = True  # as warm() marks a cold bulk load
+    # The load ends while the recall waits: it ranks as a warm recall does.
+    threading.Timer(0.2, lambda: setattr(log, "loading", False)).start()
+    assert memory.search("沈怀瑾在雾港") == warm
+    # A load that outlasts the bound: the recall ranks by the vectors without building the index.
+    store = SqliteChunkStore(tmp_path / "s.sqlite")
+    memory = VectorMemory(VectorConfig(enabled=True, embedder="hash"), store)
+    store.snapshot().terms.log(memory.config.lexical_tokenizer).loading = True
+    monkeypatch.setattr(memory_module, "LEXICAL_WAIT_S", 0.05)
 
     def waits(self: Snapshot, tokenizer: str) -> object:
-        raise AssertionError("the recall waited for the keyword index")
+        raise AssertionError("the recall built the keyword index itself")
 
     monkeypatch.setattr(Snapshot, "lexical", waits)
-    assert memory.search("沈怀瑾在雾港")
-    monkeypatch.undo()
-    snapshot.terms.log(memory.config.lexical_tokenizer).loading = False
-    assert memory.search("沈怀瑾在雾港")
+    alone = memory.search("沈怀瑾在雾港")
+    assert alone and all(hit.trace is not None and hit.trace.keyword_rank is None for hit in alone)
+
+
+def test_a_recall_whose_keyword_load_outlasts_its_bound_still_returns_the_vector_hits(tmp_path: Path) -> None:
+    from liyuan.vector.config import VectorConfig
+    from liyuan.vector.memory import VectorMemory
+    from liyuan.vector.recall import recall_hits_for_turn
+
+    store = SqliteChunkStore(tmp_path / "s.sqlite")
+    _add(store, TEXTS[:12], 1000)
+    memory = VectorMemory(VectorConfig(enabled=True, embedder="hash"), store)
+    store.snapshot().terms.log(memory.config.lexical_tokenizer).loading = True  # a load that never ends
+    warnings: list[str] = []
+    hits = recall_hits_for_turn(memory, "沈怀瑾在雾港", None, timeout=1.5, warn=warnings.append)
+    assert hits and warnings == []
+    assert all(hit.trace is not None and hit.trace.keyword_rank is None for hit in hits)
+
+
+def test_once_a_recall_waited_out_a_keyword_load_the_next_ones_do_not_wait_again(tmp_path: Path) -> None:
+    import time
+
+    from liyuan.vector.config import VectorConfig
+    from liyuan.vector.memory import VectorMemory
+
+    store = SqliteChunkStore(tmp_path / "s.sqlite")
+    _add(store, TEXTS[:12], 1000)
+    memory = VectorMemory(VectorConfig(enabled=True, embedder="hash"), store)
+    log = store.snapshot().terms.log(memory.config.lexical_tokenizer)
+    log.loading = True  # a load slower than the bound
+    assert memory.search("沈怀瑾在雾港", lexical_wait=0.3)
+    started = time.monotonic()
+    for _ in range(3):  # the turns after it rank by the vectors at once, not after 30 s each
+        assert memory.search("沈怀瑾在雾港", lexical_wait=30.0)
+    assert time.monotonic() - started < 10.0
+    log.loading = False
+    log.loading = True  # a new load: the first search waits for it again
+    threading.Timer(0.2, lambda: setattr(log, "loading", False)).start()
+    assert log.wait_loaded(30.0)

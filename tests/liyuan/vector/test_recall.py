@@ -254,9 +254,9 @@ def test_branch_ids_are_frozen_before_the_search(memory: VectorMemory) -> None:
     seen: list[object] = []
     original = memory.recall_for_turn
 
-    def spy(query: str, branch_ids: object) -> object:
+    def spy(query: str, branch_ids: object, **options: float) -> object:
         seen.append(branch_ids)
-        return original(query, branch_ids)  # type: ignore[arg-type]
+        return original(query, branch_ids, **options)  # type: ignore[arg-type]
 
     memory.recall_for_turn = spy  # type: ignore[method-assign]
     lines = recall_for_turn(memory, "玉佩", branch)
