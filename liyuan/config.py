@@ -17,12 +17,14 @@ from typing import Any, Literal
 from liyuan.bounds import SIDE_INPUT_MAX_CHARS
 from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS
 from liyuan.context.budget import RESIDENT_ENVELOPE_CHARS
+from liyuan.context.pins import DEFAULT_PIN_SHARE
 from liyuan.context.window import HISTORY_MAX_CHARS
 from liyuan.discussion.messages import KEEP_RECENT_TOKENS, RESERVE_TOKENS
 from liyuan.errors import ConfigError
 from liyuan.fields import check_int
 from liyuan.lore.activate import DEFAULT_LORE_SHARE
 from liyuan.story.compact import DEFAULT_EVERY_N_TURNS, KEEP_RECENT_TURNS, MIN_COMPACT_CHARS
+from liyuan.story.settle import SETTLE_TURNS
 from liyuan.vector.config import VectorConfig
 from liyuan.vector.config_file import config_from_dict
 from liyuan.vector.recall import RECALL_TIMEOUT_S
@@ -70,6 +72,16 @@ class MemoryConfig:
     lore_share: float = DEFAULT_LORE_SHARE
     """The share of ``budget_chars`` the lore blocks (【相关设定】 and 【设定集索引】) may take
     each turn (0.4: 1720 of 4300 characters); entries that do not fit are cut whole and reported."""
+    pin_share: float = DEFAULT_PIN_SHARE
+    """The share of ``budget_chars`` every pin a chat's turns carry may take together (the
+    card's pins and the chat's own; 0.1: 430 of 4300 characters), taken out of the lore share
+    first (never more than it); a pin that would pass it is refused (:mod:`liyuan.app.pins`)."""
+    settle_turns: int = SETTLE_TURNS
+    """Swipes settle before memory runs: a compaction waits while a reroll, a forking rewind or
+    an edit lies within the last this many turns of the branch (0: not by turns)."""
+    settle_s: float = 0.0
+    """The same window in seconds by the card's clock (0, the default: not by time); a
+    compaction waits while the last swipe or edit is younger than this."""
     vector: VectorConfig = field(default_factory=VectorConfig)
     """Vector memory of the trimmed text (off by default: ``VectorConfig(enabled=True)``
     turns it on; ``embedder`` picks ``e5`` (the default), ``hash``, ``semantic`` or ``openai``)."""
@@ -118,6 +130,13 @@ class MemoryConfig:
         if isinstance(self.lore_share, bool) or not isinstance(self.lore_share, int | float) \
                 or not 0 <= self.lore_share <= 1:
             raise ConfigError(f"lore_share 应为 0 到 1 之间的数，实际是 {self.lore_share!r}")
+        if isinstance(self.pin_share, bool) or not isinstance(self.pin_share, int | float) \
+                or not 0 <= self.pin_share <= 1:
+            raise ConfigError(f"pin_share 应为 0 到 1 之间的数，实际是 {self.pin_share!r}")
+        check_int("settle_turns", self.settle_turns, 0)
+        if isinstance(self.settle_s, bool) or not isinstance(self.settle_s, int | float) \
+                or not math.isfinite(self.settle_s) or self.settle_s < 0:
+            raise ConfigError(f"settle_s 应为不小于 0 的秒数，实际是 {self.settle_s!r}")
         check_int("recap_input_max_chars", self.recap_input_max_chars, 1)
         check_int("side_input_max_chars", self.side_input_max_chars, 1)
         if self.merge_recap_max_chars is not None:
