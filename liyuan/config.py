@@ -195,6 +195,13 @@ DESCRIPTIONS_ZH: dict[str, str] = {
                                          "prompt 和活动行会说明省了多少（向量记忆的归档仍然收下全部）。",
     "MemoryConfig.merge_recap_max_chars": "合并时每份复盘最多交进去多少字；`None` 表示一份复盘回复允许的最大长度。"
                                           "超了就截断，合并 prompt 会说明省了多少。",
+    "MemoryConfig.pin_share": "置顶（`chat.pin`、`card.pin`）每轮合起来最多占 `budget_chars` 的几成"
+                              "（0.1 即 4300 字里的 430 字），从设定集的份额里先扣，最多不超过 `lore_share`；"
+                              "再置顶一条会超出就整条拒绝（`ConfigError`），从不截断。",
+    "MemoryConfig.settle_turns": "重来、回档或改过消息之后，自动压缩等这么多轮再做"
+                                 "（最近这几轮里有分叉或改动就先不压）；0 表示不按轮等。手动的 `compact_now` 不等。",
+    "MemoryConfig.settle_s": "同样的等待按秒算（用卡的时钟，回放时注入的那个）：最近一次重来、回档或改动"
+                             "不到这么多秒就先不压；默认 0，不按时间等。",
     "MemoryConfig.vector": "向量记忆的设置，默认关闭；`VectorConfig(enabled=True)` 打开。",
     "MemoryConfig.recall_timeout_s": "每轮等向量召回的最长秒数；超时这一轮就不出【剧情记忆】。",
     "MemoryConfig.background_wait_s": "agent 模式的 `prepare`、`compact_now` 和 `with Card` 块结束时，最多等这一局的"

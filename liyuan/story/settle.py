@@ -117,6 +117,7 @@ def unsettled(entries: Sequence[Entry], branch: Sequence[Entry], *, turns: int, 
             edited_in_window = edited_in_window or region
             if young and moment is not None and (newest_steer is None or moment > newest_steer):
                 newest_steer = moment
+    # --8<-- [start:settle_rule]
     for parent, kids in children.items():
         if len(kids) < 2:
             continue
@@ -132,6 +133,7 @@ def unsettled(entries: Sequence[Entry], branch: Sequence[Entry], *, turns: int, 
         return (f"{ago} 秒前有过重来、回档或改动，不到 {seconds:g} 秒：压缩等稳定下来再做"
                 f"（settle_s={seconds:g}）")
     return None
+    # --8<-- [end:settle_rule]
 
 
 def settle_check(tree: SessionTree, clock: Callable[[], str], *, turns: int, seconds: float) -> Settle | None:

@@ -17,7 +17,7 @@ import pytest
 from liyuan import Card, FunctionModel, MemoryConfig, ModelRequest
 from liyuan.app.chat import Chat, Turn
 from liyuan.clock import counter_ids, fixed_clock
-from liyuan.errors import ConfigError
+from liyuan.errors import ConfigError, MemoryFileError
 from liyuan.lore.model import LoreBook, LoreEntry
 from liyuan.story.scribe import SUMMARY_HEADINGS
 
@@ -129,3 +129,28 @@ def test_pins_take_the_lore_share_first_and_the_book_reports_what_no_longer_fits
         assert turn.lore is not None and [c.title for c in turn.lore.cut] == ["北礁"]  # reported, not silent
         assert turn.record is not None
         assert turn.record.of("lore")[0].chars <= 300 + len("【相关设定】\n")
+
+
+def test_a_pins_file_that_does_not_read_is_said_and_the_turn_goes_on(tmp_path: Path) -> None:
+    with opened(tmp_path) as card:
+        chat = card.chat("jA")
+        chat.pin(FACT)
+        path = tmp_path / "雾港" / "置顶.json"
+        path.write_text("{不是 JSON", encoding="utf-8")  # a bad hand edit
+        turn = play(chat, 1)
+        assert FACT not in sent(turn)
+        assert any(a.kind == "error" and "置顶.json 读不了" in a.text for a in card.activity)
+        assert path.read_text(encoding="utf-8") == "{不是 JSON"  # left for the user to mend
+        with pytest.raises(MemoryFileError, match=r"置顶\.json"):
+            chat.pin("再钉一条")
+        assert path.read_text(encoding="utf-8") == "{不是 JSON"
+
+
+def test_pins_over_a_share_that_shrank_are_sent_whole_and_said_once(tmp_path: Path) -> None:
+    with opened(tmp_path) as card:
+        card.chat("jA").pin("甲" * 300)
+    with opened(tmp_path, CONFIG.with_changes(pin_share=0.02)) as card:  # 86 characters now
+        chat = card.chat("jA")
+        for i in range(2):
+            assert "甲" * 300 in sent(play(chat, i))  # never cut
+        assert sum(1 for a in card.activity if a.kind == "error" and "置顶比现在的份额多" in a.text) == 1
