@@ -147,6 +147,8 @@ def settle_check(tree: SessionTree, clock: Callable[[], str], *, turns: int, sec
 
     def check(branch: Sequence[Entry]) -> str | None:
         now = datetime.fromisoformat(clock()) if seconds > 0 else None
-        return unsettled(tree.entries(), branch, turns=turns, seconds=seconds, now=now)
+        with tree.lock:  # a turn may be appending on another thread (the check runs on the chat's lane)
+            entries = tree.entries()
+        return unsettled(entries, branch, turns=turns, seconds=seconds, now=now)
 
     return check

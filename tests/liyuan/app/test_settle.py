@@ -35,8 +35,10 @@ def turn(chat: Chat, i: int, *, reroll: bool = False) -> None:
     chat.prepare(f"第{i}拍。{BODY}")
     chat.record(f"回应{i}。{BODY}")
     if reroll:  # the user swipes: a second reply to the same words
+        chat.flush(10)
         chat.reroll()
         chat.record(f"回应{i}（重来）。{BODY}")
+    assert chat.flush(10)  # on the background lane: let the compaction check run before counting
 
 
 def first_compaction(path: Path, config: MemoryConfig) -> int:
@@ -51,10 +53,11 @@ def first_compaction(path: Path, config: MemoryConfig) -> int:
     raise AssertionError("没有压缩")
 
 
-def test_a_reroll_inside_the_settle_window_delays_the_compaction_by_turns(tmp_path: Path) -> None:
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "lane"])
+def test_a_reroll_inside_the_settle_window_delays_the_compaction_by_turns(tmp_path: Path, background: bool) -> None:
     config = MemoryConfig(every_n_turns=6, keep=2, settle_turns=2)
     due = first_compaction(tmp_path / "plain", config)
-    with Card.open(tmp_path / "swiped", side_model=scripted(), config=config, background=False,
+    with Card.open(tmp_path / "swiped", side_model=scripted(), config=config, background=background,
                    clock=fixed_clock(), ids=counter_ids("e-"), auto_sync=False) as card:
         chat = card.chat("jA")
         for i in range(1, due - 1):
