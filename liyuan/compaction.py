@@ -44,7 +44,7 @@ OutcomeKind = Literal["compacted", "skipped", "cancelled", "failed", "stale", "h
 """``cancelled`` only where a hook may say no (the harness's generic agent baseline);
 ``held``: the summary is ready but a turn is under way, it lands after the reply."""
 Reason = Literal["", "not-due", "busy", "backoff", "nothing-to-cut", "hook", "model-error", "empty-summary",
-                 "invalid-summary", "leaf-moved", "mid-turn"]
+                 "invalid-summary", "leaf-moved", "mid-turn", "unsettled"]
 """Why an outcome is what it is; ``""`` for a compaction that landed (or was held)."""
 
 HELD_MESSAGE = "前情摘要已写好，这一轮的回复记下后再落定"

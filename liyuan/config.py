@@ -17,12 +17,14 @@ from typing import Any, Literal
 from liyuan.bounds import SIDE_INPUT_MAX_CHARS
 from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS
 from liyuan.context.budget import RESIDENT_ENVELOPE_CHARS
+from liyuan.context.pins import DEFAULT_PIN_SHARE
 from liyuan.context.window import HISTORY_MAX_CHARS
 from liyuan.discussion.messages import KEEP_RECENT_TOKENS, RESERVE_TOKENS
 from liyuan.errors import ConfigError
 from liyuan.fields import check_int
 from liyuan.lore.activate import DEFAULT_LORE_SHARE
 from liyuan.story.compact import DEFAULT_EVERY_N_TURNS, KEEP_RECENT_TURNS, MIN_COMPACT_CHARS
+from liyuan.story.settle import SETTLE_TURNS
 from liyuan.vector.config import VectorConfig
 from liyuan.vector.config_file import config_from_dict
 from liyuan.vector.recall import RECALL_TIMEOUT_S
@@ -70,6 +72,16 @@ class MemoryConfig:
     lore_share: float = DEFAULT_LORE_SHARE
     """The share of ``budget_chars`` the lore blocks (【相关设定】 and 【设定集索引】) may take
     each turn (0.4: 1720 of 4300 characters); entries that do not fit are cut whole and reported."""
+    pin_share: float = DEFAULT_PIN_SHARE
+    """The share of ``budget_chars`` every pin a chat's turns carry may take together (the
+    card's pins and the chat's own; 0.1: 430 of 4300 characters), taken out of the lore share
+    first (never more than it); a pin that would pass it is refused (:mod:`liyuan.app.pins`)."""
+    settle_turns: int = SETTLE_TURNS
+    """Swipes settle before memory runs: a compaction waits while a reroll, a forking rewind or
+    an edit lies within the last this many turns of the branch (0: not by turns)."""
+    settle_s: float = 0.0
+    """The same window in seconds by the card's clock (0, the default: not by time); a
+    compaction waits while the last swipe or edit is younger than this."""
     vector: VectorConfig = field(default_factory=VectorConfig)
     """Vector memory of the trimmed text (off by default: ``VectorConfig(enabled=True)``
     turns it on; ``embedder`` picks ``e5`` (the default), ``hash``, ``semantic`` or ``openai``)."""
@@ -118,6 +130,13 @@ class MemoryConfig:
         if isinstance(self.lore_share, bool) or not isinstance(self.lore_share, int | float) \
                 or not 0 <= self.lore_share <= 1:
             raise ConfigError(f"lore_share 应为 0 到 1 之间的数，实际是 {self.lore_share!r}")
+        if isinstance(self.pin_share, bool) or not isinstance(self.pin_share, int | float) \
+                or not 0 <= self.pin_share <= 1:
+            raise ConfigError(f"pin_share 应为 0 到 1 之间的数，实际是 {self.pin_share!r}")
+        check_int("settle_turns", self.settle_turns, 0)
+        if isinstance(self.settle_s, bool) or not isinstance(self.settle_s, int | float) \
+                or not math.isfinite(self.settle_s) or self.settle_s < 0:
+            raise ConfigError(f"settle_s 应为不小于 0 的秒数，实际是 {self.settle_s!r}")
         check_int("recap_input_max_chars", self.recap_input_max_chars, 1)
         check_int("side_input_max_chars", self.side_input_max_chars, 1)
         if self.merge_recap_max_chars is not None:
@@ -176,6 +195,13 @@ DESCRIPTIONS_ZH: dict[str, str] = {
                                          "prompt 和活动行会说明省了多少（向量记忆的归档仍然收下全部）。",
     "MemoryConfig.merge_recap_max_chars": "合并时每份复盘最多交进去多少字；`None` 表示一份复盘回复允许的最大长度。"
                                           "超了就截断，合并 prompt 会说明省了多少。",
+    "MemoryConfig.pin_share": "置顶（`chat.pin`、`card.pin`）每轮合起来最多占 `budget_chars` 的几成"
+                              "（0.1 即 4300 字里的 430 字），从设定集的份额里先扣，最多不超过 `lore_share`；"
+                              "再置顶一条会超出就整条拒绝（`ConfigError`），从不截断。",
+    "MemoryConfig.settle_turns": "重来、回档或改过消息之后，自动压缩等这么多轮再做"
+                                 "（最近这几轮里有分叉或改动就先不压）；0 表示不按轮等。手动的 `compact_now` 不等。",
+    "MemoryConfig.settle_s": "同样的等待按秒算（用卡的时钟，回放时注入的那个）：最近一次重来、回档或改动"
+                             "不到这么多秒就先不压；默认 0，不按时间等。",
     "MemoryConfig.vector": "向量记忆的设置，默认关闭；`VectorConfig(enabled=True)` 打开。",
     "MemoryConfig.recall_timeout_s": "每轮等向量召回的最长秒数；超时这一轮就不出【剧情记忆】。",
     "MemoryConfig.background_wait_s": "agent 模式的 `prepare`、`compact_now` 和 `with Card` 块结束时，最多等这一局的"

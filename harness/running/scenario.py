@@ -130,6 +130,10 @@ STEP_KINDS: dict[str, StepKind] = {
         StepKind("lore_turn", "新的一条消息，看 chat.preview 带设定集组装的上下文和这一轮的记录",
                  required={"chat": is_str, "user": is_str},
                  files=("history", "injection", "report", "record")),
+        StepKind("pin", "置顶一条事实：给了 chat 就是 chat.pin（只在这一局），没给就是 card.pin（整张卡每一局）",
+                 required={"text": is_str}, optional={"chat": is_str}, files=("pins",)),
+        StepKind("unpin", "取消一条置顶：chat.unpin 或 card.unpin（按置顶的 id）",
+                 required={"pin": is_str}, optional={"chat": is_str}, files=("pins",)),
     )
 }
 # --8<-- [end:step_kinds]

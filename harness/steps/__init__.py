@@ -12,6 +12,7 @@ from . import (  # noqa: F401  (registration side effects)
     discussion_steps,
     lore_steps,
     memory_steps,
+    pin_steps,
     story_steps,
     vector_steps,
 )

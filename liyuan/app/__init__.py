@@ -11,7 +11,8 @@ from __future__ import annotations
 from liyuan.app.activity import Activity, ActivityKind, Listener
 from liyuan.app.aio import AsyncCard, AsyncChat
 from liyuan.app.card import Card
-from liyuan.app.chat import Chat, Turn
+from liyuan.app.chat import Chat
+from liyuan.app.turn import Turn
 
 __all__ = [
     "Activity",

@@ -25,11 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from liyuan.app.activity import Activity
 from liyuan.app.card import Card
-from liyuan.app.chat import Chat, Mode, Turn
+from liyuan.app.chat import Chat, Mode
+from liyuan.app.turn import Turn
 from liyuan.card.repair import ManifestRepair
 from liyuan.card.sync import CardMemory, SyncOutcome
 from liyuan.compaction import CompactionOutcome
 from liyuan.config import MemoryConfig
+from liyuan.context.pins import Pin
 from liyuan.lore.cards import ImportedCard
 from liyuan.lore.model import LoreBook, LoreEntry
 from liyuan.model import ChatModel, Usage
@@ -101,6 +103,18 @@ class AsyncChat:
     async def compact_now(self) -> CompactionOutcome[CompactionPlan]:
         """See :meth:`Chat.compact_now <liyuan.app.chat.Chat.compact_now>`."""
         return await asyncio.to_thread(self.sync_chat.compact_now)
+
+    async def pin(self, text: str) -> Pin:
+        """See :meth:`Chat.pin <liyuan.app.pins.ChatPins.pin>`."""
+        return await asyncio.to_thread(self.sync_chat.pin, text)
+
+    async def unpin(self, pin_id: str) -> bool:
+        """See :meth:`Chat.unpin <liyuan.app.pins.ChatPins.unpin>`."""
+        return await asyncio.to_thread(self.sync_chat.unpin, pin_id)
+
+    async def pins(self) -> tuple[Pin, ...]:
+        """See :meth:`Chat.pins <liyuan.app.pins.ChatPins.pins>`."""
+        return await asyncio.to_thread(self.sync_chat.pins)
 
     async def flush(self, timeout: float | None = None) -> bool:
         """See :meth:`Chat.flush <liyuan.app.chat.Chat.flush>`."""
@@ -220,6 +234,18 @@ class AsyncCard:
     async def repair_manifest(self) -> ManifestRepair:
         """Awaitable :meth:`liyuan.Card.repair_manifest`."""
         return await asyncio.to_thread(self.sync_card.repair_manifest)
+
+    async def pin(self, text: str) -> Pin:
+        """See :meth:`Card.pin <liyuan.app.pins.CardPins.pin>`."""
+        return await asyncio.to_thread(self.sync_card.pin, text)
+
+    async def unpin(self, pin_id: str) -> bool:
+        """See :meth:`Card.unpin <liyuan.app.pins.CardPins.unpin>`."""
+        return await asyncio.to_thread(self.sync_card.unpin, pin_id)
+
+    async def pins(self) -> tuple[Pin, ...]:
+        """See :meth:`Card.pins <liyuan.app.pins.CardPins.pins>`."""
+        return await asyncio.to_thread(self.sync_card.pins)
 
     async def resident_summary(self) -> str | None:
         """See :meth:`Card.resident_summary <liyuan.app.card.Card.resident_summary>`."""

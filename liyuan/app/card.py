@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from liyuan.app.activity import Activity, Lane, Listener, refuse_own_wait
 from liyuan.app.card_lore import CardLore
 from liyuan.app.chat import Chat
+from liyuan.app.pins import CardPins
 from liyuan.app.vectors import open_vector
 from liyuan.card.layout import CardLayout, validate_chat_id
 from liyuan.card.memstore import MemoryStore
@@ -73,7 +74,7 @@ class _NoSideModel:
         raise ModelError("没有配置旁路模型（side_model）")
 
 
-class Card(CardLore):
+class Card(CardLore, CardPins):
     """One card's memory folder and its chats. Open it with :meth:`Card.open`.
 
     Attributes:
@@ -269,6 +270,7 @@ class Card(CardLore):
         deleted = self.memory.delete_chat(chat_id)
         self._chunk_stores.drop(chat_id)  # a SQLite store went with the folder
         self._forget_lore(chat_id)
+        self._forget_pins(chat_id)
         if self._auto_sync:
             self.sync(wait=False)
         return deleted
@@ -458,7 +460,7 @@ class Card(CardLore):
         return Chat(chat_id, tree, user_name=user_name, char_name=char_name, config=self.config,
                     side_model=self.side_model, lane=lane, resident=self._resident, emit=self._emit,
                     vector=vector, resident_file=self._layout.resident.relative_to(self._layout.memory_dir).as_posix(),
-                    lore=self._lore.index)
+                    lore=self._lore.index, pins=self._pin_book, clock=self._clock)
 
 
 def _combine(outcomes: list[SyncOutcome]) -> SyncOutcome:

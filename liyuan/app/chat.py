@@ -23,21 +23,21 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from liyuan.app.activity import Activity, Lane, Outcome, refuse_own_wait
+from liyuan.app.pins import ChatPins, PinBook
 from liyuan.app.recall import recall_with_trace
+from liyuan.app.turn import Turn
+from liyuan.clock import Clock, system_clock
 from liyuan.compaction import CompactionOutcome, HeldLandings
 from liyuan.config import MemoryConfig
 from liyuan.context.assemble import prepare_turn
-from liyuan.context.record import TurnRecord
 from liyuan.discussion.compact import run_discussion_compaction
 from liyuan.discussion.messages import agent_history, as_chat_messages
 from liyuan.errors import ConfigError, MemoryFileError, StateError
-from liyuan.lore.activate import LoreReport
 from liyuan.lore.match import LoreIndex
-from liyuan.model import ChatMessage, ChatModel, Usage, usage_fields
+from liyuan.model import ChatModel, Usage, usage_fields
 from liyuan.runner import Job
 from liyuan.session.branch import BranchView
 from liyuan.session.entries import Entry, awaits_reply
@@ -45,47 +45,19 @@ from liyuan.session.state import STATE_ENTRY_TYPE, Ledger, format_roster, format
 from liyuan.session.tree import SessionTree, custom_entry, message_entry
 from liyuan.story.compact import CompactionPlan, compact_now, run_compaction
 from liyuan.story.history import active_summary
+from liyuan.story.settle import settle_check
 from liyuan.vector.recall import bounded_archive, branch_ids_of, ingest_for_turn
 
 if TYPE_CHECKING:
     from liyuan.vector.memory import VectorMemory
 
-__all__ = ["Chat", "Mode", "Turn"]
+__all__ = ["Chat", "Mode"]
 
 Mode = Literal["roleplay", "agent"]
 _O = TypeVar("_O", bound=Outcome)
 
 
-@dataclass(frozen=True)
-class Turn:
-    """The messages to send for one turn, and what went into them."""
-
-    messages: list[ChatMessage]
-    """Send these (after the app's own system prompt) to the role-play model: at most one
-    leading 【前情提要】 user message, the kept history, then the tail (the data blocks and
-    the user's words last)."""
-    user_text: str
-    """The user's words this turn answers."""
-    user_entry: Entry | None
-    """The user message on the session tree (the reply will be its child); ``None`` for
-    :meth:`Chat.preview`, which writes nothing."""
-    summary: str | None = None
-    """The in-session relay summary that replaced the covered turns, if any."""
-    resident: str | None = None
-    """The resident summary of earlier chats as sent (fitted to the budget), if any."""
-    recall: tuple[str, ...] = ()
-    """The 【剧情记忆】 lines recalled for this turn (vector memory on)."""
-    injection: str = ""
-    """The tail's data blocks as sent, before the user's words (【世界状态】 ... extra blocks)."""
-    record: TurnRecord | None = None
-    """What was sent, block by block: sizes, sources, what the budget cut and why
-    (:class:`liyuan.context.record.TurnRecord`; ``None`` for an agent-mode turn)."""
-    lore: LoreReport | None = None
-    """What the card's lore book did this turn: the entries activated and why, those in
-    【相关设定】, those cut for the budget (never dropped silently), the index's size."""
-
-
-class Chat:
+class Chat(ChatPins):
     """One chat of a card. Get it from :meth:`liyuan.Card.chat`; do not build it yourself.
 
     Attributes:
@@ -99,7 +71,8 @@ class Chat:
                  config: MemoryConfig, side_model: ChatModel | None, lane: Lane,
                  resident: Callable[[bool], str | None], emit: Callable[[Activity], None],
                  vector: VectorMemory | None, resident_file: str = "",
-                 lore: Callable[[], LoreIndex | None] | None = None) -> None:
+                 lore: Callable[[], LoreIndex | None] | None = None, pins: PinBook | None = None,
+                 clock: Clock = system_clock) -> None:
         self.id = chat_id
         self.tree = tree
         self.user_name = user_name
@@ -112,7 +85,7 @@ class Chat:
         self._emit = emit
         self.vector = vector
         """The chat's vector memory, or ``None`` when it is off."""
-        self._lore = lore
+        self._lore, self._pin_book, self._clock = lore, pins, clock
         self._closed = False
         self._said_cut = False
         self._stuck: Job[None] | None = None
@@ -334,7 +307,7 @@ class Chat:
                                 lore_index=lore_index, recall_lines=recall, extra=extra,
                                 budget_chars=self._config.budget_chars, lore=self._lore_index(),
                                 lore_share=self._config.lore_share, names=(self.user_name, self.char_name),
-                                history_max_chars=self._config.history_max_chars)
+                                history_max_chars=self._config.history_max_chars, pins=self._turn_pins())
         if prepared.record.history_cut is not None and not self._said_cut:  # why, once per chat
             self._said_cut = True
             self._emit(Activity("compact", f"{prepared.record.history_cut.reason()}（history_max_chars；"
@@ -390,7 +363,8 @@ class Chat:
         self._reported("compact", lambda say: run_compaction(
             self.tree, model, user_name=self.user_name, char_name=self.char_name, language=cfg.language,
             every_n_turns=cfg.every_n_turns, min_chars=cfg.min_chars, keep=cfg.keep, archive=self._archive(),
-            on_activity=say, max_input_chars=cfg.side_input_max_chars, hold=self._held))
+            on_activity=say, max_input_chars=cfg.side_input_max_chars, hold=self._held,
+            settle=settle_check(self.tree, self._clock, turns=cfg.settle_turns, seconds=cfg.settle_s)))
 
     def _compact_discussion(self) -> None:
         assert self._model is not None

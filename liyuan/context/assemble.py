@@ -34,7 +34,8 @@ from liyuan.context.budget import (
     other_chars_for,
     resident_allowance,
 )
-from liyuan.context.record import BlockRecord, BudgetCut, HistoryCut, TurnRecord, block, estimate
+from liyuan.context.pins import Pin, lore_left, pins_text
+from liyuan.context.record import BlockRecord, BudgetCut, HistoryCut, PinRecord, TurnRecord, block, estimate
 from liyuan.context.window import HISTORY_MAX_CHARS, history_window
 from liyuan.lore.activate import DEFAULT_LORE_SHARE, LoreReport, lore_for_turn, lore_share_chars, replay_turn
 from liyuan.lore.match import LoreIndex
@@ -221,7 +222,7 @@ def _lore_cut(lore: LoreReport | None) -> BudgetCut | None:
 def _record(view: Sequence[Entry], active: ActiveSummary | None, history: History, user_text: str,
             resident_stored: str | None, resident: str | None, other: int, injection: Injection,
             messages: Sequence[ChatMessage], budget_chars: int, lore: LoreReport | None = None, skip: int = 0,
-            history_cut: HistoryCut | None = None) -> TurnRecord:
+            history_cut: HistoryCut | None = None, pins: Sequence[Pin] = ()) -> TurnRecord:
     live = (view[active.cut:] if active else view)[skip:]
     kept = [e for e in live if is_message(e) and e.role in ("user", "assistant") and e.text.strip()]
     tail: list[Entry] = []
@@ -246,13 +247,14 @@ def _record(view: Sequence[Entry], active: ActiveSummary | None, history: Histor
             BudgetCut("trimmed", history_cut.reason(), chars + history_cut.dropped_chars)
         blocks.append(BlockRecord("history", chars, sum(estimate(i.text) for i in items),
                                   tuple(f"entry:{e.id}" for e in kept), cut_turns))
-    blocks += [block(kind, text, cut=_lore_cut(lore) if kind == "lore" else None)
+    pinned = [f"pin:{p.id}" for p in pins]
+    blocks += [block(kind, text, pinned if kind == "lore" else (), cut=_lore_cut(lore) if kind == "lore" else None)
                for kind, text in injection.blocks()]
     if tail_text:
         blocks.append(block("user", tail_text, [f"entry:{e.id}" for e in tail]))
     blocks.append(_framing(history, resident, items, injection, tail_text, messages))
     return TurnRecord(tuple(blocks), len(messages), sum(b.chars for b in blocks), sum(b.tokens for b in blocks),
-                      budget_chars, history_cut)
+                      budget_chars, history_cut, pins=tuple(PinRecord(p.id, p.scope, len(p.text)) for p in pins))
 
 
 _SEPARATOR = "\n\n"
@@ -309,6 +311,7 @@ def prepare_turn(
     lore_share: float = DEFAULT_LORE_SHARE,
     names: tuple[str, str] = ("", ""),
     history_max_chars: int = HISTORY_MAX_CHARS,
+    pins: Sequence[Pin] = (),
 ) -> PreparedTurn:
     """Assemble one role-play turn, resident summary fitted to the shared budget.
 
@@ -337,10 +340,13 @@ def prepare_turn(
             ``name: message``, as SillyTavern does.
         history_max_chars: Bound of the verbatim history (the oldest whole turns go first,
             :func:`liyuan.context.window.history_window`; the record's ``history_cut`` says what).
+        pins: Pinned facts (:mod:`liyuan.context.pins`): sent whole, first in 【相关设定】, out
+            of the lore share before the book's entries; the record's ``pins`` lists them.
     """
     view, active = story_tail(branch)
     skip, history_cut = history_window(view[active.cut:] if active else view, history_max_chars)
     history = history_of_tail(view, active, skip)
+    pinned = pins_text(pins)
     lore_text, report = "", None
     if lore is not None:
         items = [(item.role, item.text) for item in history.items]
@@ -348,16 +354,17 @@ def prepare_turn(
         if not new_words and items and items[-1][0] == "user":
             new_words = items.pop()[1]
         place, timers = _lore_place(branch, user_text, lore, names)
-        fitted = lore_for_turn(lore, items, new_words, lore_share_chars(budget_chars, lore_share), names,
-                               place, timers)
+        fitted = lore_for_turn(lore, items, new_words, lore_left(lore_share_chars(budget_chars, lore_share), pinned),
+                               names, place, timers)
         lore_text, report = fitted.text, fitted.report
         lore_index = lore_index if lore_index.strip() else fitted.index
+    lore_text = "\n\n".join(part for part in (pinned, lore_text) if part)
     other = other_chars_for(history.summary, state_text, roster) + utf16_len(lore_text) + utf16_len(lore_index)
     resident = fit_resident_summary(resident_summary, other, budget_chars)
     injection = Injection(state_text=state_text, roster=roster, lore_index=lore_index,
                           recall_lines=tuple(recall_lines), extra=tuple(extra), lore_text=lore_text)
     messages = _assemble(history, user_text, resident, injection)
     record = _record(view, active, history, user_text, resident_summary, resident, other, injection, messages,
-                     budget_chars, report, skip, history_cut)
+                     budget_chars, report, skip, history_cut, pins)
     return PreparedTurn(messages, history.summary, resident, injection, record, report)
 

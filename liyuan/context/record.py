@@ -39,6 +39,9 @@ The JSON form, field by field (:meth:`TurnRecord.to_json`, a ``dict`` ready for 
 - ``recall``: one entry per 【剧情记忆】 hit, in the block's order: ``chunk``, ``store``, ``lists``
   (which lists found it: ``keyword``, ``embedding``), ``keyword_rank``, ``embedding_rank`` (1 = first,
   ``null``: not found by that list), ``score`` (the fused score), ``reserved`` (:class:`RecallRecord`).
+- ``pins``: one entry per pinned fact the turn carried, in the order sent (first in 【相关设定】):
+  ``id``, ``scope`` (``card`` or ``chat``), ``chars`` (:class:`PinRecord`); the 【相关设定】
+  block's ``sources`` name them first as ``pin:<id>``.
 """
 
 from __future__ import annotations
@@ -52,10 +55,10 @@ from typing import Any, Literal
 
 from liyuan.tokens import estimate_tokens
 
-__all__ = ["BLOCK_TITLES", "ESTIMATES_KEPT", "RECORD_FORMAT", "BlockRecord", "BudgetCut", "HistoryCut", "RecallRecord",
-           "TurnRecord", "block", "estimate"]
+__all__ = ["BLOCK_TITLES", "ESTIMATES_KEPT", "RECORD_FORMAT", "BlockRecord", "BudgetCut", "HistoryCut", "PinRecord",
+           "RecallRecord", "TurnRecord", "block", "estimate"]
 
-RECORD_FORMAT = "liyuan-turn-record/4"
+RECORD_FORMAT = "liyuan-turn-record/5"
 """The ``format`` of :meth:`TurnRecord.to_json`; a reader refuses a version it does not know.
 
 Versions (each adds to the one before; the site's reference page lists every field):
@@ -65,6 +68,7 @@ Versions (each adds to the one before; the site's reference page lists every fie
 - ``/3``: ``history_cut``, present only when the verbatim history's bound
   (``MemoryConfig.history_max_chars``) left the oldest turns out.
 - ``/4``: ``recall``, the recall trace; the 【剧情记忆】 block's ``sources`` name its chunks.
+- ``/5``: ``pins``, the pinned facts the turn carried; the 【相关设定】 block's ``sources`` name them.
 """
 
 BLOCK_TITLES: dict[str, str] = {
@@ -215,6 +219,22 @@ class RecallRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class PinRecord:
+    """One pinned fact a turn carried (sent whole: a pin is never cut)."""
+
+    id: str
+    """The pin's id (``p1`` ...)."""
+    scope: str
+    """``card`` (every chat of the card) or ``chat`` (this chat)."""
+    chars: int
+    """Characters of its text as sent."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON form."""
+        return {"id": self.id, "scope": self.scope, "chars": self.chars}
+
+
+@dataclass(frozen=True, slots=True)
 class TurnRecord:
     """Every block of one assembled turn, and the turn's totals."""
 
@@ -232,6 +252,8 @@ class TurnRecord:
     every turn since the summary (in :meth:`to_json` the key is then absent)."""
     recall: tuple[RecallRecord, ...] = ()
     """The recall trace: one entry per hit in 【剧情记忆】, in its order (empty: no recall)."""
+    pins: tuple[PinRecord, ...] = ()
+    """The pinned facts the turn carried, in the order sent (empty: none)."""
 
     def of(self, kind: str) -> tuple[BlockRecord, ...]:
         """The blocks of one kind (``extra`` may have several)."""
@@ -257,4 +279,5 @@ class TurnRecord:
             "blocks": [b.to_json() for b in self.blocks],
             **({"history_cut": self.history_cut.to_json()} if self.history_cut is not None else {}),
             "recall": [r.to_json() for r in self.recall],
+            "pins": [p.to_json() for p in self.pins],
         }

@@ -30,6 +30,7 @@ from liyuan.session.tree import SessionTree
 from liyuan.story.backoff import COMPACT_FAILED_TYPE, backoff_message, compaction_backoff, failure_data
 from liyuan.story.history import serialize_for_summary, story_tail
 from liyuan.story.scribe import SUMMARY_MAX_TOKENS, build_summary_prompt, validate_summary
+from liyuan.story.settle import Settle
 from liyuan.story.view import (
     SUMMARY_ENTRY_TYPE,
 )
@@ -229,6 +230,7 @@ def run_compaction(
     backoff: bool = True,
     max_input_chars: int = SIDE_INPUT_MAX_CHARS,
     hold: HeldLandings | None = None,
+    settle: Settle | None = None,
 ) -> CompactionOutcome[CompactionPlan]:
     """Compact the current branch if due: summarise, guard, archive, append.
 
@@ -270,6 +272,9 @@ def run_compaction(
             handed to ``hold`` to land after the reply (see :func:`liyuan.compaction.run_compactor`);
             without it such a run does nothing (``busy``); nor does a run while a summary
             it holds waits to land (planning then would write that summary again).
+        settle: Given, a compaction that is due first asks it whether the last turns are
+            stable (:mod:`liyuan.story.settle`); while they are not, it waits (``unsettled``,
+            one activity line) and the next recorded turn asks again.
 
     Returns:
         The outcome; ``message`` is the line shown to the user.
@@ -302,6 +307,9 @@ def run_compaction(
         # Not due is the normal state of almost every turn: the message is on the outcome
         # (a manual /compact shows it), but it is not an activity line.
         return CompactionOutcome("skipped", "早期剧情还不够长，暂不需要压缩", reason="not-due")
+    if settle is not None and (why := settle(branch)) is not None:
+        emit(why)
+        return CompactionOutcome("skipped", why, reason="unsettled")
     state = state_text if state_text is not None else format_state(state_from_branch(branch))
     story = _Story(user_name, language, state, archive, max_input_chars)
     return run_compactor(tree, model, story, plan, emit=emit, hold=hold)

@@ -214,3 +214,21 @@ def test_the_first_compaction_sentences_state_both_conditions(tmp_path: Path) ->
 
     assert not summary_after_40_short_turns(MemoryConfig())
     assert summary_after_40_short_turns(MemoryConfig(min_chars=500))
+
+
+def test_the_pins_section_and_the_swiped_compaction_match_the_artifacts() -> None:
+    """memory.md#pins: the late turn is pA's seventh and carries both pins after two compactions
+    and a merge; eval.md: the swiped turn's compaction on the new branch waits two turns."""
+    plays = [s for s in json.loads((ROOT / "sim" / "out" / "pins.json").read_text(encoding="utf-8"))["steps"]
+             if s["kind"] == "play" and s["outcome"]["chat"] == "pA"]
+    assert plays[-1]["outcome"]["turns_played"] + 1 == 7 and "pA 第 7 轮" in MEMORY
+    assert sum(len(p["outcome"]["compactions"]) for p in plays) == 2 and "压缩两次" in MEMORY
+    late = txt("pins-late-history.txt")
+    assert "林溯左手的小指缺了一截" in late and "雾港灯塔的雾笛每到整点响三声" in late
+    assert all("小指" not in txt(n) for n in ("pins-summary-1.txt", "pins-summary-2.txt", "pins-resident.txt"))
+    strategies = json.loads((ROOT / "sim" / "eval" / "strategies.json").read_text(encoding="utf-8"))
+    ours = next(s for s in strategies["strategies"] if s["name"] == "ours")
+    turns = [c["turn"] for c in ours["cut_turns"]]
+    assert ours["compactions"] == 20 and 246 in turns and 248 in turns and 247 not in turns
+    page = (ROOT / "docs" / "eval.md").read_text(encoding="utf-8")
+    assert "梨园压了 20 次" in page and "第 248 轮才压" in page

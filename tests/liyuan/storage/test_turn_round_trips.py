@@ -76,10 +76,10 @@ def test_a_turn_on_postgres_is_two_round_trips_and_two_borrows(
             chat.prepare(f"热身{warm}")
             chat.record(f"（手写回复）热身{warm}。", ledger=Ledger.from_dict({"地点": "灯塔"}))
         per_turn: list[tuple[int, int]] = []
-        for beat in range(5):
+        for n in range(5):
             with counting(monkeypatch) as counted:
-                turn = chat.prepare(f"第{beat}次追问：那把青伞是谁留下的？")
-                chat.record(f"（手写回复）第{beat}次：伞是林溯的。", ledger=Ledger.from_dict({"地点": "灯塔"}))
+                turn = chat.prepare(f"第{n}次追问：那把青伞是谁留下的？")
+                chat.record(f"（手写回复）第{n}次：伞是林溯的。", ledger=Ledger.from_dict({"地点": "灯塔"}))
             assert turn.resident is not None and "林溯守着灯塔" in turn.resident
             per_turn.append((counted.statements, counted.borrowed))
     assert per_turn == [(2, 2)] * 5
@@ -98,12 +98,12 @@ def test_a_resident_summary_another_server_wrote_is_in_the_very_next_turn_and_pr
         chat = card.chat("j1", greeting="（手写开场白）雾很大。")
         assert "第一版" in (chat.prepare("第一问").resident or "")
         chat.record("（手写回复）第一问。")
-        for beat, text in enumerate(("第二版", "第三版", "第四版")):
+        for n, text in enumerate(("第二版", "第三版", "第四版")):
             other.memory.write_text(resident, f"（手写）{text}常驻摘要。\n")  # another server, between turns
             assert f"{text}常驻摘要" in (chat.preview("只是看看").resident or "")
             other.memory.write_text(resident, f"（手写）{text}之后又改了。\n")
-            assert f"{text}之后又改了" in (chat.prepare(f"第{beat}次追问").resident or "")
-            chat.record(f"（手写回复）第{beat}次。")
+            assert f"{text}之后又改了" in (chat.prepare(f"第{n}次追问").resident or "")
+            chat.record(f"（手写回复）第{n}次。")
         other.memory.write_text(resident, "（手写）重来之前改的。\n")
         assert "重来之前改的" in (chat.reroll().resident or "")  # no user line written: read anew
         other.memory.delete(resident)
