@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from liyuan.app.activity import Activity, Lane, Outcome, refuse_own_wait
+from liyuan.app.edits import retract_in_vectors, revise
 from liyuan.app.recall import recall_with_trace
 from liyuan.compaction import CompactionOutcome, HeldLandings
 from liyuan.config import MemoryConfig
@@ -44,7 +45,7 @@ from liyuan.session.entries import Entry, awaits_reply
 from liyuan.session.state import STATE_ENTRY_TYPE, Ledger, format_roster, format_state, latest_state_entry
 from liyuan.session.tree import SessionTree, custom_entry, message_entry
 from liyuan.story.compact import CompactionPlan, compact_now, run_compaction
-from liyuan.story.history import active_summary
+from liyuan.story.history import story_tail
 from liyuan.vector.recall import bounded_archive, branch_ids_of, ingest_for_turn
 
 if TYPE_CHECKING:
@@ -250,6 +251,36 @@ class Chat:
         """
         self.tree.navigate(entry_id)
 
+    def edit(self, entry_id: str, text: str) -> Entry:
+        """Change an earlier message's text in place; every later message stays.
+
+        Append-only (an ``rp-edit`` entry; the old text stays on record). What was built
+        from the old text is taken back: see :mod:`liyuan.app.edits`. Returns the edit entry.
+
+        Raises:
+            ConfigError: Empty or unchanged text.  TreeError: No such message on the branch.
+            StateError: A turn waits for its reply, not a story message, deleted, or the chat is closed.
+        """
+        return self._revise(entry_id, text)
+
+    def delete(self, entry_id: str) -> Entry:
+        """Take an earlier message out of the story; every later message stays (an ``rp-delete``
+        entry; raises as :meth:`edit`). Returns the deletion entry."""
+        return self._revise(entry_id, None)
+
+    def _revise(self, entry_id: str, text: str | None) -> Entry:
+        self._check_open()
+        with self.tree.lock:
+            change = revise(self.tree, entry_id, text)
+            if self._config.durability == "turn":
+                self.tree.sync()
+        self._emit(Activity("compact", change.line(), self.id))
+        if (vector := self.vector) is not None:
+            self._lane.submit(lambda: retract_in_vectors(vector, change, self._line("vector")))
+        if self._model is not None and self._config.every_n_turns > 0:
+            self._lane.submit(self._rewrite)
+        return change.entry
+
     def branch(self) -> BranchView:
         """The current branch, root to leaf."""
         return self.tree.branch()
@@ -257,7 +288,7 @@ class Chat:
     @property
     def summary(self) -> str | None:
         """The relay summary in force on the current branch, if any."""
-        active = active_summary(self.tree.branch())
+        active = story_tail(self.tree.branch())[1]  # edits applied, stale summaries left out
         return active.summary if active else None
 
     # -- memory work --------------------------------------------------------------
@@ -384,10 +415,17 @@ class Chat:
         self._reported("vector", lambda say: ingest_for_turn(vector, entry.text, node_id=entry.id,
                                                              branch_ids=branch_ids, warn=say))
 
+    def _rewrite(self) -> None:  # after an edit: compactions back to back while each one lands
+        while self._compaction().kind == "compacted" and not self._closed:
+            pass
+
     def _compact(self) -> None:
+        self._compaction()
+
+    def _compaction(self) -> CompactionOutcome[CompactionPlan]:
         assert self._model is not None
         model, cfg = self._model, self._config
-        self._reported("compact", lambda say: run_compaction(
+        return self._reported("compact", lambda say: run_compaction(
             self.tree, model, user_name=self.user_name, char_name=self.char_name, language=cfg.language,
             every_n_turns=cfg.every_n_turns, min_chars=cfg.min_chars, keep=cfg.keep, archive=self._archive(),
             on_activity=say, max_input_chars=cfg.side_input_max_chars, hold=self._held))

@@ -282,8 +282,8 @@ class CardMemory(HandPath):
                 manifest.record(chat_id).source_mark = mark
                 save_manifest(files, manifest)
             return None
-        prompt = build_recap_prompt(
-            evidence, chat_name=name, previous_recap=previous, language=self.language,
+        prompt = build_recap_prompt(  # after an edit the old recap may hold the old text: not shown
+            evidence, chat_name=name, previous_recap=None if evidence.revised else previous, language=self.language,
             user_name=self.user_name, char_name=self.char_name,
         )
         self._say(f"正在复盘「{name}」（{evidence.turns} 轮 · {utf16_len(evidence.transcript)} 字）…")

@@ -39,6 +39,10 @@ The JSON form, field by field (:meth:`TurnRecord.to_json`, a ``dict`` ready for 
 - ``recall``: one entry per 【剧情记忆】 hit, in the block's order: ``chunk``, ``store``, ``lists``
   (which lists found it: ``keyword``, ``embedding``), ``keyword_rank``, ``embedding_rank`` (1 = first,
   ``null``: not found by that list), ``score`` (the fused score), ``reserved`` (:class:`RecallRecord`).
+- ``withheld`` (only while an edit or deletion of a covered message keeps memory out):
+  ``summaries`` (``entry:`` names of the stale summaries left out), ``revised`` (the edited or
+  deleted messages that made them stale), ``rewrite_until`` (``entry:`` name of the furthest
+  anchor the relay's rewrite has still to reach, or ``null``) (:class:`WithheldRecord`).
 """
 
 from __future__ import annotations
@@ -53,9 +57,9 @@ from typing import Any, Literal
 from liyuan.tokens import estimate_tokens
 
 __all__ = ["BLOCK_TITLES", "ESTIMATES_KEPT", "RECORD_FORMAT", "BlockRecord", "BudgetCut", "HistoryCut", "RecallRecord",
-           "TurnRecord", "block", "estimate"]
+           "TurnRecord", "WithheldRecord", "block", "estimate"]
 
-RECORD_FORMAT = "liyuan-turn-record/4"
+RECORD_FORMAT = "liyuan-turn-record/5"
 """The ``format`` of :meth:`TurnRecord.to_json`; a reader refuses a version it does not know.
 
 Versions (each adds to the one before; the site's reference page lists every field):
@@ -65,6 +69,8 @@ Versions (each adds to the one before; the site's reference page lists every fie
 - ``/3``: ``history_cut``, present only when the verbatim history's bound
   (``MemoryConfig.history_max_chars``) left the oldest turns out.
 - ``/4``: ``recall``, the recall trace; the 【剧情记忆】 block's ``sources`` name its chunks.
+- ``/5``: ``withheld``, present only while an edit or deletion keeps summaries out of the
+  turn (issue 38).
 """
 
 BLOCK_TITLES: dict[str, str] = {
@@ -215,6 +221,22 @@ class RecallRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class WithheldRecord:
+    """What an edit or deletion keeps out of a turn until the relay is rewritten (issue 38)."""
+
+    summaries: tuple[str, ...]
+    """``entry:<id>`` of each stale summary left out (it covered a revised message)."""
+    revised: tuple[str, ...]
+    """``entry:<id>`` of the edited or deleted messages that made them stale."""
+    rewrite_until: str | None
+    """``entry:<id>``: the furthest anchor the rewrite has still to cover (``None``: none left)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON form."""
+        return {"summaries": list(self.summaries), "revised": list(self.revised), "rewrite_until": self.rewrite_until}
+
+
+@dataclass(frozen=True, slots=True)
 class TurnRecord:
     """Every block of one assembled turn, and the turn's totals."""
 
@@ -232,6 +254,9 @@ class TurnRecord:
     every turn since the summary (in :meth:`to_json` the key is then absent)."""
     recall: tuple[RecallRecord, ...] = ()
     """The recall trace: one entry per hit in 【剧情记忆】, in its order (empty: no recall)."""
+    withheld: WithheldRecord | None = None
+    """Summaries an edit or deletion keeps out until the relay is rewritten (``None``: none;
+    in :meth:`to_json` the key is then absent)."""
 
     def of(self, kind: str) -> tuple[BlockRecord, ...]:
         """The blocks of one kind (``extra`` may have several)."""
@@ -257,4 +282,5 @@ class TurnRecord:
             "blocks": [b.to_json() for b in self.blocks],
             **({"history_cut": self.history_cut.to_json()} if self.history_cut is not None else {}),
             "recall": [r.to_json() for r in self.recall],
+            **({"withheld": self.withheld.to_json()} if self.withheld is not None else {}),
         }
