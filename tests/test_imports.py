@@ -142,7 +142,7 @@ MAX_MODULE_LINES = 400
 OVER_BUDGET: dict[str, tuple[int, str]] = {
     "liyuan.app.card": (470, "the facade an app reads top to bottom: opening (one storage object), chats, sync, "
                               "the history-bound and storage checks, lifecycle in one class"),
-    "liyuan.app.chat": (440, "edit and delete (issue 38) are two public methods of the chat an app holds, each a "
+    "liyuan.app.chat": (445, "edit and delete (issue 38) are two public methods of the chat an app holds, each a "
                              "thin call into liyuan.app.edits; hiding them behind a mixin would scatter the facade"),
     "liyuan.vector.memory": (460, "one class owns the store's write path (checked embedding, eviction notices, "
                                   "archive batches); a split would pass its private state around"),

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from liyuan.app.activity import Activity, Lane, Outcome, refuse_own_wait
-from liyuan.app.edits import retract_in_vectors, revise
+from liyuan.app.edits import has_revisions, resident_for_turn, resident_withheld, retract_in_vectors, revise
 from liyuan.app.recall import recall_with_trace
 from liyuan.compaction import CompactionOutcome, HeldLandings
 from liyuan.config import MemoryConfig
@@ -100,7 +100,8 @@ class Chat:
                  config: MemoryConfig, side_model: ChatModel | None, lane: Lane,
                  resident: Callable[[], str | None], emit: Callable[[Activity], None],
                  vector: VectorMemory | None, resident_file: str = "",
-                 lore: Callable[[], LoreIndex | None] | None = None) -> None:
+                 lore: Callable[[], LoreIndex | None] | None = None,
+                 resident_held: Callable[[Collection[str]], bool] | None = None) -> None:
         self.id = chat_id
         self.tree = tree
         self.user_name = user_name
@@ -114,6 +115,7 @@ class Chat:
         self.vector = vector
         """The chat's vector memory, or ``None`` when it is off."""
         self._lore = lore
+        self._resident_held = resident_held  # the card's: merged from text an edit took back?
         self._closed = False
         self._said_cut = False
         self._stuck: Job[None] | None = None
@@ -358,7 +360,8 @@ class Chat:
         vector = self.vector if self._config.vector.inject_on_turn else None  # None: no lines, no trace
         recall, trace = recall_with_trace(vector, user_text, branch_ids_of(branch) if vector else None,
                                           timeout=self._config.recall_timeout_s, warn=self._line("vector"))
-        resident = self._resident()
+        held_back = self._resident_held if has_revisions(self.tree, branch) else None  # never edited: nothing to check
+        resident, held = resident_for_turn(self._resident(), branch, held_back)
         prepared = prepare_turn(branch, "" if user is not None else user_text, resident_summary=resident,
                                 state_text=format_state(shown),
                                 roster=roster if roster is not None else format_roster(shown),
@@ -374,6 +377,8 @@ class Chat:
             for line in prepared.lore.lines():
                 self._emit(Activity("lore", line, self.id))
         record = prepared.record.with_recall(trace) if trace else prepared.record
+        if held:
+            record = resident_withheld(record, self._resident_file)
         if resident and self._resident_file:
             record = record.with_sources("resident", [f"file:{self._resident_file}"])
         if snapshot is not None:  # the ledger shown is the branch's latest snapshot

@@ -26,12 +26,21 @@ for its reply (the change would sit between the user's words and the reply).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from liyuan.context.record import TurnRecord, WithheldRecord
 from liyuan.errors import ConfigError, StateError, TreeError
-from liyuan.session.edits import DELETE_ENTRY_TYPE, EDIT_ENTRY_TYPE, revised_text, revision_target, revisions
+from liyuan.session.branch import BranchView
+from liyuan.session.edits import (
+    DELETE_ENTRY_TYPE,
+    EDIT_ENTRY_TYPE,
+    REVISION_TYPES,
+    revised_text,
+    revision_target,
+    revisions,
+)
 from liyuan.session.entries import Entry, awaits_reply
 from liyuan.session.tree import SessionTree
 from liyuan.story.stale import Withheld, stale_summaries
@@ -40,7 +49,7 @@ from liyuan.vector.retract import retract_message
 if TYPE_CHECKING:
     from liyuan.vector.memory import VectorMemory
 
-__all__ = ["Revision", "retract_in_vectors", "revise"]
+__all__ = ["Revision", "has_revisions", "resident_for_turn", "resident_withheld", "retract_in_vectors", "revise"]
 
 
 @dataclass(frozen=True)
@@ -102,13 +111,12 @@ def revise(tree: SessionTree, entry_id: str, text: str | None) -> Revision:
         raise StateError("这条消息已经删掉了")
     if text is not None and text == old:
         raise ConfigError("改后的文字和现在一样，没有可改的")
-    before = stale_summaries(branch)
     if text is None:
         entry = tree.append_custom(DELETE_ENTRY_TYPE, {"target": entry_id})
     else:
         entry = tree.append_custom(EDIT_ENTRY_TYPE, {"target": entry_id, "text": text})
-    after = stale_summaries(tree.branch())
-    return Revision(entry, target, old, text, tuple(w for key, w in after.items() if key not in before))
+    stale = stale_summaries(tree.branch())  # the change is the last entry: every stale summary is found
+    return Revision(entry, target, old, text, tuple(w for w in stale.values() if entry_id in w.targets))
 
 
 def retract_in_vectors(vector: VectorMemory, change: Revision, say: Callable[[str], None]) -> None:
@@ -121,3 +129,34 @@ def retract_in_vectors(vector: VectorMemory, change: Revision, say: Callable[[st
         return
     if removed:
         say(f"向量记忆撤回了 {removed} 块含改动前文字的片段")
+
+
+def resident_for_turn(resident: str | None, branch: Sequence[Entry],
+                      held: Callable[[Collection[str]], bool] | None) -> tuple[str | None, bool]:
+    """The resident summary to send, and whether it was held back: a chat with an edit or
+    deletion the card has not merged yet does not send it (it was merged from the old text;
+    :func:`liyuan.card.revised.resident_held_back`). Reads nothing for a chat never edited."""
+    if not resident or held is None:
+        return resident, False
+    found = [entry.id for _at, entry in revisions(branch)]
+    if found and held(found):
+        return None, True
+    return resident, False
+
+
+def resident_withheld(record: TurnRecord, resident_file: str) -> TurnRecord:
+    """``record`` noting that the resident summary was held back (``withheld.resident``)."""
+    name = f"file:{resident_file}" if resident_file else "resident"
+    base = record.withheld or WithheldRecord((), (), None)
+    return replace(record, withheld=replace(base, resident=name))
+
+
+def has_revisions(tree: SessionTree, branch: Sequence[Entry]) -> bool:
+    """Whether ``branch`` may hold an edit, deletion or revision: on the tree's current branch
+    answered from its index (nothing read per turn); any other sequence (a test's wrapper)
+    is not read at all: the tree's entries are (each entry's ``customType`` was noted at open)."""
+    if isinstance(branch, BranchView):
+        found = branch.custom_positions(REVISION_TYPES)
+        if found is not None:
+            return bool(found)
+    return any(entry.type == "custom" and entry.custom_type in REVISION_TYPES for entry in tree)

@@ -42,7 +42,9 @@ The JSON form, field by field (:meth:`TurnRecord.to_json`, a ``dict`` ready for 
 - ``withheld`` (only while an edit or deletion of a covered message keeps memory out):
   ``summaries`` (``entry:`` names of the stale summaries left out), ``revised`` (the edited or
   deleted messages that made them stale), ``rewrite_until`` (``entry:`` name of the furthest
-  anchor the relay's rewrite has still to reach, or ``null``) (:class:`WithheldRecord`).
+  anchor the relay's rewrite has still to reach, or ``null``), ``resident`` (``file:`` name of the
+  resident summary when a turn held it back until the card merges the edit, or ``null``)
+  (:class:`WithheldRecord`).
 """
 
 from __future__ import annotations
@@ -230,10 +232,14 @@ class WithheldRecord:
     """``entry:<id>`` of the edited or deleted messages that made them stale."""
     rewrite_until: str | None
     """``entry:<id>``: the furthest anchor the rewrite has still to cover (``None``: none left)."""
+    resident: str | None = None
+    """``file:<path>`` of the resident summary when it was held back (merged before an edit of
+    this chat that the card has not merged yet), else ``None``."""
 
     def to_json(self) -> dict[str, Any]:
         """The stable JSON form."""
-        return {"summaries": list(self.summaries), "revised": list(self.revised), "rewrite_until": self.rewrite_until}
+        return {"summaries": list(self.summaries), "revised": list(self.revised), "rewrite_until": self.rewrite_until,
+                "resident": self.resident}
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,6 @@ __all__ = [
     "active_summary",
     "rebuild_history",
     "serialize_for_summary",
-    "whole_story",
 ]
 
 # -- which summary counts ------------------------------------------------------------
@@ -108,11 +107,6 @@ def story_tail(branch: Sequence[Entry]) -> tuple[list[Entry], ActiveSummary | No
                 return view, active
     view = story_view(branch, stale)
     return view, active_summary(view)
-
-
-def whole_story(branch: Sequence[Entry]) -> list[Entry]:
-    """:func:`story_view` of the whole branch without its stale summaries (a recap's evidence)."""
-    return story_view(branch, stale_summaries(branch))
 
 
 @dataclass(frozen=True)

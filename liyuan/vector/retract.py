@@ -1,6 +1,7 @@
 """Taking an edited or deleted message back out of a chat's vector memory (issue 38).
 
-What vector memory holds of one message: narrative chunks (its text, condensed, alone or
+What vector memory holds of one message (all in the story's own store, ``narrative``; an
+imported or hand-added document is never touched): narrative chunks (its text, condensed, alone or
 merged with the turns around it; tagged with the newest turn they hold), archive chunks
 of every compaction that covered it (tagged with that compaction's anchor), and, until the
 next ingest, its queued text. :func:`retract_message` removes all of them:
@@ -25,6 +26,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from liyuan.vector.chunking import MIN_INGEST_CHARS, condense
+from liyuan.vector.config import NARRATIVE
 
 if TYPE_CHECKING:
     from liyuan.vector.memory import VectorMemory
@@ -66,7 +68,7 @@ def retract_message(memory: VectorMemory, *, entry_id: str, old: str, new: str |
     passages = old_passages(old, new)
     tags = {entry_id, *anchors}
     store = memory.store
-    doomed = [chunk.id for chunk in store.chunks()
+    doomed = [chunk.id for chunk in store.chunks(NARRATIVE)  # the story's own store, never imported documents
               if chunk.node_id in tags or any(piece in chunk.text for piece in passages)]
     removed = sum(1 for chunk_id in doomed if store.delete(chunk_id))
     queued = store.pending()

@@ -51,14 +51,18 @@ def _answer(request: ModelRequest) -> Completion:
         text = "\n\n".join([f"# {name.group(1) if name else '这一局'}：复盘",
                             *(f"{heading}\n- {SCRIPTED}\n{facts}" for heading in RECAP_HEADINGS)])
     elif request.purpose == "merge":
-        blocks = []
+        # Keeps every cross-chat line of the handbook it is shown, adds each recap's facts
+        # under that chat's tag, and writes the resident summary from every fact it is shown.
+        handbook_in = re.search(r"<handbook>\n(.*?)\n</handbook>", prompt, re.S)
+        kept = re.findall(r"^- 暗号是.*\[局:.*$", handbook_in.group(1) if handbook_in else "", re.M)
+        blocks, shared = [], list(kept)
         for chat_id, name, recap in re.findall(r'<recap chat-id="([^"]+)" chat-name="([^"]*)">\n(.*?)\n</recap>',
                                                prompt, re.S):
             lines = "\n".join(f"- {fact}" for fact in _facts(recap))
             blocks.append(f"# 局：{name}（{chat_id}）\n- {SCRIPTED}\n{lines}\n来源：局/{chat_id}.md")
-        shared = "\n".join(f"- {fact} [局:{chat_id}]" for chat_id in re.findall(r'<recap chat-id="([^"]+)"', prompt)
-                           for fact in _facts(prompt)) or f"- {SCRIPTED}"
-        handbook = "\n\n".join([*blocks, f"# 世界既定事实（跨局）\n{shared}"])
+            shared += [f"- {fact} [局:{chat_id}]" for fact in _facts(recap)]
+        shared_text = "\n".join(dict.fromkeys(shared)) or f"- {SCRIPTED}"
+        handbook = "\n\n".join([*blocks, f"# 世界既定事实（跨局）\n{shared_text}"])
         resident = "\n".join([RESIDENT_HEADING, SCRIPTED, facts])
         text = "\n".join([HANDBOOK_MARK, handbook, RESIDENT_MARK, resident])
     else:
@@ -122,17 +126,10 @@ def played(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Played]:
         card.close(10.0)
 
 
-CARD_MERGE_NOT_DONE = pytest.mark.xfail(
-    strict=True, reason="issue 38 item 2, not done yet: the merge still shows the model the previous handbook and "
-                        "resident summary with the chat's old lines (no take-back by source for an edited chat), "
-                        "and a turn sends the resident summary merged before the edit")
-
-
 def _is_edit(played: Played) -> bool:
     return any(e.custom_type == "rp-edit" for e in played.chat.tree)
 
 
-@CARD_MERGE_NOT_DONE
 def test_no_later_request_to_the_role_play_model_holds_the_old_fact(played: Played) -> None:
     assert played.sent
     for text in played.sent:
@@ -179,7 +176,6 @@ def test_the_recap_no_longer_holds_the_old_fact(played: Played) -> None:
         assert NEW in text
 
 
-@CARD_MERGE_NOT_DONE
 def test_the_handbook_no_longer_holds_the_old_fact(played: Played) -> None:
     text = _memory_text(played, "handbook")
     assert OLD not in text
@@ -188,7 +184,6 @@ def test_the_handbook_no_longer_holds_the_old_fact(played: Played) -> None:
         assert NEW in text
 
 
-@CARD_MERGE_NOT_DONE
 def test_the_resident_summary_no_longer_holds_the_old_fact(played: Played) -> None:
     text = _memory_text(played, "resident")
     assert OLD not in text
