@@ -31,7 +31,8 @@ FACT_LEGEND = (
 )
 
 _CUTS = {"none": "整段送出", "paragraph": "截在段落边界", "line": "截在行尾", "hard": "硬截",
-         "dropped": "整段不送", "mid-paragraph": "截在段落中间（违规）"}
+         "dropped": "整段不送", "mid-paragraph": "截在段落中间（违规）",
+         "held": "扣下（这一局的改动还没合并）"}
 
 
 def _landed(record: Mapping[str, Any]) -> bool:

@@ -286,6 +286,13 @@ class _Scorer:
                 sent = first[at:first.index(OMITTED_MARKER, at) + len(OMITTED_MARKER)]
             else:
                 sent = first[at:]
+        if ((outcome.get("record") or {}).get("withheld") or {}).get("resident"):
+            # An edit of this chat the card has not merged yet: the resident summary is held back on
+            # purpose (issue 38; turn.record.withheld.resident), so the rule is that none is sent.
+            problems = [] if sent is None else ["常驻摘要应当扣下（这一局的改动还没合并），上下文里却有一份"]
+            self.card["budget"].append({**record, "ok": sent is None, "total": 0, "allowance": 0, "cut": "held",
+                                        "problems": problems})
+            return
         summary = self.state.active_summary.get(chat) if outcome.get("in_session_summary") else None
         tail = context[-1][1]
         result = check_budget(summary, _block(tail, "【世界状态】"), _block(tail, "【登场名录】"), original, sent)

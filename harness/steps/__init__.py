@@ -10,6 +10,7 @@ from __future__ import annotations
 from . import (  # noqa: F401  (registration side effects)
     agent_steps,
     discussion_steps,
+    edit_steps,
     lore_steps,
     memory_steps,
     pin_steps,

@@ -68,6 +68,12 @@ def record_table(record: dict[str, Any]) -> str:
                  f"常驻摘要和本局摘要、账本、名录共用 {record['budget_chars']} 字 |")
     if record.get("recall"):
         lines += ["", trace_table(record["recall"])]
+    if withheld := record.get("withheld"):
+        parts = [f"作废的摘要 {_sources(withheld['summaries'])}" if withheld["summaries"] else "",
+                 f"改过的消息 {_sources(withheld['revised'])}" if withheld["revised"] else "",
+                 f"重写还要盖到 `{withheld['rewrite_until']}`" if withheld["rewrite_until"] else "",
+                 f"常驻摘要 `{withheld['resident']}`（改动还没合并）" if withheld["resident"] else ""]
+        lines += ["", "这一轮扣下的记忆（withheld）：" + "；".join(p for p in parts if p)]
     return "\n".join(lines)
 
 

@@ -92,6 +92,14 @@ class AsyncChat:
         """See :meth:`Chat.rewind <liyuan.app.chat.Chat.rewind>`."""
         await asyncio.to_thread(self.sync_chat.rewind, entry_id)
 
+    async def edit(self, entry_id: str, text: str) -> Entry:
+        """See :meth:`Chat.edit <liyuan.app.chat.Chat.edit>`."""
+        return await asyncio.to_thread(self.sync_chat.edit, entry_id, text)
+
+    async def delete(self, entry_id: str) -> Entry:
+        """See :meth:`Chat.delete <liyuan.app.chat.Chat.delete>`."""
+        return await asyncio.to_thread(self.sync_chat.delete, entry_id)
+
     async def branch(self) -> BranchView:
         """See :meth:`Chat.branch <liyuan.app.chat.Chat.branch>`."""
         return await asyncio.to_thread(self.sync_chat.branch)

@@ -42,6 +42,7 @@ from liyuan.app.vectors import open_vector
 from liyuan.card.layout import CardLayout, validate_chat_id
 from liyuan.card.memstore import MemoryStore
 from liyuan.card.repair import ManifestRepair
+from liyuan.card.revised import resident_held_back
 from liyuan.card.sessions import SessionStore
 from liyuan.card.sync import CardMemory, MergeStatus, SyncOutcome
 from liyuan.card.worker import SyncWorker
@@ -460,7 +461,8 @@ class Card(CardLore, CardPins):
         return Chat(chat_id, tree, user_name=user_name, char_name=char_name, config=self.config,
                     side_model=self.side_model, lane=lane, resident=self._resident, emit=self._emit,
                     vector=vector, resident_file=self._layout.resident.relative_to(self._layout.memory_dir).as_posix(),
-                    lore=self._lore.index, pins=self._pin_book, clock=self._clock)
+                    lore=self._lore.index, pins=self._pin_book, clock=self._clock,
+                    resident_held=partial(resident_held_back, self._files, chat_id))
 
 
 def _combine(outcomes: list[SyncOutcome]) -> SyncOutcome:

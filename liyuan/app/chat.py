@@ -26,6 +26,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from liyuan.app.activity import Activity, Lane, Outcome, refuse_own_wait
+from liyuan.app.edits import has_revisions, resident_for_turn, resident_withheld, retract_in_vectors, revise
 from liyuan.app.pins import ChatPins, PinBook
 from liyuan.app.recall import recall_with_trace
 from liyuan.app.turn import Turn
@@ -44,7 +45,7 @@ from liyuan.session.entries import Entry, awaits_reply
 from liyuan.session.state import STATE_ENTRY_TYPE, Ledger, format_roster, format_state, latest_state_entry
 from liyuan.session.tree import SessionTree, custom_entry, message_entry
 from liyuan.story.compact import CompactionPlan, compact_now, run_compaction
-from liyuan.story.history import active_summary
+from liyuan.story.history import story_tail
 from liyuan.story.settle import settle_check
 from liyuan.vector.recall import bounded_archive, branch_ids_of, ingest_for_turn
 
@@ -72,7 +73,8 @@ class Chat(ChatPins):
                  resident: Callable[[bool], str | None], emit: Callable[[Activity], None],
                  vector: VectorMemory | None, resident_file: str = "",
                  lore: Callable[[], LoreIndex | None] | None = None, pins: PinBook | None = None,
-                 clock: Clock = system_clock) -> None:
+                 clock: Clock = system_clock,
+                 resident_held: Callable[[Collection[str]], bool] | None = None) -> None:
         self.id = chat_id
         self.tree = tree
         self.user_name = user_name
@@ -86,6 +88,7 @@ class Chat(ChatPins):
         self.vector = vector
         """The chat's vector memory, or ``None`` when it is off."""
         self._lore, self._pin_book, self._clock = lore, pins, clock
+        self._resident_held = resident_held  # the card's: merged from text an edit took back?
         self._closed = False
         self._said_cut = False
         self._stuck: Job[None] | None = None
@@ -224,6 +227,36 @@ class Chat(ChatPins):
         """
         self.tree.navigate(entry_id)
 
+    def edit(self, entry_id: str, text: str) -> Entry:
+        """Change an earlier message's text in place; every later message stays.
+
+        Append-only (an ``rp-edit`` entry; the old text stays on record). What was built
+        from the old text is taken back: see :mod:`liyuan.app.edits`. Returns the edit entry.
+
+        Raises:
+            ConfigError: Empty or unchanged text.  TreeError: No such message on the branch.
+            StateError: A turn waits for its reply, not a story message, deleted, or the chat is closed.
+        """
+        return self._revise(entry_id, text)
+
+    def delete(self, entry_id: str) -> Entry:
+        """Take an earlier message out of the story; every later message stays (an ``rp-delete``
+        entry; raises as :meth:`edit`). Returns the deletion entry."""
+        return self._revise(entry_id, None)
+
+    def _revise(self, entry_id: str, text: str | None) -> Entry:
+        self._check_open()
+        with self.tree.lock:
+            change = revise(self.tree, entry_id, text)
+            if self._config.durability == "turn":
+                self.tree.sync()
+        self._emit(Activity("compact", change.line(), self.id))
+        if (vector := self.vector) is not None:
+            self._lane.submit(lambda: retract_in_vectors(vector, change, self._line("vector")))
+        if self._model is not None and self._config.every_n_turns > 0:
+            self._lane.submit(self._rewrite)
+        return change.entry
+
     def branch(self) -> BranchView:
         """The current branch, root to leaf."""
         return self.tree.branch()
@@ -231,7 +264,7 @@ class Chat(ChatPins):
     @property
     def summary(self) -> str | None:
         """The relay summary in force on the current branch, if any."""
-        active = active_summary(self.tree.branch())
+        active = story_tail(self.tree.branch())[1]  # edits applied, stale summaries left out
         return active.summary if active else None
 
     # -- memory work --------------------------------------------------------------
@@ -300,7 +333,8 @@ class Chat(ChatPins):
         vector = self.vector if self._config.vector.inject_on_turn else None  # None: no lines, no trace
         recall, trace = recall_with_trace(vector, user_text, branch_ids_of(branch) if vector else None,
                                           timeout=self._config.recall_timeout_s, warn=self._line("vector"))
-        resident = self._resident(appended)  # True: right after this thread appended the user line
+        held_back = self._resident_held if has_revisions(self.tree, branch) else None  # never edited: nothing to check
+        resident, held = resident_for_turn(self._resident(appended), branch, held_back)
         prepared = prepare_turn(branch, "" if user is not None else user_text, resident_summary=resident,
                                 state_text=format_state(shown),
                                 roster=roster if roster is not None else format_roster(shown),
@@ -316,6 +350,8 @@ class Chat(ChatPins):
             for line in prepared.lore.lines():
                 self._emit(Activity("lore", line, self.id))
         record = prepared.record.with_recall(trace) if trace else prepared.record
+        if held:
+            record = resident_withheld(record, self._resident_file)
         if resident and self._resident_file:
             record = record.with_sources("resident", [f"file:{self._resident_file}"])
         if snapshot is not None:  # the ledger shown is the branch's latest snapshot
@@ -357,10 +393,17 @@ class Chat(ChatPins):
         self._reported("vector", lambda say: ingest_for_turn(vector, entry.text, node_id=entry.id,
                                                              branch_ids=branch_ids, warn=say))
 
+    def _rewrite(self) -> None:  # after an edit: compactions back to back while each one lands
+        while self._compaction().kind == "compacted" and not self._closed:
+            pass
+
     def _compact(self) -> None:
+        self._compaction()
+
+    def _compaction(self) -> CompactionOutcome[CompactionPlan]:
         assert self._model is not None
         model, cfg = self._model, self._config
-        self._reported("compact", lambda say: run_compaction(
+        return self._reported("compact", lambda say: run_compaction(
             self.tree, model, user_name=self.user_name, char_name=self.char_name, language=cfg.language,
             every_n_turns=cfg.every_n_turns, min_chars=cfg.min_chars, keep=cfg.keep, archive=self._archive(),
             on_activity=say, max_input_chars=cfg.side_input_max_chars, hold=self._held,

@@ -26,10 +26,12 @@ from liyuan.card.memstore import MemoryStore
 from liyuan.card.sessions import SessionStore, chat_name
 from liyuan.errors import MemoryFileError
 from liyuan.session.branch import branch_to
+from liyuan.session.edits import revisions
 from liyuan.session.entries import Entry, SessionProblem, is_message
 from liyuan.session.loader import SessionContent
 from liyuan.session.state import format_state, state_from_branch
 from liyuan.story.history import active_summary, serialize_for_summary
+from liyuan.story.stale import stale_summaries
 from liyuan.story.view import story_view
 from liyuan.text import utf16_len, utf16_prefix
 
@@ -67,6 +69,9 @@ class ChatEvidence:
     """How much of the earliest text was cut to fit the budget (0 when none)."""
     state_snapshot: str
     """The ledger of the last session used, as :func:`~liyuan.session.state.format_state` prints it."""
+    revisions: tuple[str, ...] = ()
+    """Ids of the edits and deletions of earlier messages on the sessions' branches (issue 38,
+    :mod:`liyuan.card.revised`)."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +145,7 @@ def _session_section(branch: Sequence[Entry], user_name: str, char_name: str) ->
 
     The story view is built once here; the turn count includes compacted turns.
     """
-    view = story_view(branch)
+    view = story_view(branch, stale_summaries(branch))  # edits applied, stale summaries left out
     active = active_summary(view)
     live = view[active.cut:] if active else view
     if active is None and not any(is_message(e, "user") and e.text.strip() for e in live):
@@ -188,6 +193,7 @@ def collect_chat_evidence(
         return None
     sections: list[str] = []
     turns = 0
+    revised: list[str] = []
     last_branch: Sequence[Entry] | None = None
     for name in names:
         held = loaded(chat_id, name) if loaded is not None else None
@@ -200,6 +206,7 @@ def collect_chat_evidence(
         if on_damage is not None:
             for note in damage:
                 on_damage(note)
+        revised.extend(entry.id for _at, entry in revisions(branch))
         found = _session_section(branch, user_name, char_name)
         if found is None:
             continue
@@ -218,7 +225,7 @@ def collect_chat_evidence(
         start = brk + 2 if brk >= 0 else cut_at
         omitted = utf16_len(full[:start])
         full = full[start:]
-    return ChatEvidence(full, turns, omitted, format_state(state_from_branch(last_branch)))
+    return ChatEvidence(full, turns, omitted, format_state(state_from_branch(last_branch)), tuple(revised))
 
 
 def diff_recaps(files: MemoryStore, manifest: Manifest, sessions: SessionStore, *,

@@ -12,6 +12,10 @@ caught too; a manifest without one, from an older liyuan, is read as before)::
      "refusedMerge": {"inputs": "<sha1>", "reason": "..."},
      "checksum": "sha256:..."}
 
+A recap record may also hold ``"revisions": [...]`` (the ids of the edits and deletions its
+recap was written after) and ``"retracted": true`` (rewritten after a new one, not merged
+since); both are absent otherwise (issue 38).
+
 ``refusedMerge`` (present only after a refused merge reply) is what a merge was built
 from when its reply was refused: a sync on the same inputs does not pay for it again.
 
@@ -62,6 +66,11 @@ class RecapRecord:
     """When the recap was written (ISO), or ``""`` when the chat had nothing to recap."""
     merged_hash: str | None = None
     """sha1 of the recap text as last merged; ``None`` when never merged (or forgotten)."""
+    revisions: list[str] = field(default_factory=list)
+    """Ids of the edits and deletions (issue 38) the current recap was written after."""
+    retracted: bool = False
+    """The recap was rewritten after a new edit or deletion and has not been merged since:
+    the next merge takes the chat's old lines back (:mod:`liyuan.card.revised`)."""
 
 
 @dataclass
@@ -132,6 +141,10 @@ class Manifest:
             item: dict[str, Any] = {"sourceMark": rec.source_mark, "recapAt": rec.recap_at}
             if rec.merged_hash is not None:
                 item["mergedHash"] = rec.merged_hash
+            if rec.revisions:
+                item["revisions"] = list(rec.revisions)
+            if rec.retracted:
+                item["retracted"] = True
             recaps[chat_id] = item
         obj: dict[str, Any] = {"version": MANIFEST_VERSION, "recaps": recaps}
         if self.merged_at is not None:
@@ -186,6 +199,8 @@ class Manifest:
                 source_mark=_str(rec.get("sourceMark")),
                 recap_at=_str(rec.get("recapAt")),
                 merged_hash=merged if isinstance(merged, str) and merged else None,
+                revisions=_strs(rec.get("revisions")),
+                retracted=rec.get("retracted") is True,
             )
         merged_at = raw.get("mergedAt")
         manual_raw = raw.get("manual")

@@ -65,6 +65,8 @@ def write_merge(files: MemoryStore, diff: RecapDiff, handbook: str, resident: st
         if chat_id not in manifest.recaps:
             manifest.record(chat_id).recap_at = now  # a recap written by hand, no chat behind it
         manifest.record(chat_id).merged_hash = digest
+    for recap in diff.changed:
+        manifest.record(recap.chat_id).retracted = False  # its old lines were taken back (card.revised)
     for chat_id in diff.deleted:
         # Keep the fingerprint: an unchanged chat must not be recapped back to life.
         manifest.record(chat_id).merged_hash = None

@@ -123,6 +123,7 @@ def build_merge_prompt(
     user_name: str,
     char_name: str,
     recap_max_chars: int | None = None,
+    revised: Sequence[str] = (),
 ) -> Prompt:
     """The merge prompt (purpose ``merge``, max 8192 tokens): both documents, one call.
 
@@ -143,6 +144,9 @@ def build_merge_prompt(
             hand: a recap reply cannot be) is cut at a paragraph and the prompt says how
             much was left out. Default: :func:`~liyuan.bounds.reply_max_chars` of
             :data:`RECAP_MAX_TOKENS`.
+        revised: Chats whose recap follows an edit or deletion (:mod:`liyuan.card.revised`): named in
+            ``<revised-chats>``; the handbook given has their old lines taken out already, and
+            ``resident`` should be ``None`` (the prompt says the resident summary is written anew).
 
     Returns:
         The rendered prompt.
@@ -171,6 +175,7 @@ def build_merge_prompt(
         resident=neutralize(resident.strip(), source_tags=False) if resident and resident.strip() else None,
         deleted=[{"chat_id": chat_id, "title": f"（{_attr(titles[chat_id])}）" if chat_id in titles else ""}
                  for chat_id in deleted],
+        revised=list(revised),
         changed=[
             {"chat_id": r.chat_id, "name": _attr(r.name), "text": neutralize(text), "omitted_chars": omitted}
             for r, text, omitted in recaps

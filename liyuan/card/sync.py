@@ -69,6 +69,7 @@ from liyuan.card.merge_check import check_merge, merge_needs_every_recap
 from liyuan.card.merge_memo import merge_inputs, refusal_line, remember_refusal, unsourced_hint
 from liyuan.card.merge_write import still_holds, write_merge
 from liyuan.card.prompts import build_merge_prompt, build_recap_prompt, validate_recap
+from liyuan.card.revised import fresh_revisions, note_revisions, revised_chats, take_back
 from liyuan.card.sessions import FileSessions, SessionStore, chat_name
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.context.budget import RESIDENT_MAX_CHARS
@@ -270,11 +271,9 @@ class CardMemory(HandPath):
             except MemoryFileError as exc:
                 self._say(f"复盘「{name}」失败：{exc}")
                 return False
-        evidence = collect_chat_evidence(
-            sessions, chat_id, user_name=self.user_name, char_name=self.char_name,
-            max_chars=self.recap_input_max_chars, loaded=self._loaded,
-            on_damage=lambda note: self._say(f"「{name}」的会话文件有损坏的行：{note}"),
-        )
+        evidence = collect_chat_evidence(sessions, chat_id, user_name=self.user_name, char_name=self.char_name,
+                                         max_chars=self.recap_input_max_chars, loaded=self._loaded,
+                                         on_damage=lambda note: self._say(f"「{name}」的会话文件有损坏的行：{note}"))
         if evidence is None:
             # Nothing to recap (e.g. a greeting only): remember the fingerprint so the
             # chat is not re-read on every sync, but claim no recap.
@@ -283,10 +282,9 @@ class CardMemory(HandPath):
                 manifest.record(chat_id).source_mark = mark
                 save_manifest(files, manifest)
             return None
-        prompt = build_recap_prompt(
-            evidence, chat_name=name, previous_recap=previous, language=self.language,
-            user_name=self.user_name, char_name=self.char_name,
-        )
+        fresh = fresh_revisions(record, evidence)  # after an edit the old recap may hold the old text: not shown
+        prompt = build_recap_prompt(evidence, chat_name=name, previous_recap=None if fresh else previous,
+                                    language=self.language, user_name=self.user_name, char_name=self.char_name)
         self._say(f"正在复盘「{name}」（{evidence.turns} 轮 · {utf16_len(evidence.transcript)} 字）…")
         try:
             completion = side_call(self.model, prompt.request())
@@ -318,6 +316,7 @@ class CardMemory(HandPath):
             record = manifest.record(chat_id)
             record.source_mark = mark  # taken before the call: newer sessions get a new recap
             record.recap_at = self._clock()
+            note_revisions(record, evidence, fresh)
             save_manifest(files, manifest)
         return True
 
@@ -364,11 +363,12 @@ class CardMemory(HandPath):
         if unsourced:
             self._say(f"手册里没有任何「来源：局/<id>.md」行（像是手改的）：这次合并附上全部 {len(diff.changed)} "
                       "局的复盘，以手改的内容为底按局重建；以后手改手册请保留各局的来源行")
+        revised = revised_chats(diff, manifest)  # their old lines are taken back by source, not sent
+        sent = (take_back(handbook, revised), None if revised else resident)
         prompt = build_merge_prompt(
-            handbook=handbook, resident=resident, changed=diff.changed, deleted=diff.deleted,
+            handbook=sent[0], resident=sent[1], changed=diff.changed, deleted=diff.deleted, revised=revised,
             language=self.language, user_name=self.user_name, char_name=self.char_name,
-            recap_max_chars=self.merge_recap_max_chars,
-        )
+            recap_max_chars=self.merge_recap_max_chars)
         tail = f"，遗忘 {len(diff.deleted)} 局" if diff.deleted else ""
         later = f"；另有 {left} 局下一批再并" if left else ""
         self._say(f"正在合并记忆（{len(diff.changed)} 局有更新{tail}{later}）…")
@@ -382,7 +382,7 @@ class CardMemory(HandPath):
                 self._say("合并结果已丢弃：期间记忆被改动，下次同步重来")
                 return "skipped", [], 0
             try:
-                checked = check_merge(completion, previous_handbook=handbook, previous_resident=resident,
+                checked = check_merge(completion, previous_handbook=sent[0], previous_resident=sent[1],
                                       chats={*diff.hashes, *self.sessions.chat_ids()}, deleted=diff.deleted,
                                       forgotten=manifest.forgotten(), instructions=prompt.system, sent=diff.sent)
             except ModelOutputError as exc:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from liyuan.context.budget import (
     RESIDENT_ENVELOPE_CHARS,
@@ -35,7 +35,16 @@ from liyuan.context.budget import (
     resident_allowance,
 )
 from liyuan.context.pins import Pin, lore_left, pins_text
-from liyuan.context.record import BlockRecord, BudgetCut, HistoryCut, PinRecord, TurnRecord, block, estimate
+from liyuan.context.record import (
+    BlockRecord,
+    BudgetCut,
+    HistoryCut,
+    PinRecord,
+    TurnRecord,
+    WithheldRecord,
+    block,
+    estimate,
+)
 from liyuan.context.window import HISTORY_MAX_CHARS, history_window
 from liyuan.lore.activate import DEFAULT_LORE_SHARE, LoreReport, lore_for_turn, lore_share_chars, replay_turn
 from liyuan.lore.match import LoreIndex
@@ -44,6 +53,7 @@ from liyuan.lore.timed import Said, timers_for_turn, turn_place
 from liyuan.model import ChatMessage
 from liyuan.session.entries import Entry, is_message
 from liyuan.story.history import ActiveSummary, History, HistoryItem, history_of_tail, rebuild_history, story_tail
+from liyuan.story.stale import REWRITE_UNTIL_KEY, rewrite_goal, stale_summaries
 from liyuan.text import utf16_len
 
 __all__ = ["BLOCK_NAMES", "SUMMARY_OPENING", "Injection", "PreparedTurn", "build_context",
@@ -366,5 +376,20 @@ def prepare_turn(
     messages = _assemble(history, user_text, resident, injection)
     record = _record(view, active, history, user_text, resident_summary, resident, other, injection, messages,
                      budget_chars, report, skip, history_cut, pins)
+    record = replace(record, withheld=withheld_record(branch, view, active))
     return PreparedTurn(messages, history.summary, resident, injection, record, report)
 
+
+
+def withheld_record(branch: Sequence[Entry], view: Sequence[Entry],
+                    active: ActiveSummary | None) -> WithheldRecord | None:
+    """What an edit or deletion keeps out of this turn (``turn.record.withheld``): the stale
+    summaries, the revised messages, how far the relay's rewrite has still to go."""
+    stale = stale_summaries(branch)
+    live = view[active.cut:] if active else view
+    goal = rewrite_goal(branch, live, view[active.index].data.get(REWRITE_UNTIL_KEY) if active else None)
+    if not stale and goal is None:
+        return None
+    revised = dict.fromkeys(target for item in stale.values() for target in item.targets)
+    return WithheldRecord(tuple(f"entry:{key}" for key in stale), tuple(f"entry:{key}" for key in revised),
+                          f"entry:{live[goal].id}" if goal is not None else None)

@@ -42,6 +42,12 @@ The JSON form, field by field (:meth:`TurnRecord.to_json`, a ``dict`` ready for 
 - ``pins``: one entry per pinned fact the turn carried, in the order sent (first in 【相关设定】):
   ``id``, ``scope`` (``card`` or ``chat``), ``chars`` (:class:`PinRecord`); the 【相关设定】
   block's ``sources`` name them first as ``pin:<id>``.
+- ``withheld`` (only while an edit or deletion of a covered message keeps memory out):
+  ``summaries`` (``entry:`` names of the stale summaries left out), ``revised`` (the edited or
+  deleted messages that made them stale), ``rewrite_until`` (``entry:`` name of the furthest
+  anchor the relay's rewrite has still to reach, or ``null``), ``resident`` (``file:`` name of the
+  resident summary when a turn held it back until the card merges the edit, or ``null``)
+  (:class:`WithheldRecord`).
 """
 
 from __future__ import annotations
@@ -56,9 +62,9 @@ from typing import Any, Literal
 from liyuan.tokens import estimate_tokens
 
 __all__ = ["BLOCK_TITLES", "ESTIMATES_KEPT", "RECORD_FORMAT", "BlockRecord", "BudgetCut", "HistoryCut", "PinRecord",
-           "RecallRecord", "TurnRecord", "block", "estimate"]
+           "RecallRecord", "TurnRecord", "WithheldRecord", "block", "estimate"]
 
-RECORD_FORMAT = "liyuan-turn-record/5"
+RECORD_FORMAT = "liyuan-turn-record/6"
 """The ``format`` of :meth:`TurnRecord.to_json`; a reader refuses a version it does not know.
 
 Versions (each adds to the one before; the site's reference page lists every field):
@@ -69,6 +75,8 @@ Versions (each adds to the one before; the site's reference page lists every fie
   (``MemoryConfig.history_max_chars``) left the oldest turns out.
 - ``/4``: ``recall``, the recall trace; the 【剧情记忆】 block's ``sources`` name its chunks.
 - ``/5``: ``pins``, the pinned facts the turn carried; the 【相关设定】 block's ``sources`` name them.
+- ``/6``: ``withheld``, present only while an edit or deletion keeps summaries out of the
+  turn (issue 38).
 """
 
 BLOCK_TITLES: dict[str, str] = {
@@ -235,6 +243,26 @@ class PinRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class WithheldRecord:
+    """What an edit or deletion keeps out of a turn until the relay is rewritten (issue 38)."""
+
+    summaries: tuple[str, ...]
+    """``entry:<id>`` of each stale summary left out (it covered a revised message)."""
+    revised: tuple[str, ...]
+    """``entry:<id>`` of the edited or deleted messages that made them stale."""
+    rewrite_until: str | None
+    """``entry:<id>``: the furthest anchor the rewrite has still to cover (``None``: none left)."""
+    resident: str | None = None
+    """``file:<path>`` of the resident summary when it was held back (merged before an edit of
+    this chat that the card has not merged yet), else ``None``."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable JSON form."""
+        return {"summaries": list(self.summaries), "revised": list(self.revised), "rewrite_until": self.rewrite_until,
+                "resident": self.resident}
+
+
+@dataclass(frozen=True, slots=True)
 class TurnRecord:
     """Every block of one assembled turn, and the turn's totals."""
 
@@ -254,6 +282,9 @@ class TurnRecord:
     """The recall trace: one entry per hit in 【剧情记忆】, in its order (empty: no recall)."""
     pins: tuple[PinRecord, ...] = ()
     """The pinned facts the turn carried, in the order sent (empty: none)."""
+    withheld: WithheldRecord | None = None
+    """Summaries an edit or deletion keeps out until the relay is rewritten (``None``: none;
+    in :meth:`to_json` the key is then absent)."""
 
     def of(self, kind: str) -> tuple[BlockRecord, ...]:
         """The blocks of one kind (``extra`` may have several)."""
@@ -280,4 +311,5 @@ class TurnRecord:
             **({"history_cut": self.history_cut.to_json()} if self.history_cut is not None else {}),
             "recall": [r.to_json() for r in self.recall],
             "pins": [p.to_json() for p in self.pins],
+            **({"withheld": self.withheld.to_json()} if self.withheld is not None else {}),
         }

@@ -193,6 +193,17 @@ class BranchView(Sequence[Entry]):
             return self._items[found[at - 1]] if at else None
         return next((e for e in reversed(self) if e.type == "custom" and e.custom_type == custom_type), None)
 
+    def custom_positions(self, custom_types: Collection[str]) -> list[int] | None:
+        """Indices of the ``custom`` entries of ``custom_types`` on this branch, ascending,
+        read from the index (``None``: this view has none, scan it instead)."""
+        if self._index is None:
+            return None
+        found: list[int] = []
+        for kind in custom_types:
+            marks = self._index.marks.get(kind, [])
+            found.extend(marks[:bisect_left(marks, self._length)])
+        return sorted(found)
+
     def __len__(self) -> int:
         return self._length
 

@@ -31,6 +31,7 @@ from liyuan.story.backoff import COMPACT_FAILED_TYPE, backoff_message, compactio
 from liyuan.story.history import serialize_for_summary, story_tail
 from liyuan.story.scribe import SUMMARY_MAX_TOKENS, build_summary_prompt, validate_summary
 from liyuan.story.settle import Settle
+from liyuan.story.stale import REWRITE_UNTIL_KEY, rewrite_goal
 from liyuan.story.view import (
     SUMMARY_ENTRY_TYPE,
 )
@@ -67,6 +68,9 @@ class CompactionPlan:
     """The covered region serialized for the summariser (and the archive)."""
     previous_summary: str | None
     """The active summary being replaced; merged into the new one."""
+    rewrite_until: str | None = None
+    """After an edit: the withheld summary's anchor this rewrite has not reached yet (the
+    summary carries it on, :data:`~liyuan.story.stale.REWRITE_UNTIL_KEY`)."""
 
 
 # --8<-- [start:plan_compaction]
@@ -85,6 +89,9 @@ def plan_compaction(
     at least ``keep + every_n_turns`` such turns and the covered text, serialized, is at
     least ``min_chars`` long (UTF-16 units, prefixes and separators included). The cut
     lands just before the ``keep``-th user message from the end, so whole turns are kept.
+    While the relay is being rewritten after an edit or deletion (:func:`~liyuan.story.stale.rewrite_goal`),
+    a compaction covers at most ``every_n_turns`` turns, the oldest, so no request
+    outgrows a regular one and none of the text is left out.
 
     Args:
         branch: Root-to-leaf entries.
@@ -111,20 +118,30 @@ def plan_compaction(
     turn_starts = [i for i, e in enumerate(live) if e.type == "message" and e.role == "user"]
     if len(turn_starts) < keep + every_n_turns:
         return None
-    cut_at = turn_starts[len(turn_starts) - keep]
-    if cut_at <= 0:
-        return None
-    covered = tuple(live[:cut_at])
-    text = serialize_for_summary(covered, user_name, char_name)
-    if utf16_len(text) < min_chars:
-        return None
+    most = covering = len(turn_starts) - keep
+    goal = rewrite_goal(branch, live, view[active.index].data.get(REWRITE_UNTIL_KEY) if active else None)
+    if goal is not None:
+        covering = min(every_n_turns, most)  # a rewrite after an edit goes a period at a time, oldest first
+    while True:
+        cut_at = turn_starts[covering]
+        if cut_at <= 0:
+            return None
+        covered = tuple(live[:cut_at])
+        text = serialize_for_summary(covered, user_name, char_name)
+        if utf16_len(text) < min_chars:
+            if covering >= most:
+                return None
+            covering += 1  # a rewrite's period too short for the floor: a turn more
+            continue
+        break
     # --8<-- [end:plan_rule]
     return CompactionPlan(
         covers_through_id=covered[-1].id,
         covered=covered,
-        turns=len(turn_starts) - keep,
+        turns=covering,
         conversation_text=text,
         previous_summary=active.summary if active else None,
+        rewrite_until=live[goal].id if goal is not None and goal >= cut_at else None,
     )
 # --8<-- [end:plan_compaction]
 
@@ -188,6 +205,7 @@ class _Story:
             "chars": utf16_len(plan.conversation_text),
             # Scripted summaries must never pass for model output downstream.
             "provenance": completion.provenance,
+            **({REWRITE_UNTIL_KEY: plan.rewrite_until} if plan.rewrite_until else {}),
         }
 
     def holds(self, plan: CompactionPlan, branch: Sequence[Entry]) -> bool:

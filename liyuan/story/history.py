@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from liyuan.session.entries import Entry
+from liyuan.story.stale import stale_summaries
 from liyuan.story.view import SUMMARY_ENTRY_TYPE, last_index, live_start, story_view, summary_fields
 
 __all__ = [
@@ -92,17 +93,19 @@ def story_tail(branch: Sequence[Entry]) -> tuple[list[Entry], ActiveSummary | No
     last valid summary first; and when that summary's anchor is found in the suffix, its
     last occurrence there is its last occurrence overall. When any of this cannot be
     shown (no summary, a summary hidden in an authoring segment, an anchor off the
-    branch) the whole branch is read, which gives the same answer more slowly.
+    branch) the whole branch is read, which gives the same answer more slowly. Summaries
+    an edit or deletion made stale are left out of both (:mod:`liyuan.story.stale`).
     """
-    start = live_start(branch)
+    stale = stale_summaries(branch)
+    start = live_start(branch, stale)
     if start > 0:
-        view = story_view(branch[start:])
+        view = story_view(branch[start:], stale)
         active = active_summary(view)
         if active is not None:
             fields = summary_fields(view[active.index])
             if fields is not None and last_index(view, fields[1]) is not None:
                 return view, active
-    view = story_view(branch)
+    view = story_view(branch, stale)
     return view, active_summary(view)
 
 

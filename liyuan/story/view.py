@@ -16,9 +16,10 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from liyuan.session.edits import DRAFT_OP_ENTRY_TYPE, REVISION_TYPES, revised_text, revision_target
 from liyuan.session.entries import IMPORT_NOTE_TYPE, Entry
 
 __all__ = [
@@ -36,7 +37,6 @@ __all__ = [
 ]
 
 SUMMARY_ENTRY_TYPE = "rp-summary"
-DRAFT_OP_ENTRY_TYPE = "rp-draft-op"
 COMPACT_FAILED_TYPE = "rp-compact-failed"
 """A story compaction that failed (see :func:`failure_streak`)."""
 PROCESS_ENTRY_TYPES = frozenset({"liyuan-mode", "liyuan-process", COMPACT_FAILED_TYPE, IMPORT_NOTE_TYPE})
@@ -51,60 +51,52 @@ def _is_story_message(entry: Entry) -> bool:
     return mode is None or mode == "roleplay"
 
 
-def _apply_draft_op(text: str, data: object) -> str:
-    # A revision either replaces one passage (old -> new) or, without ``old``, the whole
-    # reply. A passage that is no longer there leaves the text alone: an op never guesses.
-    if not isinstance(data, dict):
-        return text
-    new = data.get("new")
-    old = data.get("old")
-    if not isinstance(new, str):
-        return text
-    if not isinstance(old, str) or old == "":
-        return new
-    return text.replace(old, new, 1) if old in text else text
-
-
-def story_view(branch: Sequence[Entry]) -> list[Entry]:
+def story_view(branch: Sequence[Entry], drop: Collection[str] = ()) -> list[Entry]:
     """The story as the model should remember it.
 
     Removes process entries (``liyuan-mode``, ``liyuan-process``, ``liyuan-import-note``), every authoring or
     agent segment (from a non-roleplay user message up to the next roleplay user
-    message) and any other non-roleplay message. Applies ``rp-draft-op`` revisions to
-    the earlier replies they target, in branch order, and drops the op entries (an op
-    revises a reply written before it; one that names a later entry changes nothing).
+    message) and any other non-roleplay message. Applies the revisions (``rp-draft-op``,
+    ``rp-edit``, ``rp-delete``; see :mod:`liyuan.session.edits`) to the earlier messages
+    they target, in branch order: an edited message reads its new text, a deleted one is
+    left out; and drops the revision entries (one that names a later entry changes nothing).
     Entry ids are kept, so anchors found here are also valid on the raw branch.
 
     Args:
         branch: Root-to-leaf entries.
+        drop: Ids of entries to leave out: the stale summaries
+            (:func:`liyuan.story.stale.stale_summaries` of the whole branch).
 
     Returns:
-        The kept entries, revised replies replaced by revised copies.
+        The kept entries, revised messages replaced by revised copies.
     """
-    # target id -> [(position of the op, op data)]
-    revisions: dict[str, list[tuple[int, object]]] = {}
+    # target id -> [(position of the op, kind, op data)]
+    ops: dict[str, list[tuple[int, str | None, dict[str, object]]]] = {}
     for position, entry in enumerate(branch):
-        if entry.type == "custom" and entry.custom_type == DRAFT_OP_ENTRY_TYPE:
-            target = entry.data.get("target")
-            if isinstance(target, str):
-                revisions.setdefault(target, []).append((position, dict(entry.data)))
+        target = revision_target(entry)
+        if target is not None:
+            ops.setdefault(target, []).append((position, entry.custom_type, dict(entry.data)))
     view: list[Entry] = []
     in_authoring = False
     for position, entry in enumerate(branch):
         if entry.type == "custom" and (
-            entry.custom_type in PROCESS_ENTRY_TYPES or entry.custom_type == DRAFT_OP_ENTRY_TYPE
+            entry.custom_type in PROCESS_ENTRY_TYPES or entry.custom_type in REVISION_TYPES
         ):
+            continue
+        if drop and entry.id in drop:
             continue
         if entry.type == "message":
             if entry.role == "user":
                 in_authoring = not _is_story_message(entry)
             if in_authoring or not _is_story_message(entry):
                 continue
-            ops = [op for at, op in revisions.get(entry.id, ()) if at > position]
-            if ops:
-                text = entry.text
-                for op in ops:
-                    text = _apply_draft_op(text, op)
+            later = [(kind, data) for at, kind, data in ops.get(entry.id, ()) if at > position]
+            if later:
+                text: str | None = entry.text
+                for kind, data in later:
+                    text = revised_text(text, data, kind) if text is not None else None
+                if text is None:
+                    continue  # deleted
                 entry = entry._replace(body={**entry.body, "text": text})
         elif in_authoring:
             continue
@@ -148,18 +140,19 @@ def last_index(branch: Sequence[Entry], entry_id: str) -> int | None:
     return None
 
 
-def live_start(branch: Sequence[Entry]) -> int:
+def live_start(branch: Sequence[Entry], skip: Collection[str] = ()) -> int:
     """Where the live part of ``branch`` begins, found from the leaf backwards.
 
     The index of the user message that opens the turn holding the latest valid summary's
     anchor (or the summary, should the anchor come after it); 0 when there is no valid
     summary, its anchor is not on the branch, or no user message precedes it. Only the
     raw entries are read: whether that summary is the one the story view counts is for
-    the caller to check (see :func:`liyuan.story.history.rebuild_history`).
+    the caller to check (see :func:`liyuan.story.history.rebuild_history`). Summaries
+    whose ids are in ``skip`` (the stale ones) are passed over.
     """
     for index, entry in zip(range(len(branch) - 1, -1, -1), reversed(branch), strict=True):
         fields = summary_fields(entry)
-        if fields is None:
+        if fields is None or (skip and entry.id in skip):
             continue
         anchor = last_index(branch, fields[1])
         if anchor is None:

@@ -22,7 +22,7 @@ def test_compare_works_with_the_committed_runs(root: Path, tmp_path: Path,
     runs = [str(root / "sim"), *map(str, (root / "sim" / "runs").iterdir())]
     assert main(["compare", "--root", str(root), *runs, "--out", str(out)]) == 0
     summary = capsys.readouterr().out
-    assert len(summary.splitlines()) <= 5 and "写出" in summary and "27 次调用" in summary  # a summary, not the page
+    assert len(summary.splitlines()) <= 5 and "写出" in summary and "38 次调用" in summary  # a summary, not the page
     text = out.read_text(encoding="utf-8")
     assert "脚本回复（人工撰写的示范，不是模型输出）" in text
     assert "gemma-3-270m-q4_k_m（管线演示，不代表质量）" in text

@@ -18,6 +18,7 @@ from liyuan import Card, FunctionModel, MemoryConfig, ModelRequest
 from liyuan.app.chat import Chat
 from liyuan.app.turn import Turn
 from liyuan.clock import counter_ids, fixed_clock
+from liyuan.context.record import RECORD_FORMAT
 from liyuan.errors import ConfigError, MemoryFileError
 from liyuan.lore.model import LoreBook, LoreEntry
 from liyuan.story.scribe import SUMMARY_HEADINGS
@@ -73,7 +74,7 @@ def test_a_pinned_fact_reaches_every_later_turn_after_two_compactions_and_a_sync
         other = play(card.chat("jB"), 1)  # a card pin reaches every chat; a chat pin only its own
         assert CARD_FACT in sent(other) and FACT not in sent(other)
         record = turn.record.to_json()
-        assert record["format"] == "liyuan-turn-record/5"
+        assert record["format"] == RECORD_FORMAT
         assert record["pins"] == [{"id": card_pin.id, "scope": "card", "chars": len(CARD_FACT)},
                                   {"id": pin.id, "scope": "chat", "chars": len(FACT)}]
         lore = next(b for b in record["blocks"] if b["kind"] == "lore")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import pytest
@@ -135,9 +135,9 @@ def test_evidence_builds_each_session_view_once(tmp_path: Path, monkeypatch: pyt
     write_chat(tmp_path, "A", [("user", "又来了。"), ("assistant", "嗯。")], session="s2.jsonl")
     built: list[int] = []
 
-    def counting_view(branch: Sequence[Entry]) -> list[Entry]:
+    def counting_view(branch: Sequence[Entry], drop: Collection[str] = ()) -> list[Entry]:
         built.append(len(branch))
-        return story_view(branch)
+        return story_view(branch, drop)
 
     monkeypatch.setattr(card_inputs, "story_view", counting_view)
     evidence = collect_chat_evidence(FileSessions(CardLayout(tmp_path)), "A", user_name=USER, char_name=CHAR)
