@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
+from liyuan.session.edits import REVISION_TYPES
 from liyuan.session.entries import Entry
 from liyuan.session.tree import SessionTree
 
@@ -42,9 +43,9 @@ __all__ = ["EDIT_TYPES", "SETTLE_TURNS", "Settle", "settle_check", "unsettled"]
 SETTLE_TURNS = 2
 """Default window in turns: a compaction waits two turns after a swipe."""
 
-EDIT_TYPES: frozenset[str] = frozenset({"rp-draft-op"})
-"""Entry types (``type``, or ``customType`` of a custom entry) that edit an earlier message.
-``rp-draft-op`` (a revision of a reply) is one today; an edit or delete kind of entry joins here."""
+EDIT_TYPES: frozenset[str] = frozenset(REVISION_TYPES)
+"""Entry types (``type``, or ``customType`` of a custom entry) that edit an earlier message:
+every revision kind of :mod:`liyuan.session.edits` (``rp-draft-op``, ``rp-edit``, ``rp-delete``)."""
 
 Settle = Callable[[Sequence[Entry]], str | None]
 """Given the branch a compaction would plan on: why it must wait, or ``None`` when settled."""

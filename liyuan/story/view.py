@@ -19,12 +19,11 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from liyuan.session.edits import DRAFT_OP_ENTRY_TYPE, REVISION_TYPES, revised_text, revision_target
+from liyuan.session.edits import REVISION_TYPES, revised_text, revision_target
 from liyuan.session.entries import IMPORT_NOTE_TYPE, Entry
 
 __all__ = [
     "COMPACT_FAILED_TYPE",
-    "DRAFT_OP_ENTRY_TYPE",
     "LEGACY_COMPACTION_TYPE",
     "PROCESS_ENTRY_TYPES",
     "SUMMARY_ENTRY_TYPE",

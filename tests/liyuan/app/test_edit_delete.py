@@ -32,7 +32,8 @@ from liyuan.vector.config import VectorConfig
 OLD, NEW = "青鸾", "白鹭"
 FACT = re.compile(r"暗号是(青鸾|白鹭|黄雀)")
 SCRIPTED = "（测试脚本写的，不是模型输出）"
-CONFIG = MemoryConfig(every_n_turns=6, keep=2, vector=VectorConfig(enabled=True, embedder="hash"))
+# settle_turns=0: the rewrite runs right after the change (an edit waits for the window like a swipe).
+CONFIG = MemoryConfig(every_n_turns=6, keep=2, settle_turns=0, vector=VectorConfig(enabled=True, embedder="hash"))
 TURNS = 40
 
 

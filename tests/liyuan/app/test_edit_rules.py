@@ -16,7 +16,9 @@ from liyuan.story.scribe import SUMMARY_HEADINGS
 from liyuan.vector.config import VectorConfig
 
 SCRIPTED = "（测试脚本写的摘要，不是模型输出）"
-CONFIG = MemoryConfig(every_n_turns=6, keep=2, min_chars=500)
+# settle_turns=0: these tests are about what an edit takes back, so the rewrite runs at once;
+# test_settle.py shows an edit holding it for the window like a swipe.
+CONFIG = MemoryConfig(every_n_turns=6, keep=2, min_chars=500, settle_turns=0)
 
 
 def _summary(request: ModelRequest) -> Completion:
@@ -119,7 +121,8 @@ def test_a_far_back_edit_is_rewritten_a_period_at_a_time(card: Card) -> None:
 
 
 def test_an_edit_takes_back_story_chunks_only_never_an_imported_document(tmp_path: Path) -> None:
-    config = MemoryConfig(every_n_turns=6, keep=2, min_chars=500, vector=VectorConfig(enabled=True, embedder="hash"))
+    config = MemoryConfig(every_n_turns=6, keep=2, min_chars=500, settle_turns=0,
+                          vector=VectorConfig(enabled=True, embedder="hash"))
     opened = Card.open(tmp_path / "cards" / "雾港", user_name="阿简", char_name="林溯",
                        side_model=FunctionModel(_summary), config=config, background=False, auto_sync=False,
                        clock=fixed_clock(), ids=counter_ids("e-"))

@@ -124,3 +124,30 @@ def test_manual_compact_does_not_wait_for_the_window(tmp_path: Path) -> None:
 def test_a_bad_settle_setting_is_refused(bad: dict[str, object]) -> None:
     with pytest.raises(ConfigError):
         MemoryConfig(**bad)  # type: ignore[arg-type]
+
+
+def turns_until_the_rewrite(path: Path, settle_turns: int) -> int:
+    """Edit turn 2's reply after 19 turns; count the turns played before a summary lands again."""
+    config = MemoryConfig(every_n_turns=6, keep=2, settle_turns=settle_turns)
+    with Card.open(path, side_model=scripted(), config=config, background=False, clock=fixed_clock(),
+                   ids=counter_ids("e-"), auto_sync=False) as card:
+        chat = card.chat("jA")
+        for i in range(1, 20):
+            turn(chat, i)
+        assert summaries(chat)
+        reply = next(e.id for e in chat.branch() if e.role == "assistant" and e.text.startswith("回应2。"))
+        landed = summaries(chat)
+        chat.edit(reply, f"回应2，改过了。{BODY}")
+        assert chat.flush(10)
+        for played in range(0, 10):
+            if summaries(chat) > landed:
+                return played
+            turn(chat, 20 + played)
+    raise AssertionError("改动之后一直没有重写")
+
+
+def test_an_edit_inside_the_settle_window_delays_the_rewrite_like_a_swipe(tmp_path: Path) -> None:
+    # An edit is written to the tree like a swipe: the rewrite of the summaries it made stale
+    # waits until the edit has left the window (issue 38 item 3), and runs at once without one.
+    assert turns_until_the_rewrite(tmp_path / "none", 0) == 0
+    assert turns_until_the_rewrite(tmp_path / "two", 2) == 2
