@@ -89,6 +89,9 @@ class DiskMemo:
             self.save()
             say(f"  嵌入 {min(start + 64, len(missing))}/{len(missing)}（{'提问' if query else '段落'}）")
 
+    def __len__(self) -> int:
+        return len(self._seen)
+
     def save(self) -> None:
         self._file.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=self._file.parent, suffix=".npz", delete=False) as handle:
@@ -223,6 +226,29 @@ CACHE = ".cache/public-eval"
 """Where the vectors are kept between runs (not tracked)."""
 
 
+SAMPLE = 32
+"""Texts of each kind embedded afresh (not from the cache) to time the embedder."""
+
+
+def _embed_timing(inner: Embedder, conversations: Sequence[Conversation],
+                  madial: dict[str, MadialSet]) -> dict[str, float]:
+    """Milliseconds per text for each kind of text, on :data:`SAMPLE` texts of each, uncached."""
+    turns = [text for c in conversations for s in c.sessions for _id, text in s]
+    pieces = [p for c in conversations for s in c.sessions for p in _archive_pieces(s)]
+    kinds: dict[str, tuple[list[str], bool]] = {
+        "LoCoMo 一轮": (turns, False), "LoCoMo 归档段": (pieces, False),
+        "LoCoMo 提问": ([q.text for c in conversations for q in c.questions], True),
+        "MADial 记忆": ([t for d in madial.values() for m in d.memories.values() for t in m.values()], False),
+        "MADial 整段对话提问": ([q.text for d in madial.values() for _u, q in d.questions["history"]], True)}
+    out = {}
+    for kind, (texts, query) in kinds.items():
+        sample = texts[:: max(1, len(texts) // SAMPLE)][:SAMPLE]
+        began = time.perf_counter()
+        embed_query(inner, sample) if query else inner.embed(sample)
+        out[kind] = round((time.perf_counter() - began) * 1000 / len(sample), 1)
+    return out
+
+
 def run_public(root: Path, locomo: Path | None, madial: Path | None, cache: Path | None = None,
                embedder: Embedder | None = None) -> dict[str, Any]:
     """Measure whichever sets are given and write the snapshot ``sim/eval/public`` (stamped)."""
@@ -236,14 +262,17 @@ def run_public(root: Path, locomo: Path | None, madial: Path | None, cache: Path
     if locomo is None or madial is None:
         raise ConfigError("要同时给出 --locomo 和 --madial（两套公开数据的克隆）：快照里两套都要有")
     machine = stamp(root)
+    conversations = load_locomo(locomo)
+    madial_sets = {lang: load_madial(madial, lang) for lang in ("zh", "en")}
     memo = DiskMemo(embedder or E5Embedder(), cache or root / CACHE)
+    timing = _embed_timing(memo.inner, conversations, madial_sets)
     sets: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as folder:
-        sets.update(measure_locomo(load_locomo(locomo), memo, Path(folder)))
-        sets.update(measure_madial({lang: load_madial(madial, lang) for lang in ("zh", "en")}, memo, Path(folder)))
+        sets.update(measure_locomo(conversations, memo, Path(folder)))
+        sets.update(measure_madial(madial_sets, memo, Path(folder)))
     commits = {"LoCoMo": repo_commit(locomo if locomo.is_dir() else locomo.parent), "MADial-Bench": repo_commit(madial)}
-    data = {"machine": close_stamp(machine), "top_k": TOP_K, "embedder": memo.label, "embedded": memo.embedded,
-            "embed_seconds": round(memo.seconds, 1),
+    data = {"machine": close_stamp(machine), "top_k": TOP_K, "embedder": memo.label, "vectors": len(memo),
+            "embedded": memo.embedded, "embed_ms": timing,
             "sources": {name: {"repo": repo, "commit": commits[name], "files": files, "licence": licence}
                         for name, (repo, files, licence) in SOURCES.items()},
             "sets": sets}

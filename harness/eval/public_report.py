@@ -54,8 +54,9 @@ def public_markdown(data: Mapping[str, Any]) -> str:
     configs = list(next(iter(sets.values()))["recall"])
     lines = [stamp_line(data["machine"]), "", "数据从哪来（两套都没有参与任何选择，只用来量）：", ""]
     lines += [_source(name, source) for name, source in data["sources"].items()]
-    lines += ["", f"嵌入：`{data['embedder']}`；这次新算了 {data['embedded']} 条向量，"
-                  f"用时 {data['embed_seconds']:.0f} 秒（其余来自缓存）。", ""]
+    timing = "，".join(f"{kind} {ms:.0f} ms" for kind, ms in data["embed_ms"].items())
+    lines += ["", f"嵌入：`{data['embedder']}`，共 {data['vectors']} 条向量（这次新算 {data['embedded']} 条，"
+                  f"其余来自缓存）。每条要多久（从各类里各取几十条不经缓存重算；看测量戳上的 load）：{timing}。", ""]
     heads = [f"{SET_NAMES.get(n, n)}（{sets[n]['queries']} 题 / {sets[n]['documents']} 段）" for n in names]
     for measure, meaning in MEASURES.items():
         lines += [f"recall@{data['top_k']}，{meaning}：", "", _row(["配置", *heads, "由哪套数据定的"]),
