@@ -138,6 +138,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--locomo", type=Path, help="public：LoCoMo 仓库的克隆（或 locomo10.zip）")
     parser.add_argument("--madial", type=Path, help="public：MADial-Bench 仓库的克隆")
     parser.add_argument("--cache", type=Path, help="public：向量缓存目录（默认 .cache/public-eval，不入库）")
+    parser.add_argument("--archive-only", help="public：归档段只量这几局 LoCoMo 对话（逗号分隔的文件名，如 26,30）")
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -150,7 +151,8 @@ def _eval(args: argparse.Namespace) -> int:
         if args.what == "public":
             from .public import run_public
 
-            run_public(root, args.locomo, args.madial, args.cache)
+            run_public(root, args.locomo, args.madial, args.cache,
+                       archive_only=args.archive_only.split(",") if args.archive_only else None)
             return 0
         files = results(root, [w for w in which if w != "bench"])
         if args.check:

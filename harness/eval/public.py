@@ -31,7 +31,7 @@ import hashlib
 import json
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -158,18 +158,20 @@ def _archive_pieces(session: Sequence[tuple[str, str]]) -> list[str]:
 
 
 def measure_locomo(conversations: Sequence[Conversation], embedder: DiskMemo, folder: Path,
-                   say: Callable[[str], None] = print) -> dict[str, Any]:
-    """recall@5 of every configuration on LoCoMo, stored per turn and per archive chunk."""
+                   say: Callable[[str], None] = print, archive_only: Collection[str] | None = None) -> dict[str, Any]:
+    """recall@5 of every configuration on LoCoMo, stored per turn and per archive chunk
+    (the archive only for the conversations named in ``archive_only``, when given)."""
+    archived = [c for c in conversations if archive_only is None or c.name in archive_only]
     turns = [text for c in conversations for s in c.sessions for _id, text in s]
-    pieces = [p for c in conversations for s in c.sessions for p in _archive_pieces(s)]
+    pieces = [p for c in archived for s in c.sessions for p in _archive_pieces(s)]
     say(f"LoCoMo：{len(conversations)} 局对话，{len(turns)} 轮，{len(pieces)} 个归档段")
     embedder.fill([*turns, *pieces], query=False, say=say)
     embedder.fill([q.text for c in conversations for q in c.questions], query=True, say=say)
     out: dict[str, Any] = {}
-    for storage in ("turn", "archive"):
+    for storage, chosen in (("turn", conversations), ("archive", archived)):
         totals: dict[str, list[float]] = {}
         documents = 0
-        for conversation in conversations:
+        for conversation in chosen:
             memory, store = _memory(folder / f"locomo-{storage}-{conversation.name}", embedder)
             owners: dict[str, set[str]] = {}
             for session in conversation.sessions:
@@ -186,7 +188,7 @@ def measure_locomo(conversations: Sequence[Conversation], embedder: DiskMemo, fo
                 owners = {c: {d for d, t in texts.items() if t in c or c in t} for c in chunks}
             _score(memory, _holder(owners), conversation.questions, totals)
             store.close()
-        out[f"locomo-{storage}"] = _result(totals, documents)
+        out[f"locomo-{storage}"] = _result(totals, documents) | {"conversations": [c.name for c in chosen]}
         say(f"  locomo-{storage}：{json.dumps(out[f'locomo-{storage}']['recall']['默认'])}")
     return out
 
@@ -250,8 +252,9 @@ def _embed_timing(inner: Embedder, conversations: Sequence[Conversation],
 
 
 def run_public(root: Path, locomo: Path | None, madial: Path | None, cache: Path | None = None,
-               embedder: Embedder | None = None) -> dict[str, Any]:
-    """Measure whichever sets are given and write the snapshot ``sim/eval/public`` (stamped)."""
+               embedder: Embedder | None = None, archive_only: Collection[str] | None = None) -> dict[str, Any]:
+    """Measure both sets and write the snapshot ``sim/eval/public`` (stamped); ``archive_only``:
+    see :func:`measure_locomo`."""
     from liyuan.errors import ConfigError
     from liyuan.vector import E5Embedder
 
@@ -268,7 +271,7 @@ def run_public(root: Path, locomo: Path | None, madial: Path | None, cache: Path
     timing = _embed_timing(memo.inner, conversations, madial_sets)
     sets: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as folder:
-        sets.update(measure_locomo(conversations, memo, Path(folder)))
+        sets.update(measure_locomo(conversations, memo, Path(folder), archive_only=archive_only))
         sets.update(measure_madial(madial_sets, memo, Path(folder)))
     commits = {"LoCoMo": repo_commit(locomo if locomo.is_dir() else locomo.parent), "MADial-Bench": repo_commit(madial)}
     data = {"machine": close_stamp(machine), "top_k": TOP_K, "embedder": memo.label, "vectors": len(memo),

@@ -47,6 +47,11 @@ def _source(name: str, source: Mapping[str, Any]) -> str:
             f"许可 {source['licence']}。数据不在本仓库里。")
 
 
+def _scope(result: Mapping[str, Any]) -> str:
+    """``k 局，`` for a LoCoMo set (how many of the conversations it covers), else nothing."""
+    return f"{len(result['conversations'])} 局，" if "conversations" in result else ""
+
+
 def public_markdown(data: Mapping[str, Any]) -> str:
     """Tables and verdicts of the public-set snapshot (see the module docstring)."""
     sets = data["sets"]
@@ -57,7 +62,8 @@ def public_markdown(data: Mapping[str, Any]) -> str:
     timing = "，".join(f"{kind} {ms:.0f} ms" for kind, ms in data["embed_ms"].items())
     lines += ["", f"嵌入：`{data['embedder']}`，共 {data['vectors']} 条向量（这次新算 {data['embedded']} 条，"
                   f"其余来自缓存）。每条要多久（从各类里各取几十条不经缓存重算；看测量戳上的 load）：{timing}。", ""]
-    heads = [f"{SET_NAMES.get(n, n)}（{sets[n]['queries']} 题 / {sets[n]['documents']} 段）" for n in names]
+    heads = [f"{SET_NAMES.get(n, n)}（{_scope(sets[n])}{sets[n]['queries']} 题 / {sets[n]['documents']} 段）"
+             for n in names]
     for measure, meaning in MEASURES.items():
         lines += [f"recall@{data['top_k']}，{meaning}：", "", _row(["配置", *heads, "由哪套数据定的"]),
                   _row(["---"] * (len(names) + 2))]

@@ -92,7 +92,7 @@ def test_the_measurement_searches_through_the_library_and_can_miss(tmp_path: Pat
     # each question's words are in its evidence turns, and four chunks all fit in the top 5
     assert turn["recall"]["关键词"] == {"hit": 1.0, "share": 1.0}
     # an archive chunk holds whole sessions here: one per session
-    assert sets["locomo-archive"]["documents"] == 2
+    assert (sets["locomo-archive"]["documents"], sets["locomo-archive"]["conversations"]) == (2, ["26"])
     madial = measure_madial({"zh": load_madial(_madial(tmp_path), "zh")}, memo, tmp_path / "m", say=lambda _l: None)
     # user 2's memory is never searched for user 1's dialogue, so the one relevant memory is in the top 5
     assert madial["madial-zh-last"]["recall"]["e5"]["share"] == 1.0
