@@ -21,6 +21,10 @@ MARGIN = 0.02
 SET_NAMES = {"locomo-turn": "LoCoMo 每轮一段", "locomo-archive": "LoCoMo 归档段",
              "madial-zh-last": "MADial 中文·最后一句", "madial-zh-history": "MADial 中文·整段对话",
              "madial-en-last": "MADial 英文·最后一句", "madial-en-history": "MADial 英文·整段对话"}
+SHORT_NAMES = {"locomo-turn": "LoCoMo 每轮", "locomo-archive": "LoCoMo 归档", "madial-zh-last": "MADial 中·末句",
+               "madial-zh-history": "MADial 中·整段", "madial-en-last": "MADial 英·末句",
+               "madial-en-history": "MADial 英·整段"}
+"""Column heads (the tables stay within the page's column on a phone)."""
 CHOSEN_BY = {"关键词": "单路，不用选", "e5": "单路，不用选",
              "默认": "本项目四套题的留一套交叉验证（公开数据没有参与）",
              "旧默认": "本项目的题上按语言拟合（e5 中文 3、英文 10）"}
@@ -62,15 +66,18 @@ def public_markdown(data: Mapping[str, Any]) -> str:
     timing = "，".join(f"{kind} {ms:.0f} ms" for kind, ms in data["embed_ms"].items())
     lines += ["", f"嵌入：`{data['embedder']}`，共 {data['vectors']} 条向量（这次新算 {data['embedded']} 条，"
                   f"其余来自缓存）。每条要多久（从各类里各取几十条不经缓存重算；看测量戳上的 load）：{timing}。", ""]
-    heads = [f"{SET_NAMES.get(n, n)}（{_scope(sets[n])}{sets[n]['queries']} 题 / {sets[n]['documents']} 段）"
-             for n in names]
+    sizes = "；".join(f"{SET_NAMES.get(n, n)} {_scope(sets[n])}{sets[n]['queries']} 题、{sets[n]['documents']} 段"
+                     for n in names)
+    lines += [f"每套多大：{sizes}。", "", _row(["配置", "由哪套数据定的"]), _row(["---", "---"])]
+    lines += [_row([c, CHOSEN_BY[c]]) for c in configs if c in CHOSEN_BY]
+    lines.append(_row(["其余各行（候选）", "两路等权，没有拟合；默认就是其中的「mix·等权·保留1」"]))
+    lines.append("")
     for measure, meaning in MEASURES.items():
-        lines += [f"recall@{data['top_k']}，{meaning}：", "", _row(["配置", *heads, "由哪套数据定的"]),
-                  _row(["---"] * (len(names) + 2))]
+        lines += [f"recall@{data['top_k']}，{meaning}：", "", _row(["配置", *(SHORT_NAMES.get(n, n) for n in names)]),
+                  _row(["---"] * (len(names) + 1))]
         for config in configs:
             cells = [f"{sets[n]['recall'][config][measure]:.3f}" for n in names]
-            label = f"**{config}**" if config == "默认" else config
-            lines.append(_row([label, *cells, CHOSEN_BY.get(config, "等权候选，没有拟合")]))
+            lines.append(_row([f"**{config}**" if config == "默认" else config, *cells]))
         lines.append("")
     for measure in MEASURES:
         checks = verdicts(data, measure)

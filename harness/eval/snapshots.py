@@ -46,7 +46,7 @@ def _renderers() -> dict[str, Callable[[Mapping[str, Any]], str]]:
             "context": context_markdown, "public": public_markdown}
 
 
-SNAPSHOTS = ("bench", "long", "stores", "latency", "recall", "fusion", "context")
+SNAPSHOTS = ("bench", "long", "stores", "latency", "recall", "fusion", "context", "public")
 """Every snapshot name, in the order the pages use them."""
 
 

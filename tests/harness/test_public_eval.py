@@ -11,12 +11,18 @@ are not typed on the page. The committed snapshot is the evidence for the public
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from harness.eval.public import CONFIGS, DiskMemo, measure_locomo, measure_madial
 from harness.eval.public_data import load_locomo, load_madial
+from harness.eval.public_report import public_markdown, verdicts
 from liyuan.vector import HashEmbedder
+
+ROOT = Path(__file__).resolve().parents[2]
+SNAPSHOT = ROOT / "sim" / "eval" / "public.json"
 
 
 def _locomo(tmp_path: Path) -> Path:
@@ -100,3 +106,45 @@ def test_the_measurement_searches_through_the_library_and_can_miss(tmp_path: Pat
     again = DiskMemo(HashEmbedder(), tmp_path / "cache")
     measure_locomo(load_locomo(_locomo(tmp_path)), again, tmp_path / "stores2", say=lambda _l: None)
     assert again.embedded == 0
+
+
+def _snapshot() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(SNAPSHOT.read_text(encoding="utf-8"))
+    return data
+
+
+def test_the_committed_snapshot_names_each_data_sets_repository_and_commit() -> None:
+    data = _snapshot()
+    assert {s["repo"] for s in data["sources"].values()} == {"snap-research/locomo", "hejunqing/MADial-Bench"}
+    for source in data["sources"].values():
+        assert re.fullmatch(r"[0-9a-f]{40}", source["commit"]), source
+    assert set(data["sets"]) == {"locomo-turn", "locomo-archive", "madial-zh-last", "madial-zh-history",
+                                 "madial-en-last", "madial-en-history"}
+    text = public_markdown(data)
+    for source in data["sources"].values():
+        assert source["commit"] in text
+
+
+def test_the_verdict_says_a_miss_as_a_miss() -> None:
+    data = _snapshot()
+    name = next(iter(data["sets"]))
+    low = json.loads(json.dumps(data))
+    low["sets"][name]["recall"]["默认"]["hit"] = low["sets"][name]["recall"]["关键词"]["hit"] + 0.01
+    assert verdicts(low)[name][0] is False
+    assert "**没做到**" in public_markdown(low)
+
+
+def _public_section() -> list[str]:
+    lines = (ROOT / "docs" / "eval.md").read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if "{ #public }" in line)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return lines[start:end]
+
+
+def test_the_page_includes_the_snapshot_and_types_none_of_its_figures() -> None:
+    section = _public_section()
+    assert any('--8<-- "sim/eval/public.md"' in line for line in section)
+    figures = {f"{cell[m]:.3f}" for result in _snapshot()["sets"].values() for cell in result["recall"].values()
+               for m in ("hit", "share")}
+    typed = [line for line in section if "--8<--" not in line and any(f in line for f in figures)]
+    assert not typed, "这些数字是手打的，应当来自 sim/eval/public.md：\n" + "\n".join(typed)
