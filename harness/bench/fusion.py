@@ -13,9 +13,9 @@ candidate the same rule picks on all four. Printed per set: keyword alone, e5 al
 the old default (weighted RRF, e5 3 on Chinese and 10 on English, one reserved place),
 every candidate, each fold's choice.
 
-No public conversational-memory set is available here (LoCoMo and MADial-Bench live on a
-hub this machine cannot reach; no package in the registry lists ships their data), so
-none took part; the issue's held-out measurement decides from outside.
+No public set takes part in the choice. The two public conversational-memory sets
+(LoCoMo, MADial-Bench) are measured afterwards, held out, by ``python -m harness eval
+public`` (:mod:`harness.eval.public`, snapshot ``sim/eval/public``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 from .methods import STORIES, TOP_K, Method, load_story, memory_for, story_chunks
 
-__all__ = ["CANDIDATES", "fusion_table", "print_fusion"]
+__all__ = ["CANDIDATES", "OLD_WEIGHTS", "candidate_name", "fusion_table", "print_fusion"]
 
 CANDIDATES: tuple[tuple[str, int], ...] = tuple((f, r) for f in ("rrf", "mix") for r in (1, 2, 3))
 """``(fusion, reserved places per list)``, every one with equal weights."""
@@ -34,7 +34,7 @@ OLD_WEIGHTS = {"e5": {"cjk": 3.0, "latin": 10.0}}
 """The default before issue 36 (fitted per script on these sets)."""
 
 
-def _name(fusion: str, reserve: int) -> str:
+def candidate_name(fusion: str, reserve: int) -> str:
     return f"{fusion}·等权·保留{reserve}"
 
 
@@ -53,7 +53,7 @@ def fusion_table(folder: Path) -> dict[str, Any]:
             ("关键词", "lexical", "rrf", base.fusion_weights, 1),
             ("e5", "semantic", "rrf", base.fusion_weights, 1),
             ("旧默认", "hybrid", "rrf", OLD_WEIGHTS, 1),
-            *((_name(f, r), "hybrid", f, {"e5": {"cjk": 1.0, "latin": 1.0}}, r) for f, r in CANDIDATES),
+            *((candidate_name(f, r), "hybrid", f, {"e5": {"cjk": 1.0, "latin": 1.0}}, r) for f, r in CANDIDATES),
         ]
         for name, mode, fusion, weights, reserve in configs:
             memory.config = replace(base, recall_mode=mode, fusion_weights=weights)  # type: ignore[arg-type]
@@ -61,7 +61,7 @@ def fusion_table(folder: Path) -> dict[str, Any]:
             hits = sum(any(b in [index[h.text] for h in memory.search(q["q"], top_k=TOP_K)] for b in q["turns"])
                        for q in queries)
             rows.setdefault(language, {})[name] = [hits, len(queries)]
-    names = [_name(f, r) for f, r in CANDIDATES]
+    names = [candidate_name(f, r) for f, r in CANDIDATES]
 
     def best(sets: list[str]) -> str:  # ties: fewer reserved places, then rrf (the order of CANDIDATES)
         return max(names, key=lambda n: (sum(rows[s][n][0] for s in sets), -names.index(n)))

@@ -1,6 +1,6 @@
 """Evaluation: scorecards of runs, the strategy comparison, the per-turn overhead bench.
 
-``python -m harness eval [scorecards|strategies|bench|all] [--check]`` (``nox -s eval``):
+``python -m harness eval [scorecards|strategies|bench|public|all] [--check]`` (``nox -s eval``):
 
 - ``scorecards`` scores every run folder (``sim/`` and each ``sim/runs/<model>/``) and
   writes ``sim/out/eval.json``, ``sim/runs/<model>/eval.json`` and the page's table
@@ -11,6 +11,9 @@
 - ``bench`` measures the per-turn overhead and the wall times of ``harness run`` and
   ``mkdocs build``, prints them and writes the snapshot ``sim/eval/bench.json`` and
   ``sim/eval/bench.md`` (machine-dependent; the snapshot says where and when).
+- ``public --locomo PATH --madial PATH`` measures recall@5 on two public conversational-memory
+  sets that chose nothing (:mod:`harness.eval.public`) and writes the snapshot ``sim/eval/public``;
+  the data is not in the repository, so CI cannot rerun it: the committed snapshot is the evidence.
 - ``snapshots`` re-renders the Markdown of every committed measurement snapshot
   (``sim/eval/<name>.md`` from ``<name>.json``; :mod:`harness.eval.snapshots`): the pages
   include the Markdown, so ``--check`` fails when a page's figures and their measurement differ.
@@ -124,7 +127,7 @@ def _check(root: Path, files: dict[str, str]) -> int:
 
 def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("what", nargs="?", default="default", choices=["default", "scorecards", "strategies",
-                                                                         "snapshots", "bench", "all"],
+                                                                         "snapshots", "bench", "public", "all"],
                         help="default：评分卡和策略对比（确定的，可以 --check）；bench：每轮开销快照；all：全部")
     add_root_option(parser)
     parser.add_argument("--check", action="store_true", help="只重新计算并比较，不写文件；过期则退出码 1")
@@ -132,6 +135,10 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sample", type=int, default=100, help="bench：每种长度计时的轮数")
     parser.add_argument("--repeat", type=int, default=3, help="bench：整体用时重复次数")
     parser.add_argument("--no-wall", action="store_true", help="bench：不测 harness run 和 mkdocs build")
+    parser.add_argument("--locomo", type=Path, help="public：LoCoMo 仓库的克隆（或 locomo10.zip）")
+    parser.add_argument("--madial", type=Path, help="public：MADial-Bench 仓库的克隆")
+    parser.add_argument("--cache", type=Path, help="public：向量缓存目录（默认 .cache/public-eval，不入库）")
+    parser.add_argument("--archive-only", help="public：归档段只量这几局 LoCoMo 对话（逗号分隔的文件名，如 26,30）")
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -141,6 +148,12 @@ def _eval(args: argparse.Namespace) -> int:
     which = {"default": deterministic, "all": deterministic}.get(args.what, [args.what])
     try:
         root = find_root(args.root)
+        if args.what == "public":
+            from .public import run_public
+
+            run_public(root, args.locomo, args.madial, args.cache,
+                       archive_only=args.archive_only.split(",") if args.archive_only else None)
+            return 0
         files = results(root, [w for w in which if w != "bench"])
         if args.check:
             return _check(root, files)

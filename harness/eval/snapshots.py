@@ -8,6 +8,9 @@ the tables the pages include, rendered from that JSON alone with the stamp on to
 - ``long``, ``stores``, ``latency``, ``recall``, ``fusion``, ``context``:
   ``python -m harness bench --only <name> --snapshot`` (``recall``, ``fusion`` and ``context``
   are deterministic for a given code and model, stamped all the same).
+- ``public``: recall on two public sets that chose nothing (``python -m harness eval public
+  --locomo PATH --madial PATH``, :mod:`harness.eval.public`); the data is not in the
+  repository, so this snapshot is re-rendered by CI but only re-measured where the data is.
 
 Invariant: ``<name>.md`` is :func:`render` of ``<name>.json``, byte for byte;
 ``python -m harness eval`` re-renders every snapshot and ``--check`` fails when one differs,
@@ -35,14 +38,15 @@ def _renderers() -> dict[str, Callable[[Mapping[str, Any]], str]]:
         recall_markdown,
         stores_markdown,
     )
+    from .public_report import public_markdown
     from .report import bench_markdown
 
     return {"bench": bench_markdown, "long": long_markdown, "stores": stores_markdown,
             "latency": latency_markdown, "recall": recall_markdown, "fusion": fusion_markdown,
-            "context": context_markdown}
+            "context": context_markdown, "public": public_markdown}
 
 
-SNAPSHOTS = ("bench", "long", "stores", "latency", "recall", "fusion", "context")
+SNAPSHOTS = ("bench", "long", "stores", "latency", "recall", "fusion", "context", "public")
 """Every snapshot name, in the order the pages use them."""
 
 
