@@ -100,6 +100,15 @@ ALLOWED: dict[str, str] = {
     **_all(_LONG,
            "liyuan.card.layout.CardLayout", "liyuan.card.files.MemoryFiles", "liyuan.card.manifest.Manifest",
            "liyuan.card.manifest.save_manifest", "liyuan.card.sessions.source_mark_of"),
+    "liyuan.vector.chunking.ARCHIVE_OVERLAP": ("公开数据评测（harness/eval/public.py）照库自己的切块规矩"
+                                               "把 LoCoMo 的一段存成归档块：块长和重叠取库里的常量，不另定一套"),
+    "liyuan.card.handbook.assemble_handbook": ("评分卡照库的拼法把合并回复（只写这一批的块和跨局汇总）拼成整本手册，"
+                                               "再按手册的规矩打分；只读，不写记忆文件"),
+    "liyuan.story.view.story_view": ("edit_turn / delete_turn 步骤按库读故事的方式数轮次，"
+                                     "找出第 N 轮的回复再经 chat.edit / chat.delete 改它；只读"),
+    **_all("置顶步骤把卡和局带着的置顶按一轮里发出去的样子写成产物，并写明份额怎么算（pin_share）；只读，置顶本身经 "
+           "chat.pin / card.pin 写",
+           "liyuan.context.pins.Pin", "liyuan.context.pins.pin_share_chars", "liyuan.context.pins.pins_text"),
     "liyuan.card.sync.CardMemory": ("harness/bench/long.py 量一次无事可做的同步（card.memory.sync）随局数的用时："
                                     "单独搭出记忆层跑同步，不开 Card、不开局，量的只是记忆层本身；"
                                     "app 里只从 card.memory 拿到它"),
