@@ -29,7 +29,9 @@ __all__ = ["DELETE_ENTRY_TYPE", "DRAFT_OP_ENTRY_TYPE", "EDIT_ENTRY_TYPE", "REVIS
            "revision_target", "revisions"]
 
 EDIT_ENTRY_TYPE = "rp-edit"
+"""``chat.edit``: the whole new text of an earlier message (``target``, ``text``); the old text stays on record."""
 DELETE_ENTRY_TYPE = "rp-delete"
+"""``chat.delete``: an earlier message left out of the story from here on (``target``)."""
 DRAFT_OP_ENTRY_TYPE = "rp-draft-op"
 """A revision of one passage of an earlier reply (``target``, ``old``, ``new``)."""
 REVISION_TYPES = (DRAFT_OP_ENTRY_TYPE, EDIT_ENTRY_TYPE, DELETE_ENTRY_TYPE)
