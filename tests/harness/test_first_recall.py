@@ -5,6 +5,10 @@ in a thread of its own after the open. The first recall used to rank by the vect
 alone while that load ran, so the first turn after opening a long chat recalled other
 hits than every turn after it. The load is held back here until the recall has seen it
 pending, so the test does not depend on how fast this machine tokenizes.
+
+It lives beside the harness tests because it builds its long chat and its full store with
+the bench's builders (``harness.bench.longchat``), and ``tests/liyuan`` stands on the
+library alone.
 """
 
 from __future__ import annotations
