@@ -38,8 +38,11 @@ __all__ = [
     "Part",
     "assemble_handbook",
     "block_titles",
+    "chat_refs",
     "merge_excerpt",
+    "source_ids",
     "split_handbook",
+    "without_chats",
 ]
 
 SHARED_HEADINGS = ("# 人物（跨局）", "# 世界既定事实（跨局）", "# 用户的玩法偏好（跨局）")
@@ -111,17 +114,33 @@ def block_titles(handbook: str, chat_ids: Collection[str]) -> dict[str, str]:
             for p in split_handbook(handbook) if p.kind == "block" and p.chat_id in chat_ids}
 
 
+def source_ids(handbook: str) -> set[str]:
+    """Chat ids of the handbook's ``来源：局/<id>.md`` lines (one per chat block)."""
+    return set(_SOURCE_RE.findall(handbook))
+
+
+def chat_refs(text: str) -> set[str]:
+    """Every chat id a text names: ``[局:id]`` tags and ``来源：局/<id>.md`` lines."""
+    return set(_TAG_RE.findall(text)) | source_ids(text)
+
+
+def without_chats(text: str, chats: Collection[str]) -> str:
+    """``text`` without the lines only ``chats`` support (every ``[局:id]`` tag of the line names
+    one of them) and without their tags on the lines other chats support too."""
+    if not chats or not _TAG_RE.search(text):
+        return text
+    lines = []
+    for line in text.split("\n"):
+        tags = _TAG_RE.findall(line)
+        if tags and all(tag in chats for tag in tags):
+            continue
+        lines.append(_TAG_RE.sub(lambda m: "" if m.group(1) in chats else m.group(0), line).rstrip() if tags else line)
+    return "\n".join(lines)
+
+
 def _forget(part: Part, gone: Collection[str]) -> Part:
     """``part`` without lines only forgotten chats support, and without their tags."""
-    if not gone or not _TAG_RE.search(part.text):
-        return part
-    lines = []
-    for line in part.text.split("\n"):
-        tags = _TAG_RE.findall(line)
-        if tags and all(tag in gone for tag in tags):
-            continue
-        lines.append(_TAG_RE.sub(lambda m: "" if m.group(1) in gone else m.group(0), line) if tags else line)
-    return Part(part.kind, "\n".join(lines), part.chat_id)
+    return Part(part.kind, without_chats(part.text, gone), part.chat_id)
 
 
 def assemble_handbook(previous: str | None, reply: str, *, gone: Collection[str]) -> str:

@@ -40,11 +40,10 @@ Invariant: everything here is pure (text in, text out).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from liyuan.card.handbook import assemble_handbook
+from liyuan.card.handbook import assemble_handbook, chat_refs, source_ids
 from liyuan.card.inputs import RecapDiff
 from liyuan.card.manifest import Manifest
 from liyuan.card.prompts import MERGE_MAX_TOKENS, RESIDENT_HEADING, merge_reply_problem, parse_merge_result
@@ -59,10 +58,8 @@ __all__ = [
     "HANDBOOK_SHRINK_FLOOR_CHARS",
     "MERGE_MAX_REPLY_CHARS",
     "CheckedMerge",
-    "chat_refs",
     "check_merge",
     "merge_needs_every_recap",
-    "source_ids",
 ]
 
 MERGE_MAX_REPLY_CHARS = 4 * MERGE_MAX_TOKENS
@@ -73,18 +70,6 @@ HANDBOOK_MIN_KEPT = 0.5
 HANDBOOK_SHRINK_FLOOR_CHARS = 200
 """Below this previous length the shrink check does not apply (the block check still does)."""
 
-_SOURCE_RE = re.compile(r"^[ \t]*来源[ \t]*[:：][ \t]*局[ \t]*/[ \t]*(\S+?)\.md[ \t]*$", re.MULTILINE)
-_TAG_RE = re.compile(r"\[\s*局\s*[:：]\s*([^\]\s]+)\s*\]")
-
-
-def source_ids(handbook: str) -> set[str]:
-    """Chat ids of the handbook's ``来源：局/<id>.md`` lines (one per chat block)."""
-    return set(_SOURCE_RE.findall(handbook))
-
-
-def chat_refs(text: str) -> set[str]:
-    """Every chat id a text names: ``[局:id]`` tags and ``来源：局/<id>.md`` lines."""
-    return set(_TAG_RE.findall(text)) | source_ids(text)
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,9 @@ Pure, except :func:`resident_held_back`, which reads the manifest.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Sequence
 
-from liyuan.card.handbook import split_handbook
+from liyuan.card.handbook import split_handbook, without_chats
 from liyuan.card.inputs import ChatEvidence, RecapDiff
 from liyuan.card.manifest import Manifest, RecapRecord, load_manifest
 from liyuan.card.memstore import MemoryStore
@@ -33,7 +32,6 @@ from liyuan.errors import ManifestError, MemoryFileError
 
 __all__ = ["fresh_revisions", "note_revisions", "resident_held_back", "revised_chats", "take_back"]
 
-_TAG_RE = re.compile(r"\[\s*局\s*[:：]\s*([^\]\s]+)\s*\]")
 
 
 def fresh_revisions(record: RecapRecord | None, evidence: ChatEvidence) -> bool:
@@ -53,23 +51,11 @@ def revised_chats(diff: RecapDiff, manifest: Manifest) -> list[str]:
             if (record := manifest.recaps.get(recap.chat_id)) is not None and record.retracted]
 
 
-def _without(section: str, chats: Collection[str]) -> str:
-    kept: list[str] = []
-    for line in section.split("\n"):
-        tags = _TAG_RE.findall(line)
-        if tags and all(tag in chats for tag in tags):
-            continue  # supported by the revised chats alone
-        if tags:
-            line = _TAG_RE.sub(lambda m: "" if m.group(1) in chats else m.group(0), line).rstrip()
-        kept.append(line)
-    return "\n".join(kept)
-
-
 def take_back(handbook: str | None, chats: Sequence[str]) -> str | None:
     """The handbook without ``chats``' blocks and the cross-chat lines only they supported."""
     if not chats or not handbook:
         return handbook
-    parts = [part.text if part.kind != "shared" else _without(part.text, chats)
+    parts = [part.text if part.kind != "shared" else without_chats(part.text, chats)
              for part in split_handbook(handbook) if not (part.kind == "block" and part.chat_id in chats)]
     return "\n\n".join(parts)
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from liyuan.card.handbook import BLOCK_MAX_CHARS, SHARED_HEADINGS, SHARED_MAX_CHARS, split_handbook
+from liyuan.card.handbook import BLOCK_MAX_CHARS, SHARED_HEADINGS, SHARED_MAX_CHARS, source_ids, split_handbook
 from liyuan.card.inputs import MERGE_BATCH_RECAPS, ChangedRecap
-from liyuan.card.merge_check import MERGE_MAX_REPLY_CHARS, source_ids
+from liyuan.card.merge_check import MERGE_MAX_REPLY_CHARS
 from liyuan.card.prompts import HANDBOOK_MARK, RESIDENT_HEADING, RESIDENT_MARK, build_merge_prompt
 from liyuan.context.budget import RESIDENT_MAX_CHARS
 from liyuan.model import Completion, FunctionModel, ModelRequest
