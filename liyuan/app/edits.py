@@ -76,10 +76,10 @@ class Revision:
                 "前情从之前最后一份没盖住它的摘要起重写（每次压缩一个周期的轮数）")
 
 
-def _story_text(branch: list[Entry] | object, target: Entry) -> str | None:
+def _story_text(branch: Sequence[Entry], target: Entry) -> str | None:
     """The message's text now: its revisions on the branch applied (``None``: deleted)."""
     text: str | None = target.text
-    for _at, entry in revisions(branch):  # type: ignore[arg-type]
+    for _at, entry in revisions(branch):
         if revision_target(entry) == target.id and text is not None:
             text = revised_text(text, entry.data, entry.custom_type)
     return text
