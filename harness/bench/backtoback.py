@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from liyuan import Card, Completion, FunctionModel, ModelRequest
+from liyuan.session.entries import Entry
 
 from ..eval.scripted import scripted_summariser
 from .longchat import CHAR, USER, build_chat, memory_config, reply
@@ -61,8 +63,21 @@ def _play(card_dir: Path, *, turns: int, side_ms: float, gap_ms: float, backgrou
         card.flush()
         landed = sum(1 for e in chat.tree if e.custom_type == "rp-summary") - before
         dropped = sum(1 for a in card.activity if a.kind == "compact" and "丢弃" in a.text)
+        covered = _covered_turns(chat.branch())
     return {"p50_ms": statistics.median(times), "p95_ms": percentile(times, 95), "max_ms": max(times),
-            "summaries": landed, "dropped": dropped}
+            "summaries": landed, "dropped": dropped, "covered_turns": covered}
+
+
+def _covered_turns(branch: Sequence[Entry]) -> int:
+    """User turns up to the newest summary's anchor (``coversThroughId``): how far the relay reached."""
+    anchor = next((e.data.get("coversThroughId") for e in reversed(branch) if e.custom_type == "rp-summary"), None)
+    turns = 0
+    for entry in branch:
+        if entry.type == "message" and entry.role == "user":
+            turns += 1
+        if entry.id == anchor:
+            return turns
+    return 0
 
 
 def back_to_back(folder: Path, *, turns: int, played: int, side_ms: float = 200.0,
@@ -88,4 +103,5 @@ def print_back_to_back(rows: list[dict[str, Any]]) -> None:
               f"落下摘要 {bg['summaries']} 份（丢弃 {bg['dropped']}），一轮一轮等着压的那次 {inline['summaries']} 份"
               f"（那次 p95 {inline['p95_ms']:.1f} ms）")
         print(f"  目标：p95 ≤ 2 × p50 → {'达标' if ratio <= 2 else '未达标'}；摘要份数和不重叠时一样 → "
-              f"{'一样' if bg['summaries'] == inline['summaries'] else '不一样'}")
+              f"{'一样' if bg['summaries'] == inline['summaries'] else '不一样'}；摘要覆盖到第 "
+              f"{bg['covered_turns']} 轮，不重叠时第 {inline['covered_turns']} 轮")

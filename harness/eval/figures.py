@@ -11,11 +11,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from liyuan import MemoryConfig
+
 from ..bench.methods import DEFAULT_METHOD
 from ..bench.stamp import stamp_line
 
 __all__ = ["context_markdown", "fusion_markdown", "latency_markdown", "long_markdown", "recall_markdown",
            "stores_markdown"]
+
+PERIOD = MemoryConfig().every_n_turns
+"""The compaction period the back-to-back chats use (the default): how far behind the relay may be."""
 
 _TURN_LABELS = {"向量关·账本无": "向量关、无账本", "向量开·账本无": "向量开、无账本",
                 "向量关·账本有": "向量关、有账本", "向量开·账本有": "向量开、有账本"}
@@ -38,7 +43,9 @@ def long_markdown(data: Mapping[str, Any]) -> str:
     sizes = [str(s) for s in data["sizes"]]
     first, last = sizes[0], sizes[-1]
     lines = [stamp_line(data["machine"]), ""]
-    lines += [f"每轮前台用时（`prepare` + `record`，每个规模计 {data['timed_turns']} 轮）：", "",
+    repeat = len(next(iter(next(iter(data["turns"].values())).values())).get("runs", [None]))
+    runs = f"，每种组合开 {repeat} 次、取各次中位数和 p95 的中位数" if repeat > 1 else ""
+    lines += [f"每轮前台用时（`prepare` + `record`，每个规模计 {data['timed_turns']} 轮{runs}）：", "",
               _row(["每轮", *(f"{_n(s)} 轮" for s in sizes), f"{_n(last)} / {_n(first)}"]),
               _row(["---"] * (len(sizes) + 2))]
     worst_p50 = worst_p95 = 0.0
@@ -100,7 +107,11 @@ def long_markdown(data: Mapping[str, Any]) -> str:
                      f"p95 不超过 p50 的 2 倍：{_met(ratio <= 2)}（{ratio:.2f}×）；"
                      "落下的摘要和一轮一轮等着压时一样多："
                      f"{_met(bg['summaries'] == inline['summaries'])}"
-                     f"（{bg['summaries']} 对 {inline['summaries']} 份）。")
+                     f"（{bg['summaries']} 对 {inline['summaries']} 份）"
+                     + (f"；摘要接力到的轮次不比一轮一轮等着压时少一个周期（{PERIOD} 轮）以上："
+                        f"{_met(bg['covered_turns'] > inline['covered_turns'] - PERIOD)}"
+                        f"（第 {_n(bg['covered_turns'])} 轮对第 {_n(inline['covered_turns'])} 轮）"
+                        if "covered_turns" in bg else "") + "。")
     lines.append(f"- 满库热召回 p95 不到 100 ms 且第一次召回就有结果："
                  f"{_met(cap['recall_p95_ms'] < 100 and cap['first_recall_hits'] > 0)}。")
     if "500" in sync:

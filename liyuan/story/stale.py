@@ -83,10 +83,10 @@ def stale_summaries(branch: Sequence[Entry]) -> dict[str, Withheld]:
 def _revised_since_last_summary(branch: Sequence[Entry]) -> bool:
     if isinstance(branch, BranchView):
         revised = branch.custom_positions(REVISION_TYPES)
+        if revised is not None and not revised:
+            return False  # never edited: the summaries' positions are not read
         summaries = branch.custom_positions((SUMMARY_ENTRY_TYPE,))
         if revised is not None and summaries is not None:
-            if not revised:
-                return False
             valid = next((at for at in reversed(summaries) if summary_fields(branch[at]) is not None), -1)
             return revised[-1] > valid
     for entry in reversed(branch):

@@ -9,6 +9,7 @@ never repeat (the 8-hex ids collide by about 50,000 turns; widening them is issu
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -52,3 +53,23 @@ def test_a_long_chat_runs_end_to_end(tmp_path: Path) -> None:
     assert errors == []
     with Card.open(card_dir, config=memory_config(False), ids=ids) as again:
         assert len(again.chat("long").branch()) == length
+
+
+def test_the_back_to_back_row_says_how_far_the_relay_reached_and_judges_it(tmp_path: Path) -> None:
+    """The bench counts the user turns up to the newest summary's anchor, and the verdict
+    says a relay that stayed a whole period behind the inline run as missed."""
+    from harness.bench.backtoback import back_to_back
+    from harness.eval.figures import PERIOD, long_markdown
+
+    row = back_to_back(tmp_path, turns=60, played=40, side_ms=0.0, gap_ms=0.0)
+    inline = row["inline"]
+    assert inline["summaries"] >= 1
+    # 100 turns, the newest summary keeps at most keep + period turns uncovered
+    assert 100 - 6 - PERIOD <= inline["covered_turns"] <= 100 - 6
+
+    snapshot = json.loads((Path(__file__).resolve().parents[2] / "sim/eval/long.json").read_text(encoding="utf-8"))
+    table = {**snapshot, "back_to_back": [row]}
+    behind = {**row, "background": {**row["background"], "covered_turns": inline["covered_turns"] - PERIOD}}
+    assert "接力到的轮次不比一轮一轮等着压时少一个周期（30 轮）以上：达到" in long_markdown(table)
+    assert "接力到的轮次不比一轮一轮等着压时少一个周期（30 轮）以上：**没达到**" in long_markdown(
+        {**table, "back_to_back": [behind]})
