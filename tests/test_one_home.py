@@ -25,7 +25,7 @@ COMPATIBILITY: dict[str, str] = {}
 STILL_TWO_HOMES = frozenset({
     "BRANCH_TAGGED", "COMPACT_FAILED_TYPE", "CardLocks", "CardStorage", "ChatMessage", "Chunk", "Completion",
     "E5Embedder", "FailureStreak", "HISTORY_MAX_CHARS", "ImportNote", "LoreBlocks", "LoreCut", "LoreHit",
-    "LoreReport", "MAX_DEFERRED_INGESTS", "MemoryFiles", "ModelRequest", "NewChunk", "Role", "SUMMARY_MAX_TOKENS",
+    "LoreReport", "MAX_DEFERRED_INGESTS", "ModelRequest", "NewChunk", "Role", "SUMMARY_MAX_TOKENS",
     "SessionProblem", "Snapshot", "Source", "TermCache", "UNEMBEDDED", "Usage", "WORKER_IDLE_S", "card_locks",
     "failure_streak", "require_finished", "split_reasoning", "strip_fence", "usage_fields",
 })
