@@ -23,11 +23,10 @@ COMPATIBILITY: dict[str, str] = {}
 """``name`` -> why two modules export it on purpose (at most three)."""
 
 STILL_TWO_HOMES = frozenset({
-    "BRANCH_TAGGED", "COMPACT_FAILED_TYPE", "CardLocks", "CardStorage", "ChatMessage", "Chunk", "Completion",
-    "E5Embedder", "FailureStreak", "HISTORY_MAX_CHARS", "ImportNote", "LoreBlocks", "LoreCut", "LoreHit",
-    "LoreReport", "MAX_DEFERRED_INGESTS", "ModelRequest", "NewChunk", "Role", "SUMMARY_MAX_TOKENS",
-    "SessionProblem", "Snapshot", "Source", "TermCache", "UNEMBEDDED", "Usage", "WORKER_IDLE_S", "card_locks",
-    "failure_streak", "require_finished", "split_reasoning", "strip_fence", "usage_fields",
+    "COMPACT_FAILED_TYPE", "CardLocks", "CardStorage", "ChatMessage", "Completion", "FailureStreak",
+    "HISTORY_MAX_CHARS", "ImportNote", "LoreBlocks", "LoreCut", "LoreHit", "LoreReport", "ModelRequest", "Role",
+    "SUMMARY_MAX_TOKENS", "SessionProblem", "Usage", "card_locks", "failure_streak", "require_finished",
+    "split_reasoning", "strip_fence", "usage_fields",
 })
 """Names with two homes when the list was made; each one removed is a split's leftover gone."""
 
