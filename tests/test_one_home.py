@@ -23,10 +23,8 @@ COMPATIBILITY: dict[str, str] = {}
 """``name`` -> why two modules export it on purpose (at most three)."""
 
 STILL_TWO_HOMES = frozenset({
-    "COMPACT_FAILED_TYPE", "CardLocks", "CardStorage", "ChatMessage", "Completion", "FailureStreak",
-    "HISTORY_MAX_CHARS", "ImportNote", "LoreBlocks", "LoreCut", "LoreHit", "LoreReport", "ModelRequest", "Role",
-    "SUMMARY_MAX_TOKENS", "SessionProblem", "Usage", "card_locks", "failure_streak", "require_finished",
-    "split_reasoning", "strip_fence", "usage_fields",
+    "CardLocks", "CardStorage", "ChatMessage", "Completion", "ModelRequest", "Role", "Usage", "card_locks",
+    "require_finished", "split_reasoning", "strip_fence", "usage_fields",
 })
 """Names with two homes when the list was made; each one removed is a split's leftover gone."""
 

@@ -40,10 +40,6 @@ from liyuan.text import utf16_len
 
 __all__ = [
     "DEFAULT_LORE_SHARE",
-    "LoreBlocks",
-    "LoreCut",
-    "LoreHit",
-    "LoreReport",
     "activate_entries",
     "fit_lore",
     "lore_for_turn",

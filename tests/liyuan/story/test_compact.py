@@ -16,7 +16,7 @@ from liyuan.model import Completion, FunctionModel, ModelRequest, ScriptedModel
 from liyuan.session.entries import Entry, custom, message
 from liyuan.session.tree import SessionTree
 from liyuan.story import compact
-from liyuan.story.backoff import FailureStreak, backoff_wait, compaction_backoff, failure_streak
+from liyuan.story.backoff import backoff_wait, compaction_backoff
 from liyuan.story.compact import (
     MANUAL_MIN_COMPACT_CHARS,
     Archive,
@@ -27,7 +27,7 @@ from liyuan.story.compact import (
     run_compaction,
 )
 from liyuan.story.history import ActiveSummary, HistoryItem, active_summary, rebuild_history, serialize_for_summary
-from liyuan.story.view import story_view
+from liyuan.story.view import FailureStreak, failure_streak, story_view
 from liyuan.text import utf16_len
 from tests.liyuan.branches import BODY, SUMMARY_REPLY, chain, story_turns, summary, tree_of
 
