@@ -23,8 +23,8 @@ COMPATIBILITY: dict[str, str] = {}
 """``name`` -> why two modules export it on purpose (at most three)."""
 
 STILL_TWO_HOMES = frozenset({
-    "CardLocks", "CardStorage", "ChatMessage", "Completion", "ModelRequest", "Role", "Usage", "card_locks",
-    "require_finished", "split_reasoning", "strip_fence", "usage_fields",
+    "ChatMessage", "Completion", "ModelRequest", "Role", "Usage", "require_finished", "split_reasoning",
+    "usage_fields",
 })
 """Names with two homes when the list was made; each one removed is a split's leftover gone."""
 

@@ -57,7 +57,6 @@ __all__ = [
     "merge_reply_problem",
     "neutralize",
     "parse_merge_result",
-    "strip_fence",
     "validate_recap",
 ]
 

@@ -16,8 +16,8 @@ from liyuan.card.prompts import (
     build_recap_prompt,
     neutralize,
     parse_merge_result,
-    strip_fence,
 )
+from liyuan.text import strip_fence
 
 PKG = Path(liyuan.__file__).parent
 EVIDENCE = ChatEvidence("【前情提要】\n第一章：城门遇袭。\n\n阿明：后来的话", 3, 1200, "时间：第二天")
