@@ -4,10 +4,12 @@ Read from the source with :mod:`ast`. A package's ``__init__`` re-exporting its 
 names is its public namespace, not a second home; two plain modules listing the same name
 are (a re-export kept after a split, or two different things under one name).
 
+A private module (``liyuan/_completion.py``: a name part starting with ``_``) is no home
+either: its names are defined there and exported by the one public module beside it that
+re-exports them (as httpx keeps ``_models.py`` behind ``httpx``). Only the modules of its own
+package import it, so "what may I import" has one answer.
+
 :data:`COMPATIBILITY` holds at most three re-exports kept on purpose, each with its reason.
-:data:`STILL_TWO_HOMES` is what was left when this test was written (issue 40, item 1): it
-may only shrink. A new name with two homes fails, and so does a listed name that has one
-home now (take it off the list).
 """
 
 from __future__ import annotations
@@ -18,24 +20,27 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LIYUAN = ROOT / "liyuan"
+IMPORTERS = ("liyuan", "harness", "tests", "examples", "docs")
 
 COMPATIBILITY: dict[str, str] = {}
 """``name`` -> why two modules export it on purpose (at most three)."""
 
-STILL_TWO_HOMES = frozenset({
-    "ChatMessage", "Completion", "ModelRequest", "Role", "Usage", "require_finished", "split_reasoning",
-    "usage_fields",
-})
-"""Names with two homes when the list was made; each one removed is a split's leftover gone."""
+
+def _module(path: Path, base: Path) -> str:
+    return ".".join(path.relative_to(base).with_suffix("").parts)
+
+
+def _private(module: str) -> bool:
+    return any(part.startswith("_") and part != "__init__" for part in module.split("."))
 
 
 def homes(root: Path = LIYUAN) -> dict[str, list[str]]:
-    """Every name listed in the ``__all__`` of more than one plain (non-package) module, with those modules."""
+    """Every name listed in the ``__all__`` of more than one public plain (non-package) module."""
     found: dict[str, list[str]] = defaultdict(list)
     for path in sorted(root.rglob("*.py")):
-        if path.name == "__init__.py":
+        module = _module(path, root.parent)
+        if path.name == "__init__.py" or _private(module):
             continue
-        module = ".".join(path.relative_to(root.parent).with_suffix("").parts)
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if not isinstance(node, ast.Assign):
                 continue
@@ -45,24 +50,67 @@ def homes(root: Path = LIYUAN) -> dict[str, list[str]]:
     return {name: modules for name, modules in found.items() if len(modules) > 1}
 
 
-def test_the_check_sees_a_name_in_two_modules(tmp_path: Path) -> None:
+def private_imports(root: Path = ROOT, dirs: tuple[str, ...] = IMPORTERS) -> list[str]:
+    """Imports of a private ``liyuan`` module from outside the package that holds it."""
+    offenders: list[str] = []
+    for folder in dirs:
+        for path in sorted((root / folder).rglob("*.py")):
+            package = _module(path, root).rpartition(".")[0]
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                targets: list[str] = []
+                if isinstance(node, ast.Import):
+                    targets = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                    targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names
+                                              if (root / node.module.replace(".", "/") / f"{a.name}.py").exists())]
+                offenders += [f"{path.relative_to(root).as_posix()}: {target}" for target in targets
+                              if target.split(".")[0] == "liyuan" and _private(target)
+                              and target.rpartition(".")[0] != package]
+    return offenders
+
+
+def definitions(root: Path = LIYUAN) -> dict[str, list[str]]:
+    """Public classes and functions defined at the top of more than one module."""
+    found: dict[str, list[str]] = defaultdict(list)
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) \
+                    and not node.name.startswith("_"):
+                found[node.name].append(_module(path, root.parent))
+    return {name: modules for name, modules in found.items() if len(modules) > 1}
+
+
+def test_the_checks_see_a_second_home(tmp_path: Path) -> None:
     package = tmp_path / "liyuan"
     (package / "sub").mkdir(parents=True)
     (package / "__init__.py").write_text('__all__ = ["Card"]\n', encoding="utf-8")
-    (package / "a.py").write_text('__all__ = ["Card", "write"]\n', encoding="utf-8")
+    (package / "a.py").write_text('__all__ = ["Card", "write"]\nclass Files: ...\n', encoding="utf-8")
+    (package / "_impl.py").write_text('__all__ = ["Card"]\n', encoding="utf-8")
     (package / "sub" / "__init__.py").write_text('__all__ = ["write"]\n', encoding="utf-8")
-    (package / "sub" / "b.py").write_text('__all__ = ["write"]\n', encoding="utf-8")
+    (package / "sub" / "b.py").write_text('__all__ = ["write"]\nfrom liyuan._impl import Card\n'
+                                          'from liyuan import _impl\nclass Files: ...\n', encoding="utf-8")
+    (package / "c.py").write_text("from liyuan._impl import Card\n", encoding="utf-8")
     assert homes(package) == {"write": ["liyuan.a", "liyuan.sub.b"]}
+    assert private_imports(tmp_path, ("liyuan",)) == ["liyuan/sub/b.py: liyuan._impl"] * 2
+    assert definitions(package) == {"Files": ["liyuan.a", "liyuan.sub.b"]}
 
 
-def test_no_new_name_has_two_homes_and_the_old_ones_only_go() -> None:
+def test_no_name_has_two_homes() -> None:
     found = homes()
-    new = {name: modules for name, modules in found.items()
-           if name not in STILL_TWO_HOMES and name not in COMPATIBILITY}
-    assert new == {}, f"这些名字在两个模块的 __all__ 里（只留一个家）：{new}"
-    gone = sorted(STILL_TWO_HOMES - set(found))
-    assert gone == [], f"这些名字已经只有一个家了，从 STILL_TWO_HOMES 里删掉：{gone}"
+    assert {name: modules for name, modules in found.items() if name not in COMPATIBILITY} == {}, \
+        "这些名字在两个模块的 __all__ 里（只留一个家）"
+    assert sorted(COMPATIBILITY) == sorted(name for name in COMPATIBILITY if name in found), \
+        "兼容名单里的名字已经只有一个家了，从名单里删掉"
     assert len(COMPATIBILITY) <= 3 and all(len(why) >= 20 for why in COMPATIBILITY.values())
+
+
+def test_a_private_module_is_imported_only_beside_it() -> None:
+    assert private_imports() == []
+
+
+def test_no_two_classes_or_functions_share_a_public_name() -> None:
+    """A protocol named like the class it describes, or a second copy of a helper, reads as one thing."""
+    assert definitions() == {}
 
 
 def test_one_atomic_write_text() -> None:
