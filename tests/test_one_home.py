@@ -50,6 +50,33 @@ def homes(root: Path = LIYUAN) -> dict[str, list[str]]:
     return {name: modules for name, modules in found.items() if len(modules) > 1}
 
 
+def borrowed(root: Path = LIYUAN) -> dict[str, list[str]]:
+    """Names a public plain module lists in ``__all__`` but imports, each as ``name <- source``.
+
+    A re-export from a private module of the same package is how that module's names get their
+    one public home (``liyuan.model`` <- ``liyuan._completion``) and is left out; any other
+    re-export is a second home, even when the first is a package's ``__init__`` (which
+    :func:`homes` does not count).
+    """
+    found: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        module = _module(path, root.parent)
+        if path.name == "__init__.py" or _private(module):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        sources = {alias.asname or alias.name: node.module or "" for node in ast.walk(tree)
+                   if isinstance(node, ast.ImportFrom) for alias in node.names}
+        listed = [name for node in tree.body if isinstance(node, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+                  for name in ast.literal_eval(node.value)]
+        package = module.rpartition(".")[0]
+        odd = [f"{name} <- {sources[name]}" for name in listed if name in sources
+               and not (_private(sources[name]) and sources[name].rpartition(".")[0] == package)]
+        if odd:
+            found[module] = odd
+    return found
+
+
 def private_imports(root: Path = ROOT, dirs: tuple[str, ...] = IMPORTERS) -> list[str]:
     """Imports of a private ``liyuan`` module from outside the package that holds it."""
     offenders: list[str] = []
@@ -83,14 +110,19 @@ def definitions(root: Path = LIYUAN) -> dict[str, list[str]]:
 def test_the_checks_see_a_second_home(tmp_path: Path) -> None:
     package = tmp_path / "liyuan"
     (package / "sub").mkdir(parents=True)
-    (package / "__init__.py").write_text('__all__ = ["Card"]\n', encoding="utf-8")
-    (package / "a.py").write_text('__all__ = ["Card", "write"]\nclass Files: ...\n', encoding="utf-8")
-    (package / "_impl.py").write_text('__all__ = ["Card"]\n', encoding="utf-8")
-    (package / "sub" / "__init__.py").write_text('__all__ = ["write"]\n', encoding="utf-8")
-    (package / "sub" / "b.py").write_text('__all__ = ["write"]\nfrom liyuan._impl import Card\n'
-                                          'from liyuan import _impl\nclass Files: ...\n', encoding="utf-8")
-    (package / "c.py").write_text("from liyuan._impl import Card\n", encoding="utf-8")
+    files = {
+        "__init__.py": '__all__ = ["Card"]\n',
+        "a.py": '__all__ = ["write"]\nclass Files: ...\n',
+        "_impl.py": '__all__ = ["Card", "Impl"]\n',
+        "c.py": '__all__ = ["Files", "Impl"]\nfrom liyuan._impl import Impl\nfrom liyuan.a import Files\n',
+        "sub/__init__.py": '__all__ = ["write"]\n',
+        "sub/b.py": ('__all__ = ["Card", "write"]\nfrom liyuan._impl import Card\nfrom liyuan import _impl\n'
+                     "class Files: ...\n"),
+    }
+    for name, text in files.items():
+        (package / name).write_text(text, encoding="utf-8")
     assert homes(package) == {"write": ["liyuan.a", "liyuan.sub.b"]}
+    assert borrowed(package) == {"liyuan.c": ["Files <- liyuan.a"], "liyuan.sub.b": ["Card <- liyuan._impl"]}
     assert private_imports(tmp_path, ("liyuan",)) == ["liyuan/sub/b.py: liyuan._impl"] * 2
     assert definitions(package) == {"Files": ["liyuan.a", "liyuan.sub.b"]}
 
@@ -102,6 +134,11 @@ def test_no_name_has_two_homes() -> None:
     assert sorted(COMPATIBILITY) == sorted(name for name in COMPATIBILITY if name in found), \
         "兼容名单里的名字已经只有一个家了，从名单里删掉"
     assert len(COMPATIBILITY) <= 3 and all(len(why) >= 20 for why in COMPATIBILITY.values())
+
+
+def test_a_module_exports_only_what_it_defines() -> None:
+    assert {module: names for module, names in borrowed().items()
+            if any(name.partition(" ")[0] not in COMPATIBILITY for name in names)} == {}
 
 
 def test_a_private_module_is_imported_only_beside_it() -> None:

@@ -55,7 +55,6 @@ __all__ = [
     "build_merge_prompt",
     "build_recap_prompt",
     "merge_reply_problem",
-    "neutralize",
     "parse_merge_result",
     "validate_recap",
 ]

@@ -9,14 +9,8 @@ import pytest
 
 import liyuan
 from liyuan.card.inputs import ChangedRecap, ChatEvidence
-from liyuan.card.prompts import (
-    HANDBOOK_MARK,
-    RESIDENT_MARK,
-    build_merge_prompt,
-    build_recap_prompt,
-    neutralize,
-    parse_merge_result,
-)
+from liyuan.card.prompts import HANDBOOK_MARK, RESIDENT_MARK, build_merge_prompt, build_recap_prompt, parse_merge_result
+from liyuan.prompts import neutralize
 from liyuan.text import strip_fence
 
 PKG = Path(liyuan.__file__).parent

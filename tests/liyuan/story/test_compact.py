@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from liyuan.clock import counter_ids
-from liyuan.compaction import HeldLandings
+from liyuan.compaction import CompactionOutcome, HeldLandings
 from liyuan.errors import ConfigError, ModelError
 from liyuan.model import Completion, FunctionModel, ModelRequest, ScriptedModel
 from liyuan.session.entries import Entry, custom, message
@@ -20,7 +20,6 @@ from liyuan.story.backoff import backoff_wait, compaction_backoff
 from liyuan.story.compact import (
     MANUAL_MIN_COMPACT_CHARS,
     Archive,
-    CompactionOutcome,
     CompactionPlan,
     compact_now,
     plan_compaction,
