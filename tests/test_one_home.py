@@ -96,6 +96,37 @@ def private_imports(root: Path = ROOT, dirs: tuple[str, ...] = IMPORTERS) -> lis
     return offenders
 
 
+def reached_through(root: Path = ROOT, dirs: tuple[str, ...] = IMPORTERS) -> list[str]:
+    """``from liyuan.x import name`` where ``liyuan.x`` neither defines ``name`` nor lists it in ``__all__``.
+
+    mypy (strict, no implicit re-export) refuses these in ``liyuan``, ``harness`` and
+    ``examples``; this also reads ``tests`` and ``docs``, which mypy does not check.
+    """
+    offered: dict[str, set[str]] = {}
+    for path in sorted((root / "liyuan").rglob("*.py")):
+        module = _module(path, root).removesuffix(".__init__")
+        names: set[str] = {_module(sub, root).removesuffix(".__init__").rpartition(".")[2]
+                           for sub in path.parent.glob("*") if path.name == "__init__.py"
+                           and (sub.suffix == ".py" or (sub / "__init__.py").exists())}
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                names.add(node.name)
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names.update(t.id for t in targets if isinstance(t, ast.Name))
+                if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets) and node.value:
+                    names.update(ast.literal_eval(node.value))
+        offered[module] = names
+    found: list[str] = []
+    for folder in dirs:
+        for path in sorted((root / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and not node.level and node.module in offered:
+                    found += [f"{path.relative_to(root).as_posix()}: {node.module}.{alias.name}"
+                              for alias in node.names if alias.name not in offered[node.module]]
+    return found
+
+
 def definitions(root: Path = LIYUAN) -> dict[str, list[str]]:
     """Public classes and functions defined at the top of more than one module."""
     found: dict[str, list[str]] = defaultdict(list)
@@ -125,6 +156,11 @@ def test_the_checks_see_a_second_home(tmp_path: Path) -> None:
     assert borrowed(package) == {"liyuan.c": ["Files <- liyuan.a"], "liyuan.sub.b": ["Card <- liyuan._impl"]}
     assert private_imports(tmp_path, ("liyuan",)) == ["liyuan/sub/b.py: liyuan._impl"] * 2
     assert definitions(package) == {"Files": ["liyuan.a", "liyuan.sub.b"]}
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "t.py").write_text("from liyuan.c import Files, Impl\nfrom liyuan.a import Files\n"
+                                             "from liyuan.sub import b, write\nfrom liyuan.a import Card\n",
+                                             encoding="utf-8")
+    assert reached_through(tmp_path, ("tests",)) == ["tests/t.py: liyuan.a.Card"]
 
 
 def test_no_name_has_two_homes() -> None:
@@ -143,6 +179,10 @@ def test_a_module_exports_only_what_it_defines() -> None:
 
 def test_a_private_module_is_imported_only_beside_it() -> None:
     assert private_imports() == []
+
+
+def test_every_import_names_a_home_or_a_public_namespace() -> None:
+    assert reached_through() == []
 
 
 def test_no_two_classes_or_functions_share_a_public_name() -> None:
