@@ -1,15 +1,23 @@
-"""One home per name: no name is listed in the ``__all__`` of two modules of ``liyuan``.
+"""One home per name: every name of ``liyuan`` is defined and exported in one module.
 
-Read from the source with :mod:`ast`. A package's ``__init__`` re-exporting its own modules'
-names is its public namespace, not a second home; two plain modules listing the same name
-are (a re-export kept after a split, or two different things under one name).
+Read from the source with :mod:`ast` (issue 40, item 1):
+
+- no name is listed in the ``__all__`` of two plain modules; a package's ``__init__``
+  re-exporting its own modules' names is its public namespace, not a second home;
+- a plain module's ``__all__`` lists only what it defines (so a re-export of a name whose
+  home is a package ``__init__`` counts too);
+- an import names a module that defines or exports the name, in ``tests`` and ``docs`` as
+  well (mypy refuses the rest);
+- no public class or function is defined twice (a protocol named like the class it
+  describes, or a copied helper).
 
 A private module (``liyuan/_completion.py``: a name part starting with ``_``) is no home
 either: its names are defined there and exported by the one public module beside it that
 re-exports them (as httpx keeps ``_models.py`` behind ``httpx``). Only the modules of its own
 package import it, so "what may I import" has one answer.
 
-:data:`COMPATIBILITY` holds at most three re-exports kept on purpose, each with its reason.
+:data:`COMPATIBILITY` holds at most three re-exports kept on purpose, each with its reason
+(none today).
 """
 
 from __future__ import annotations
