@@ -29,7 +29,7 @@ from liyuan.vector.config import VectorConfig
 from liyuan.vector.config_file import config_from_dict
 from liyuan.vector.recall import RECALL_TIMEOUT_S
 
-__all__ = ["HISTORY_MAX_CHARS", "Durability", "MemoryConfig"]
+__all__ = ["Durability", "MemoryConfig"]
 
 Durability = Literal["entry", "turn"]
 """When a session file is fsynced: after every append, or once per recorded turn."""

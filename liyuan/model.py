@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal, Protocol
 
-from liyuan.completion import (
+from liyuan._completion import (
     ChatMessage,
     Completion,
     ModelRequest,

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from liyuan.vector.chunking import ARCHIVE_CHUNK_CHARS, split_text_chunks
+from liyuan.vector.chunkstore import NewChunk
 from liyuan.vector.config import EXTERNAL
-from liyuan.vector.store import NewChunk
 
 from .methods import DEFAULT_METHOD, METHODS, STORIES, TOP_K, load_story, memory_for, story_chunks
 

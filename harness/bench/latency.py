@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from liyuan.vector import SqliteChunkStore, StoreConfig, VectorConfig, VectorMemory
+from liyuan.vector.chunkstore import NewChunk
 from liyuan.vector.config import EXTERNAL, NARRATIVE
 from liyuan.vector.recall import RECALL_TIMEOUT_S, bounded_archive, recall_for_turn
-from liyuan.vector.store import NewChunk
 
 from .methods import (
     DEFAULT_METHOD,

@@ -101,8 +101,9 @@ def build_chat(card_dir: Path, chat_id: str, turns: int, *, ledger: bool, seed: 
 def fill_store(card_dir: Path, chat_id: str, config: VectorConfig, chunks: int, branch: Sequence[str]) -> None:
     """Put ``chunks`` narrative chunks in the chat's store, tagged with replies on its branch."""
     from liyuan.storage.folder import VECTOR_STORE_FILE
+    from liyuan.vector.chunkstore import NewChunk
     from liyuan.vector.embed import HashEmbedder
-    from liyuan.vector.store import NewChunk, SqliteChunkStore
+    from liyuan.vector.store import SqliteChunkStore
 
     store = SqliteChunkStore(CardLayout(card_dir).chat_dir(chat_id) / VECTOR_STORE_FILE)
     embedder = HashEmbedder()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from liyuan.context.record import TurnRecord
-from liyuan.lore.activate import LoreReport
+from liyuan.lore.report import LoreReport
 from liyuan.model import ChatMessage
 from liyuan.session.entries import Entry
 

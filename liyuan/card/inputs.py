@@ -26,8 +26,9 @@ from liyuan.card.memstore import MemoryStore
 from liyuan.card.sessions import SessionStore, chat_name
 from liyuan.errors import MemoryFileError
 from liyuan.session.branch import branch_to
+from liyuan.session.damage import SessionProblem
 from liyuan.session.edits import revisions
-from liyuan.session.entries import Entry, SessionProblem, is_message
+from liyuan.session.entries import Entry, is_message
 from liyuan.session.loader import SessionContent
 from liyuan.session.state import format_state, state_from_branch
 from liyuan.story.history import active_summary, serialize_for_summary

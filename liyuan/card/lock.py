@@ -31,7 +31,7 @@ from liyuan.card.layout import CardLayout
 from liyuan.card.memstore import CardLocks
 from liyuan.errors import MemoryFileError
 
-__all__ = ["SYNC_LOCK_FILE", "WRITE_LOCK_FILE", "CardLock", "CardLocks", "card_locks"]
+__all__ = ["SYNC_LOCK_FILE", "WRITE_LOCK_FILE", "CardLock", "card_locks"]
 
 SYNC_LOCK_FILE = ".sync.lock"
 """Held for a whole sync (model calls included): one sync of a card at a time."""

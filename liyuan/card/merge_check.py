@@ -47,9 +47,9 @@ from liyuan.card.handbook import assemble_handbook, chat_refs, source_ids
 from liyuan.card.inputs import RecapDiff
 from liyuan.card.manifest import Manifest
 from liyuan.card.prompts import MERGE_MAX_TOKENS, RESIDENT_HEADING, merge_reply_problem, parse_merge_result
-from liyuan.completion import Completion, require_finished
 from liyuan.context.budget import RESIDENT_MAX_CHARS, fit_resident_summary
 from liyuan.errors import ModelOutputError
+from liyuan.model import Completion, require_finished
 from liyuan.prompts import echoed_instructions
 from liyuan.text import utf16_len
 

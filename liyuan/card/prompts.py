@@ -55,9 +55,7 @@ __all__ = [
     "build_merge_prompt",
     "build_recap_prompt",
     "merge_reply_problem",
-    "neutralize",
     "parse_merge_result",
-    "strip_fence",
     "validate_recap",
 ]
 

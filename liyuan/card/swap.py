@@ -22,11 +22,15 @@ from typing import Protocol
 from liyuan import fileio
 from liyuan.errors import MemoryFileError
 
-__all__ = ["STAGED_MARK", "MemoryFiles", "as_read", "replace_text"]
+__all__ = ["STAGED_MARK", "SwapFolder", "as_read", "replace_text"]
 
 
-class MemoryFiles(Protocol):
-    """What this module needs of :class:`liyuan.card.files.MemoryFiles`."""
+class SwapFolder(Protocol):
+    """The folder a text is staged in and swapped into: what :func:`replace_text` needs.
+
+    The card folder's :class:`liyuan.card.files.MemoryFiles` is what passes here (tests
+    subclass it to inject crashes and slow disks).
+    """
 
     def safe(self, path: Path) -> Path: ...
     def new_id(self) -> str: ...
@@ -47,7 +51,7 @@ def as_read(data: bytes) -> str | None:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def replace_text(files: MemoryFiles, path: Path, text: str, expected: str | None) -> bool:
+def replace_text(files: SwapFolder, path: Path, text: str, expected: str | None) -> bool:
     """Write ``text`` to ``path`` only if it still holds ``expected`` (``None``: missing); see the module.
 
     The staged text is written through ``files.write_text`` (the adapter's one write, where
@@ -78,7 +82,7 @@ def replace_text(files: MemoryFiles, path: Path, text: str, expected: str | None
             os.unlink(staged)
 
 
-def _swap_in(files: MemoryFiles, path: Path, staged: Path, text: str, expected: str) -> bool:
+def _swap_in(files: SwapFolder, path: Path, staged: Path, text: str, expected: str) -> bool:
     try:
         swapped = fileio.exchange(staged, path)
     except FileNotFoundError:
@@ -98,7 +102,7 @@ def _swap_in(files: MemoryFiles, path: Path, staged: Path, text: str, expected: 
     return False
 
 
-def _link_then_rename(files: MemoryFiles, path: Path, staged: Path, expected: str) -> bool:
+def _link_then_rename(files: SwapFolder, path: Path, staged: Path, expected: str) -> bool:
     """Without an atomic exchange: catch the old file by a hard link in ``.history/``, then rename."""
     caught = files.history_path(path)
     caught.parent.mkdir(parents=True, exist_ok=True)

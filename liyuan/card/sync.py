@@ -62,7 +62,6 @@ from liyuan.card.inputs import (
     diff_recaps,
 )
 from liyuan.card.layout import CardLayout
-from liyuan.card.lock import card_locks
 from liyuan.card.manifest import Manifest, finish_pending, load_manifest, save_manifest
 from liyuan.card.memstore import MemoryStore
 from liyuan.card.merge_check import check_merge, merge_needs_every_recap
@@ -77,7 +76,7 @@ from liyuan.errors import ManifestError, MemoryFileError, ModelError, ModelOutpu
 from liyuan.model import ChatModel, require_finished, side_call
 from liyuan.text import utf16_len
 
-__all__ = ["CardMemory", "MergeStatus", "SyncOutcome", "card_locks"]
+__all__ = ["CardMemory", "MergeStatus", "SyncOutcome"]
 
 log = logging.getLogger("liyuan.card")
 

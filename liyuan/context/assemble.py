@@ -46,8 +46,9 @@ from liyuan.context.record import (
     estimate,
 )
 from liyuan.context.window import HISTORY_MAX_CHARS, history_window
-from liyuan.lore.activate import DEFAULT_LORE_SHARE, LoreReport, lore_for_turn, lore_share_chars, replay_turn
+from liyuan.lore.activate import DEFAULT_LORE_SHARE, lore_for_turn, lore_share_chars, replay_turn
 from liyuan.lore.match import LoreIndex
+from liyuan.lore.report import LoreReport
 from liyuan.lore.rules import NO_PLACE, TurnPlace
 from liyuan.lore.timed import Said, timers_for_turn, turn_place
 from liyuan.model import ChatMessage

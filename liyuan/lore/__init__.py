@@ -11,8 +11,8 @@ are read by :mod:`liyuan.lore.cards`, with a clear error and nothing written on 
 
 from __future__ import annotations
 
-from liyuan.lore.activate import LoreHit, LoreReport
 from liyuan.lore.model import LoreBook, LoreEntry
+from liyuan.lore.report import LoreHit, LoreReport
 from liyuan.lore.store import LORE_FILE, load_book, parse_book, save_book
 
 __all__ = [

@@ -36,13 +36,10 @@ from liyuan.lore.match import KeyHits, LoreIndex, RegexClock
 from liyuan.lore.model import LOGICS, LORE_INDEX_MAX_CHARS, MAX_RECURSION_STEPS, Logic, LoreEntry
 from liyuan.lore.report import LoreBlocks, LoreCut, LoreHit, LoreReport
 from liyuan.lore.rules import NO_PLACE, TurnPlace, choose_in_groups, roll
+from liyuan.text import utf16_len
 
 __all__ = [
     "DEFAULT_LORE_SHARE",
-    "LoreBlocks",
-    "LoreCut",
-    "LoreHit",
-    "LoreReport",
     "activate_entries",
     "fit_lore",
     "lore_for_turn",
@@ -56,11 +53,6 @@ DEFAULT_LORE_SHARE = 0.4
 layer that is never compressed; less than half, so the in-session summary and the ledger
 keep most of the envelope. The resident summary yields to what lore takes, as it yields
 to the other blocks."""
-
-
-def utf16_len(text: str) -> int:
-    """:func:`liyuan.text.utf16_len`, computed by the codec (the lore blocks are measured every turn)."""
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def lore_share_chars(budget_chars: int, share: float = DEFAULT_LORE_SHARE) -> int:

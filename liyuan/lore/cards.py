@@ -61,7 +61,7 @@ from liyuan.lore.model import (
     substitute_macros,
 )
 
-__all__ = ["MAX_ENTRIES", "RECURSION_ON_IMPORT", "ImportNote", "ImportedCard", "card_from_json", "card_greetings",
+__all__ = ["MAX_ENTRIES", "RECURSION_ON_IMPORT", "ImportedCard", "card_from_json", "card_greetings",
            "char_of", "probe_regex", "read_card"]
 
 MAX_ENTRIES = 200_000

@@ -45,14 +45,13 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from liyuan.session.damage import SessionProblem, encodable
+from liyuan.session.damage import encodable
 
 __all__ = [
     "DAMAGED_ENTRY_TYPE",
     "IMPORT_NOTE_TYPE",
     "SESSION_VERSION",
     "Entry",
-    "SessionProblem",
     "args_json",
     "awaits_reply",
     "custom",

@@ -44,7 +44,8 @@ from typing import Any
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.errors import ConfigError, TreeError
 from liyuan.session.branch import BranchIndex, BranchView, Positions, branch_to
-from liyuan.session.entries import SESSION_VERSION, Entry, SessionProblem
+from liyuan.session.damage import SessionProblem
+from liyuan.session.entries import SESSION_VERSION, Entry
 from liyuan.session.loader import LazyBody, SessionContent
 from liyuan.session.log import FileSessionLog, SessionLog
 

@@ -37,7 +37,7 @@ from liyuan.storage.cardstorage import INCOMPLETE_MARK, CardStorage
 if TYPE_CHECKING:
     from liyuan.vector.chunkstore import ChunkStore
 
-__all__ = ["CardCopy", "CardStorage", "copy_card", "copy_chunks", "copy_memory", "copy_sessions"]
+__all__ = ["CardCopy", "copy_card", "copy_chunks", "copy_memory", "copy_sessions"]
 
 
 def _chunks_of(storage: CardStorage, chat_id: str) -> ChunkStore | None:

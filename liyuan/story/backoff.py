@@ -22,18 +22,15 @@ from typing import Any
 
 from liyuan.model import Completion
 from liyuan.session.entries import Entry
-from liyuan.story.view import COMPACT_FAILED_TYPE, FailureStreak, failure_streak
+from liyuan.story.view import FailureStreak, failure_streak
 
 __all__ = [
     "BACKOFF_AFTER_FAILURES",
     "BACKOFF_MAX_PERIODS",
-    "COMPACT_FAILED_TYPE",
-    "FailureStreak",
     "backoff_message",
     "backoff_wait",
     "compaction_backoff",
     "failure_data",
-    "failure_streak",
 ]
 
 BACKOFF_AFTER_FAILURES = 3

@@ -27,19 +27,20 @@ from liyuan.prompts import Prompt
 from liyuan.session.entries import Entry, awaits_reply
 from liyuan.session.state import format_state, state_from_branch
 from liyuan.session.tree import SessionTree
-from liyuan.story.backoff import COMPACT_FAILED_TYPE, backoff_message, compaction_backoff, failure_data
+from liyuan.story.backoff import backoff_message, compaction_backoff, failure_data
 from liyuan.story.history import serialize_for_summary, story_tail
-from liyuan.story.scribe import SUMMARY_MAX_TOKENS, build_summary_prompt, validate_summary
+from liyuan.story.scribe import build_summary_prompt, validate_summary
 from liyuan.story.settle import Settle
 from liyuan.story.stale import REWRITE_UNTIL_KEY, rewrite_goal
 from liyuan.story.view import (
+    COMPACT_FAILED_TYPE,
     SUMMARY_ENTRY_TYPE,
 )
 from liyuan.text import utf16_len
 
 __all__ = [
     "DEFAULT_EVERY_N_TURNS", "KEEP_RECENT_TURNS", "MANUAL_MIN_COMPACT_CHARS", "MIN_COMPACT_CHARS",
-    "SUMMARY_MAX_TOKENS", "Archive", "CompactionPlan", "compact_now", "covered_range_holds",
+    "Archive", "CompactionPlan", "compact_now", "covered_range_holds",
     "plan_compaction", "run_compaction",
 ]
 

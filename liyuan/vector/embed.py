@@ -49,7 +49,6 @@ from liyuan.vector.e5 import E5Embedder
 from liyuan.vector.requires import install_hint
 
 __all__ = [
-    "E5Embedder",
     "Embedder",
     "HashEmbedder",
     "SemanticEmbedder",

@@ -74,7 +74,6 @@ __all__ = [
     "EVICTION_NOTICE_EVERY",
     "MERGE_MAX_CHARS",
     "SEARCH_TOOL_TOP",
-    "UNEMBEDDED",
     "VectorMemory",
 ]
 

@@ -41,14 +41,12 @@ from liyuan.session.branch import BranchView
 from liyuan.session.branch import branch_ids as frozen_ids
 from liyuan.session.entries import Entry
 from liyuan.vector.results import Hit, IngestResult
-from liyuan.vector.worker import MAX_DEFERRED_INGESTS, WORKER_IDLE_S, worker_for
+from liyuan.vector.worker import MAX_DEFERRED_INGESTS, worker_for
 
 __all__ = [
     "INGEST_TIMEOUT_S",
-    "MAX_DEFERRED_INGESTS",
     "RECALL_TIMEOUT_S",
     "WARM_LINE",
-    "WORKER_IDLE_S",
     "Archiver",
     "Ingester",
     "Recaller",

@@ -39,11 +39,9 @@ import numpy.typing as npt
 
 from liyuan.session.branch import BranchIds
 from liyuan.vector.config import RecallMode
-from liyuan.vector.index import BRANCH_TAGGED
-from liyuan.vector.store import Chunk, Snapshot
+from liyuan.vector.index import BRANCH_TAGGED, Chunk, Snapshot
 
 __all__ = [
-    "BRANCH_TAGGED",
     "CANDIDATES",
     "DEDUPE_PREFIX",
     "MIN_COSINE",

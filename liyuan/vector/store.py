@@ -57,9 +57,9 @@ import numpy.typing as npt
 from liyuan.clock import Clock, system_clock
 from liyuan.errors import StorageDamaged, StorageUnavailable
 from liyuan.vector.chunkstore import CHUNK_COLUMNS, NewChunk, RewrittenIds, chunk_from_row, rebuilt
-from liyuan.vector.index import Chunk, Snapshot, Source, TermCache, reusable_rows
+from liyuan.vector.index import Chunk, Snapshot, TermCache, reusable_rows
 
-__all__ = ["Chunk", "NewChunk", "Snapshot", "Source", "SqliteChunkStore", "TermCache"]
+__all__ = ["SqliteChunkStore"]
 
 SCHEMA_VERSION = 1
 

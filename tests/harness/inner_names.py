@@ -84,7 +84,7 @@ ALLOWED: dict[str, str] = {
            "liyuan.vector.lexical.bigram_terms", "liyuan.vector.lexical.has_cjk", "liyuan.vector.lexical.latin_term",
            "liyuan.vector.recall.bounded_archive", "liyuan.vector.recall.branch_ids_of",
            "liyuan.vector.recall.recall_for_turn", "liyuan.vector.search.Fusion",
-           "liyuan.vector.search.on_current_branch", "liyuan.vector.store.NewChunk",
+           "liyuan.vector.search.on_current_branch",
            "liyuan.vector.store.SqliteChunkStore"),
     **_all(_ONE_LAYER,
            "liyuan.card.memstore.MemoryStore", "liyuan.context.budget.fit_resident_summary",

@@ -12,7 +12,7 @@ import pytest
 from liyuan import AsyncCard, Card, Completion, ConfigError, FunctionModel, MemoryConfig, ModelRequest, StateError
 from liyuan.app.chat import Chat
 from liyuan.story import compact as compact_module
-from liyuan.story.backoff import COMPACT_FAILED_TYPE
+from liyuan.story.view import COMPACT_FAILED_TYPE
 
 from .test_chat import BODY, SUMMARY, open_card, play, summariser
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from liyuan import Activity, Card, MemoryConfig
-from liyuan.config import HISTORY_MAX_CHARS
+from liyuan.context.window import HISTORY_MAX_CHARS
 
 TURN = "雾" * 200  # 200 characters a message: 200 turns hold about 80,000
 

@@ -9,15 +9,9 @@ import pytest
 
 import liyuan
 from liyuan.card.inputs import ChangedRecap, ChatEvidence
-from liyuan.card.prompts import (
-    HANDBOOK_MARK,
-    RESIDENT_MARK,
-    build_merge_prompt,
-    build_recap_prompt,
-    neutralize,
-    parse_merge_result,
-    strip_fence,
-)
+from liyuan.card.prompts import HANDBOOK_MARK, RESIDENT_MARK, build_merge_prompt, build_recap_prompt, parse_merge_result
+from liyuan.prompts import neutralize
+from liyuan.text import strip_fence
 
 PKG = Path(liyuan.__file__).parent
 EVIDENCE = ChatEvidence("【前情提要】\n第一章：城门遇袭。\n\n阿明：后来的话", 3, 1200, "时间：第二天")

@@ -16,8 +16,8 @@ import pytest
 from liyuan.card import manual as card_manual
 from liyuan.card.files import MemoryFiles, sha1_text
 from liyuan.card.layout import CardLayout
+from liyuan.card.lock import card_locks
 from liyuan.card.manifest import load_manifest, save_manifest
-from liyuan.card.sync import card_locks
 from liyuan.model import FunctionModel, ModelRequest, ScriptedModel
 
 from .test_fixtures import RECAP_A, RECAP_A2, RECAP_B, RESIDENT_2, memory, merge_reply, recap, user_text, write_chat

@@ -25,7 +25,7 @@ def test_two_processes_lose_nothing_and_pay_once(tmp_path: Path) -> None:
 
 
 def _hold_sync_lock(card: Path, held: object, release: object) -> None:
-    from liyuan.card.sync import card_locks
+    from liyuan.card.lock import card_locks
 
     with card_locks(card).run:
         held.set()  # type: ignore[attr-defined]

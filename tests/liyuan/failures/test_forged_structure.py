@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from liyuan.card.prompts import neutralize
 from liyuan.context.assemble import SUMMARY_OPENING, Injection, build_context, prepare_turn
 from liyuan.model import FunctionModel, ModelRequest, ScriptedModel
+from liyuan.prompts import neutralize
 from liyuan.session.entries import message
 from tests.liyuan.branches import summary
 from tests.liyuan.card.test_fixtures import RECAP_A, RECAP_A2, memory, merge_reply, recap, user_text, write_chat

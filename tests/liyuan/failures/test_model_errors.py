@@ -16,9 +16,8 @@ import pytest
 from liyuan.discussion.compact import run_discussion_compaction
 from liyuan.errors import ModelError, ModelOutputError
 from liyuan.model import Completion, FunctionModel, ModelRequest
-from liyuan.story.backoff import COMPACT_FAILED_TYPE
 from liyuan.story.compact import compact_now, run_compaction
-from liyuan.story.view import SUMMARY_ENTRY_TYPE
+from liyuan.story.view import COMPACT_FAILED_TYPE, SUMMARY_ENTRY_TYPE
 from tests.liyuan.branches import SUMMARY_REPLY, story_turns, tree_of
 from tests.liyuan.card.test_fixtures import RECAP_A, RECAP_A2, memory, merge_reply, recap, two_chats, write_chat
 from tests.liyuan.discussion.test_compact import tree_with, turns

@@ -10,24 +10,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from liyuan.clock import counter_ids
-from liyuan.compaction import HeldLandings
+from liyuan.compaction import CompactionOutcome, HeldLandings
 from liyuan.errors import ConfigError, ModelError
 from liyuan.model import Completion, FunctionModel, ModelRequest, ScriptedModel
 from liyuan.session.entries import Entry, custom, message
 from liyuan.session.tree import SessionTree
 from liyuan.story import compact
-from liyuan.story.backoff import FailureStreak, backoff_wait, compaction_backoff, failure_streak
+from liyuan.story.backoff import backoff_wait, compaction_backoff
 from liyuan.story.compact import (
     MANUAL_MIN_COMPACT_CHARS,
     Archive,
-    CompactionOutcome,
     CompactionPlan,
     compact_now,
     plan_compaction,
     run_compaction,
 )
 from liyuan.story.history import ActiveSummary, HistoryItem, active_summary, rebuild_history, serialize_for_summary
-from liyuan.story.view import story_view
+from liyuan.story.view import FailureStreak, failure_streak, story_view
 from liyuan.text import utf16_len
 from tests.liyuan.branches import BODY, SUMMARY_REPLY, chain, story_turns, summary, tree_of
 

@@ -17,8 +17,8 @@ import pytest
 
 from liyuan.errors import ModelOutputError
 from liyuan.vector import HashEmbedder, SqliteChunkStore, VectorConfig, VectorMemory
+from liyuan.vector.checked import UNEMBEDDED
 from liyuan.vector.config import EXTERNAL, NARRATIVE, StoreConfig
-from liyuan.vector.memory import UNEMBEDDED
 from liyuan.vector.recall import ingest_for_turn, recall_for_turn
 
 STORY = [

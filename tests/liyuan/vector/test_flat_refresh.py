@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 
 from liyuan.vector import store as store_module
+from liyuan.vector.chunkstore import NewChunk
 from liyuan.vector.embed import HashEmbedder
 from liyuan.vector.lexical import bigram_terms
-from liyuan.vector.store import NewChunk, SqliteChunkStore
+from liyuan.vector.store import SqliteChunkStore
 
 EMBEDDER = HashEmbedder()
 

@@ -16,9 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from liyuan.vector.chunkstore import NewChunk
 from liyuan.vector.config import DEFAULT_FUSION_WEIGHTS, WEIGHT_MAX
+from liyuan.vector.index import Snapshot
 from liyuan.vector.search import MIN_COSINE, rank, visible_mask
-from liyuan.vector.store import NewChunk, Snapshot, SqliteChunkStore
+from liyuan.vector.store import SqliteChunkStore
 
 LABEL = "test-vectors"
 DIM = 8

@@ -13,9 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from liyuan.vector.chunkstore import NewChunk
 from liyuan.vector.embed import HashEmbedder
 from liyuan.vector.lexical import BM25Index, bigram_terms, encode_terms
-from liyuan.vector.store import NewChunk, SqliteChunkStore
+from liyuan.vector.store import SqliteChunkStore
 
 TEXTS = [f"第{i}段：{'沈怀瑾' if i % 3 else '青伞'}在{'雾港' if i % 2 else '茶馆'}等了{i}夜，雨没有停。"
          for i in range(60)]

@@ -15,8 +15,8 @@ import pytest
 
 from liyuan.vector import SqliteChunkStore, StoreConfig, VectorConfig, VectorMemory
 from liyuan.vector.config import NARRATIVE
+from liyuan.vector.index import Snapshot
 from liyuan.vector.recall import ingest_for_turn, recall_for_turn
-from liyuan.vector.store import Snapshot
 
 TURN = "沈怀瑾在东门外的石阶上捡到一块玉佩，玉上刻着一个「瑾」字。"
 

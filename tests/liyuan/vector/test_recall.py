@@ -18,8 +18,8 @@ from liyuan.session.tree import SessionTree
 from liyuan.story.compact import run_compaction
 from liyuan.vector import SqliteChunkStore, StoreConfig, VectorConfig, VectorMemory
 from liyuan.vector.config import EXTERNAL, NARRATIVE
+from liyuan.vector.index import Snapshot
 from liyuan.vector.recall import branch_ids_of, recall_for_turn
-from liyuan.vector.store import Snapshot
 from liyuan.vector.tools import read_tool, search_tool
 from tests.liyuan.branches import SUMMARY_REPLY, story_turns, tree_of
 

@@ -15,8 +15,8 @@ import pytest
 
 from liyuan.errors import StorageDamaged
 from liyuan.vector import SqliteChunkStore, StoreConfig, VectorConfig, VectorMemory
+from liyuan.vector.chunkstore import NewChunk
 from liyuan.vector.config import NARRATIVE
-from liyuan.vector.store import NewChunk
 
 CHILD = textwrap.dedent(
     """

@@ -1,6 +1,9 @@
 """The data a side call carries: messages in, a completion out (no I/O here).
 
-:mod:`liyuan.model` re-exports every name; import them from there.
+A private module: every name here is exported by :mod:`liyuan.model` (their one public
+home, and the ``liyuan`` facade's source); import them from there. It is a file of its
+own only to keep :mod:`liyuan.model` within the line budget, and only ``liyuan``'s own
+top-level modules import it (``tests/test_one_home.py``).
 """
 
 from __future__ import annotations
