@@ -28,7 +28,7 @@ import logging
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -36,23 +36,23 @@ from typing import TYPE_CHECKING, Any
 
 from liyuan.app.activity import Activity, Lane, Listener, refuse_own_wait
 from liyuan.app.card_lore import CardLore
-from liyuan.app.chat import Chat
+from liyuan.app.chat import Chat, ChatDeps
 from liyuan.app.pins import CardPins
 from liyuan.app.vectors import open_vector
+from liyuan.card.inputs import OpenBranches
 from liyuan.card.layout import CardLayout, validate_chat_id
 from liyuan.card.memstore import MemoryStore
 from liyuan.card.repair import ManifestRepair
-from liyuan.card.revised import resident_held_back
+from liyuan.card.resident import ResidentReader
 from liyuan.card.sessions import SessionStore
 from liyuan.card.sync import CardMemory, MergeStatus, SyncOutcome
 from liyuan.card.worker import SyncWorker
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.config import MemoryConfig
-from liyuan.errors import ConfigError, MemoryFileError, ModelError, StateError
+from liyuan.errors import ConfigError, ModelError, StateError
 from liyuan.lore.store import LoreShelf
 from liyuan.model import ChatModel, Completion, ModelRequest
 from liyuan.runner import Deadline
-from liyuan.session.entries import Entry
 from liyuan.session.tree import SessionTree
 from liyuan.storage.cardstorage import CardStorage, prepare_folder
 from liyuan.vector.requires import require_vector_packages
@@ -137,14 +137,17 @@ class Card(CardLore, CardPins):
         self._sessions: SessionStore = self._storage.sessions
         self._files: MemoryStore = self._storage.memory_store(self._layout, clock=clock, ids=ids)
         self._storage.check_whole(self._files)
-        self._lore = LoreShelf(self.path, names=self._lore_names)
+        self._lore = LoreShelf(self.path, names=(self.user_name, self.char_name))
         self._chats: dict[str, Chat] = {}
         self._chats_guard = threading.Lock()
         """Makes look-up-or-open one step: two threads entering a chat get one :class:`Chat`."""
         self._unreported: SyncOutcome | None = None
         """Every sync finished since :meth:`sync` last reported, combined (bounded by the chats)."""
         self._outcomes_guard = threading.Lock()
-        self._resident_cache: tuple[Hashable | None, str | None] | None = None
+        self._resident = ResidentReader(self._files, self._layout)
+        """The resident summary each turn reads (one reader for every chat, re-read when it changed)."""
+        self._open = OpenBranches()
+        """The open chats' trees, by chat: a recap reads an open chat's branch from it."""
         self._memory: tuple[ChatModel | None, CardMemory] | None = None  # with the side model it was built for
         self._worker = SyncWorker(self._sync_memory, on_outcome=self._synced, on_error=self._sync_failed) \
             if background else None
@@ -195,6 +198,7 @@ class Card(CardLore, CardPins):
             if chat is None:
                 chat = self._open_chat(chat_id, user_name or self.user_name, char_name or self.char_name, greeting)
                 self._chats[chat_id] = chat
+                self._open.hold(chat_id, chat.tree)
         if title is not None:
             self._sessions.set_meta(chat_id, (json.dumps({"name": title}, ensure_ascii=False) + "\n").encode())
         if self._auto_sync:
@@ -249,6 +253,7 @@ class Card(CardLore, CardPins):
         validate_chat_id(chat_id)
         with self._chats_guard:
             chat = self._chats.pop(chat_id, None)
+            self._open.drop(chat_id)
         if chat is not None:
             chat.close()
         return self.chat(chat_id)
@@ -266,6 +271,7 @@ class Card(CardLore, CardPins):
         validate_chat_id(chat_id)
         with self._chats_guard:
             chat = self._chats.pop(chat_id, None)
+            self._open.drop(chat_id)
         if chat is not None:
             chat.close()
         deleted = self.memory.delete_chat(chat_id)
@@ -309,19 +315,7 @@ class Card(CardLore, CardPins):
         time, which an atomic rewrite, a hand edit or a symlink put in its place all
         change), so a turn does not pay for a file read.
         """
-        return self._resident(False)
-
-    def _resident(self, after_append: bool) -> str | None:  # True: a turn's, its user line just appended
-        try:
-            key = self._files.stamp(self._layout.resident, after_append=after_append)
-        except MemoryFileError:
-            return self.memory.load_resident_summary()
-        cached = self._resident_cache
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        text = self.memory.load_resident_summary()
-        self._resident_cache = (key, text)
-        return text
+        return self._resident.read()
 
     def sync(self, *, wait: bool = True, timeout: float | None = None) -> SyncOutcome | None:
         """Recap changed chats, merge, forget; with ``wait``, say what the card's syncs did.
@@ -374,6 +368,8 @@ class Card(CardLore, CardPins):
         with self._chats_guard:
             chats = list(self._chats.values())
             self._chats.clear()
+            for chat in chats:
+                self._open.drop(chat.id)
         for chat in chats:
             done = chat.close(deadline.left()) and done
         if done:  # work still running would find its connections gone
@@ -409,14 +405,7 @@ class Card(CardLore, CardPins):
                           recap_input_max_chars=self.config.recap_input_max_chars,
                           merge_recap_max_chars=self.config.merge_recap_max_chars,
                           on_activity=on_line or (lambda line: self._emit(Activity("sync", line))),
-                          loaded=self._loaded_branch, sessions=self._sessions, files=self._files)
-
-    def _loaded_branch(self, chat_id: str, name: str) -> tuple[Sequence[Entry], list[str]] | None:
-        """The branch of a session an open chat holds (a recap reads it instead of the session)."""
-        with self._chats_guard:
-            chat = self._chats.get(chat_id)
-        log = chat.tree.log if chat is not None else None
-        return chat.tree.written_branch() if chat is not None and log is not None and log.name == name else None
+                          loaded=self._open, sessions=self._sessions, files=self._files)
 
     def _sync_memory(self, _key: Path) -> CardMemory | None:
         # A sync's lines wait for its outcome (one sync per card at a time), then go out carrying it.
@@ -458,12 +447,8 @@ class Card(CardLore, CardPins):
         if not existing and greeting:
             tree.append_message("assistant", greeting, greeting=True)
         lane = Lane(f"liyuan-{chat_id}", self._emit, background=self._background, chat_id=chat_id)
-        return Chat(chat_id, tree, user_name=user_name, char_name=char_name, config=self.config,
-                    side_model=self.side_model, lane=lane, resident=self._resident, emit=self._emit,
-                    vector=vector, resident_file=self._layout.resident.relative_to(self._layout.memory_dir).as_posix(),
-                    lore=self._lore.index, pins=self._pin_book, clock=self._clock,
-                    resident_held=partial(resident_held_back, self._files, chat_id))
-
+        deps = ChatDeps(user_name, char_name, self._resident, self._emit, self._lore, self._pin_book, self._clock)
+        return Chat(chat_id, tree, card=deps, config=self.config, side_model=self.side_model, lane=lane, vector=vector)
 
 def _combine(outcomes: list[SyncOutcome]) -> SyncOutcome:
     """Several syncs as one: every chat recapped, failed or forgotten; the last real merge status."""

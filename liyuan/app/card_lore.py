@@ -20,7 +20,7 @@ from liyuan.app.activity import Activity
 from liyuan.card.manual import HANDBOOK_REF
 from liyuan.card.sync import CardMemory
 from liyuan.errors import ConfigError, MemoryFileError, StateError
-from liyuan.lore.cards import ImportedCard, card_greetings, char_of, read_card
+from liyuan.lore.cards import ImportedCard, card_greetings, read_card
 from liyuan.lore.export import book_to_world_info, card_json, card_png
 from liyuan.lore.importcheck import check_import
 from liyuan.lore.model import LoreBook, LoreEntry
@@ -37,8 +37,6 @@ class CardLore:
     user_name: str
     char_name: str
     _lore: LoreShelf
-    _card_char: str | None = None
-    """What ``{{char}}`` stands for: the imported card's nickname or name (read once), else ``char_name``."""
     _emit: Callable[[Activity], None]
 
     @property
@@ -79,21 +77,10 @@ class CardLore:
                 if card.book is not None:
                     self._lore.restore(before)
                 raise
-            self._card_char = None
+            self._lore.card_replaced()
         for line in card.report_summary():
             self._emit(Activity("lore", line))
         return card
-
-    def _lore_names(self) -> tuple[str, str]:
-        """The user's and the character's name the lore book's macros stand for."""
-        if self._card_char is None:
-            try:
-                data = load_card_data(self.path)
-            except MemoryFileError:
-                data = None
-            inner = data.get("data") if isinstance(data, dict) and isinstance(data.get("data"), dict) else data
-            self._card_char = char_of(inner) if isinstance(inner, dict) else ""
-        return self.user_name, self._card_char or self.char_name
 
     @property
     def lore(self) -> LoreBook | None:

@@ -23,6 +23,8 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from liyuan.app.activity import Activity, Lane, Outcome, refuse_own_wait
@@ -30,6 +32,7 @@ from liyuan.app.edits import has_revisions, resident_for_turn, resident_withheld
 from liyuan.app.pins import ChatPins, PinBook
 from liyuan.app.recall import recall_with_trace
 from liyuan.app.turn import Turn
+from liyuan.card.resident import ResidentReader
 from liyuan.clock import Clock, system_clock
 from liyuan.compaction import CompactionOutcome, HeldLandings
 from liyuan.config import MemoryConfig
@@ -38,6 +41,7 @@ from liyuan.discussion.compact import run_discussion_compaction
 from liyuan.discussion.messages import agent_history, as_chat_messages
 from liyuan.errors import ConfigError, MemoryFileError, StateError
 from liyuan.lore.match import LoreIndex
+from liyuan.lore.store import LoreShelf
 from liyuan.model import ChatModel, Usage, usage_fields
 from liyuan.runner import Job
 from liyuan.session.branch import BranchView
@@ -52,10 +56,26 @@ from liyuan.vector.recall import bounded_archive, branch_ids_of, ingest_for_turn
 if TYPE_CHECKING:
     from liyuan.vector.memory import VectorMemory
 
-__all__ = ["Chat", "Mode"]
+__all__ = ["Chat", "ChatDeps", "Mode"]
 
 Mode = Literal["roleplay", "agent"]
 _O = TypeVar("_O", bound=Outcome)
+
+
+@dataclass(frozen=True)
+class ChatDeps:
+    """What a chat takes from the card that opens it: names, and readers of the layers below
+    (nothing of the card itself: no chat calls back into its card)."""
+
+    user_name: str
+    char_name: str
+    resident: ResidentReader
+    """The card's resident summary, and whether an edit of this chat holds it back."""
+    emit: Callable[[Activity], None]
+    """The card's activity listener (it only reports)."""
+    lore: LoreShelf | None = None
+    pins: PinBook | None = None
+    clock: Clock = system_clock
 
 
 class Chat(ChatPins):
@@ -68,27 +88,20 @@ class Chat(ChatPins):
         char_name: The card character's name, used in summaries.
     """
 
-    def __init__(self, chat_id: str, tree: SessionTree, *, user_name: str, char_name: str,
-                 config: MemoryConfig, side_model: ChatModel | None, lane: Lane,
-                 resident: Callable[[bool], str | None], emit: Callable[[Activity], None],
-                 vector: VectorMemory | None, resident_file: str = "",
-                 lore: Callable[[], LoreIndex | None] | None = None, pins: PinBook | None = None,
-                 clock: Clock = system_clock,
-                 resident_held: Callable[[Collection[str]], bool] | None = None) -> None:
+    def __init__(self, chat_id: str, tree: SessionTree, *, card: ChatDeps, config: MemoryConfig,
+                 side_model: ChatModel | None, lane: Lane, vector: VectorMemory | None) -> None:
         self.id = chat_id
         self.tree = tree
-        self.user_name = user_name
-        self.char_name = char_name
+        self.user_name = card.user_name
+        self.char_name = card.char_name
         self._config = config
         self._model = side_model
         self._lane = lane
-        self._resident = resident
-        self._resident_file = resident_file
-        self._emit = emit
+        self._resident = card.resident  # a reader of the memory layer: the summary, and whether an edit holds it
+        self._emit = card.emit
         self.vector = vector
         """The chat's vector memory, or ``None`` when it is off."""
-        self._lore, self._pin_book, self._clock = lore, pins, clock
-        self._resident_held = resident_held  # the card's: merged from text an edit took back?
+        self._lore, self._pin_book, self._clock = card.lore, card.pins, card.clock
         self._closed = False
         self._said_cut = False
         self._stuck: Job[None] | None = None
@@ -333,8 +346,8 @@ class Chat(ChatPins):
         vector = self.vector if self._config.vector.inject_on_turn else None  # None: no lines, no trace
         recall, trace = recall_with_trace(vector, user_text, branch_ids_of(branch) if vector else None,
                                           timeout=self._config.recall_timeout_s, warn=self._line("vector"))
-        held_back = self._resident_held if has_revisions(self.tree, branch) else None  # never edited: nothing to check
-        resident, held = resident_for_turn(self._resident(appended), branch, held_back)
+        held_back = partial(self._resident.held_back, self.id) if has_revisions(self.tree, branch) else None
+        resident, held = resident_for_turn(self._resident.read(appended), branch, held_back)  # never edited: no check
         prepared = prepare_turn(branch, "" if user is not None else user_text, resident_summary=resident,
                                 state_text=format_state(shown),
                                 roster=roster if roster is not None else format_roster(shown),
@@ -351,9 +364,9 @@ class Chat(ChatPins):
                 self._emit(Activity("lore", line, self.id))
         record = prepared.record.with_recall(trace) if trace else prepared.record
         if held:
-            record = resident_withheld(record, self._resident_file)
-        if resident and self._resident_file:
-            record = record.with_sources("resident", [f"file:{self._resident_file}"])
+            record = resident_withheld(record, self._resident.file)
+        if resident and self._resident.file:
+            record = record.with_sources("resident", [f"file:{self._resident.file}"])
         if snapshot is not None:  # the ledger shown is the branch's latest snapshot
             record = record.with_sources("state", [f"entry:{snapshot.id}"])
             if roster is None:  # rendered from the same snapshot
@@ -365,7 +378,7 @@ class Chat(ChatPins):
         if self._lore is None:
             return None
         try:
-            return self._lore()
+            return self._lore.index()
         except MemoryFileError as exc:  # a bad hand edit or a symlink: say so, and send this turn without lore
             self._emit(Activity("error", f"设定集读不了，这一轮不带设定：{exc}", self.id))
             return None

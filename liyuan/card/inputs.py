@@ -17,8 +17,10 @@ Invariant: all of this only reads; nothing here writes a file.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from liyuan.card.files import sha1_text
 from liyuan.card.manifest import Manifest
@@ -35,12 +37,16 @@ from liyuan.story.stale import stale_summaries
 from liyuan.story.view import story_view
 from liyuan.text import utf16_len, utf16_prefix
 
+if TYPE_CHECKING:
+    from liyuan.session.tree import SessionTree
+
 __all__ = [
     "MERGE_BATCH_RECAPS",
     "RECAP_INPUT_MAX_CHARS",
     "SESSION_SEPARATOR",
     "ChangedRecap",
     "ChatEvidence",
+    "OpenBranches",
     "RecapDiff",
     "branch_of",
     "collect_chat_evidence",
@@ -162,6 +168,33 @@ def _session_section(branch: Sequence[Entry], user_name: str, char_name: str) ->
 LoadedBranch = Callable[[str, str], tuple[Sequence[Entry], list[str]] | None]
 """For a chat's session (chat id, session name), the branch to its last entry and its damage
 notes, as an open chat already holds them (``None``: not open here, read the session)."""
+
+
+class OpenBranches:
+    """The session trees of the chats open in this process, by chat id: a :data:`LoadedBranch`.
+
+    The card holds a chat's tree here while the chat is open and drops it when the chat
+    closes; a recap reads an open chat's branch from its tree (no second parse of the file).
+    Data flows down: the card hands this reader to its memory, nothing calls back into the card.
+    """
+
+    def __init__(self) -> None:
+        self._trees: dict[str, SessionTree] = {}
+        self._guard = threading.Lock()
+
+    def hold(self, chat_id: str, tree: SessionTree) -> None:
+        with self._guard:
+            self._trees[chat_id] = tree
+
+    def drop(self, chat_id: str) -> None:
+        with self._guard:
+            self._trees.pop(chat_id, None)
+
+    def __call__(self, chat_id: str, name: str) -> tuple[Sequence[Entry], list[str]] | None:
+        with self._guard:
+            tree = self._trees.get(chat_id)
+        log = tree.log if tree is not None else None
+        return tree.written_branch() if tree is not None and log is not None and log.name == name else None
 
 
 def collect_chat_evidence(
