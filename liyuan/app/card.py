@@ -400,12 +400,9 @@ class Card(CardLore, CardPins):
                 _log.exception("on_activity 回调出错（已忽略）")
 
     def _new_memory(self, model: ChatModel, on_line: Callable[[str], None] | None = None) -> CardMemory:
-        return CardMemory(self.path, model, user_name=self.user_name, char_name=self.char_name,
-                          language=self.config.language, clock=self._clock, ids=self._ids,
-                          recap_input_max_chars=self.config.recap_input_max_chars,
-                          merge_recap_max_chars=self.config.merge_recap_max_chars,
-                          on_activity=on_line or (lambda line: self._emit(Activity("sync", line))),
-                          loaded=self._open, sessions=self._sessions, files=self._files)
+        return CardMemory(self.path, model, self.config.sync_settings(self.user_name, self.char_name),
+                          clock=self._clock, ids=self._ids, loaded=self._open, sessions=self._sessions,
+                          files=self._files, on_activity=on_line or (lambda line: self._emit(Activity("sync", line))))
 
     def _sync_memory(self, _key: Path) -> CardMemory | None:
         # A sync's lines wait for its outcome (one sync per card at a time), then go out carrying it.

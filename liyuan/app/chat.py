@@ -292,11 +292,9 @@ class Chat(ChatPins):
             raise StateError("没有配置旁路模型（side_model），无法压缩")
         self._check_open()
         busy = not self._drain()  # a stuck compaction is still under way
-        model, cfg = self._model, self._config
+        model, settings = self._model, self._config.compaction(self.user_name, self.char_name)
         return self._reported("compact", lambda say: compact_now(
-            self.tree, model, user_name=self.user_name, char_name=self.char_name, language=cfg.language,
-            keep=cfg.keep, archive=self._archive(), on_activity=say, busy=busy,
-            max_input_chars=cfg.side_input_max_chars))
+            self.tree, model, settings, archive=self._archive(), on_activity=say, busy=busy))
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait for this chat's background work (ingest, compaction); False on timeout."""
@@ -417,9 +415,8 @@ class Chat(ChatPins):
         assert self._model is not None
         model, cfg = self._model, self._config
         return self._reported("compact", lambda say: run_compaction(
-            self.tree, model, user_name=self.user_name, char_name=self.char_name, language=cfg.language,
-            every_n_turns=cfg.every_n_turns, min_chars=cfg.min_chars, keep=cfg.keep, archive=self._archive(),
-            on_activity=say, max_input_chars=cfg.side_input_max_chars, hold=self._held,
+            self.tree, model, cfg.compaction(self.user_name, self.char_name), archive=self._archive(),
+            on_activity=say, hold=self._held,
             settle=settle_check(self.tree, self._clock, turns=cfg.settle_turns, seconds=cfg.settle_s)))
 
     def _compact_discussion(self) -> None:

@@ -77,7 +77,7 @@ from liyuan.errors import ManifestError, MemoryFileError, ModelError, ModelOutpu
 from liyuan.model import ChatModel, require_finished, side_call
 from liyuan.text import utf16_len
 
-__all__ = ["CardMemory", "MergeStatus", "SyncOutcome", "card_locks"]
+__all__ = ["CardMemory", "MergeStatus", "SyncOutcome", "SyncSettings", "card_locks"]
 
 log = logging.getLogger("liyuan.card")
 
@@ -100,6 +100,24 @@ class SyncOutcome:
     ``failed``/``merged``), as ``type: message``; set by :meth:`liyuan.Card.sync`."""
 
 
+@dataclass(frozen=True)
+class SyncSettings:
+    """What a card's sync reads: the card's names and its slice of the memory's settings
+    (:meth:`liyuan.config.MemoryConfig.sync_settings` builds it)."""
+
+    user_name: str
+    """The user's name in the story."""
+    char_name: str
+    """The card's character name."""
+    language: str = "中文"
+    """Output language of recaps and merges."""
+    recap_input_max_chars: int = RECAP_INPUT_MAX_CHARS
+    """Transcript budget of one recap call; beyond it the earliest text is left out (the prompt says how much)."""
+    merge_recap_max_chars: int | None = None
+    """Longest recap sent to a merge; ``None``: what one recap reply may be
+    (:func:`liyuan.card.prompts.build_merge_prompt`)."""
+
+
 def _off_limits(manifest: Manifest, chat_id: str) -> bool:
     """True when sync must not (re)write this chat's recap: forgotten, or edited by hand."""
     return chat_id in manifest.forgotten() or manifest.is_protected(card_manual.recap_ref(chat_id))
@@ -111,18 +129,12 @@ class CardMemory(HandPath):
     Args:
         card_dir: ``cards/<卡>``.
         model: The side model for recaps and merges.
-        user_name: The user's name in the story.
-        char_name: The card's character name.
-        language: Output language of recaps and merges.
+        settings: The names and the settings read (:class:`SyncSettings`).
         clock: Timestamps for the manifest and backups.
         on_activity: Receives one-line progress notes in Chinese (the app shows them).
         files: Where the memory documents are (:class:`~liyuan.card.memstore.MemoryStore`);
             default: the card folder (:class:`~liyuan.card.files.MemoryFiles`, where tests inject failures).
         ids: Unique suffixes for temp and backup files.
-        recap_input_max_chars: Transcript budget of one recap call; beyond it the earliest
-            text is left out (the prompt says how much).
-        merge_recap_max_chars: Longest recap sent to a merge; ``None``: what one recap
-            reply may be (:func:`liyuan.card.prompts.build_merge_prompt`).
         loaded: Session branches an open chat holds already (see
             :func:`~liyuan.card.inputs.collect_chat_evidence`); :class:`liyuan.Card` passes them.
         sessions: Where the chats' sessions are (:class:`~liyuan.card.sessions.SessionStore`);
@@ -133,28 +145,20 @@ class CardMemory(HandPath):
         self,
         card_dir: str | Path,
         model: ChatModel,
+        settings: SyncSettings,
         *,
-        user_name: str,
-        char_name: str,
-        language: str = "中文",
         clock: Clock = system_clock,
         on_activity: Callable[[str], None] | None = None,
         files: MemoryStore | None = None,
         ids: IdFactory = random_ids,
-        recap_input_max_chars: int = RECAP_INPUT_MAX_CHARS,
-        merge_recap_max_chars: int | None = None,
         loaded: LoadedBranch | None = None,
         sessions: SessionStore | None = None,
     ) -> None:
         self.layout = CardLayout(Path(card_dir))
         self.sessions: SessionStore = sessions if sessions is not None else FileSessions(self.layout)
-        self.recap_input_max_chars = recap_input_max_chars
-        self.merge_recap_max_chars = merge_recap_max_chars
+        self.settings = settings
         self._loaded = loaded
         self.model = model
-        self.user_name = user_name
-        self.char_name = char_name
-        self.language = language
         self._clock = clock
         self._on_activity = on_activity
         self.files: MemoryStore = files if files is not None else MemoryFiles(self.layout, clock=clock, ids=ids)
@@ -271,8 +275,9 @@ class CardMemory(HandPath):
             except MemoryFileError as exc:
                 self._say(f"复盘「{name}」失败：{exc}")
                 return False
-        evidence = collect_chat_evidence(sessions, chat_id, user_name=self.user_name, char_name=self.char_name,
-                                         max_chars=self.recap_input_max_chars, loaded=self._loaded,
+        cfg = self.settings
+        evidence = collect_chat_evidence(sessions, chat_id, user_name=cfg.user_name, char_name=cfg.char_name,
+                                         max_chars=cfg.recap_input_max_chars, loaded=self._loaded,
                                          on_damage=lambda note: self._say(f"「{name}」的会话文件有损坏的行：{note}"))
         if evidence is None:
             # Nothing to recap (e.g. a greeting only): remember the fingerprint so the
@@ -284,7 +289,7 @@ class CardMemory(HandPath):
             return None
         fresh = fresh_revisions(record, evidence)  # after an edit the old recap may hold the old text: not shown
         prompt = build_recap_prompt(evidence, chat_name=name, previous_recap=None if fresh else previous,
-                                    language=self.language, user_name=self.user_name, char_name=self.char_name)
+                                    language=cfg.language, user_name=cfg.user_name, char_name=cfg.char_name)
         self._say(f"正在复盘「{name}」（{evidence.turns} 轮 · {utf16_len(evidence.transcript)} 字）…")
         try:
             completion = side_call(self.model, prompt.request())
@@ -367,8 +372,8 @@ class CardMemory(HandPath):
         sent = (take_back(handbook, revised), None if revised else resident)
         prompt = build_merge_prompt(
             handbook=sent[0], resident=sent[1], changed=diff.changed, deleted=diff.deleted, revised=revised,
-            language=self.language, user_name=self.user_name, char_name=self.char_name,
-            recap_max_chars=self.merge_recap_max_chars)
+            language=self.settings.language, user_name=self.settings.user_name,
+            char_name=self.settings.char_name, recap_max_chars=self.settings.merge_recap_max_chars)
         tail = f"，遗忘 {len(diff.deleted)} 局" if diff.deleted else ""
         later = f"；另有 {left} 局下一批再并" if left else ""
         self._say(f"正在合并记忆（{len(diff.changed)} 局有更新{tail}{later}）…")

@@ -11,7 +11,7 @@ from liyuan.card.files import MemoryFiles, sha1_text
 from liyuan.card.layout import CardLayout
 from liyuan.card.manifest import Manifest, save_manifest
 from liyuan.card.sessions import source_mark_of
-from liyuan.card.sync import CardMemory
+from liyuan.card.sync import CardMemory, SyncSettings
 from liyuan.model import FunctionModel
 
 from .test_fixtures import write_chat
@@ -54,7 +54,7 @@ def test_no_change_sync_reads_the_manifest_a_fixed_number_of_times(tmp_path: Pat
         _settled_card(card, chats)
         files = CountingFiles(CardLayout(card))
         model = FunctionModel(lambda request: "不该被调用")
-        outcome = CardMemory(card, model, user_name="你", char_name="他", files=files).sync()
+        outcome = CardMemory(card, model, SyncSettings(user_name="你", char_name="他"), files=files).sync()
         assert (outcome.recapped, outcome.failed, outcome.merged) == ([], [], "no-change")
         assert model.calls == []
         counts[chats] = files.manifest_reads
