@@ -140,9 +140,10 @@ MAX_MODULE_LINES = 400
 """The budget of one module. A module past it gets split, unless it is named below."""
 
 OVER_BUDGET: dict[str, tuple[int, str]] = {
-    "liyuan.app.card": (480, "the facade an app reads top to bottom: opening (one storage object), chats, sync, "
+    "liyuan.app.card": (490, "the facade an app reads top to bottom: opening (one storage object), chats, sync, "
                               "the history-bound and storage checks, lifecycle in one class; a chat it opens is "
-                              "handed its pins, its clock and the edit hold-back of the resident summary (issue 38)"),
+                              "handed its pins, its clock and the edit hold-back of the resident summary (issue 38); "
+                              "its run switches are one RunOptions beside it (issue 40)"),
     "liyuan.card.sync": (410, "CardMemory's sync is one protocol under one lock (recap, merge, forget); it already "
                               "lends the hard path to a mixin (HandPath) for the budget's sake, and its imports name "
                               "each card module it composes (CardLayout from its one home, card.layout)"),

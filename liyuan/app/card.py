@@ -29,6 +29,7 @@ import os
 import threading
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, fields
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -60,7 +61,7 @@ from liyuan.vector.requires import require_vector_packages
 if TYPE_CHECKING:
     from liyuan.vector.chunkstore import ChunkStores
 
-__all__ = ["Card"]
+__all__ = ["Card", "RunOptions"]
 
 _log = logging.getLogger("liyuan.app")
 
@@ -75,6 +76,29 @@ class _NoSideModel:
         raise ModelError("没有配置旁路模型（side_model）")
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """How a card runs its memory work and stamps what it writes: switches for scripts,
+    tests and replays (the defaults are an app's)."""
+
+    background: bool = True
+    """``False`` runs the memory work (ingest, compaction, sync) inline, in the calling
+    thread, so every effect is there when the call returns (scripts, tests, a replay that
+    must be byte-stable)."""
+    auto_sync: bool = True
+    """``False`` leaves card syncs to the app's own :meth:`Card.sync` calls (an app that syncs
+    on its own schedule, or a replay that syncs at set points); by default entering and
+    deleting a chat sync in the background, as the seed says."""
+    clock: Clock = system_clock
+    """Where time stamps come from (:func:`liyuan.clock.fixed_clock` for a replay)."""
+    ids: IdFactory = random_ids
+    """Where entry ids come from (:func:`liyuan.clock.counter_ids` for a replay)."""
+
+
+RUN_SWITCHES = tuple(f.name for f in fields(RunOptions))
+"""The options :meth:`Card.open` folds into a :class:`RunOptions`."""
+
+
 class Card(CardLore, CardPins):
     """One card's memory folder and its chats. Open it with :meth:`Card.open`.
 
@@ -85,14 +109,8 @@ class Card(CardLore, CardPins):
         activity: The newest activity lines (at most 200), oldest first.
 
     Options besides the settings (all keyword-only):
-        background: ``False`` runs the memory work (ingest, compaction, sync) inline, in
-            the calling thread, so every effect is there when the call returns (scripts,
-            tests, a replay that must be byte-stable).
-        clock: Where time stamps come from (:func:`liyuan.clock.fixed_clock` for a replay).
-        ids: Where entry ids come from (:func:`liyuan.clock.counter_ids` for a replay).
-        auto_sync: ``False`` leaves card syncs to the app's own :meth:`sync` calls (an app
-            that syncs on its own schedule, or a replay that syncs at set points); by
-            default entering and deleting a chat sync in the background, as the seed says.
+        run: How the memory work runs and what stamps it (:class:`RunOptions`: background,
+            auto_sync, clock, ids); :meth:`Card.open` also takes each of the four by name.
         storage: Where the card's sessions, memory documents, locks and vector memory are
             kept: a :class:`~liyuan.storage.CardStorage` (default: ``CardStorage.folder(path)``;
             PostgreSQL: ``CardStorage.postgres(dsn, scope=...)``). The card closes it when
@@ -105,11 +123,14 @@ class Card(CardLore, CardPins):
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, side_model: ChatModel | None = None,
                  config: MemoryConfig | None = None, user_name: str = "你", char_name: str = "",
-                 on_activity: Listener | None = None, background: bool = True,
-                 clock: Clock = system_clock, ids: IdFactory = random_ids, auto_sync: bool = True,
-                 storage: CardStorage | None = None) -> None:
+                 on_activity: Listener | None = None, storage: CardStorage | None = None,
+                 run: RunOptions | None = None) -> None:
         if config is not None and not isinstance(config, MemoryConfig):
             raise ConfigError(f"config 应为 MemoryConfig，实际是 {type(config).__name__}")
+        if run is not None and not isinstance(run, RunOptions):
+            raise ConfigError(f"run 应为 RunOptions，实际是 {type(run).__name__}")
+        run = run or RunOptions()
+        clock, ids = run.clock, run.ids
         if storage is not None and not isinstance(storage, CardStorage):
             raise ConfigError(f"storage 应为 CardStorage，实际是 {type(storage).__name__}")
         if path is None and (storage is None or storage.path is None):
@@ -126,8 +147,8 @@ class Card(CardLore, CardPins):
         self.char_name = char_name or self.path.name
         self.activity: deque[Activity] = deque(maxlen=ACTIVITY_KEPT)
         self._listener = on_activity
-        self._background = background
-        self._auto_sync = auto_sync
+        self._background = run.background
+        self._auto_sync = run.auto_sync
         self._chunk_stores: ChunkStores = self._storage.chunk_stores(clock)
         self._sync_lines: list[str] = []
         """Lines of the sync under way, sent with its outcome when it ends."""
@@ -150,7 +171,7 @@ class Card(CardLore, CardPins):
         """The open chats' trees, by chat: a recap reads an open chat's branch from it."""
         self._memory: tuple[ChatModel | None, CardMemory] | None = None  # with the side model it was built for
         self._worker = SyncWorker(self._sync_memory, on_outcome=self._synced, on_error=self._sync_failed) \
-            if background else None
+            if run.background else None
         self._clean_interrupted_imports()
         if side_model is None:  # said once, at open: nothing compacts, recaps or merges
             self._emit(Activity("compact", "没有配置旁路模型（side_model）：不做前情压缩、复盘和合并，"
@@ -160,11 +181,17 @@ class Card(CardLore, CardPins):
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None = None, **options: Any) -> Card:
-        """Open (or create) the card folder. Options are those of :class:`Card`.
+        """Open (or create) the card folder. Options are those of :class:`Card`; the four of
+        :class:`RunOptions` may also be given by name (``background=False`` ...).
 
         Raises:
             StorageRefused: The folder cannot be created or written.
         """
+        switches = {name: options.pop(name) for name in RUN_SWITCHES if name in options}
+        if switches:
+            if options.get("run") is not None:
+                raise ConfigError(f"{'、'.join(switches)} 和 run= 只能给一种：都放进 RunOptions")
+            options["run"] = RunOptions(**switches)
         if path is not None:
             prepare_folder(Path(path))
         return cls(path, **options)
