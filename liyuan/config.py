@@ -18,6 +18,7 @@ from liyuan.bounds import SIDE_INPUT_MAX_CHARS
 from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS
 from liyuan.card.sync import SyncSettings
 from liyuan.context.budget import RESIDENT_ENVELOPE_CHARS
+from liyuan.context.inputs import TurnSettings
 from liyuan.context.pins import DEFAULT_PIN_SHARE
 from liyuan.context.window import HISTORY_MAX_CHARS
 from liyuan.discussion.messages import KEEP_RECENT_TOKENS, RESERVE_TOKENS
@@ -167,6 +168,10 @@ class MemoryConfig:
         (:func:`liyuan.story.compact.run_compaction`)."""
         return CompactionSettings(user_name, char_name, self.language, self.every_n_turns, self.min_chars,
                                   self.keep, self.side_input_max_chars)
+
+    def turn_settings(self, user_name: str, char_name: str) -> TurnSettings:
+        """What a turn's assembly reads (:func:`liyuan.context.assemble.prepare_turn`)."""
+        return TurnSettings((user_name, char_name), self.budget_chars, self.lore_share, self.history_max_chars)
 
     def sync_settings(self, user_name: str, char_name: str) -> SyncSettings:
         """What a card's sync reads (:class:`liyuan.card.sync.CardMemory`)."""

@@ -37,6 +37,7 @@ from liyuan.clock import Clock, system_clock
 from liyuan.compaction import CompactionOutcome, HeldLandings
 from liyuan.config import MemoryConfig
 from liyuan.context.assemble import prepare_turn
+from liyuan.context.inputs import AppBlocks
 from liyuan.discussion.compact import run_discussion_compaction
 from liyuan.discussion.messages import agent_history, as_chat_messages
 from liyuan.errors import ConfigError, MemoryFileError, StateError
@@ -346,13 +347,12 @@ class Chat(ChatPins):
                                           timeout=self._config.recall_timeout_s, warn=self._line("vector"))
         held_back = partial(self._resident.held_back, self.id) if has_revisions(self.tree, branch) else None
         resident, held = resident_for_turn(self._resident.read(appended), branch, held_back)  # never edited: no check
-        prepared = prepare_turn(branch, "" if user is not None else user_text, resident_summary=resident,
-                                state_text=format_state(shown),
-                                roster=roster if roster is not None else format_roster(shown),
-                                lore_index=lore_index, recall_lines=recall, extra=extra,
-                                budget_chars=self._config.budget_chars, lore=self._lore_index(),
-                                lore_share=self._config.lore_share, names=(self.user_name, self.char_name),
-                                history_max_chars=self._config.history_max_chars, pins=self._turn_pins())
+        blocks = AppBlocks(format_state(shown), roster if roster is not None else format_roster(shown), lore_index,
+                           extra)
+        prepared = prepare_turn(branch, "" if user is not None else user_text,
+                                self._config.turn_settings(self.user_name, self.char_name), blocks=blocks,
+                                resident_summary=resident, recall_lines=recall, lore=self._lore_index(),
+                                pins=self._turn_pins())
         if prepared.record.history_cut is not None and not self._said_cut:  # why, once per chat
             self._said_cut = True
             self._emit(Activity("compact", f"{prepared.record.history_cut.reason()}（history_max_chars；"
