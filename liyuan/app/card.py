@@ -254,14 +254,14 @@ class Card(CardLore, CardPins):
             StateError: The chat exists already.
             ChatImportError: The file cannot be imported (its line and field named); nothing is written.
         """
-        from liyuan.session.imports import import_chat
+        from liyuan.session.imports import ChatReader, import_chat
 
         validate_chat_id(chat_id)
         if chat_id in self._chats or self._sessions.names(chat_id):
             raise StateError(f"局 {chat_id} 已经有会话了：导入只建新的一局")
         session_id = f"{chat_id}-{Path(FIRST_SESSION_FILE).stem}"
         self._sessions.import_into(chat_id, FIRST_SESSION_FILE, lambda target: import_chat(
-            path, target, format, user_name=speaker, conversation=conversation, session_id=session_id,
+            ChatReader(path, format, user_name=speaker, conversation=conversation), target, session_id=session_id,
             clock=self._clock, ids=self._ids))
         return self.chat(chat_id, title=title)
 
