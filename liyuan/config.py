@@ -15,8 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from liyuan.bounds import SIDE_INPUT_MAX_CHARS
-from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS
-from liyuan.card.sync import SyncSettings
+from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS, SyncSettings
 from liyuan.context.budget import RESIDENT_ENVELOPE_CHARS
 from liyuan.context.inputs import TurnSettings
 from liyuan.context.pins import DEFAULT_PIN_SHARE

@@ -144,9 +144,6 @@ OVER_BUDGET: dict[str, tuple[int, str]] = {
                               "the history-bound and storage checks, lifecycle in one class; a chat it opens is "
                               "handed its pins, its clock and the edit hold-back of the resident summary (issue 38); "
                               "its run switches are one RunOptions beside it (issue 40)"),
-    "liyuan.card.sync": (410, "CardMemory's sync is one protocol under one lock (recap, merge, forget); it already "
-                              "lends the hard path to a mixin (HandPath) for the budget's sake, and its imports name "
-                              "each card module it composes (CardLayout from its one home, card.layout)"),
     "liyuan.app.chat": (445, "edit and delete (issue 38) are two public methods of the chat an app holds, each a "
                              "thin call into liyuan.app.edits; hiding them behind a mixin would scatter the facade"),
     "liyuan.vector.memory": (460, "one class owns the store's write path (checked embedding, eviction notices, "

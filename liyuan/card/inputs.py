@@ -48,6 +48,7 @@ __all__ = [
     "ChatEvidence",
     "OpenBranches",
     "RecapDiff",
+    "SyncSettings",
     "branch_of",
     "collect_chat_evidence",
     "diff_recaps",
@@ -163,6 +164,24 @@ def _session_section(branch: Sequence[Entry], user_name: str, char_name: str) ->
     if text:
         parts.append(text)
     return "\n\n".join(parts), sum(1 for e in view if is_message(e, "user"))
+
+
+@dataclass(frozen=True)
+class SyncSettings:
+    """What a card's sync reads: the card's names and its slice of the memory's settings
+    (:meth:`liyuan.config.MemoryConfig.sync_settings` builds it)."""
+
+    user_name: str
+    """The user's name in the story."""
+    char_name: str
+    """The card's character name."""
+    language: str = "中文"
+    """Output language of recaps and merges."""
+    recap_input_max_chars: int = RECAP_INPUT_MAX_CHARS
+    """Transcript budget of one recap call; beyond it the earliest text is left out (the prompt says how much)."""
+    merge_recap_max_chars: int | None = None
+    """Longest recap sent to a merge; ``None``: what one recap reply may be
+    (:func:`liyuan.card.prompts.build_merge_prompt`)."""
 
 
 LoadedBranch = Callable[[str, str], tuple[Sequence[Entry], list[str]] | None]

@@ -56,8 +56,8 @@ from liyuan.card.files import MemoryFiles
 from liyuan.card.handpath import HandPath
 from liyuan.card.inputs import (
     MERGE_BATCH_RECAPS,
-    RECAP_INPUT_MAX_CHARS,
     LoadedBranch,
+    SyncSettings,
     collect_chat_evidence,
     diff_recaps,
 )
@@ -77,7 +77,7 @@ from liyuan.errors import ManifestError, MemoryFileError, ModelError, ModelOutpu
 from liyuan.model import ChatModel, require_finished, side_call
 from liyuan.text import utf16_len
 
-__all__ = ["CardMemory", "MergeStatus", "SyncOutcome", "SyncSettings", "card_locks"]
+__all__ = ["CardMemory", "MergeStatus", "SyncOutcome", "card_locks"]
 
 log = logging.getLogger("liyuan.card")
 
@@ -98,24 +98,6 @@ class SyncOutcome:
     errors: list[str] = field(default_factory=list)
     """Background syncs that stopped on an error (not a model failure, which is in
     ``failed``/``merged``), as ``type: message``; set by :meth:`liyuan.Card.sync`."""
-
-
-@dataclass(frozen=True)
-class SyncSettings:
-    """What a card's sync reads: the card's names and its slice of the memory's settings
-    (:meth:`liyuan.config.MemoryConfig.sync_settings` builds it)."""
-
-    user_name: str
-    """The user's name in the story."""
-    char_name: str
-    """The card's character name."""
-    language: str = "中文"
-    """Output language of recaps and merges."""
-    recap_input_max_chars: int = RECAP_INPUT_MAX_CHARS
-    """Transcript budget of one recap call; beyond it the earliest text is left out (the prompt says how much)."""
-    merge_recap_max_chars: int | None = None
-    """Longest recap sent to a merge; ``None``: what one recap reply may be
-    (:func:`liyuan.card.prompts.build_merge_prompt`)."""
 
 
 def _off_limits(manifest: Manifest, chat_id: str) -> bool:
@@ -370,10 +352,8 @@ class CardMemory(HandPath):
                       "局的复盘，以手改的内容为底按局重建；以后手改手册请保留各局的来源行")
         revised = revised_chats(diff, manifest)  # their old lines are taken back by source, not sent
         sent = (take_back(handbook, revised), None if revised else resident)
-        prompt = build_merge_prompt(
-            handbook=sent[0], resident=sent[1], changed=diff.changed, deleted=diff.deleted, revised=revised,
-            language=self.settings.language, user_name=self.settings.user_name,
-            char_name=self.settings.char_name, recap_max_chars=self.settings.merge_recap_max_chars)
+        prompt = build_merge_prompt(self.settings, handbook=sent[0], resident=sent[1], changed=diff.changed,
+                                    deleted=diff.deleted, revised=revised)
         tail = f"，遗忘 {len(diff.deleted)} 局" if diff.deleted else ""
         later = f"；另有 {left} 局下一批再并" if left else ""
         self._say(f"正在合并记忆（{len(diff.changed)} 局有更新{tail}{later}）…")

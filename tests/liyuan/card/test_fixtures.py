@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from liyuan.card import CardMemory
+from liyuan.card.inputs import SyncSettings
 from liyuan.card.prompts import HANDBOOK_MARK, RESIDENT_MARK
-from liyuan.card.sync import SyncSettings
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.model import ChatModel, FunctionModel, ModelRequest
 from liyuan.session.tree import SessionTree

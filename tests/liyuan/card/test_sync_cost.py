@@ -8,10 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from liyuan.card.files import MemoryFiles, sha1_text
+from liyuan.card.inputs import SyncSettings
 from liyuan.card.layout import CardLayout
 from liyuan.card.manifest import Manifest, save_manifest
 from liyuan.card.sessions import source_mark_of
-from liyuan.card.sync import CardMemory, SyncSettings
+from liyuan.card.sync import CardMemory
 from liyuan.model import FunctionModel
 
 from .test_fixtures import write_chat

@@ -32,9 +32,10 @@ from typing import Any
 
 from liyuan.card import manual as card_manual
 from liyuan.card.files import MemoryFiles
+from liyuan.card.inputs import SyncSettings
 from liyuan.card.layout import CardLayout
 from liyuan.card.manifest import load_manifest
-from liyuan.card.sync import CardMemory, SyncSettings
+from liyuan.card.sync import CardMemory
 from liyuan.clock import fixed_clock
 from liyuan.errors import VersionConflict
 from liyuan.model import FunctionModel, ModelRequest
