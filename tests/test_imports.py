@@ -144,6 +144,9 @@ OVER_BUDGET: dict[str, tuple[int, str]] = {
                               "the history-bound and storage checks, lifecycle in one class; a chat it opens is "
                               "handed its pins, its clock and the edit hold-back of the resident summary (issue 38); "
                               "its run switches are one RunOptions beside it (issue 40)"),
+    "liyuan.card.sync": (495, "CardMemory is one class: its sync is one protocol under one lock (recap, merge, "
+                              "forget) and its reading and hard-path calls take the same locks; the HandPath mixin "
+                              "that held the latter existed for the line budget only (issue 40 folded it back)"),
     "liyuan.app.chat": (445, "edit and delete (issue 38) are two public methods of the chat an app holds, each a "
                              "thin call into liyuan.app.edits; hiding them behind a mixin would scatter the facade"),
     "liyuan.vector.memory": (460, "one class owns the store's write path (checked embedding, eviction notices, "
