@@ -140,15 +140,20 @@ MAX_MODULE_LINES = 400
 """The budget of one module. A module past it gets split, unless it is named below."""
 
 OVER_BUDGET: dict[str, tuple[int, str]] = {
-    "liyuan.app.card": (490, "the facade an app reads top to bottom: opening (one storage object), chats, sync, "
+    "liyuan.app.card": (600, "the facade an app reads top to bottom: opening (one storage object), chats, sync, "
                               "the history-bound and storage checks, lifecycle in one class; a chat it opens is "
                               "handed its pins, its clock and the edit hold-back of the resident summary (issue 38); "
-                              "its run switches are one RunOptions beside it (issue 40)"),
+                              "its run switches are one RunOptions beside it, and the pin and lore methods an app "
+                              "calls are its own again, documented where the app reads them (issue 40: the CardPins "
+                              "and CardLore mixins existed for the line budget only; the lore work is a CardLore "
+                              "the card holds, in liyuan.app.card_lore)"),
     "liyuan.card.sync": (495, "CardMemory is one class: its sync is one protocol under one lock (recap, merge, "
                               "forget) and its reading and hard-path calls take the same locks; the HandPath mixin "
                               "that held the latter existed for the line budget only (issue 40 folded it back)"),
-    "liyuan.app.chat": (445, "edit and delete (issue 38) are two public methods of the chat an app holds, each a "
-                             "thin call into liyuan.app.edits; hiding them behind a mixin would scatter the facade"),
+    "liyuan.app.chat": (480, "edit and delete (issue 38) are two public methods of the chat an app holds, each a "
+                             "thin call into liyuan.app.edits; hiding them behind a mixin would scatter the facade; "
+                             "its pin methods are its own again (issue 40: the ChatPins mixin existed for the line "
+                             "budget only)"),
     "liyuan.vector.memory": (460, "one class owns the store's write path (checked embedding, eviction notices, "
                                   "archive batches); a split would pass its private state around"),
 }
@@ -189,6 +194,7 @@ CALLBACKS_ALLOWED: dict[tuple[str, str, str], str] = {
     ("liyuan.app.card", "open_vector", "say"): "a listener: vector memory reports its lines",
     ("liyuan.app.card", "CardMemory", "on_activity"): "a listener: a sync reports its lines",
     ("liyuan.app.card", "ChatDeps", "emit"): "a listener: a chat reports its activity lines to the card's list",
+    ("liyuan.app.card", "CardLore", "emit"): "a listener: the lore work reports its lines to the card's list",
     ("liyuan.app.card", "SyncWorker", "factory"): "a runner's work: the worker runs the card's sync on its "
                                                   "thread (a thread target, not a read of the card's state)",
     ("liyuan.app.card", "SyncWorker", "on_outcome"): "a listener: the worker reports each sync's outcome",

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from liyuan.app.activity import Activity, Lane, Listener, refuse_own_wait
 from liyuan.app.card_lore import CardLore
 from liyuan.app.chat import Chat, ChatDeps
-from liyuan.app.pins import CardPins
+from liyuan.app.pins import PinBook, pin_share
 from liyuan.app.vectors import open_vector
 from liyuan.card.inputs import OpenBranches
 from liyuan.card.layout import CardLayout, validate_chat_id
@@ -50,7 +50,10 @@ from liyuan.card.sync import CardMemory, MergeStatus, SyncOutcome
 from liyuan.card.worker import SyncWorker
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.config import MemoryConfig
-from liyuan.errors import ConfigError, ModelError, StateError
+from liyuan.context.pins import Pin
+from liyuan.errors import ConfigError, MemoryFileError, ModelError, StateError, UnsafePathError
+from liyuan.lore.cards import ImportedCard
+from liyuan.lore.model import LoreBook, LoreEntry
 from liyuan.lore.store import LoreShelf
 from liyuan.model import ChatModel, Completion, ModelRequest
 from liyuan.runner import Deadline
@@ -99,7 +102,7 @@ RUN_SWITCHES = tuple(f.name for f in fields(RunOptions))
 """The options :meth:`Card.open` folds into a :class:`RunOptions`."""
 
 
-class Card(CardLore, CardPins):
+class Card:
     """One card's memory folder and its chats. Open it with :meth:`Card.open`.
 
     Attributes:
@@ -139,7 +142,7 @@ class Card(CardLore, CardPins):
                 and Path(path).absolute() != storage.path.absolute():
             raise ConfigError(f"卡目录 {path} 和 storage 的 {storage.path} 不是同一个")
         self._storage = storage if storage is not None else CardStorage.folder(path)  # type: ignore[arg-type]
-        self.path = Path(path) if path is not None else self._storage.path  # type: ignore[assignment]
+        self.path: Path = Path(path) if path is not None else self._storage.path  # type: ignore[assignment]
         self.config = config or MemoryConfig()
         require_vector_packages(self.config.vector)  # a missing extra is refused here, naming it
         self.side_model = side_model
@@ -159,6 +162,8 @@ class Card(CardLore, CardPins):
         self._files: MemoryStore = self._storage.memory_store(self._layout, clock=clock, ids=ids)
         self._storage.check_whole(self._files)
         self._lore = LoreShelf(self.path, names=(self.user_name, self.char_name))
+        self._card_lore = CardLore(self.path, (self.user_name, self.char_name), self._lore, self._files, self._emit)
+        self._pin_book = PinBook(self.path)
         self._chats: dict[str, Chat] = {}
         self._chats_guard = threading.Lock()
         """Makes look-up-or-open one step: two threads entering a chat get one :class:`Chat`."""
@@ -303,11 +308,109 @@ class Card(CardLore, CardPins):
             chat.close()
         deleted = self.memory.delete_chat(chat_id)
         self._chunk_stores.drop(chat_id)  # a SQLite store went with the folder
-        self._forget_lore(chat_id)
+        self._card_lore.forget_chat(chat_id)
         self._forget_pins(chat_id)
         if self._auto_sync:
             self.sync(wait=False)
         return deleted
+
+    # -- the character card and its lore book (the work: liyuan.app.card_lore) -----------
+
+    def import_card(self, path: str | os.PathLike[str], *, replace: bool = False) -> ImportedCard:
+        """Bring in a character card (V3/V2/V1 as JSON, PNG or CHARX) or a lore book
+        (``lorebook_v3``, SillyTavern World Info); see :mod:`liyuan.lore.cards`.
+
+        A card is kept whole as ``角色卡.json`` (unknown fields too) and gives new chats
+        their greeting; its ``character_book`` (or the lore book) becomes ``设定集.yaml``.
+        What became of each field is in the result's ``notes`` (one activity line per field).
+
+        Args:
+            path: The file.
+            replace: Replace a lore book the card already has (it is refused otherwise).
+
+        Returns:
+            What was read (name, greetings, lore book, the JSON).
+
+        Raises:
+            CardImportError: The file cannot be imported (the message says why); nothing is written.
+            StateError: The card has a lore book already and ``replace`` is False; nothing is written.
+        """
+        return self._card_lore.import_card(path, replace=replace)
+
+    @property
+    def lore(self) -> LoreBook | None:
+        """The card's lore book as stored (``设定集.yaml``), or ``None``.
+
+        Raises:
+            LoreError: The file does not read (the message names the entry).
+        """
+        return self._card_lore.lore
+
+    def save_lore(self, book: LoreBook) -> None:
+        """Replace the card's lore book (written atomically; the next turn uses it)."""
+        self._card_lore.save_lore(book)
+
+    def propose_lore(self, *, min_sources: int = 2) -> list[LoreEntry]:
+        """Lore entries learnt from the handbook's stable lines, each with its source chats.
+
+        Nothing is written: pass the ones you want to :meth:`adopt_lore`. Deleting a chat
+        later removes an adopted entry that only that chat supported.
+        """
+        return self._card_lore.propose_lore(min_sources=min_sources)
+
+    def adopt_lore(self, entries: list[LoreEntry]) -> None:
+        """Add proposed entries to the lore book (a learnt entry of the same title is replaced,
+        an entry a person wrote is kept)."""
+        self._card_lore.adopt_lore(entries)
+
+    def export_card(self, path: str | os.PathLike[str], *, spec: str = "chara_card_v2") -> Path:
+        """Write the card with its lore book as it is now, in the form SillyTavern reads
+        (:mod:`liyuan.lore.export`): JSON, or PNG when ``path`` ends in ``.png`` (``tEXt``
+        ``chara``, and ``ccv3`` as well for V3; the picture is a 1×1 placeholder).
+
+        Args:
+            path: Where to write (replaced atomically).
+            spec: ``chara_card_v2`` or ``chara_card_v3``.
+
+        Raises:
+            ConfigError: An unknown ``spec``.
+            LoreError: The lore book does not read.
+        """
+        return self._card_lore.export_card(path, spec=spec)
+
+    def export_lore(self, path: str | os.PathLike[str]) -> Path:
+        """Write the lore book as a SillyTavern World Info file (replaced atomically).
+
+        Raises:
+            StateError: The card has no lore book.
+        """
+        return self._card_lore.export_lore(path)
+
+    def greetings(self) -> tuple[str, ...]:
+        """The imported card's greetings (``first_mes``, then the alternates); empty if none."""
+        return self._card_lore.greetings()
+
+    # -- pins -------------------------------------------------------------------------
+
+    def pin(self, text: str) -> Pin:
+        """Keep ``text`` verbatim in every later turn of every chat of the card.
+
+        Raises:
+            ConfigError: Empty, or some chat's pins would pass their share with it: refused whole.
+        """
+        return self._pin_book.add(text, chat_id=None, share_chars=pin_share(self.config))
+
+    def unpin(self, pin_id: str) -> bool:
+        """Remove the card's pin ``pin_id``; False when there is no such pin.
+
+        Raises:
+            StateError: ``pin_id`` is a chat's pin (``chat.unpin`` removes it).
+        """
+        return self._pin_book.remove(pin_id, chat_id=None)
+
+    def pins(self) -> tuple[Pin, ...]:
+        """The card's own pins (a chat's pins: :meth:`liyuan.Chat.pins`)."""
+        return self._pin_book.carried(None)
 
     # -- card memory --------------------------------------------------------------
 
@@ -417,6 +520,15 @@ class Card(CardLore, CardPins):
 
     def _vector_line(self, chat_id: str, line: str) -> None:
         self._emit(Activity("vector", line, chat_id))
+
+    def _forget_pins(self, chat_id: str) -> None:
+        try:
+            gone = self._pin_book.forget_chat(chat_id)
+        except (MemoryFileError, UnsafePathError) as exc:
+            self._emit(Activity("error", f"删掉局 {chat_id} 后没能更新置顶：{exc}"))
+            return
+        if gone:
+            self._emit(Activity("lore", f"局 {chat_id} 删掉了，它的 {len(gone)} 条置顶也删了"))
 
     def _emit(self, activity: Activity) -> None:
         self.activity.append(activity)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from liyuan.app.activity import Activity, Lane, Outcome, refuse_own_wait
 from liyuan.app.edits import has_revisions, resident_for_turn, resident_withheld, retract_in_vectors, revise
-from liyuan.app.pins import ChatPins, PinBook
+from liyuan.app.pins import PinBook, pin_share
 from liyuan.app.recall import recall_with_trace
 from liyuan.app.turn import Turn
 from liyuan.card.resident import ResidentReader
@@ -38,9 +38,10 @@ from liyuan.compaction import CompactionOutcome, HeldLandings
 from liyuan.config import MemoryConfig
 from liyuan.context.assemble import prepare_turn
 from liyuan.context.inputs import AppBlocks
+from liyuan.context.pins import Pin, over_share
 from liyuan.discussion.compact import run_discussion_compaction
 from liyuan.discussion.messages import agent_history, as_chat_messages
-from liyuan.errors import ConfigError, MemoryFileError, StateError
+from liyuan.errors import ConfigError, MemoryFileError, StateError, UnsafePathError
 from liyuan.lore.match import LoreIndex
 from liyuan.lore.store import LoreShelf
 from liyuan.model import ChatModel, Usage, usage_fields
@@ -79,7 +80,7 @@ class ChatDeps:
     clock: Clock = system_clock
 
 
-class Chat(ChatPins):
+class Chat:
     """One chat of a card. Get it from :meth:`liyuan.Card.chat`; do not build it yourself.
 
     Attributes:
@@ -105,6 +106,7 @@ class Chat(ChatPins):
         self._lore, self._pin_book, self._clock = card.lore, card.pins, card.clock
         self._closed = False
         self._said_cut = False
+        self._said_pins_over = False
         self._stuck: Job[None] | None = None
         self._held = HeldLandings()  # summaries ready mid-turn, guarded by the tree's lock
 
@@ -280,6 +282,51 @@ class Chat(ChatPins):
         """The relay summary in force on the current branch, if any."""
         active = story_tail(self.tree.branch())[1]  # edits applied, stale summaries left out
         return active.summary if active else None
+
+    # -- pins -------------------------------------------------------------------
+
+    def pin(self, text: str) -> Pin:
+        """Keep ``text`` verbatim in every later turn of this chat (first in 【相关设定】).
+
+        Raises:
+            ConfigError: Empty, or the chat's pins (the card's included) would pass their
+                share (``budget_chars × pin_share``): refused whole, nothing written.
+            StateError: The chat was opened without a card.
+        """
+        return self._book().add(text, chat_id=self.id, share_chars=pin_share(self._config))
+
+    def unpin(self, pin_id: str) -> bool:
+        """Remove this chat's pin ``pin_id``; False when there is no such pin.
+
+        Raises:
+            StateError: ``pin_id`` is the card's or another chat's pin.
+        """
+        return self._book().remove(pin_id, chat_id=self.id)
+
+    def pins(self) -> tuple[Pin, ...]:
+        """The pins this chat's turns carry: the card's, then the chat's own."""
+        return self._book().carried(self.id)
+
+    def _book(self) -> PinBook:
+        if self._pin_book is None:
+            raise StateError("这一局不是从卡打开的，没有置顶可用")
+        return self._pin_book
+
+    def _turn_pins(self) -> tuple[Pin, ...]:
+        """The pins for a turn; a file that does not read is said, and the turn goes on without them."""
+        if self._pin_book is None:
+            return ()
+        try:
+            pins = self._pin_book.carried(self.id)
+        except (MemoryFileError, UnsafePathError) as exc:
+            self._emit(Activity("error", f"置顶读不了，这一轮不带置顶：{exc}", self.id))
+            return ()
+        over = over_share(pins, pin_share(self._config))
+        if over and not self._said_pins_over:  # the settings shrank after they were made: sent whole, said once
+            self._said_pins_over = True
+            self._emit(Activity("error", f"置顶比现在的份额多 {over} 字（设置改小了）：照样整条送出，"
+                                         "请 unpin 一些或调大 pin_share", self.id))
+        return pins
 
     # -- memory work --------------------------------------------------------------
 
