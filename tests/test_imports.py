@@ -315,3 +315,32 @@ def test_no_callback_is_handed_down_but_the_listed_ones() -> None:
     assert sorted(found - set(CALLBACKS_ALLOWED)) == []
     stale = sorted(set(CALLBACKS_ALLOWED) - found)
     assert stale == [], "no longer handed down: take it off the list"
+
+
+# -- no mixins split off for the line budget ---------------------------------------------------
+
+
+def bases_from_other_modules(name: str, source: str) -> list[str]:
+    """Classes of module ``name`` with a base class imported from another liyuan module (errors
+    excepted: an exception family spans modules by design): ``Class(base from module)`` each."""
+    tree = ast.parse(source)
+    imported_from = {alias.asname or alias.name: node.module or "" for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("liyuan")
+                     and node.module != name for alias in node.names}
+    return [f"{node.name}({base.id} from {imported_from[base.id]})" for node in ast.walk(tree)
+            if isinstance(node, ast.ClassDef) for base in node.bases
+            if isinstance(base, ast.Name) and base.id in imported_from and imported_from[base.id] != "liyuan.errors"]
+
+
+def test_a_planted_mixin_is_found() -> None:
+    planted = ("from liyuan.app.pins import CardPins\nfrom liyuan.errors import StateError\n"
+               "class Card(CardPins):\n    pass\nclass Closed(StateError):\n    pass\n")
+    assert bases_from_other_modules("liyuan.app.card", planted) == ["Card(CardPins from liyuan.app.pins)"]
+
+
+def test_no_class_takes_half_of_itself_from_another_module() -> None:
+    """No mixin whose only reason is the line budget (issue 40): a class that needs another
+    module's part holds it (composition), or the part is folded in and the budget yields."""
+    found = [f"{name}: {hit}" for name, path in modules().items() if name.startswith("liyuan")
+             for hit in bases_from_other_modules(name, path.read_text(encoding="utf-8"))]
+    assert found == []
