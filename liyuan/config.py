@@ -15,15 +15,16 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from liyuan.bounds import SIDE_INPUT_MAX_CHARS
-from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS
+from liyuan.card.inputs import RECAP_INPUT_MAX_CHARS, SyncSettings
 from liyuan.context.budget import RESIDENT_ENVELOPE_CHARS
+from liyuan.context.inputs import TurnSettings
 from liyuan.context.pins import DEFAULT_PIN_SHARE
 from liyuan.context.window import HISTORY_MAX_CHARS
 from liyuan.discussion.messages import KEEP_RECENT_TOKENS, RESERVE_TOKENS
 from liyuan.errors import ConfigError
 from liyuan.fields import check_int
 from liyuan.lore.activate import DEFAULT_LORE_SHARE
-from liyuan.story.compact import DEFAULT_EVERY_N_TURNS, KEEP_RECENT_TURNS, MIN_COMPACT_CHARS
+from liyuan.story.compact import DEFAULT_EVERY_N_TURNS, KEEP_RECENT_TURNS, MIN_COMPACT_CHARS, CompactionSettings
 from liyuan.story.settle import SETTLE_TURNS
 from liyuan.vector.config import VectorConfig
 from liyuan.vector.config_file import config_from_dict
@@ -160,6 +161,21 @@ class MemoryConfig:
         if unknown:
             raise ConfigError(f"没有这些设置项：{'、'.join(unknown)}")
         return replace(self, **changes)
+
+    def compaction(self, user_name: str, char_name: str) -> CompactionSettings:
+        """What a story compaction of a chat between these names reads
+        (:func:`liyuan.story.compact.run_compaction`)."""
+        return CompactionSettings(user_name, char_name, self.language, self.every_n_turns, self.min_chars,
+                                  self.keep, self.side_input_max_chars)
+
+    def turn_settings(self, user_name: str, char_name: str) -> TurnSettings:
+        """What a turn's assembly reads (:func:`liyuan.context.assemble.prepare_turn`)."""
+        return TurnSettings((user_name, char_name), self.budget_chars, self.lore_share, self.history_max_chars)
+
+    def sync_settings(self, user_name: str, char_name: str) -> SyncSettings:
+        """What a card's sync reads (:class:`liyuan.card.sync.CardMemory`)."""
+        return SyncSettings(user_name, char_name, self.language, self.recap_input_max_chars,
+                            self.merge_recap_max_chars)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MemoryConfig:

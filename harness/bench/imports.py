@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from liyuan.clock import counter_ids, fixed_clock
-from liyuan.session.imports import import_chat
+from liyuan.session.imports import ChatReader, import_chat
 
 from ..importer import import_file
 from ..running.models import open_setup
@@ -80,7 +80,7 @@ def import_table(folder: Path, messages: int = 5000, progress: Callable[[str], N
     import_s = time.perf_counter() - started
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="liyuan-import-tree-", dir=folder) as trees:
-        import_chat(chat, Path(trees) / "001.jsonl", clock=fixed_clock(), ids=counter_ids("i-"))
+        import_chat(ChatReader(chat), Path(trees) / "001.jsonl", clock=fixed_clock(), ids=counter_ids("i-"))
     tree_s = time.perf_counter() - started
     say("导入基准：用脚本模型（占位回复）跑一遍记忆 …")
     started = time.perf_counter()

@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from liyuan import Card, CardStorage
+from liyuan import Card, CardStorage, MemoryConfig
 from liyuan.card.files import MemoryFiles, sha1_text
 from liyuan.card.layout import CardLayout
 from liyuan.card.manifest import Manifest, save_manifest
@@ -211,7 +211,7 @@ def sync_no_change(folder: Path, chats: int, repeat: int = 5) -> dict[str, float
     layout.handbook.write_text("# 记忆\n\n（脚本手册）\n", encoding="utf-8")
     layout.resident.write_text("（脚本常驻摘要）\n", encoding="utf-8")
     save_manifest(files, manifest)
-    memory = CardMemory(card_dir, scripted_summariser(USER, CHAR), user_name=USER, char_name=CHAR)
+    memory = CardMemory(card_dir, scripted_summariser(USER, CHAR), MemoryConfig().sync_settings(USER, CHAR))
     first = memory.sync()
     if first.recapped or first.merged != "no-change":
         raise RuntimeError(f"同步基准的卡不是“无事可做”的状态：{first}")

@@ -113,15 +113,15 @@ class AsyncChat:
         return await asyncio.to_thread(self.sync_chat.compact_now)
 
     async def pin(self, text: str) -> Pin:
-        """See :meth:`Chat.pin <liyuan.app.pins.ChatPins.pin>`."""
+        """See :meth:`Chat.pin <liyuan.app.chat.Chat.pin>`."""
         return await asyncio.to_thread(self.sync_chat.pin, text)
 
     async def unpin(self, pin_id: str) -> bool:
-        """See :meth:`Chat.unpin <liyuan.app.pins.ChatPins.unpin>`."""
+        """See :meth:`Chat.unpin <liyuan.app.chat.Chat.unpin>`."""
         return await asyncio.to_thread(self.sync_chat.unpin, pin_id)
 
     async def pins(self) -> tuple[Pin, ...]:
-        """See :meth:`Chat.pins <liyuan.app.pins.ChatPins.pins>`."""
+        """See :meth:`Chat.pins <liyuan.app.chat.Chat.pins>`."""
         return await asyncio.to_thread(self.sync_chat.pins)
 
     async def flush(self, timeout: float | None = None) -> bool:
@@ -244,15 +244,15 @@ class AsyncCard:
         return await asyncio.to_thread(self.sync_card.repair_manifest)
 
     async def pin(self, text: str) -> Pin:
-        """See :meth:`Card.pin <liyuan.app.pins.CardPins.pin>`."""
+        """See :meth:`Card.pin <liyuan.app.card.Card.pin>`."""
         return await asyncio.to_thread(self.sync_card.pin, text)
 
     async def unpin(self, pin_id: str) -> bool:
-        """See :meth:`Card.unpin <liyuan.app.pins.CardPins.unpin>`."""
+        """See :meth:`Card.unpin <liyuan.app.card.Card.unpin>`."""
         return await asyncio.to_thread(self.sync_card.unpin, pin_id)
 
     async def pins(self) -> tuple[Pin, ...]:
-        """See :meth:`Card.pins <liyuan.app.pins.CardPins.pins>`."""
+        """See :meth:`Card.pins <liyuan.app.card.Card.pins>`."""
         return await asyncio.to_thread(self.sync_card.pins)
 
     async def resident_summary(self) -> str | None:

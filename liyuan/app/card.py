@@ -28,7 +28,8 @@ import logging
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -36,23 +37,26 @@ from typing import TYPE_CHECKING, Any
 
 from liyuan.app.activity import Activity, Lane, Listener, refuse_own_wait
 from liyuan.app.card_lore import CardLore
-from liyuan.app.chat import Chat
-from liyuan.app.pins import CardPins
+from liyuan.app.chat import Chat, ChatDeps
+from liyuan.app.pins import PinBook, pin_share
 from liyuan.app.vectors import open_vector
+from liyuan.card.inputs import OpenBranches
 from liyuan.card.layout import CardLayout, validate_chat_id
 from liyuan.card.memstore import MemoryStore
 from liyuan.card.repair import ManifestRepair
-from liyuan.card.revised import resident_held_back
+from liyuan.card.resident import ResidentReader
 from liyuan.card.sessions import SessionStore
 from liyuan.card.sync import CardMemory, MergeStatus, SyncOutcome
 from liyuan.card.worker import SyncWorker
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
 from liyuan.config import MemoryConfig
-from liyuan.errors import ConfigError, MemoryFileError, ModelError, StateError
+from liyuan.context.pins import Pin
+from liyuan.errors import ConfigError, MemoryFileError, ModelError, StateError, UnsafePathError
+from liyuan.lore.cards import ImportedCard
+from liyuan.lore.model import LoreBook, LoreEntry
 from liyuan.lore.store import LoreShelf
 from liyuan.model import ChatModel, Completion, ModelRequest
 from liyuan.runner import Deadline
-from liyuan.session.entries import Entry
 from liyuan.session.tree import SessionTree
 from liyuan.storage.cardstorage import CardStorage, prepare_folder
 from liyuan.vector.requires import require_vector_packages
@@ -60,7 +64,7 @@ from liyuan.vector.requires import require_vector_packages
 if TYPE_CHECKING:
     from liyuan.vector.chunkstore import ChunkStores
 
-__all__ = ["Card"]
+__all__ = ["Card", "RunOptions"]
 
 _log = logging.getLogger("liyuan.app")
 
@@ -75,7 +79,30 @@ class _NoSideModel:
         raise ModelError("没有配置旁路模型（side_model）")
 
 
-class Card(CardLore, CardPins):
+@dataclass(frozen=True)
+class RunOptions:
+    """How a card runs its memory work and stamps what it writes: switches for scripts,
+    tests and replays (the defaults are an app's)."""
+
+    background: bool = True
+    """``False`` runs the memory work (ingest, compaction, sync) inline, in the calling
+    thread, so every effect is there when the call returns (scripts, tests, a replay that
+    must be byte-stable)."""
+    auto_sync: bool = True
+    """``False`` leaves card syncs to the app's own :meth:`Card.sync` calls (an app that syncs
+    on its own schedule, or a replay that syncs at set points); by default entering and
+    deleting a chat sync in the background, as the seed says."""
+    clock: Clock = system_clock
+    """Where time stamps come from (:func:`liyuan.clock.fixed_clock` for a replay)."""
+    ids: IdFactory = random_ids
+    """Where entry ids come from (:func:`liyuan.clock.counter_ids` for a replay)."""
+
+
+RUN_SWITCHES = tuple(f.name for f in fields(RunOptions))
+"""The options :meth:`Card.open` folds into a :class:`RunOptions`."""
+
+
+class Card:
     """One card's memory folder and its chats. Open it with :meth:`Card.open`.
 
     Attributes:
@@ -85,14 +112,8 @@ class Card(CardLore, CardPins):
         activity: The newest activity lines (at most 200), oldest first.
 
     Options besides the settings (all keyword-only):
-        background: ``False`` runs the memory work (ingest, compaction, sync) inline, in
-            the calling thread, so every effect is there when the call returns (scripts,
-            tests, a replay that must be byte-stable).
-        clock: Where time stamps come from (:func:`liyuan.clock.fixed_clock` for a replay).
-        ids: Where entry ids come from (:func:`liyuan.clock.counter_ids` for a replay).
-        auto_sync: ``False`` leaves card syncs to the app's own :meth:`sync` calls (an app
-            that syncs on its own schedule, or a replay that syncs at set points); by
-            default entering and deleting a chat sync in the background, as the seed says.
+        run: How the memory work runs and what stamps it (:class:`RunOptions`: background,
+            auto_sync, clock, ids); :meth:`Card.open` also takes each of the four by name.
         storage: Where the card's sessions, memory documents, locks and vector memory are
             kept: a :class:`~liyuan.storage.CardStorage` (default: ``CardStorage.folder(path)``;
             PostgreSQL: ``CardStorage.postgres(dsn, scope=...)``). The card closes it when
@@ -105,11 +126,14 @@ class Card(CardLore, CardPins):
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, side_model: ChatModel | None = None,
                  config: MemoryConfig | None = None, user_name: str = "你", char_name: str = "",
-                 on_activity: Listener | None = None, background: bool = True,
-                 clock: Clock = system_clock, ids: IdFactory = random_ids, auto_sync: bool = True,
-                 storage: CardStorage | None = None) -> None:
+                 on_activity: Listener | None = None, storage: CardStorage | None = None,
+                 run: RunOptions | None = None) -> None:
         if config is not None and not isinstance(config, MemoryConfig):
             raise ConfigError(f"config 应为 MemoryConfig，实际是 {type(config).__name__}")
+        if run is not None and not isinstance(run, RunOptions):
+            raise ConfigError(f"run 应为 RunOptions，实际是 {type(run).__name__}")
+        run = run or RunOptions()
+        clock, ids = run.clock, run.ids
         if storage is not None and not isinstance(storage, CardStorage):
             raise ConfigError(f"storage 应为 CardStorage，实际是 {type(storage).__name__}")
         if path is None and (storage is None or storage.path is None):
@@ -118,7 +142,7 @@ class Card(CardLore, CardPins):
                 and Path(path).absolute() != storage.path.absolute():
             raise ConfigError(f"卡目录 {path} 和 storage 的 {storage.path} 不是同一个")
         self._storage = storage if storage is not None else CardStorage.folder(path)  # type: ignore[arg-type]
-        self.path = Path(path) if path is not None else self._storage.path  # type: ignore[assignment]
+        self.path: Path = Path(path) if path is not None else self._storage.path  # type: ignore[assignment]
         self.config = config or MemoryConfig()
         require_vector_packages(self.config.vector)  # a missing extra is refused here, naming it
         self.side_model = side_model
@@ -126,8 +150,8 @@ class Card(CardLore, CardPins):
         self.char_name = char_name or self.path.name
         self.activity: deque[Activity] = deque(maxlen=ACTIVITY_KEPT)
         self._listener = on_activity
-        self._background = background
-        self._auto_sync = auto_sync
+        self._background = run.background
+        self._auto_sync = run.auto_sync
         self._chunk_stores: ChunkStores = self._storage.chunk_stores(clock)
         self._sync_lines: list[str] = []
         """Lines of the sync under way, sent with its outcome when it ends."""
@@ -137,17 +161,22 @@ class Card(CardLore, CardPins):
         self._sessions: SessionStore = self._storage.sessions
         self._files: MemoryStore = self._storage.memory_store(self._layout, clock=clock, ids=ids)
         self._storage.check_whole(self._files)
-        self._lore = LoreShelf(self.path, names=self._lore_names)
+        self._lore = LoreShelf(self.path, names=(self.user_name, self.char_name))
+        self._card_lore = CardLore(self.path, (self.user_name, self.char_name), self._lore, self._files, self._emit)
+        self._pin_book = PinBook(self.path)
         self._chats: dict[str, Chat] = {}
         self._chats_guard = threading.Lock()
         """Makes look-up-or-open one step: two threads entering a chat get one :class:`Chat`."""
         self._unreported: SyncOutcome | None = None
         """Every sync finished since :meth:`sync` last reported, combined (bounded by the chats)."""
         self._outcomes_guard = threading.Lock()
-        self._resident_cache: tuple[Hashable | None, str | None] | None = None
+        self._resident = ResidentReader(self._files, self._layout)
+        """The resident summary each turn reads (one reader for every chat, re-read when it changed)."""
+        self._open = OpenBranches()
+        """The open chats' trees, by chat: a recap reads an open chat's branch from it."""
         self._memory: tuple[ChatModel | None, CardMemory] | None = None  # with the side model it was built for
         self._worker = SyncWorker(self._sync_memory, on_outcome=self._synced, on_error=self._sync_failed) \
-            if background else None
+            if run.background else None
         self._clean_interrupted_imports()
         if side_model is None:  # said once, at open: nothing compacts, recaps or merges
             self._emit(Activity("compact", "没有配置旁路模型（side_model）：不做前情压缩、复盘和合并，"
@@ -157,11 +186,17 @@ class Card(CardLore, CardPins):
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None = None, **options: Any) -> Card:
-        """Open (or create) the card folder. Options are those of :class:`Card`.
+        """Open (or create) the card folder. Options are those of :class:`Card`; the four of
+        :class:`RunOptions` may also be given by name (``background=False`` ...).
 
         Raises:
             StorageRefused: The folder cannot be created or written.
         """
+        switches = {name: options.pop(name) for name in RUN_SWITCHES if name in options}
+        if switches:
+            if options.get("run") is not None:
+                raise ConfigError(f"{'、'.join(switches)} 和 run= 只能给一种：都放进 RunOptions")
+            options["run"] = RunOptions(**switches)
         if path is not None:
             prepare_folder(Path(path))
         return cls(path, **options)
@@ -195,6 +230,7 @@ class Card(CardLore, CardPins):
             if chat is None:
                 chat = self._open_chat(chat_id, user_name or self.user_name, char_name or self.char_name, greeting)
                 self._chats[chat_id] = chat
+                self._open.hold(chat_id, chat.tree)
         if title is not None:
             self._sessions.set_meta(chat_id, (json.dumps({"name": title}, ensure_ascii=False) + "\n").encode())
         if self._auto_sync:
@@ -223,14 +259,14 @@ class Card(CardLore, CardPins):
             StateError: The chat exists already.
             ChatImportError: The file cannot be imported (its line and field named); nothing is written.
         """
-        from liyuan.session.imports import import_chat
+        from liyuan.session.imports import ChatReader, import_chat
 
         validate_chat_id(chat_id)
         if chat_id in self._chats or self._sessions.names(chat_id):
             raise StateError(f"局 {chat_id} 已经有会话了：导入只建新的一局")
         session_id = f"{chat_id}-{Path(FIRST_SESSION_FILE).stem}"
         self._sessions.import_into(chat_id, FIRST_SESSION_FILE, lambda target: import_chat(
-            path, target, format, user_name=speaker, conversation=conversation, session_id=session_id,
+            ChatReader(path, format, user_name=speaker, conversation=conversation), target, session_id=session_id,
             clock=self._clock, ids=self._ids))
         return self.chat(chat_id, title=title)
 
@@ -249,6 +285,7 @@ class Card(CardLore, CardPins):
         validate_chat_id(chat_id)
         with self._chats_guard:
             chat = self._chats.pop(chat_id, None)
+            self._open.drop(chat_id)
         if chat is not None:
             chat.close()
         return self.chat(chat_id)
@@ -266,15 +303,114 @@ class Card(CardLore, CardPins):
         validate_chat_id(chat_id)
         with self._chats_guard:
             chat = self._chats.pop(chat_id, None)
+            self._open.drop(chat_id)
         if chat is not None:
             chat.close()
         deleted = self.memory.delete_chat(chat_id)
         self._chunk_stores.drop(chat_id)  # a SQLite store went with the folder
-        self._forget_lore(chat_id)
+        self._card_lore.forget_chat(chat_id)
         self._forget_pins(chat_id)
         if self._auto_sync:
             self.sync(wait=False)
         return deleted
+
+    # -- the character card and its lore book (the work: liyuan.app.card_lore) -----------
+
+    def import_card(self, path: str | os.PathLike[str], *, replace: bool = False) -> ImportedCard:
+        """Bring in a character card (V3/V2/V1 as JSON, PNG or CHARX) or a lore book
+        (``lorebook_v3``, SillyTavern World Info); see :mod:`liyuan.lore.cards`.
+
+        A card is kept whole as ``角色卡.json`` (unknown fields too) and gives new chats
+        their greeting; its ``character_book`` (or the lore book) becomes ``设定集.yaml``.
+        What became of each field is in the result's ``notes`` (one activity line per field).
+
+        Args:
+            path: The file.
+            replace: Replace a lore book the card already has (it is refused otherwise).
+
+        Returns:
+            What was read (name, greetings, lore book, the JSON).
+
+        Raises:
+            CardImportError: The file cannot be imported (the message says why); nothing is written.
+            StateError: The card has a lore book already and ``replace`` is False; nothing is written.
+        """
+        return self._card_lore.import_card(path, replace=replace)
+
+    @property
+    def lore(self) -> LoreBook | None:
+        """The card's lore book as stored (``设定集.yaml``), or ``None``.
+
+        Raises:
+            LoreError: The file does not read (the message names the entry).
+        """
+        return self._card_lore.lore
+
+    def save_lore(self, book: LoreBook) -> None:
+        """Replace the card's lore book (written atomically; the next turn uses it)."""
+        self._card_lore.save_lore(book)
+
+    def propose_lore(self, *, min_sources: int = 2) -> list[LoreEntry]:
+        """Lore entries learnt from the handbook's stable lines, each with its source chats.
+
+        Nothing is written: pass the ones you want to :meth:`adopt_lore`. Deleting a chat
+        later removes an adopted entry that only that chat supported.
+        """
+        return self._card_lore.propose_lore(min_sources=min_sources)
+
+    def adopt_lore(self, entries: list[LoreEntry]) -> None:
+        """Add proposed entries to the lore book (a learnt entry of the same title is replaced,
+        an entry a person wrote is kept)."""
+        self._card_lore.adopt_lore(entries)
+
+    def export_card(self, path: str | os.PathLike[str], *, spec: str = "chara_card_v2") -> Path:
+        """Write the card with its lore book as it is now, in the form SillyTavern reads
+        (:mod:`liyuan.lore.export`): JSON, or PNG when ``path`` ends in ``.png`` (``tEXt``
+        ``chara``, and ``ccv3`` as well for V3; the picture is a 1×1 placeholder).
+
+        Args:
+            path: Where to write (replaced atomically).
+            spec: ``chara_card_v2`` or ``chara_card_v3``.
+
+        Raises:
+            ConfigError: An unknown ``spec``.
+            LoreError: The lore book does not read.
+        """
+        return self._card_lore.export_card(path, spec=spec)
+
+    def export_lore(self, path: str | os.PathLike[str]) -> Path:
+        """Write the lore book as a SillyTavern World Info file (replaced atomically).
+
+        Raises:
+            StateError: The card has no lore book.
+        """
+        return self._card_lore.export_lore(path)
+
+    def greetings(self) -> tuple[str, ...]:
+        """The imported card's greetings (``first_mes``, then the alternates); empty if none."""
+        return self._card_lore.greetings()
+
+    # -- pins -------------------------------------------------------------------------
+
+    def pin(self, text: str) -> Pin:
+        """Keep ``text`` verbatim in every later turn of every chat of the card.
+
+        Raises:
+            ConfigError: Empty, or some chat's pins would pass their share with it: refused whole.
+        """
+        return self._pin_book.add(text, chat_id=None, share_chars=pin_share(self.config))
+
+    def unpin(self, pin_id: str) -> bool:
+        """Remove the card's pin ``pin_id``; False when there is no such pin.
+
+        Raises:
+            StateError: ``pin_id`` is a chat's pin (``chat.unpin`` removes it).
+        """
+        return self._pin_book.remove(pin_id, chat_id=None)
+
+    def pins(self) -> tuple[Pin, ...]:
+        """The card's own pins (a chat's pins: :meth:`liyuan.Chat.pins`)."""
+        return self._pin_book.carried(None)
 
     # -- card memory --------------------------------------------------------------
 
@@ -309,19 +445,7 @@ class Card(CardLore, CardPins):
         time, which an atomic rewrite, a hand edit or a symlink put in its place all
         change), so a turn does not pay for a file read.
         """
-        return self._resident(False)
-
-    def _resident(self, after_append: bool) -> str | None:  # True: a turn's, its user line just appended
-        try:
-            key = self._files.stamp(self._layout.resident, after_append=after_append)
-        except MemoryFileError:
-            return self.memory.load_resident_summary()
-        cached = self._resident_cache
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        text = self.memory.load_resident_summary()
-        self._resident_cache = (key, text)
-        return text
+        return self._resident.read()
 
     def sync(self, *, wait: bool = True, timeout: float | None = None) -> SyncOutcome | None:
         """Recap changed chats, merge, forget; with ``wait``, say what the card's syncs did.
@@ -374,6 +498,8 @@ class Card(CardLore, CardPins):
         with self._chats_guard:
             chats = list(self._chats.values())
             self._chats.clear()
+            for chat in chats:
+                self._open.drop(chat.id)
         for chat in chats:
             done = chat.close(deadline.left()) and done
         if done:  # work still running would find its connections gone
@@ -395,6 +521,15 @@ class Card(CardLore, CardPins):
     def _vector_line(self, chat_id: str, line: str) -> None:
         self._emit(Activity("vector", line, chat_id))
 
+    def _forget_pins(self, chat_id: str) -> None:
+        try:
+            gone = self._pin_book.forget_chat(chat_id)
+        except (MemoryFileError, UnsafePathError) as exc:
+            self._emit(Activity("error", f"删掉局 {chat_id} 后没能更新置顶：{exc}"))
+            return
+        if gone:
+            self._emit(Activity("lore", f"局 {chat_id} 删掉了，它的 {len(gone)} 条置顶也删了"))
+
     def _emit(self, activity: Activity) -> None:
         self.activity.append(activity)
         if self._listener is not None:
@@ -404,19 +539,9 @@ class Card(CardLore, CardPins):
                 _log.exception("on_activity 回调出错（已忽略）")
 
     def _new_memory(self, model: ChatModel, on_line: Callable[[str], None] | None = None) -> CardMemory:
-        return CardMemory(self.path, model, user_name=self.user_name, char_name=self.char_name,
-                          language=self.config.language, clock=self._clock, ids=self._ids,
-                          recap_input_max_chars=self.config.recap_input_max_chars,
-                          merge_recap_max_chars=self.config.merge_recap_max_chars,
-                          on_activity=on_line or (lambda line: self._emit(Activity("sync", line))),
-                          loaded=self._loaded_branch, sessions=self._sessions, files=self._files)
-
-    def _loaded_branch(self, chat_id: str, name: str) -> tuple[Sequence[Entry], list[str]] | None:
-        """The branch of a session an open chat holds (a recap reads it instead of the session)."""
-        with self._chats_guard:
-            chat = self._chats.get(chat_id)
-        log = chat.tree.log if chat is not None else None
-        return chat.tree.written_branch() if chat is not None and log is not None and log.name == name else None
+        return CardMemory(self.path, model, self.config.sync_settings(self.user_name, self.char_name),
+                          clock=self._clock, ids=self._ids, loaded=self._open, sessions=self._sessions,
+                          files=self._files, on_activity=on_line or (lambda line: self._emit(Activity("sync", line))))
 
     def _sync_memory(self, _key: Path) -> CardMemory | None:
         # A sync's lines wait for its outcome (one sync per card at a time), then go out carrying it.
@@ -458,12 +583,8 @@ class Card(CardLore, CardPins):
         if not existing and greeting:
             tree.append_message("assistant", greeting, greeting=True)
         lane = Lane(f"liyuan-{chat_id}", self._emit, background=self._background, chat_id=chat_id)
-        return Chat(chat_id, tree, user_name=user_name, char_name=char_name, config=self.config,
-                    side_model=self.side_model, lane=lane, resident=self._resident, emit=self._emit,
-                    vector=vector, resident_file=self._layout.resident.relative_to(self._layout.memory_dir).as_posix(),
-                    lore=self._lore.index, pins=self._pin_book, clock=self._clock,
-                    resident_held=partial(resident_held_back, self._files, chat_id))
-
+        deps = ChatDeps(user_name, char_name, self._resident, self._emit, self._lore, self._pin_book, self._clock)
+        return Chat(chat_id, tree, card=deps, config=self.config, side_model=self.side_model, lane=lane, vector=vector)
 
 def _combine(outcomes: list[SyncOutcome]) -> SyncOutcome:
     """Several syncs as one: every chat recapped, failed or forgotten; the last real merge status."""

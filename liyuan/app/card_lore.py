@@ -1,4 +1,5 @@
-"""The lore side of a :class:`~liyuan.app.card.Card`: import a card, read and edit its lore book.
+"""A card's character card and lore book (``角色卡.json``, ``设定集.yaml``): the work behind the lore
+methods of :class:`~liyuan.app.card.Card`, which holds one :class:`CardLore` and documents them.
 
 Invariants: an import writes nothing unless the whole file reads and everything it
 writes can be written (:class:`~liyuan.errors.CardImportError` naming the field
@@ -17,10 +18,11 @@ from pathlib import Path
 
 from liyuan import fileio
 from liyuan.app.activity import Activity
+from liyuan.card import manual as card_manual
 from liyuan.card.manual import HANDBOOK_REF
-from liyuan.card.sync import CardMemory
+from liyuan.card.memstore import MemoryStore
 from liyuan.errors import ConfigError, MemoryFileError, StateError
-from liyuan.lore.cards import ImportedCard, card_greetings, char_of, read_card
+from liyuan.lore.cards import ImportedCard, card_greetings, read_card
 from liyuan.lore.export import book_to_world_info, card_json, card_png
 from liyuan.lore.importcheck import check_import
 from liyuan.lore.model import LoreBook, LoreEntry
@@ -31,39 +33,26 @@ __all__ = ["CardLore"]
 
 
 class CardLore:
-    """Mixed into :class:`~liyuan.app.card.Card` (which sets these attributes)."""
+    """One card's character card and lore book (see the lore methods of :class:`~liyuan.app.card.Card`).
 
-    path: Path
-    user_name: str
-    char_name: str
-    _lore: LoreShelf
-    _card_char: str | None = None
-    """What ``{{char}}`` stands for: the imported card's nickname or name (read once), else ``char_name``."""
-    _emit: Callable[[Activity], None]
+    Args:
+        card_dir: The card folder.
+        names: The user's and the character's name the card was opened with.
+        shelf: The card's lore book as each turn reads it (shared with its chats).
+        files: The card's memory documents (the handbook the lore is learnt from).
+        emit: The card's activity listener.
+    """
 
-    @property
-    def memory(self) -> CardMemory:  # provided by Card
-        raise NotImplementedError
+    def __init__(self, card_dir: Path, names: tuple[str, str], shelf: LoreShelf, files: MemoryStore,
+                 emit: Callable[[Activity], None]) -> None:
+        self.path = card_dir
+        self.user_name, self.char_name = names
+        self._lore = shelf
+        self._files = files
+        self._emit = emit
 
     def import_card(self, path: str | os.PathLike[str], *, replace: bool = False) -> ImportedCard:
-        """Bring in a character card (V3/V2/V1 as JSON, PNG or CHARX) or a lore book
-        (``lorebook_v3``, SillyTavern World Info); see :mod:`liyuan.lore.cards`.
-
-        A card is kept whole as ``角色卡.json`` (unknown fields too) and gives new chats
-        their greeting; its ``character_book`` (or the lore book) becomes ``设定集.yaml``.
-        What became of each field is in the result's ``notes`` (one activity line per field).
-
-        Args:
-            path: The file.
-            replace: Replace a lore book the card already has (it is refused otherwise).
-
-        Returns:
-            What was read (name, greetings, lore book, the JSON).
-
-        Raises:
-            CardImportError: The file cannot be imported (the message says why); nothing is written.
-            StateError: The card has a lore book already and ``replace`` is False; nothing is written.
-        """
+        """See :meth:`liyuan.app.card.Card.import_card`."""
         card = read_card(path, user_name=self.user_name)
         check_import(card)  # everything it writes is built and encoded first: all or nothing
         lore_file = self.path / LORE_FILE
@@ -79,51 +68,32 @@ class CardLore:
                 if card.book is not None:
                     self._lore.restore(before)
                 raise
-            self._card_char = None
+            self._lore.card_replaced()
         for line in card.report_summary():
             self._emit(Activity("lore", line))
         return card
 
-    def _lore_names(self) -> tuple[str, str]:
-        """The user's and the character's name the lore book's macros stand for."""
-        if self._card_char is None:
-            try:
-                data = load_card_data(self.path)
-            except MemoryFileError:
-                data = None
-            inner = data.get("data") if isinstance(data, dict) and isinstance(data.get("data"), dict) else data
-            self._card_char = char_of(inner) if isinstance(inner, dict) else ""
-        return self.user_name, self._card_char or self.char_name
-
     @property
     def lore(self) -> LoreBook | None:
-        """The card's lore book as stored (``设定集.yaml``), or ``None``.
-
-        Raises:
-            LoreError: The file does not read (the message names the entry).
-        """
+        """See :attr:`liyuan.app.card.Card.lore`."""
         index = self._lore.index()
         return index.book if index is not None else None
 
     def save_lore(self, book: LoreBook) -> None:
-        """Replace the card's lore book (written atomically; the next turn uses it)."""
+        """See :meth:`liyuan.app.card.Card.save_lore`."""
         self._lore.save(book)
 
     def propose_lore(self, *, min_sources: int = 2) -> list[LoreEntry]:
-        """Lore entries learnt from the handbook's stable lines, each with its source chats.
-
-        Nothing is written: pass the ones you want to :meth:`adopt_lore`. Deleting a chat
-        later removes an adopted entry that only that chat supported.
-        """
-        found = self.memory.read_memory(HANDBOOK_REF)
+        """See :meth:`liyuan.app.card.Card.propose_lore`."""
+        found = card_manual.read_memory(self._files, HANDBOOK_REF)
         return propose_from_handbook(found[0] if found else "", min_sources=min_sources)
 
     def adopt_lore(self, entries: list[LoreEntry]) -> None:
-        """Add proposed entries to the lore book (a learnt entry of the same title is replaced,
-        an entry a person wrote is kept)."""
+        """See :meth:`liyuan.app.card.Card.adopt_lore`."""
         self._lore.save(adopt(self.lore, entries))
 
-    def _forget_lore(self, chat_id: str) -> None:
+    def forget_chat(self, chat_id: str) -> None:
+        """A chat was deleted: drop the learnt entries only it supported (an activity line names them)."""
         try:
             removed = self._lore.forget_chat(chat_id)
         except MemoryFileError as exc:
@@ -134,18 +104,7 @@ class CardLore:
                                         + "、".join(f"「{t}」" for t in removed)))
 
     def export_card(self, path: str | os.PathLike[str], *, spec: str = "chara_card_v2") -> Path:
-        """Write the card with its lore book as it is now, in the form SillyTavern reads
-        (:mod:`liyuan.lore.export`): JSON, or PNG when ``path`` ends in ``.png`` (``tEXt``
-        ``chara``, and ``ccv3`` as well for V3; the picture is a 1×1 placeholder).
-
-        Args:
-            path: Where to write (replaced atomically).
-            spec: ``chara_card_v2`` or ``chara_card_v3``.
-
-        Raises:
-            ConfigError: An unknown ``spec``.
-            LoreError: The lore book does not read.
-        """
+        """See :meth:`liyuan.app.card.Card.export_card`."""
         if spec not in ("chara_card_v2", "chara_card_v3"):
             raise ConfigError(f"spec 只能是 chara_card_v2 或 chara_card_v3，实际是 {spec!r}")
         data, book, target = load_card_data(self.path), self.lore, Path(path)
@@ -160,11 +119,7 @@ class CardLore:
         return target
 
     def export_lore(self, path: str | os.PathLike[str]) -> Path:
-        """Write the lore book as a SillyTavern World Info file (replaced atomically).
-
-        Raises:
-            StateError: The card has no lore book.
-        """
+        """See :meth:`liyuan.app.card.Card.export_lore`."""
         book = self.lore
         if book is None:
             raise StateError(f"这张卡没有设定集（{LORE_FILE}），没有可导出的")
@@ -173,7 +128,7 @@ class CardLore:
         return target
 
     def greetings(self) -> tuple[str, ...]:
-        """The imported card's greetings (``first_mes``, then the alternates); empty if none."""
+        """See :meth:`liyuan.app.card.Card.greetings`."""
         try:
             data = load_card_data(self.path)
         except MemoryFileError:

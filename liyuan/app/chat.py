@@ -23,21 +23,27 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from liyuan.app.activity import Activity, Lane, Outcome, refuse_own_wait
 from liyuan.app.edits import has_revisions, resident_for_turn, resident_withheld, retract_in_vectors, revise
-from liyuan.app.pins import ChatPins, PinBook
+from liyuan.app.pins import PinBook, pin_share
 from liyuan.app.recall import recall_with_trace
 from liyuan.app.turn import Turn
+from liyuan.card.resident import ResidentReader
 from liyuan.clock import Clock, system_clock
 from liyuan.compaction import CompactionOutcome, HeldLandings
 from liyuan.config import MemoryConfig
 from liyuan.context.assemble import prepare_turn
+from liyuan.context.inputs import AppBlocks
+from liyuan.context.pins import Pin, over_share
 from liyuan.discussion.compact import run_discussion_compaction
 from liyuan.discussion.messages import agent_history, as_chat_messages
-from liyuan.errors import ConfigError, MemoryFileError, StateError
+from liyuan.errors import ConfigError, MemoryFileError, StateError, UnsafePathError
 from liyuan.lore.match import LoreIndex
+from liyuan.lore.store import LoreShelf
 from liyuan.model import ChatModel, Usage, usage_fields
 from liyuan.runner import Job
 from liyuan.session.branch import BranchView
@@ -52,13 +58,29 @@ from liyuan.vector.recall import bounded_archive, branch_ids_of, ingest_for_turn
 if TYPE_CHECKING:
     from liyuan.vector.memory import VectorMemory
 
-__all__ = ["Chat", "Mode"]
+__all__ = ["Chat", "ChatDeps", "Mode"]
 
 Mode = Literal["roleplay", "agent"]
 _O = TypeVar("_O", bound=Outcome)
 
 
-class Chat(ChatPins):
+@dataclass(frozen=True)
+class ChatDeps:
+    """What a chat takes from the card that opens it: names, and readers of the layers below
+    (nothing of the card itself: no chat calls back into its card)."""
+
+    user_name: str
+    char_name: str
+    resident: ResidentReader
+    """The card's resident summary, and whether an edit of this chat holds it back."""
+    emit: Callable[[Activity], None]
+    """The card's activity listener (it only reports)."""
+    lore: LoreShelf | None = None
+    pins: PinBook | None = None
+    clock: Clock = system_clock
+
+
+class Chat:
     """One chat of a card. Get it from :meth:`liyuan.Card.chat`; do not build it yourself.
 
     Attributes:
@@ -68,29 +90,23 @@ class Chat(ChatPins):
         char_name: The card character's name, used in summaries.
     """
 
-    def __init__(self, chat_id: str, tree: SessionTree, *, user_name: str, char_name: str,
-                 config: MemoryConfig, side_model: ChatModel | None, lane: Lane,
-                 resident: Callable[[bool], str | None], emit: Callable[[Activity], None],
-                 vector: VectorMemory | None, resident_file: str = "",
-                 lore: Callable[[], LoreIndex | None] | None = None, pins: PinBook | None = None,
-                 clock: Clock = system_clock,
-                 resident_held: Callable[[Collection[str]], bool] | None = None) -> None:
+    def __init__(self, chat_id: str, tree: SessionTree, *, card: ChatDeps, config: MemoryConfig,
+                 side_model: ChatModel | None, lane: Lane, vector: VectorMemory | None) -> None:
         self.id = chat_id
         self.tree = tree
-        self.user_name = user_name
-        self.char_name = char_name
+        self.user_name = card.user_name
+        self.char_name = card.char_name
         self._config = config
         self._model = side_model
         self._lane = lane
-        self._resident = resident
-        self._resident_file = resident_file
-        self._emit = emit
+        self._resident = card.resident  # a reader of the memory layer: the summary, and whether an edit holds it
+        self._emit = card.emit
         self.vector = vector
         """The chat's vector memory, or ``None`` when it is off."""
-        self._lore, self._pin_book, self._clock = lore, pins, clock
-        self._resident_held = resident_held  # the card's: merged from text an edit took back?
+        self._lore, self._pin_book, self._clock = card.lore, card.pins, card.clock
         self._closed = False
         self._said_cut = False
+        self._said_pins_over = False
         self._stuck: Job[None] | None = None
         self._held = HeldLandings()  # summaries ready mid-turn, guarded by the tree's lock
 
@@ -267,6 +283,51 @@ class Chat(ChatPins):
         active = story_tail(self.tree.branch())[1]  # edits applied, stale summaries left out
         return active.summary if active else None
 
+    # -- pins -------------------------------------------------------------------
+
+    def pin(self, text: str) -> Pin:
+        """Keep ``text`` verbatim in every later turn of this chat (first in 【相关设定】).
+
+        Raises:
+            ConfigError: Empty, or the chat's pins (the card's included) would pass their
+                share (``budget_chars × pin_share``): refused whole, nothing written.
+            StateError: The chat was opened without a card.
+        """
+        return self._book().add(text, chat_id=self.id, share_chars=pin_share(self._config))
+
+    def unpin(self, pin_id: str) -> bool:
+        """Remove this chat's pin ``pin_id``; False when there is no such pin.
+
+        Raises:
+            StateError: ``pin_id`` is the card's or another chat's pin.
+        """
+        return self._book().remove(pin_id, chat_id=self.id)
+
+    def pins(self) -> tuple[Pin, ...]:
+        """The pins this chat's turns carry: the card's, then the chat's own."""
+        return self._book().carried(self.id)
+
+    def _book(self) -> PinBook:
+        if self._pin_book is None:
+            raise StateError("这一局不是从卡打开的，没有置顶可用")
+        return self._pin_book
+
+    def _turn_pins(self) -> tuple[Pin, ...]:
+        """The pins for a turn; a file that does not read is said, and the turn goes on without them."""
+        if self._pin_book is None:
+            return ()
+        try:
+            pins = self._pin_book.carried(self.id)
+        except (MemoryFileError, UnsafePathError) as exc:
+            self._emit(Activity("error", f"置顶读不了，这一轮不带置顶：{exc}", self.id))
+            return ()
+        over = over_share(pins, pin_share(self._config))
+        if over and not self._said_pins_over:  # the settings shrank after they were made: sent whole, said once
+            self._said_pins_over = True
+            self._emit(Activity("error", f"置顶比现在的份额多 {over} 字（设置改小了）：照样整条送出，"
+                                         "请 unpin 一些或调大 pin_share", self.id))
+        return pins
+
     # -- memory work --------------------------------------------------------------
 
     def compact_now(self) -> CompactionOutcome[CompactionPlan]:
@@ -279,11 +340,9 @@ class Chat(ChatPins):
             raise StateError("没有配置旁路模型（side_model），无法压缩")
         self._check_open()
         busy = not self._drain()  # a stuck compaction is still under way
-        model, cfg = self._model, self._config
+        model, settings = self._model, self._config.compaction(self.user_name, self.char_name)
         return self._reported("compact", lambda say: compact_now(
-            self.tree, model, user_name=self.user_name, char_name=self.char_name, language=cfg.language,
-            keep=cfg.keep, archive=self._archive(), on_activity=say, busy=busy,
-            max_input_chars=cfg.side_input_max_chars))
+            self.tree, model, settings, archive=self._archive(), on_activity=say, busy=busy))
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait for this chat's background work (ingest, compaction); False on timeout."""
@@ -333,15 +392,14 @@ class Chat(ChatPins):
         vector = self.vector if self._config.vector.inject_on_turn else None  # None: no lines, no trace
         recall, trace = recall_with_trace(vector, user_text, branch_ids_of(branch) if vector else None,
                                           timeout=self._config.recall_timeout_s, warn=self._line("vector"))
-        held_back = self._resident_held if has_revisions(self.tree, branch) else None  # never edited: nothing to check
-        resident, held = resident_for_turn(self._resident(appended), branch, held_back)
-        prepared = prepare_turn(branch, "" if user is not None else user_text, resident_summary=resident,
-                                state_text=format_state(shown),
-                                roster=roster if roster is not None else format_roster(shown),
-                                lore_index=lore_index, recall_lines=recall, extra=extra,
-                                budget_chars=self._config.budget_chars, lore=self._lore_index(),
-                                lore_share=self._config.lore_share, names=(self.user_name, self.char_name),
-                                history_max_chars=self._config.history_max_chars, pins=self._turn_pins())
+        held_back = partial(self._resident.held_back, self.id) if has_revisions(self.tree, branch) else None
+        resident, held = resident_for_turn(self._resident.read(appended), branch, held_back)  # never edited: no check
+        blocks = AppBlocks(format_state(shown), roster if roster is not None else format_roster(shown), lore_index,
+                           extra)
+        prepared = prepare_turn(branch, "" if user is not None else user_text,
+                                self._config.turn_settings(self.user_name, self.char_name), blocks=blocks,
+                                resident_summary=resident, recall_lines=recall, lore=self._lore_index(),
+                                pins=self._turn_pins())
         if prepared.record.history_cut is not None and not self._said_cut:  # why, once per chat
             self._said_cut = True
             self._emit(Activity("compact", f"{prepared.record.history_cut.reason()}（history_max_chars；"
@@ -351,9 +409,9 @@ class Chat(ChatPins):
                 self._emit(Activity("lore", line, self.id))
         record = prepared.record.with_recall(trace) if trace else prepared.record
         if held:
-            record = resident_withheld(record, self._resident_file)
-        if resident and self._resident_file:
-            record = record.with_sources("resident", [f"file:{self._resident_file}"])
+            record = resident_withheld(record, self._resident.file)
+        if resident and self._resident.file:
+            record = record.with_sources("resident", [f"file:{self._resident.file}"])
         if snapshot is not None:  # the ledger shown is the branch's latest snapshot
             record = record.with_sources("state", [f"entry:{snapshot.id}"])
             if roster is None:  # rendered from the same snapshot
@@ -365,7 +423,7 @@ class Chat(ChatPins):
         if self._lore is None:
             return None
         try:
-            return self._lore()
+            return self._lore.index()
         except MemoryFileError as exc:  # a bad hand edit or a symlink: say so, and send this turn without lore
             self._emit(Activity("error", f"设定集读不了，这一轮不带设定：{exc}", self.id))
             return None
@@ -404,9 +462,8 @@ class Chat(ChatPins):
         assert self._model is not None
         model, cfg = self._model, self._config
         return self._reported("compact", lambda say: run_compaction(
-            self.tree, model, user_name=self.user_name, char_name=self.char_name, language=cfg.language,
-            every_n_turns=cfg.every_n_turns, min_chars=cfg.min_chars, keep=cfg.keep, archive=self._archive(),
-            on_activity=say, max_input_chars=cfg.side_input_max_chars, hold=self._held,
+            self.tree, model, cfg.compaction(self.user_name, self.char_name), archive=self._archive(),
+            on_activity=say, hold=self._held,
             settle=settle_check(self.tree, self._clock, turns=cfg.settle_turns, seconds=cfg.settle_s)))
 
     def _compact_discussion(self) -> None:

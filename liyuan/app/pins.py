@@ -22,18 +22,16 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from liyuan import fileio
-from liyuan.app.activity import Activity
 from liyuan.config import MemoryConfig
-from liyuan.context.pins import Pin, check_fits, over_share, pin_share_chars, pins_text
+from liyuan.context.pins import Pin, check_fits, pin_share_chars, pins_text
 from liyuan.errors import MemoryFileError, StateError, UnsafePathError
 from liyuan.text import utf16_len
 
-__all__ = ["PINS_FORMAT", "PIN_FILE", "CardPins", "ChatPins", "PinBook"]
+__all__ = ["PINS_FORMAT", "PIN_FILE", "PinBook", "pin_share"]
 
 PIN_FILE = "置顶.json"
 PINS_FORMAT = "liyuan-pins/1"
@@ -145,102 +143,6 @@ def _parse(path: Path) -> tuple[tuple[Pin, ...], int]:
     return tuple(pins), next_number
 
 
-class ChatPins:
-    """Mixed into :class:`~liyuan.app.chat.Chat` (which sets these attributes)."""
-
-    id: str
-    _config: MemoryConfig
-    _pin_book: PinBook | None
-    _emit: Callable[[Activity], None]
-    _said_pins_over: bool = False
-
-    def pin(self, text: str) -> Pin:
-        """Keep ``text`` verbatim in every later turn of this chat (first in 【相关设定】).
-
-        Raises:
-            ConfigError: Empty, or the chat's pins (the card's included) would pass their
-                share (``budget_chars × pin_share``): refused whole, nothing written.
-            StateError: The chat was opened without a card.
-        """
-        return self._book().add(text, chat_id=self.id, share_chars=_share(self._config))
-
-    def unpin(self, pin_id: str) -> bool:
-        """Remove this chat's pin ``pin_id``; False when there is no such pin.
-
-        Raises:
-            StateError: ``pin_id`` is the card's or another chat's pin.
-        """
-        return self._book().remove(pin_id, chat_id=self.id)
-
-    def pins(self) -> tuple[Pin, ...]:
-        """The pins this chat's turns carry: the card's, then the chat's own."""
-        return self._book().carried(self.id)
-
-    def _book(self) -> PinBook:
-        if self._pin_book is None:
-            raise StateError("这一局不是从卡打开的，没有置顶可用")
-        return self._pin_book
-
-    def _turn_pins(self) -> tuple[Pin, ...]:
-        """The pins for a turn; a file that does not read is said, and the turn goes on without them."""
-        if self._pin_book is None:
-            return ()
-        try:
-            pins = self._pin_book.carried(self.id)
-        except (MemoryFileError, UnsafePathError) as exc:
-            self._emit(Activity("error", f"置顶读不了，这一轮不带置顶：{exc}", self.id))
-            return ()
-        over = over_share(pins, _share(self._config))
-        if over and not self._said_pins_over:  # the settings shrank after they were made: sent whole, said once
-            self._said_pins_over = True
-            self._emit(Activity("error", f"置顶比现在的份额多 {over} 字（设置改小了）：照样整条送出，"
-                                         "请 unpin 一些或调大 pin_share", self.id))
-        return pins
-
-
-class CardPins:
-    """Mixed into :class:`~liyuan.app.card.Card` (which sets these attributes)."""
-
-    path: Path
-    config: MemoryConfig
-    _emit: Callable[[Activity], None]
-    _pin_store: PinBook | None = None
-
-    @property
-    def _pin_book(self) -> PinBook:
-        if self._pin_store is None:
-            self._pin_store = PinBook(self.path)
-        return self._pin_store
-
-    def pin(self, text: str) -> Pin:
-        """Keep ``text`` verbatim in every later turn of every chat of the card.
-
-        Raises:
-            ConfigError: Empty, or some chat's pins would pass their share with it: refused whole.
-        """
-        return self._pin_book.add(text, chat_id=None, share_chars=_share(self.config))
-
-    def unpin(self, pin_id: str) -> bool:
-        """Remove the card's pin ``pin_id``; False when there is no such pin.
-
-        Raises:
-            StateError: ``pin_id`` is a chat's pin (``chat.unpin`` removes it).
-        """
-        return self._pin_book.remove(pin_id, chat_id=None)
-
-    def pins(self) -> tuple[Pin, ...]:
-        """The card's own pins (a chat's pins: :meth:`liyuan.Chat.pins`)."""
-        return self._pin_book.carried(None)
-
-    def _forget_pins(self, chat_id: str) -> None:
-        try:
-            gone = self._pin_book.forget_chat(chat_id)
-        except (MemoryFileError, UnsafePathError) as exc:
-            self._emit(Activity("error", f"删掉局 {chat_id} 后没能更新置顶：{exc}"))
-            return
-        if gone:
-            self._emit(Activity("lore", f"局 {chat_id} 删掉了，它的 {len(gone)} 条置顶也删了"))
-
-
-def _share(config: MemoryConfig) -> int:
+def pin_share(config: MemoryConfig) -> int:
+    """The characters every pin a chat's turns carry may take together (``pin_share`` of the envelope)."""
     return pin_share_chars(config.budget_chars, config.pin_share, config.lore_share)

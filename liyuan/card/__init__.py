@@ -22,7 +22,7 @@ raise :class:`~liyuan.errors.VersionConflict`).
 - :mod:`liyuan.card.prompts`: the recap and merge prompts; the merge-reply parser.
 - :mod:`liyuan.card.sync`: :class:`CardMemory` (sync, reading, the hard path).
 - :mod:`liyuan.card.manual`: the hard path by reference (read, list, search, change).
-- :mod:`liyuan.card.handpath`: the hard path as :class:`CardMemory` offers it (locked).
+- :mod:`liyuan.card.resident`: the resident summary as each turn reads it (:class:`ResidentReader`).
 - :mod:`liyuan.card.worker`: :class:`SyncWorker`, syncs in background threads.
 """
 

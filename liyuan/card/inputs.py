@@ -17,8 +17,10 @@ Invariant: all of this only reads; nothing here writes a file.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from liyuan.card.files import sha1_text
 from liyuan.card.manifest import Manifest
@@ -36,13 +38,18 @@ from liyuan.story.stale import stale_summaries
 from liyuan.story.view import story_view
 from liyuan.text import utf16_len, utf16_prefix
 
+if TYPE_CHECKING:
+    from liyuan.session.tree import SessionTree
+
 __all__ = [
     "MERGE_BATCH_RECAPS",
     "RECAP_INPUT_MAX_CHARS",
     "SESSION_SEPARATOR",
     "ChangedRecap",
     "ChatEvidence",
+    "OpenBranches",
     "RecapDiff",
+    "SyncSettings",
     "branch_of",
     "collect_chat_evidence",
     "diff_recaps",
@@ -160,9 +167,54 @@ def _session_section(branch: Sequence[Entry], user_name: str, char_name: str) ->
     return "\n\n".join(parts), sum(1 for e in view if is_message(e, "user"))
 
 
+@dataclass(frozen=True)
+class SyncSettings:
+    """What a card's sync reads: the card's names and its slice of the memory's settings
+    (:meth:`liyuan.config.MemoryConfig.sync_settings` builds it)."""
+
+    user_name: str
+    """The user's name in the story."""
+    char_name: str
+    """The card's character name."""
+    language: str = "中文"
+    """Output language of recaps and merges."""
+    recap_input_max_chars: int = RECAP_INPUT_MAX_CHARS
+    """Transcript budget of one recap call; beyond it the earliest text is left out (the prompt says how much)."""
+    merge_recap_max_chars: int | None = None
+    """Longest recap sent to a merge; ``None``: what one recap reply may be
+    (:func:`liyuan.card.prompts.build_merge_prompt`)."""
+
+
 LoadedBranch = Callable[[str, str], tuple[Sequence[Entry], list[str]] | None]
 """For a chat's session (chat id, session name), the branch to its last entry and its damage
 notes, as an open chat already holds them (``None``: not open here, read the session)."""
+
+
+class OpenBranches:
+    """The session trees of the chats open in this process, by chat id: a :data:`LoadedBranch`.
+
+    The card holds a chat's tree here while the chat is open and drops it when the chat
+    closes; a recap reads an open chat's branch from its tree (no second parse of the file).
+    Data flows down: the card hands this reader to its memory, nothing calls back into the card.
+    """
+
+    def __init__(self) -> None:
+        self._trees: dict[str, SessionTree] = {}
+        self._guard = threading.Lock()
+
+    def hold(self, chat_id: str, tree: SessionTree) -> None:
+        with self._guard:
+            self._trees[chat_id] = tree
+
+    def drop(self, chat_id: str) -> None:
+        with self._guard:
+            self._trees.pop(chat_id, None)
+
+    def __call__(self, chat_id: str, name: str) -> tuple[Sequence[Entry], list[str]] | None:
+        with self._guard:
+            tree = self._trees.get(chat_id)
+        log = tree.log if tree is not None else None
+        return tree.written_branch() if tree is not None and log is not None and log.name == name else None
 
 
 def collect_chat_evidence(

@@ -43,7 +43,7 @@ from liyuan.story.scribe import STATE_INPUT_MAX_CHARS, parse_sections
 from liyuan.text import strip_fence
 
 if TYPE_CHECKING:
-    from liyuan.card.inputs import ChangedRecap, ChatEvidence
+    from liyuan.card.inputs import ChangedRecap, ChatEvidence, SyncSettings
 
 __all__ = [
     "HANDBOOK_MARK",
@@ -112,15 +112,12 @@ def build_recap_prompt(
 
 
 def build_merge_prompt(
+    settings: SyncSettings,
     *,
     handbook: str | None,
     resident: str | None,
     changed: Sequence[ChangedRecap],
     deleted: Sequence[str],
-    language: str,
-    user_name: str,
-    char_name: str,
-    recap_max_chars: int | None = None,
     revised: Sequence[str] = (),
 ) -> Prompt:
     """The merge prompt (purpose ``merge``, max 8192 tokens): both documents, one call.
@@ -135,12 +132,10 @@ def build_merge_prompt(
         resident: The current ``常驻摘要.md``.
         changed: New or changed recaps, each sent in its own ``<recap>`` block.
         deleted: Ids of deleted chats; each becomes a ``- 局/<id>.md`` line.
-        language: Output language.
-        user_name: The user's name (names the preferences section).
-        char_name: The card's character name.
-        recap_max_chars: Longest recap sent (UTF-16 units); a longer one (written by
-            hand: a recap reply cannot be) is cut at a paragraph and the prompt says how
-            much was left out. Default: :func:`~liyuan.bounds.reply_max_chars` of
+        settings: The output language, the names (the user's names the preferences section)
+            and ``merge_recap_max_chars``, the longest recap sent (UTF-16 units): a longer one
+            (written by hand: a recap reply cannot be) is cut at a paragraph and the prompt
+            says how much was left out; ``None``: :func:`~liyuan.bounds.reply_max_chars` of
             :data:`RECAP_MAX_TOKENS`.
         revised: Chats whose recap follows an edit or deletion (:mod:`liyuan.card.revised`): named in
             ``<revised-chats>``; the handbook given has their old lines taken out already, and
@@ -149,14 +144,15 @@ def build_merge_prompt(
     Returns:
         The rendered prompt.
     """
-    limit = recap_max_chars if recap_max_chars is not None else reply_max_chars(RECAP_MAX_TOKENS)
+    limit = settings.merge_recap_max_chars
+    limit = limit if limit is not None else reply_max_chars(RECAP_MAX_TOKENS)
     recaps = [(r, *keep_oldest(r.text, limit)) for r in changed]
     resident = keep_oldest(resident, reply_max_chars(MERGE_MAX_TOKENS))[0] if resident else resident
     system = render(
         "merge_system.j2",
-        language=language,
-        user_name=user_name,
-        char_name=char_name,
+        language=settings.language,
+        user_name=settings.user_name,
+        char_name=settings.char_name,
         resident_max_chars=RESIDENT_MAX_CHARS,
         block_max_chars=BLOCK_MAX_CHARS,
         shared_max_chars=SHARED_MAX_CHARS,

@@ -22,6 +22,10 @@ Invariants:
   each memory file is written its current text is compared with the text the call was
   built from (a hand edit made in an editor, which takes no lock, is never overwritten),
   and before an aggregate is overwritten its previous text goes to ``.history/``.
+- The reading calls and the hard path (:meth:`CardMemory.change_memory`, ``forget_chat_recap``,
+  ``resume_merging``, ``repair_manifest``, ``delete_chat``) take the same write lock around
+  the function of :mod:`liyuan.card.manual` or :mod:`liyuan.card.repair` that does the work,
+  so a hand change never interleaves with a sync's read-decide-write, here or in another process.
 - A damaged manifest stops the sync (:class:`~liyuan.errors.ManifestError`, and an
   activity line) before anything is read or written; :meth:`CardMemory.repair_manifest`
   repairs it. Temp files a crashed write left behind are removed when a sync starts.
@@ -53,21 +57,23 @@ from typing import Literal
 
 from liyuan.card import manual as card_manual
 from liyuan.card.files import MemoryFiles
-from liyuan.card.handpath import HandPath
+from liyuan.card.housekeeping import remove_inside
 from liyuan.card.inputs import (
     MERGE_BATCH_RECAPS,
-    RECAP_INPUT_MAX_CHARS,
     LoadedBranch,
+    SyncSettings,
     collect_chat_evidence,
     diff_recaps,
 )
-from liyuan.card.layout import CardLayout
+from liyuan.card.layout import CHATS_DIR, CardLayout
 from liyuan.card.manifest import Manifest, finish_pending, load_manifest, save_manifest
 from liyuan.card.memstore import MemoryStore
 from liyuan.card.merge_check import check_merge, merge_needs_every_recap
 from liyuan.card.merge_memo import merge_inputs, refusal_line, remember_refusal, unsourced_hint
 from liyuan.card.merge_write import still_holds, write_merge
 from liyuan.card.prompts import build_merge_prompt, build_recap_prompt, validate_recap
+from liyuan.card.repair import ManifestRepair, repair_manifest
+from liyuan.card.resident import read_resident
 from liyuan.card.revised import fresh_revisions, note_revisions, revised_chats, take_back
 from liyuan.card.sessions import FileSessions, SessionStore, chat_name
 from liyuan.clock import Clock, IdFactory, random_ids, system_clock
@@ -104,24 +110,18 @@ def _off_limits(manifest: Manifest, chat_id: str) -> bool:
     return chat_id in manifest.forgotten() or manifest.is_protected(card_manual.recap_ref(chat_id))
 
 
-class CardMemory(HandPath):
+class CardMemory:
     """One card's cross-session memory.
 
     Args:
         card_dir: ``cards/<卡>``.
         model: The side model for recaps and merges.
-        user_name: The user's name in the story.
-        char_name: The card's character name.
-        language: Output language of recaps and merges.
+        settings: The names and the settings read (:class:`SyncSettings`).
         clock: Timestamps for the manifest and backups.
         on_activity: Receives one-line progress notes in Chinese (the app shows them).
         files: Where the memory documents are (:class:`~liyuan.card.memstore.MemoryStore`);
             default: the card folder (:class:`~liyuan.card.files.MemoryFiles`, where tests inject failures).
         ids: Unique suffixes for temp and backup files.
-        recap_input_max_chars: Transcript budget of one recap call; beyond it the earliest
-            text is left out (the prompt says how much).
-        merge_recap_max_chars: Longest recap sent to a merge; ``None``: what one recap
-            reply may be (:func:`liyuan.card.prompts.build_merge_prompt`).
         loaded: Session branches an open chat holds already (see
             :func:`~liyuan.card.inputs.collect_chat_evidence`); :class:`liyuan.Card` passes them.
         sessions: Where the chats' sessions are (:class:`~liyuan.card.sessions.SessionStore`);
@@ -132,28 +132,20 @@ class CardMemory(HandPath):
         self,
         card_dir: str | Path,
         model: ChatModel,
+        settings: SyncSettings,
         *,
-        user_name: str,
-        char_name: str,
-        language: str = "中文",
         clock: Clock = system_clock,
         on_activity: Callable[[str], None] | None = None,
         files: MemoryStore | None = None,
         ids: IdFactory = random_ids,
-        recap_input_max_chars: int = RECAP_INPUT_MAX_CHARS,
-        merge_recap_max_chars: int | None = None,
         loaded: LoadedBranch | None = None,
         sessions: SessionStore | None = None,
     ) -> None:
         self.layout = CardLayout(Path(card_dir))
         self.sessions: SessionStore = sessions if sessions is not None else FileSessions(self.layout)
-        self.recap_input_max_chars = recap_input_max_chars
-        self.merge_recap_max_chars = merge_recap_max_chars
+        self.settings = settings
         self._loaded = loaded
         self.model = model
-        self.user_name = user_name
-        self.char_name = char_name
-        self.language = language
         self._clock = clock
         self._on_activity = on_activity
         self.files: MemoryStore = files if files is not None else MemoryFiles(self.layout, clock=clock, ids=ids)
@@ -163,6 +155,102 @@ class CardMemory(HandPath):
         log.info("%s: %s", self.layout.card_dir.name, line)
         if self._on_activity is not None:
             self._on_activity(line)
+
+    # -- reading ----------------------------------------------------------------------
+
+    def load_resident_summary(self) -> str | None:
+        """The resident summary, trimmed; ``None`` when there is none (fit it before sending).
+
+        Raises:
+            MemoryFileError: The file exists but cannot be read.
+        """
+        return read_resident(self.files, self.layout)
+
+    def read_memory(self, ref: str) -> tuple[str, str] | None:
+        """See :func:`liyuan.card.manual.read_memory`."""
+        return card_manual.read_memory(self.files, ref)
+
+    def list_memory(self) -> list[card_manual.MemoryDoc]:
+        """See :func:`liyuan.card.manual.list_memory` (works on a read-only card folder too)."""
+        with self._locks.write.reading():
+            return card_manual.list_memory(self.files)
+
+    def search_memory(self, query: str, limit: int = 6) -> list[card_manual.MemoryHit]:
+        """See :func:`liyuan.card.manual.search_memory` (works on a read-only card folder too)."""
+        with self._locks.write.reading():
+            return card_manual.search_memory(self.files, query, limit)
+
+    # -- changing ---------------------------------------------------------------------
+
+    def change_memory(self, ref: str, version: str, content: str | None) -> None:
+        """Hard path: replace or delete a document by hand. See :func:`liyuan.card.manual.change_memory`."""
+        with self._locks.write:
+            card_manual.change_memory(self.files, ref, version, content)
+
+    def forget_chat_recap(self, chat_id: str) -> bool:
+        """Hard path: forget a chat for good. See :func:`liyuan.card.manual.forget_chat_recap`."""
+        with self._locks.write:
+            return card_manual.forget_chat_recap(self.files, chat_id)
+
+    def resume_merging(self) -> bool:
+        """Undo the pin of a hand-edited aggregate: the next sync merges again.
+
+        That merge takes the hand-edited handbook and resident as its input (the merge
+        prompt treats hand edits as memory to keep) and rewrites both, folding in what
+        changed while merging was paused. See :func:`liyuan.card.manual.resume_merging`.
+
+        Returns:
+            False when merging was not paused.
+        """
+        with self._locks.write:
+            resumed = card_manual.resume_merging(self.files)
+        if resumed:
+            self._say("已恢复自动合并：下次同步以手改过的记忆为底重新合并")
+        return resumed
+
+    def repair_manifest(self) -> ManifestRepair:
+        """Rebuild a damaged manifest; the damaged file is kept in ``.history/``.
+
+        See :func:`liyuan.card.repair.repair_manifest` for what is read back and which
+        fail-closed defaults fill what cannot be. A healthy or missing manifest is left alone.
+        """
+        with self._locks.write:
+            repair = repair_manifest(self.files, self.sessions)
+        if repair.kept_at is not None:
+            unknown = f"；读不回的部分按最保守的方式处理：{'、'.join(repair.unknown)}" if repair.unknown else ""
+            self._say(f"记忆清单已重建，损坏的文件保存在 {repair.kept_at.name}{unknown}")
+        return repair
+
+    def delete_chat(self, chat_id: str) -> bool:
+        """Delete a chat: its recap first, then its folder (sessions, meta, vectors).
+
+        The next sync sees a merged recap gone and sends the chat to ``<deleted-chats>``
+        (the soft forget). The recap goes first so that a crash in between still
+        forgets the chat rather than keeping memory of a chat that no longer exists.
+
+        Returns:
+            False when neither the chat folder nor its recap existed.
+
+        Raises:
+            ConfigError: Invalid chat id.
+            UnsafePathError: ``对话/`` or the chat folder is a symlink (nothing is removed).
+            MemoryFileError: Something could not be removed.
+        """
+        recap = self.layout.recap_path(chat_id)  # validates the id before any path is used
+        folder = self.layout.chat_dir(chat_id)  # a symlink on the way: UnsafePathError, nothing removed
+        with self._locks.write:
+            existed = self.files.exists(recap) or folder.exists() or bool(self.sessions.names(chat_id))
+            self.files.delete(recap, at_once=True)  # gone before the sessions, on every backend
+            self.sessions.drop(chat_id)  # sessions kept elsewhere (a database); files go with the folder
+            try:
+                # Relative to directory descriptors: a link swapped in after the check above
+                # still cannot make this remove anything outside the card.
+                remove_inside(self.layout.card_dir, (CHATS_DIR, chat_id))
+            except OSError as exc:
+                raise MemoryFileError(f"无法删除这一局的文件夹 {folder}：{exc}") from exc
+        if existed:
+            self._say(f"已删除一局：{chat_id}")
+        return existed
 
     # -- sync -------------------------------------------------------------------------
 
@@ -270,8 +358,9 @@ class CardMemory(HandPath):
             except MemoryFileError as exc:
                 self._say(f"复盘「{name}」失败：{exc}")
                 return False
-        evidence = collect_chat_evidence(sessions, chat_id, user_name=self.user_name, char_name=self.char_name,
-                                         max_chars=self.recap_input_max_chars, loaded=self._loaded,
+        cfg = self.settings
+        evidence = collect_chat_evidence(sessions, chat_id, user_name=cfg.user_name, char_name=cfg.char_name,
+                                         max_chars=cfg.recap_input_max_chars, loaded=self._loaded,
                                          on_damage=lambda note: self._say(f"「{name}」的会话文件有损坏的行：{note}"))
         if evidence is None:
             # Nothing to recap (e.g. a greeting only): remember the fingerprint so the
@@ -283,7 +372,7 @@ class CardMemory(HandPath):
             return None
         fresh = fresh_revisions(record, evidence)  # after an edit the old recap may hold the old text: not shown
         prompt = build_recap_prompt(evidence, chat_name=name, previous_recap=None if fresh else previous,
-                                    language=self.language, user_name=self.user_name, char_name=self.char_name)
+                                    language=cfg.language, user_name=cfg.user_name, char_name=cfg.char_name)
         self._say(f"正在复盘「{name}」（{evidence.turns} 轮 · {utf16_len(evidence.transcript)} 字）…")
         try:
             completion = side_call(self.model, prompt.request())
@@ -364,10 +453,8 @@ class CardMemory(HandPath):
                       "局的复盘，以手改的内容为底按局重建；以后手改手册请保留各局的来源行")
         revised = revised_chats(diff, manifest)  # their old lines are taken back by source, not sent
         sent = (take_back(handbook, revised), None if revised else resident)
-        prompt = build_merge_prompt(
-            handbook=sent[0], resident=sent[1], changed=diff.changed, deleted=diff.deleted, revised=revised,
-            language=self.language, user_name=self.user_name, char_name=self.char_name,
-            recap_max_chars=self.merge_recap_max_chars)
+        prompt = build_merge_prompt(self.settings, handbook=sent[0], resident=sent[1], changed=diff.changed,
+                                    deleted=diff.deleted, revised=revised)
         tail = f"，遗忘 {len(diff.deleted)} 局" if diff.deleted else ""
         later = f"；另有 {left} 局下一批再并" if left else ""
         self._say(f"正在合并记忆（{len(diff.changed)} 局有更新{tail}{later}）…")

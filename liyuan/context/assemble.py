@@ -28,12 +28,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from liyuan.context.budget import (
-    RESIDENT_ENVELOPE_CHARS,
     RESIDENT_MIN_USEFUL_CHARS,
     fit_resident_summary,
     other_chars_for,
     resident_allowance,
 )
+from liyuan.context.inputs import AppBlocks, TurnSettings
 from liyuan.context.pins import Pin, lore_left, pins_text
 from liyuan.context.record import (
     BlockRecord,
@@ -45,8 +45,8 @@ from liyuan.context.record import (
     block,
     estimate,
 )
-from liyuan.context.window import HISTORY_MAX_CHARS, history_window
-from liyuan.lore.activate import DEFAULT_LORE_SHARE, lore_for_turn, lore_share_chars, replay_turn
+from liyuan.context.window import history_window
+from liyuan.lore.activate import lore_for_turn, lore_share_chars, replay_turn
 from liyuan.lore.match import LoreIndex
 from liyuan.lore.report import LoreReport
 from liyuan.lore.rules import NO_PLACE, TurnPlace
@@ -310,18 +310,12 @@ def _lore_place(branch: Sequence[Entry], user_text: str, lore: LoreIndex,
 def prepare_turn(
     branch: Sequence[Entry],
     user_text: str,
+    settings: TurnSettings | None = None,
     *,
+    blocks: AppBlocks,
     resident_summary: str | None = None,
-    state_text: str,
-    roster: str = "",
-    lore_index: str = "",
     recall_lines: Sequence[str] = (),
-    extra: Sequence[str] = (),
-    budget_chars: int = RESIDENT_ENVELOPE_CHARS,
     lore: LoreIndex | None = None,
-    lore_share: float = DEFAULT_LORE_SHARE,
-    names: tuple[str, str] = ("", ""),
-    history_max_chars: int = HISTORY_MAX_CHARS,
     pins: Sequence[Pin] = (),
 ) -> PreparedTurn:
     """Assemble one role-play turn, resident summary fitted to the shared budget.
@@ -335,27 +329,24 @@ def prepare_turn(
     Args:
         branch: The persisted branch, root to leaf.
         user_text: The new user message (empty on a regenerate).
+        settings: The names, the envelope and its lore share, the history bound
+            (:class:`~liyuan.context.inputs.TurnSettings`; default: the defaults, no names).
+        blocks: The ledger, roster, lore index and further blocks the app gives
+            (:class:`~liyuan.context.inputs.AppBlocks`).
         resident_summary: The card's resident summary as stored, unfitted.
-        state_text: The ledger as :func:`liyuan.session.state.format_state` writes it.
-        roster: The 【登场名录】 (:func:`liyuan.session.state.format_roster`).
-        lore_index: The lore book's titles, already cut to their budget.
         recall_lines: Vector-memory hits, one ``- ...`` line each.
-        extra: Further complete blocks for the tail (author's note ...).
         lore: The card's lore book, indexed: the kept turns and the new words activate its
-            entries (【相关设定】) and its titles fill 【设定集索引】, within
-            ``lore_share`` of ``budget_chars``. A ``lore_index`` given as text replaces the
-            book's index. What lore sends counts into the envelope before the resident summary.
-        budget_chars: The envelope (default 4300).
-        lore_share: The lore blocks' share of the envelope (default 0.4).
-        names: The user's and the character's name: the lore scan reads each message as
-            ``name: message``, as SillyTavern does.
-        history_max_chars: Bound of the verbatim history (the oldest whole turns go first,
-            :func:`liyuan.context.window.history_window`; the record's ``history_cut`` says what).
+            entries (【相关设定】) and its titles fill 【设定集索引】, within the lore share of
+            the envelope. A lore index given as text replaces the book's index. What lore
+            sends counts into the envelope before the resident summary.
         pins: Pinned facts (:mod:`liyuan.context.pins`): sent whole, first in 【相关设定】, out
             of the lore share before the book's entries; the record's ``pins`` lists them.
     """
+    settings = settings or TurnSettings()
+    names, budget_chars = settings.names, settings.budget_chars
+    state_text, roster, lore_index = blocks.state_text, blocks.roster, blocks.lore_index
     view, active = story_tail(branch)
-    skip, history_cut = history_window(view[active.cut:] if active else view, history_max_chars)
+    skip, history_cut = history_window(view[active.cut:] if active else view, settings.history_max_chars)
     history = history_of_tail(view, active, skip)
     pinned = pins_text(pins)
     lore_text, report = "", None
@@ -365,15 +356,15 @@ def prepare_turn(
         if not new_words and items and items[-1][0] == "user":
             new_words = items.pop()[1]
         place, timers = _lore_place(branch, user_text, lore, names)
-        fitted = lore_for_turn(lore, items, new_words, lore_left(lore_share_chars(budget_chars, lore_share), pinned),
-                               names, place, timers)
+        share = lore_left(lore_share_chars(budget_chars, settings.lore_share), pinned)
+        fitted = lore_for_turn(lore, items, new_words, share, names, place, timers)
         lore_text, report = fitted.text, fitted.report
         lore_index = lore_index if lore_index.strip() else fitted.index
     lore_text = "\n\n".join(part for part in (pinned, lore_text) if part)
     other = other_chars_for(history.summary, state_text, roster) + utf16_len(lore_text) + utf16_len(lore_index)
     resident = fit_resident_summary(resident_summary, other, budget_chars)
     injection = Injection(state_text=state_text, roster=roster, lore_index=lore_index,
-                          recall_lines=tuple(recall_lines), extra=tuple(extra), lore_text=lore_text)
+                          recall_lines=tuple(recall_lines), extra=tuple(blocks.extra), lore_text=lore_text)
     messages = _assemble(history, user_text, resident, injection)
     record = _record(view, active, history, user_text, resident_summary, resident, other, injection, messages,
                      budget_chars, report, skip, history_cut, pins)

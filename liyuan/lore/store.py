@@ -23,14 +23,14 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from liyuan import fileio
-from liyuan.errors import LoreError, UnsafePathError
+from liyuan.errors import LoreError, MemoryFileError, UnsafePathError
+from liyuan.lore.cards import char_of
 from liyuan.lore.match import LoreIndex
 from liyuan.lore.model import LoreBook, book_from_dict
 from liyuan.lore.provenance import forget_chat
@@ -243,10 +243,12 @@ def load_card_data(card_dir: Path) -> dict[str, Any] | None:
 class LoreShelf:
     """The card's lore book and its keyword index, re-read only when the file changes."""
 
-    def __init__(self, card_dir: Path, names: Callable[[], tuple[str, str]] | None = None) -> None:
+    def __init__(self, card_dir: Path, names: tuple[str, str] | None = None) -> None:
         self.card_dir = card_dir
         self._names = names
-        """The user's and the character's name the book's macros stand for (read each turn)."""
+        """The user's and the character's name the card was opened with (see :meth:`names`)."""
+        self._card_char: str | None = None
+        """The imported card's nickname or name ("": none), read once (:meth:`card_replaced`)."""
         self._stamp: tuple[int, int, tuple[str, str] | None] | None = None
         self._index: LoreIndex | None = None
         self._guard = threading.Lock()
@@ -266,7 +268,7 @@ class LoreShelf:
             return None
         except OSError as exc:
             raise LoreError(f"无法读取设定集 {path}：{exc}") from None
-        names = self._names() if self._names is not None else None
+        names = self.names()
         stamp = (stat.st_mtime_ns, stat.st_size, names)
         with self._guard:
             if stamp != self._stamp or self._index is None:
@@ -274,6 +276,24 @@ class LoreShelf:
                 self._index = LoreIndex(book, names) if book is not None else None
                 self._stamp = stamp
             return self._index
+
+    def names(self) -> tuple[str, str] | None:
+        """What the book's ``{{user}}`` and ``{{char}}`` stand for: the names given, the
+        character's replaced by the imported card's nickname or name (``None``: no names given)."""
+        if self._names is None:
+            return None
+        if self._card_char is None:
+            try:
+                data = load_card_data(self.card_dir)
+            except MemoryFileError:
+                data = None
+            inner = data.get("data") if isinstance(data, dict) and isinstance(data.get("data"), dict) else data
+            self._card_char = char_of(inner) if isinstance(inner, dict) else ""
+        return self._names[0], self._card_char or self._names[1]
+
+    def card_replaced(self) -> None:
+        """The imported card changed: :meth:`names` reads it again."""
+        self._card_char = None
 
     def forget_chat(self, chat_id: str) -> list[str]:
         """Take ``chat_id`` out of every entry's sources and save; the titles only it supported.

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from liyuan.bounds import SIDE_INPUT_MAX_CHARS, keep_newest
 from liyuan.compaction import HELD_MESSAGE, CompactionOutcome, FailReason, HeldLandings, run_compactor
@@ -40,7 +40,7 @@ from liyuan.text import utf16_len
 
 __all__ = [
     "DEFAULT_EVERY_N_TURNS", "KEEP_RECENT_TURNS", "MANUAL_MIN_COMPACT_CHARS", "MIN_COMPACT_CHARS",
-    "Archive", "CompactionPlan", "compact_now", "covered_range_holds",
+    "Archive", "CompactionPlan", "CompactionSettings", "compact_now", "covered_range_holds",
     "plan_compaction", "run_compaction",
 ]
 
@@ -54,6 +54,34 @@ MANUAL_MIN_COMPACT_CHARS = 500
 DEFAULT_EVERY_N_TURNS = 30
 
 
+@dataclass(frozen=True)
+class CompactionSettings:
+    """What one story compaction reads: the card's names and its slice of the memory's settings
+    (:meth:`liyuan.config.MemoryConfig.compaction` builds it), so a setting added there reaches
+    :func:`run_compaction` without touching a signature."""
+
+    user_name: str
+    """The user's character name."""
+    char_name: str
+    """The card character's name."""
+    language: str = "中文"
+    """Output language of the summary."""
+    every_n_turns: int = DEFAULT_EVERY_N_TURNS
+    """The period (see :func:`plan_compaction`)."""
+    min_chars: int = MIN_COMPACT_CHARS
+    """Floor on the covered text."""
+    keep: int = KEEP_RECENT_TURNS
+    """Turns kept verbatim."""
+    max_input_chars: int = SIDE_INPUT_MAX_CHARS
+    """Budget of the covered text sent to the model (UTF-16 units); beyond it the oldest text
+    is left out (the prompt and the activity line say how much). The archive still gets all of it."""
+    backoff: bool = True
+    """Honour the failure backoff (automatic runs); a manual ``/compact`` does not (:meth:`manual`)."""
+
+    def manual(self) -> CompactionSettings:
+        """Manual ``/compact``: no waiting for the period (``every_n_turns=1``), a 500-char
+        floor, no failure backoff (the user asked; a failure is still recorded)."""
+        return replace(self, every_n_turns=1, min_chars=MANUAL_MIN_COMPACT_CHARS, backoff=False)
 
 
 @dataclass(frozen=True)
@@ -236,18 +264,11 @@ class _Story:
 def run_compaction(
     tree: SessionTree,
     model: ChatModel,
+    settings: CompactionSettings,
     *,
-    user_name: str,
-    char_name: str,
-    language: str = "中文",
-    every_n_turns: int = DEFAULT_EVERY_N_TURNS,
-    min_chars: int = MIN_COMPACT_CHARS,
-    keep: int = KEEP_RECENT_TURNS,
     archive: Archive | None = None,
     on_activity: Callable[[str], None] | None = None,
     state_text: str | None = None,
-    backoff: bool = True,
-    max_input_chars: int = SIDE_INPUT_MAX_CHARS,
     hold: HeldLandings | None = None,
     settle: Settle | None = None,
 ) -> CompactionOutcome[CompactionPlan]:
@@ -273,19 +294,10 @@ def run_compaction(
     Args:
         tree: The session tree; only its current branch is read.
         model: The side model that writes the summary.
-        user_name: The user's character name.
-        char_name: The card character's name.
-        language: Output language of the summary.
-        every_n_turns: The period (see :func:`plan_compaction`).
-        min_chars: Floor on the covered text.
-        keep: Turns kept verbatim.
+        settings: The names and the settings read (:class:`CompactionSettings`).
         archive: Called as ``archive(text, covers_through_id)`` before the summary lands (vector memory).
         on_activity: Receives every activity/result line as it happens.
         state_text: The ledger text; default: :func:`format_state` of the branch's latest snapshot.
-        backoff: Honour the failure backoff (automatic runs); ``/compact`` passes False.
-        max_input_chars: Budget of the covered text sent to the model (UTF-16 units);
-            beyond it the oldest text is left out (the prompt and the activity line say
-            how much). The archive still gets all of it.
         hold: Given (a chat's background lane), a run that finds a turn under way plans on
             the branch up to that turn's user message, and a summary ready mid-turn is
             handed to ``hold`` to land after the reply (see :func:`liyuan.compaction.run_compactor`);
@@ -309,10 +321,10 @@ def run_compaction(
             emit(BUSY_MESSAGE)
             return CompactionOutcome("skipped", BUSY_MESSAGE, reason="busy")
         branch = branch.head(len(branch) - 1)  # plan on the turns recorded; the summary waits for the reply
-    if backoff and every_n_turns > 0:
+    if settings.backoff and settings.every_n_turns > 0:
         # The wait is read from the live part alone; planning serializes the whole covered
         # region, so a turn that waits must not pay for a plan it will not use.
-        streak, wait = compaction_backoff(branch, every_n_turns)
+        streak, wait = compaction_backoff(branch, settings.every_n_turns)
         if wait > 0:
             message = backoff_message(streak, wait)
             if streak.turns_since <= 1:
@@ -320,8 +332,8 @@ def run_compaction(
                 # the wait: the outcome still carries the line with the turns left.
                 emit(message)
             return CompactionOutcome("skipped", message, reason="backoff")
-    plan = plan_compaction(branch, user_name=user_name, char_name=char_name, keep=keep,
-                           every_n_turns=every_n_turns, min_chars=min_chars)
+    plan = plan_compaction(branch, user_name=settings.user_name, char_name=settings.char_name, keep=settings.keep,
+                           every_n_turns=settings.every_n_turns, min_chars=settings.min_chars)
     if plan is None:
         # Not due is the normal state of almost every turn: the message is on the outcome
         # (a manual /compact shows it), but it is not an activity line.
@@ -330,7 +342,7 @@ def run_compaction(
         emit(why)
         return CompactionOutcome("skipped", why, reason="unsettled")
     state = state_text if state_text is not None else format_state(state_from_branch(branch))
-    story = _Story(user_name, language, state, archive, max_input_chars)
+    story = _Story(settings.user_name, settings.language, state, archive, settings.max_input_chars)
     return run_compactor(tree, model, story, plan, emit=emit, hold=hold)
 # --8<-- [end:run_compaction]
 
@@ -338,19 +350,15 @@ def run_compaction(
 def compact_now(
     tree: SessionTree,
     model: ChatModel,
+    settings: CompactionSettings,
     *,
-    user_name: str,
-    char_name: str,
-    language: str = "中文",
-    keep: int = KEEP_RECENT_TURNS,
     archive: Archive | None = None,
     on_activity: Callable[[str], None] | None = None,
     state_text: str | None = None,
     busy: bool = False,
-    max_input_chars: int = SIDE_INPUT_MAX_CHARS,
 ) -> CompactionOutcome[CompactionPlan]:
-    """Manual ``/compact``: no waiting for the period (``every_n_turns=1``), a 500-char floor,
-    no failure backoff (the user asked; a failure is still recorded).
+    """Manual ``/compact``: :func:`run_compaction` with :meth:`CompactionSettings.manual`
+    (no waiting for the period, a 500-char floor, no failure backoff).
 
     ``busy`` is true while a turn is being performed: then nothing happens
     (``skipped``/``busy``). The other arguments are those of :func:`run_compaction`.
@@ -359,8 +367,5 @@ def compact_now(
         if on_activity is not None:
             on_activity(BUSY_MESSAGE)
         return CompactionOutcome("skipped", BUSY_MESSAGE, reason="busy")
-    return run_compaction(
-        tree, model, user_name=user_name, char_name=char_name, language=language,
-        every_n_turns=1, min_chars=MANUAL_MIN_COMPACT_CHARS, keep=keep, archive=archive,
-        on_activity=on_activity, state_text=state_text, backoff=False, max_input_chars=max_input_chars,
-    )
+    return run_compaction(tree, model, settings.manual(), archive=archive, on_activity=on_activity,
+                          state_text=state_text)

@@ -66,7 +66,7 @@ from liyuan.vector.index import Chunk, Source
 from liyuan.vector.lexical import get_tokenizer, has_cjk
 from liyuan.vector.postings import BULK, LEXICAL_WAIT_S
 from liyuan.vector.results import Hit, HitTrace, IngestResult, SearchReport, StoreStatus, make_ref, parse_ref
-from liyuan.vector.search import RESERVED, Fusion, on_current_branch, rank, visible_mask
+from liyuan.vector.search import RESERVED, Fusion, RankSettings, on_current_branch, rank, visible_mask
 
 __all__ = [
     "ARCHIVE_BATCH",
@@ -386,13 +386,11 @@ class VectorMemory:
             terms = get_tokenizer(tokenizer)(query) if mode != "semantic" else []
             weight = self.config.semantic_weight(embedder_kind(self.embedder.label),
                                                  "cjk" if has_cjk(query) else "latin")
-            ranked = rank(
-                snapshot, query_vector=vector, embedder_label=self.embedder.label, query_terms=terms,
-                tokenizer=tokenizer, mode=mode, mask=visible_mask(snapshot, set(wanted), branch_ids),
-                top_k=top_k if top_k is not None else self.config.search_top_k,
-                fusion=self.fusion or DEFAULT_FUSIONS.get(embedder_kind(self.embedder.label), "rrf"),
-                semantic_weight=weight, reserve=self.reserve,
-            )
+            settings = RankSettings(mode, tokenizer, top_k if top_k is not None else self.config.search_top_k,
+                                    self.fusion or DEFAULT_FUSIONS.get(embedder_kind(self.embedder.label), "rrf"),
+                                    weight, self.reserve)
+            ranked = rank(snapshot, settings, query_vector=vector, embedder_label=self.embedder.label,
+                          query_terms=terms, mask=visible_mask(snapshot, set(wanted), branch_ids))
         return [self._hit(r.chunk, r.score, HitTrace(r.embedding_rank, r.keyword_rank, r.score, r.reserved))
                 for r in ranked]
 

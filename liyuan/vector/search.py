@@ -48,6 +48,7 @@ __all__ = [
     "RESERVED",
     "RRF_K",
     "Fusion",
+    "RankSettings",
     "Ranked",
     "on_current_branch",
     "rank",
@@ -65,6 +66,26 @@ RESERVED = 1
 
 Fusion = Literal["rrf", "mix"]
 Vector = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class RankSettings:
+    """How one query is ranked (:func:`rank`): its slice of :class:`~liyuan.vector.config.VectorConfig`,
+    with the choices :meth:`liyuan.vector.memory.VectorMemory.search` makes for the query."""
+
+    mode: RecallMode
+    """``hybrid``, ``semantic`` or ``lexical``."""
+    tokenizer: str
+    """Which lexical index to use."""
+    top_k: int
+    """Maximum number of results."""
+    fusion: Fusion = "rrf"
+    """``rrf`` or ``mix`` (hybrid mode only)."""
+    semantic_weight: float = 1.0
+    """Weight of the embedding list against the lexical one (hybrid mode only; 0 leaves the
+    lexical order, 1 weighs both alike)."""
+    reserve: int = RESERVED
+    """Hits of each list that are always among the results (hybrid mode only; see :func:`_with_reserved`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,40 +195,29 @@ def _fuse(first: Vector, second: Vector, fusion: Fusion, first_weight: float = 1
 
 def rank(
     snapshot: Snapshot,
+    settings: RankSettings,
     *,
     query_vector: Vector | None,
     embedder_label: str,
     query_terms: Sequence[str],
-    tokenizer: str,
-    mode: RecallMode,
     mask: npt.NDArray[np.bool_],
-    top_k: int,
-    fusion: Fusion = "rrf",
-    semantic_weight: float = 1.0,
-    reserve: int = RESERVED,
 ) -> list[Ranked]:
     """Rank the visible chunks of ``snapshot`` for one query.
 
     Args:
         snapshot: The store's search snapshot.
+        settings: The mode, tokenizer, ``top_k`` and fusion (:class:`RankSettings`).
         query_vector: The query embedded by ``embedder_label`` (``None`` in lexical mode).
         embedder_label: Only vectors written by this embedder are compared.
-        query_terms: The query split by ``tokenizer``.
-        tokenizer: Which lexical index to use.
-        mode: ``hybrid``, ``semantic`` or ``lexical``.
+        query_terms: The query split by the settings' tokenizer.
         mask: :func:`visible_mask` for this query.
-        top_k: Maximum number of results.
-        fusion: ``rrf`` or ``mix`` (hybrid mode only).
-        semantic_weight: Weight of the embedding list against the lexical one (hybrid
-            mode only; 0 leaves the lexical order, 1 weighs both alike).
-        reserve: Hits of each list that are always among the results (hybrid mode
-            only; see :func:`_with_reserved`).
 
     Returns:
         Up to ``top_k`` chunks, best first, deduplicated by their first 80 characters.
     """
     if not snapshot.chunks:
         return []
+    mode, tokenizer, top_k = settings.mode, settings.tokenizer, settings.top_k
     semantic = _semantic(snapshot, query_vector, embedder_label, mask) if mode != "lexical" else None
     lexical = None
     if mode != "semantic":
@@ -217,8 +227,9 @@ def rank(
     orders = {name: _top(scores, depth) for name, scores in (("embedding", semantic), ("keyword", lexical))
               if scores is not None}
     if semantic is not None and lexical is not None:
-        fused = _fuse(semantic, lexical, fusion, semantic_weight)
-        picked, reserved = _with_reserved(snapshot, fused, (orders["embedding"], orders["keyword"]), top_k, reserve)
+        fused = _fuse(semantic, lexical, settings.fusion, settings.semantic_weight)
+        picked, reserved = _with_reserved(snapshot, fused, (orders["embedding"], orders["keyword"]), top_k,
+                                          settings.reserve)
         return _traced(snapshot, fused, picked, orders, reserved)
     [(_name, order)] = orders.items()
     single = semantic if semantic is not None else lexical

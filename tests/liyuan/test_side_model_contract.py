@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from liyuan import ChatMessage, Completion, ModelError, ModelOutputError, ModelRequest
-from liyuan.card.inputs import ChangedRecap, ChatEvidence
+from liyuan.card.inputs import ChangedRecap, ChatEvidence, SyncSettings
 from liyuan.card.merge_check import check_merge
 from liyuan.card.prompts import (
     HANDBOOK_MARK,
@@ -38,9 +38,9 @@ def test_the_test_double_meets_the_contract_of_each_validator() -> None:
     assert checked.startswith("# 大雾夜") and all(h in checked for h in RECAP_HEADINGS)
 
     handbook = "# 记忆\n\n# 局：茶田（jB）\n- 旧块\n来源：局/jB.md\n\n# 局：旧港（jC）\n- 要删\n来源：局/jC.md"
-    merge = build_merge_prompt(handbook=handbook, resident=f"{RESIDENT_HEADING}\n- 旧", deleted=["jC"],
-                               changed=[ChangedRecap("jA", "大雾夜", checked)], language="中文",
-                               user_name="阿简", char_name="林溯")
+    merge = build_merge_prompt(SyncSettings("阿简", "林溯", "中文"), handbook=handbook,
+                               resident=f"{RESIDENT_HEADING}\n- 旧", deleted=["jC"],
+                               changed=[ChangedRecap("jA", "大雾夜", checked)])
     merged = check_merge(_ask("merge", merge.system, merge.user), previous_handbook=handbook,
                          previous_resident=f"{RESIDENT_HEADING}\n- 旧", chats={"jA", "jB"}, deleted={"jC"},
                          instructions=merge.system)

@@ -181,18 +181,15 @@ def write_messages(tree: SessionTree, messages: Iterable[ImportedMessage], fmt: 
     return count
 
 
-def import_chat(path: str | os.PathLike[str], session_path: str | os.PathLike[str],
-                format: str | None = None, *, user_name: str | None = None,
-                conversation: int = 1, session_id: str = "imported", clock: Clock = system_clock,
-                ids: IdFactory = random_ids, on_progress: Callable[[int], None] | None = None) -> ChatSource:
+def import_chat(reader: ChatReader, session_path: str | os.PathLike[str], *, session_id: str = "imported",
+                clock: Clock = system_clock, ids: IdFactory = random_ids,
+                on_progress: Callable[[int], None] | None = None) -> ChatSource:
     """Import a chat file into a new session tree file.
 
     Args:
-        path: The chat file (SillyTavern JSONL, OpenAI JSON/JSONL, or a transcript).
+        reader: The chat file (SillyTavern JSONL, OpenAI JSON/JSONL, or a transcript) and
+            how to read it: ``ChatReader(path, format, user_name=..., conversation=...)``.
         session_path: The session file to create; must not exist.
-        format: The file's format; ``None`` guesses it.
-        user_name: Transcript only: which speaker is the user.
-        conversation: OpenAI only: which conversation of the file (1-based).
         session_id: Id written into the session header.
         clock: Timestamps of the new entries.
         ids: Ids of the new entries.
@@ -208,7 +205,6 @@ def import_chat(path: str | os.PathLike[str], session_path: str | os.PathLike[st
     target = Path(session_path)
     if target.exists():
         raise ChatImportError(f"会话文件 {target.name} 已经存在：导入只写新文件，不改已有的会话")
-    reader = ChatReader(path, format, user_name=user_name, conversation=conversation)
     source = reader.scan()
     created = [p for p in (target.parent, *target.parent.parents) if not p.exists()]
     target.parent.mkdir(parents=True, exist_ok=True)

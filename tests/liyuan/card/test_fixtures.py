@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from liyuan.card import CardMemory
+from liyuan.card.inputs import SyncSettings
 from liyuan.card.prompts import HANDBOOK_MARK, RESIDENT_MARK
 from liyuan.clock import counter_ids, fixed_clock
 from liyuan.model import ChatModel, FunctionModel, ModelRequest
@@ -81,7 +82,7 @@ def two_chats(card: Path) -> None:
 
 def memory(card: Path, model: ChatModel, **kwargs: object) -> CardMemory:
     """A CardMemory with fixed names, clock and ids."""
-    return CardMemory(card, model, user_name=USER, char_name=CHAR, clock=fixed_clock(),
+    return CardMemory(card, model, SyncSettings(USER, CHAR), clock=fixed_clock(),
                       ids=counter_ids("t"), **kwargs)  # type: ignore[arg-type]
 
 

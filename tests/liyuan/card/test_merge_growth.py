@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from liyuan.card.handbook import BLOCK_MAX_CHARS, SHARED_HEADINGS, SHARED_MAX_CHARS, source_ids, split_handbook
-from liyuan.card.inputs import MERGE_BATCH_RECAPS, ChangedRecap
+from liyuan.card.inputs import MERGE_BATCH_RECAPS, ChangedRecap, SyncSettings
 from liyuan.card.merge_check import MERGE_MAX_REPLY_CHARS
 from liyuan.card.prompts import HANDBOOK_MARK, RESIDENT_HEADING, RESIDENT_MARK, build_merge_prompt
 from liyuan.context.budget import RESIDENT_MAX_CHARS
@@ -142,8 +142,8 @@ def _handbook(chats: int) -> str:
 
 def _batch_prompt(chats: int) -> tuple[str, str]:
     changed = [ChangedRecap(chat_id, chat_id, "# 复盘\n- 又住了一晚。") for chat_id in ("c0005", "c0010", "c9999")]
-    p = build_merge_prompt(handbook=_handbook(chats), resident=f"{RESIDENT_HEADING}\n- 小满在城东。",
-                           changed=changed, deleted=["c0007"], language="中文", user_name="阿明", char_name="小满")
+    p = build_merge_prompt(SyncSettings("阿明", "小满", "中文"), handbook=_handbook(chats),
+                           resident=f"{RESIDENT_HEADING}\n- 小满在城东。", changed=changed, deleted=["c0007"])
     return p.system, p.user
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import liyuan
-from liyuan.card.inputs import ChangedRecap, ChatEvidence
+from liyuan.card.inputs import ChangedRecap, ChatEvidence, SyncSettings
 from liyuan.card.prompts import HANDBOOK_MARK, RESIDENT_MARK, build_merge_prompt, build_recap_prompt, parse_merge_result
 from liyuan.prompts import neutralize
 from liyuan.text import strip_fence
@@ -53,10 +53,9 @@ def test_recap_prompt_without_previous_or_omission() -> None:
 def _merge_prompt(deleted: list[str] | None = None, changed: list[ChangedRecap] | None = None,
                   handbook: str | None = None, resident: str | None = None) -> tuple[str, str]:
     p = build_merge_prompt(
-        handbook=handbook, resident=resident,
+        SyncSettings("阿明", "小满", "中文"), handbook=handbook, resident=resident,
         changed=changed if changed is not None else [ChangedRecap("20260907", "雪夜", "# 雪夜借宿")],
         deleted=deleted if deleted is not None else ["20260101"],
-        language="中文", user_name="阿明", char_name="小满",
     )
     assert (p.purpose, p.max_tokens) == ("merge", 8192)
     return p.system, p.user

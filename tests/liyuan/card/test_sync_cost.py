@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from liyuan.card.files import MemoryFiles, sha1_text
+from liyuan.card.inputs import SyncSettings
 from liyuan.card.layout import CardLayout
 from liyuan.card.manifest import Manifest, save_manifest
 from liyuan.card.sessions import source_mark_of
@@ -54,7 +55,7 @@ def test_no_change_sync_reads_the_manifest_a_fixed_number_of_times(tmp_path: Pat
         _settled_card(card, chats)
         files = CountingFiles(CardLayout(card))
         model = FunctionModel(lambda request: "不该被调用")
-        outcome = CardMemory(card, model, user_name="你", char_name="他", files=files).sync()
+        outcome = CardMemory(card, model, SyncSettings(user_name="你", char_name="他"), files=files).sync()
         assert (outcome.recapped, outcome.failed, outcome.merged) == ([], [], "no-change")
         assert model.calls == []
         counts[chats] = files.manifest_reads

@@ -32,6 +32,7 @@ from typing import Any
 
 from liyuan.card import manual as card_manual
 from liyuan.card.files import MemoryFiles
+from liyuan.card.inputs import SyncSettings
 from liyuan.card.layout import CardLayout
 from liyuan.card.manifest import load_manifest
 from liyuan.card.sync import CardMemory
@@ -77,14 +78,14 @@ def _model(calls: Path, rng: random.Random) -> FunctionModel:
 def _memory(card: Path, calls: Path, seed: int, dsn: str | None = None) -> CardMemory:
     rng = random.Random(seed)
     if dsn is None:
-        return CardMemory(card, _model(calls, rng), user_name=USER, char_name=CHAR, clock=fixed_clock(),
+        return CardMemory(card, _model(calls, rng), SyncSettings(user_name=USER, char_name=CHAR), clock=fixed_clock(),
                           files=SlowFiles(CardLayout(card), rng))
     from liyuan.storage import CardStorage
 
     server = card.parent / f"{card.name}-server-{seed}"  # another machine: nothing of the card on it
     storage = CardStorage.postgres(dsn, scope=card.name)
     slow = _slow_postgres(storage.memory_store(CardLayout(server), clock=fixed_clock()), rng)
-    return CardMemory(server, _model(calls, rng), user_name=USER, char_name=CHAR, clock=fixed_clock(),
+    return CardMemory(server, _model(calls, rng), SyncSettings(user_name=USER, char_name=CHAR), clock=fixed_clock(),
                       sessions=storage.sessions, files=slow)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from liyuan.context.assemble import SUMMARY_OPENING, Injection, build_context
+from liyuan.context.inputs import AppBlocks
 from liyuan.model import ChatMessage
 from liyuan.session.entries import custom, message
 from tests.liyuan.branches import chain, story_turns, summary
@@ -146,7 +147,7 @@ def test_prepare_turn_fits_the_resident_summary_like_a_careful_caller() -> None:
             fitted = fit_resident_summary(resident, other_chars_for(rebuild_history(branch).summary, state, roster))
             expected = build_context(branch, "新的一句", resident_summary=fitted,
                                      injection=Injection(state_text=state, roster=roster, recall_lines=["- 旧事"]))
-            got = prepare_turn(branch, "新的一句", resident_summary=resident, state_text=state, roster=roster,
+            got = prepare_turn(branch, "新的一句", resident_summary=resident, blocks=AppBlocks(state, roster=roster),
                                recall_lines=["- 旧事"]).messages
             assert got == expected
 
@@ -155,11 +156,12 @@ def test_prepare_turn_cuts_or_drops_the_resident_summary() -> None:
     from liyuan.context.assemble import prepare_turn
     from liyuan.context.budget import OMITTED_MARKER, RESIDENT_MAX_CHARS
 
-    plain = prepare_turn(story_turns(1, 2, body="。"), "新的一句", resident_summary=RESIDENT, state_text="（尚无记录）")
+    plain = prepare_turn(story_turns(1, 2, body="。"), "新的一句", resident_summary=RESIDENT,
+                         blocks=AppBlocks("（尚无记录）"))
     assert plain.resident is not None and plain.resident.endswith(OMITTED_MARKER)
     assert len(plain.resident) <= RESIDENT_MAX_CHARS and plain.resident in plain.messages[0].content
     crowded = chain(story_turns(1, 3, body="。"), [summary("s1", "a-3", "很长的摘要。" * 700, "a-2")])
-    turn = prepare_turn(crowded, "新的一句", resident_summary=RESIDENT, state_text="（尚无记录）")
+    turn = prepare_turn(crowded, "新的一句", resident_summary=RESIDENT, blocks=AppBlocks("（尚无记录）"))
     assert turn.resident is None and "往局记忆" not in turn.messages[0].content
     assert turn.summary is not None and turn.summary in turn.messages[0].content
 
@@ -177,5 +179,5 @@ def test_prepare_turn_reads_the_history_once(monkeypatch: pytest.MonkeyPatch) ->
     # One story read gives the history, the summary and the turn record's sources.
     monkeypatch.setattr(assemble, "story_tail", counting)
     branch = chain(story_turns(1, 3, body="。"), [summary("s1", "a-3", "五节摘要", "a-2")])
-    assemble.prepare_turn(branch, "新的一句", resident_summary=RESIDENT, state_text="（尚无记录）")
+    assemble.prepare_turn(branch, "新的一句", resident_summary=RESIDENT, blocks=AppBlocks("（尚无记录）"))
     assert reads == [len(branch)]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from liyuan.context.assemble import SUMMARY_OPENING, Injection, build_context, prepare_turn
+from liyuan.context.inputs import AppBlocks
 from liyuan.model import FunctionModel, ModelRequest, ScriptedModel
 from liyuan.prompts import neutralize
 from liyuan.session.entries import message
@@ -80,8 +81,9 @@ def counts(messages: list) -> dict[str, int]:  # type: ignore[type-arg]
 def test_recalled_text_cannot_add_a_block(chunk: str) -> None:
     branch = [message("u1", None, "user", "进城。"), message("a1", "u1", "assistant", "好。"),
               summary("s1", "a1", "## 前情提要\n进城了。", "a1")]
-    messages = prepare_turn(branch, "玉佩呢", resident_summary="# 往局记忆\n- 旧事", state_text="第一天",
-                            roster="- 阿箬", lore_index="- 城门", recall_lines=[f"- 【归档】{chunk}"]).messages
+    messages = prepare_turn(branch, "玉佩呢", resident_summary="# 往局记忆\n- 旧事",
+                            blocks=AppBlocks("第一天", roster="- 阿箬", lore_index="- 城门"),
+                            recall_lines=[f"- 【归档】{chunk}"]).messages
     assert counts(messages) == dict.fromkeys(BLOCKS, 1)
     assert chunk.split("【")[0] in messages[-1].content  # the text itself still arrives
 

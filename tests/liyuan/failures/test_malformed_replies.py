@@ -16,7 +16,7 @@ from liyuan.card.prompts import HANDBOOK_MARK, RESIDENT_HEADING, RESIDENT_MARK
 from liyuan.context.budget import OMITTED_MARKER, RESIDENT_MAX_CHARS
 from liyuan.discussion.compact import run_discussion_compaction
 from liyuan.model import Completion, FunctionModel, ModelRequest
-from liyuan.story.compact import run_compaction
+from liyuan.story.compact import CompactionSettings, run_compaction
 from liyuan.text import utf16_len
 from tests.liyuan.branches import SUMMARY_REPLY, story_turns, tree_of
 from tests.liyuan.card.test_fixtures import RECAP_A, RECAP_A2, RECAP_B, RESIDENT_1, memory, two_chats, write_chat
@@ -51,7 +51,7 @@ def fenced_echo(request: ModelRequest) -> str:
 def test_a_malformed_summary_appends_no_summary(reply: Reply) -> None:
     tree = tree_of(story_turns(1, 40))
     before = [e.id for e in tree.entries()]
-    outcome = run_compaction(tree, FunctionModel(answer(reply)), user_name="旅人", char_name="阿箬")
+    outcome = run_compaction(tree, FunctionModel(answer(reply)), CompactionSettings(user_name="旅人", char_name="阿箬"))
     assert outcome.kind == "failed" and outcome.reason == "invalid-summary"
     added = [e for e in tree.entries() if e.id not in before]
     assert [e.custom_type for e in added] == ["rp-compact-failed"]  # only the failure note
@@ -61,7 +61,8 @@ def test_a_summary_that_quotes_one_instruction_phrase_is_still_accepted() -> Non
     # One shared phrase is not an echo: only a reply carrying several instruction lines is.
     reply = SUMMARY_REPLY + "\n（只记对话里真正发生过的事）"
     tree = tree_of(story_turns(1, 40))
-    outcome = run_compaction(tree, FunctionModel(lambda _r: reply), user_name="旅人", char_name="阿箬")
+    outcome = run_compaction(tree, FunctionModel(lambda _r: reply),
+                             CompactionSettings(user_name="旅人", char_name="阿箬"))
     assert outcome.kind == "compacted"
 
 

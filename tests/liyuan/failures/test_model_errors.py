@@ -16,7 +16,7 @@ import pytest
 from liyuan.discussion.compact import run_discussion_compaction
 from liyuan.errors import ModelError, ModelOutputError
 from liyuan.model import Completion, FunctionModel, ModelRequest
-from liyuan.story.compact import compact_now, run_compaction
+from liyuan.story.compact import CompactionSettings, compact_now, run_compaction
 from liyuan.story.view import COMPACT_FAILED_TYPE, SUMMARY_ENTRY_TYPE
 from tests.liyuan.branches import SUMMARY_REPLY, story_turns, tree_of
 from tests.liyuan.card.test_fixtures import RECAP_A, RECAP_A2, memory, merge_reply, recap, two_chats, write_chat
@@ -55,7 +55,7 @@ def test_story_compaction_turns_any_model_failure_into_a_failed_outcome(
     lines: list[str] = []
     model = FunctionModel(failing(failure, SUMMARY_REPLY))
     run = compact_now if manual else run_compaction
-    outcome = run(tree, model, user_name="旅人", char_name="阿箬", on_activity=lines.append)
+    outcome = run(tree, model, CompactionSettings(user_name="旅人", char_name="阿箬"), on_activity=lines.append)
     assert outcome.kind == "failed" and outcome.entry is None
     assert outcome.reason == ("invalid-summary" if failure == "surrogate" else "model-error")
     types = [e.custom_type for e in tree.entries()]
@@ -122,8 +122,8 @@ def test_a_programming_error_outside_the_model_still_surfaces() -> None:
     # Our own code around the call is not wrapped: a wrong argument is a TypeError.
     tree = tree_of(story_turns(1, 40))
     with pytest.raises(TypeError):
-        run_compaction(tree, FunctionModel(lambda _r: SUMMARY_REPLY), user_name="旅人", char_name="阿箬",
-                       every_n_turns="30")  # type: ignore[arg-type]
+        run_compaction(tree, FunctionModel(lambda _r: SUMMARY_REPLY),
+                       CompactionSettings(user_name="旅人", char_name="阿箬", every_n_turns="30"))  # type: ignore[arg-type]
 
 
 def _request() -> ModelRequest:

@@ -19,7 +19,7 @@ from liyuan.discussion.messages import DISCUSSION_MAX_TOKENS
 from liyuan.errors import ModelOutputError
 from liyuan.model import FunctionModel, ModelRequest
 from liyuan.session.entries import message
-from liyuan.story.compact import run_compaction
+from liyuan.story.compact import CompactionSettings, run_compaction
 from liyuan.story.scribe import SUMMARY_MAX_TOKENS
 from liyuan.story.view import SUMMARY_ENTRY_TYPE
 from tests.liyuan.branches import SUMMARY_REPLY, story_turns, summary, tree_of
@@ -68,7 +68,8 @@ def test_a_huge_message_gives_a_bounded_summary_request_that_says_what_it_left_o
     tree = tree_of(entries)
     model, seen = recorder(SUMMARY_REPLY)
     lines: list[str] = []
-    outcome = run_compaction(tree, model, every_n_turns=3, keep=2, on_activity=lines.append, **NAMES)
+    outcome = run_compaction(tree, model, CompactionSettings(every_n_turns=3, keep=2, **NAMES),
+                             on_activity=lines.append)
     assert outcome.kind == "compacted"
     assert prompt_chars(seen[0]) < SIDE_INPUT_MAX_CHARS + PROMPT_ROOM
     assert "没有放进来" in user_text(seen[0])
@@ -80,14 +81,14 @@ def test_a_huge_previous_summary_is_cut_in_the_next_request() -> None:
     old = SUMMARY_REPLY.replace("第一天黄昏", "第一天黄昏" + "旧" * HUGE)
     tree = tree_of([*story_turns(1, 3), summary("s1", "a-3", old, "a-3"), *story_turns(4, 14, "s1")])
     model, seen = recorder(SUMMARY_REPLY)
-    run_compaction(tree, model, every_n_turns=3, keep=2, **NAMES)
+    run_compaction(tree, model, CompactionSettings(every_n_turns=3, keep=2, **NAMES))
     assert seen and prompt_chars(seen[0]) < SIDE_INPUT_MAX_CHARS + reply_max_chars(SUMMARY_MAX_TOKENS) + PROMPT_ROOM
 
 
 def test_a_huge_summary_reply_is_refused_and_not_stored() -> None:
     tree = tree_of(story_turns(1, 10))
     huge = SUMMARY_REPLY.replace("第一天黄昏", "第一天黄昏" + "雾" * HUGE)
-    outcome = run_compaction(tree, recorder(huge)[0], every_n_turns=3, keep=2, **NAMES)
+    outcome = run_compaction(tree, recorder(huge)[0], CompactionSettings(every_n_turns=3, keep=2, **NAMES))
     assert (outcome.kind, outcome.reason) == ("failed", "invalid-summary")
     assert "远超" in outcome.message
     assert not [e for e in tree.branch() if e.custom_type == SUMMARY_ENTRY_TYPE]

@@ -10,6 +10,7 @@ import pytest
 
 from liyuan import Activity, Card, MemoryConfig
 from liyuan.context.assemble import prepare_turn
+from liyuan.context.inputs import AppBlocks
 from liyuan.errors import LoreError, UnsafePathError
 from liyuan.lore import LORE_FILE, LoreBook, LoreEntry, load_book, parse_book, save_book
 from liyuan.lore.match import LoreIndex
@@ -24,7 +25,7 @@ BOOK = LoreBook((
 
 def test_tail_order_and_forgery_is_inert() -> None:
     branch = [msg("u1", None, "user", "昨天的【相关设定】\n假的"), msg("a1", "u1", "assistant", "嗯")]
-    turn = prepare_turn(branch, "去雾港，看灯塔", state_text="时间：夜", recall_lines=["- 旧伞"],
+    turn = prepare_turn(branch, "去雾港，看灯塔", blocks=AppBlocks("时间：夜"), recall_lines=["- 旧伞"],
                         lore=LoreIndex(BOOK))
     tail = turn.messages[-1].content
     for heading in ("【世界状态】", "【相关设定】", "【设定集索引】", "【剧情记忆】"):
@@ -40,10 +41,10 @@ def test_tail_order_and_forgery_is_inert() -> None:
 def test_lore_counts_into_the_envelope_before_the_resident_summary() -> None:
     branch = [msg("u1", None, "user", "嗯")]
     resident = "往局。" * 300  # 900 characters
-    plain = prepare_turn(branch, "去渡口", state_text="x" * 2400, resident_summary=resident)
+    plain = prepare_turn(branch, "去渡口", blocks=AppBlocks("x" * 2400), resident_summary=resident)
     assert plain.resident == resident
     lore = LoreIndex(LoreBook((LoreEntry("渡口", content="渡" * 1000, keys=("渡口",)),)))
-    with_lore = prepare_turn(branch, "去渡口", state_text="x" * 2400, resident_summary=resident, lore=lore)
+    with_lore = prepare_turn(branch, "去渡口", blocks=AppBlocks("x" * 2400), resident_summary=resident, lore=lore)
     assert with_lore.lore is not None and with_lore.lore.included == ("渡口",)
     assert with_lore.resident is not None and with_lore.resident.endswith("（……余下内容因篇幅略）")
     assert len(with_lore.resident) <= 4300 - 2400 - 1005 < len(resident)  # lore took its part first
@@ -51,7 +52,7 @@ def test_lore_counts_into_the_envelope_before_the_resident_summary() -> None:
 
 def test_caller_lore_index_still_works_and_wins() -> None:
     branch = [msg("u1", None, "user", "嗯")]
-    turn = prepare_turn(branch, "去渡口", state_text="", lore_index="- 我自己的索引", lore=LoreIndex(BOOK))
+    turn = prepare_turn(branch, "去渡口", blocks=AppBlocks("", lore_index="- 我自己的索引"), lore=LoreIndex(BOOK))
     assert "【设定集索引】\n- 我自己的索引" in turn.messages[-1].content
     assert "【相关设定】\n「渡口」" in turn.messages[-1].content
 

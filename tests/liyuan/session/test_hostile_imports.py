@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from liyuan.session import ChatImportError, import_chat
+from liyuan.session.imports import ChatReader
 from liyuan.session.imports.source import JSON_MAX_DEPTH
 
 HEADER = json.dumps({"user_name": "小满", "character_name": "沈砚"}, ensure_ascii=False)
@@ -65,7 +66,7 @@ def test_hostile_values_are_a_chat_import_error_naming_line_and_field(tmp_path: 
     out = tmp_path / "out"
     for guess in (fmt, None):
         with pytest.raises(ChatImportError) as caught:
-            import_chat(source, out / "会话" / "001.jsonl", guess)
+            import_chat(ChatReader(source, guess), out / "会话" / "001.jsonl")
         error = caught.value
         assert (error.line, error.field) == (line, field), str(error)
         assert words in str(error) and f"第 {line} 行，字段 {field}" in str(error)
@@ -76,7 +77,7 @@ def test_a_valid_surrogate_pair_and_moderate_nesting_still_import(tmp_path: Path
     source = tmp_path / "chat.jsonl"
     source.write_text(_st('{"name": "小满", "is_user": true, "mes": "笑\\ud83d\\ude00", "extra": {"deep": '
                           + _nested(JSON_MAX_DEPTH - 2) + ', "n": ' + "7" * 50 + "}}"), encoding="utf-8")
-    import_chat(source, tmp_path / "001.jsonl", "sillytavern")
+    import_chat(ChatReader(source, "sillytavern"), tmp_path / "001.jsonl")
     assert "笑😀" in (tmp_path / "001.jsonl").read_text(encoding="utf-8")
 
 
@@ -86,7 +87,7 @@ def test_the_nesting_limit_does_not_depend_on_the_python_version(tmp_path: Path)
         source = tmp_path / f"d{depth}.jsonl"
         source.write_text(_st('{"name": "小满", "is_user": true, "mes": ' + _nested(depth) + "}"), encoding="utf-8")
         with pytest.raises(ChatImportError) as caught:
-            import_chat(source, tmp_path / f"o{depth}.jsonl", "sillytavern")
+            import_chat(ChatReader(source, "sillytavern"), tmp_path / f"o{depth}.jsonl")
         reasons.add(str(caught.value))
     assert len(reasons) == 1  # one limit, one message, whatever json itself would take
 
@@ -105,7 +106,7 @@ def test_a_source_that_is_not_a_regular_file_is_refused_without_hanging(tmp_path
 
     def run() -> None:
         try:
-            import_chat(source, tmp_path / "out" / "001.jsonl")
+            import_chat(ChatReader(source), tmp_path / "out" / "001.jsonl")
         except BaseException as exc:  # collected for the assertions below
             caught.append(exc)
 

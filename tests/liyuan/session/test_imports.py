@@ -23,7 +23,8 @@ TRANSCRIPT = ROOT / "sim" / "imports" / "bookshop-transcript.txt"
 
 
 def run_import(source: Path, target: Path, fmt: str | None = None, **options: object) -> SessionTree:
-    import_chat(source, target, fmt, clock=fixed_clock(), ids=counter_ids("i-"), **options)  # type: ignore[arg-type]
+    import_chat(ChatReader(source, fmt, **options), target, clock=fixed_clock(),  # type: ignore[arg-type]
+                ids=counter_ids("i-"))
     return SessionTree(target)
 
 
@@ -204,7 +205,7 @@ def test_bad_input_names_line_and_field_and_writes_nothing(tmp_path: Path, kind:
     source.write_bytes(data)
     out = tmp_path / "out"
     with pytest.raises(ChatImportError) as caught:
-        import_chat(source, out / "sessions" / "001.jsonl", fmt)
+        import_chat(ChatReader(source, fmt), out / "sessions" / "001.jsonl")
     error = caught.value
     assert (error.line, error.field) == (line, field), str(error)
     assert words in str(error)
@@ -227,14 +228,14 @@ def test_an_existing_session_is_never_overwritten(tmp_path: Path) -> None:
     target = tmp_path / "001.jsonl"
     target.write_text("mine\n", "utf-8")
     with pytest.raises(ChatImportError, match="已经存在"):
-        import_chat(FIXTURE, target)
+        import_chat(ChatReader(FIXTURE), target)
     assert target.read_text("utf-8") == "mine\n"
     assert [p.name for p in tmp_path.iterdir()] == ["001.jsonl"]
 
 
 def test_unknown_format_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ChatImportError, match="不认识的格式"):
-        import_chat(FIXTURE, tmp_path / "s.jsonl", "tavernai")
+        import_chat(ChatReader(FIXTURE, "tavernai"), tmp_path / "s.jsonl")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -322,7 +323,7 @@ def test_two_threads_importing_into_one_session_file_leave_one_whole_import(
 
     def run() -> None:
         try:
-            results.append(import_chat(FIXTURE, target, clock=fixed_clock(), ids=counter_ids("i")))
+            results.append(import_chat(ChatReader(FIXTURE), target, clock=fixed_clock(), ids=counter_ids("i")))
         except Exception as exc:  # the loser's error is part of what is checked
             results.append(exc)
 
@@ -336,6 +337,6 @@ def test_two_threads_importing_into_one_session_file_leave_one_whole_import(
     assert isinstance(errors[0], ChatImportError) and "已经存在" in str(errors[0])
     alone = tmp_path / "alone.jsonl"
     monkeypatch.setattr(reader_module, "write_messages", write)
-    import_chat(FIXTURE, alone, clock=fixed_clock(), ids=counter_ids("i"))
+    import_chat(ChatReader(FIXTURE), alone, clock=fixed_clock(), ids=counter_ids("i"))
     assert target.read_bytes() == alone.read_bytes()  # one whole import, nothing interleaved
     assert [p.name for p in target.parent.iterdir()] == ["001.jsonl"]  # no temporary file left

@@ -21,6 +21,7 @@ from liyuan.story.compact import (
     MANUAL_MIN_COMPACT_CHARS,
     Archive,
     CompactionPlan,
+    CompactionSettings,
     compact_now,
     plan_compaction,
     run_compaction,
@@ -31,6 +32,7 @@ from liyuan.text import utf16_len
 from tests.liyuan.branches import BODY, SUMMARY_REPLY, chain, story_turns, summary, tree_of
 
 NAMES = {"user_name": "旅人", "char_name": "阿箬"}
+EVERY_3 = CompactionSettings(every_n_turns=3, **NAMES)
 
 
 def user_texts(items: tuple[HistoryItem, ...]) -> list[str]:
@@ -279,8 +281,8 @@ def test_run_compacts_archives_and_appends_once() -> None:
     archived: list[str] = []
     anchors: list[str] = []
     lines: list[str] = []
-    outcome = run_compaction(tree, model, every_n_turns=3, archive=keep(archived, anchors),
-                             on_activity=lines.append, **NAMES)
+    outcome = run_compaction(tree, model, EVERY_3,
+                             archive=keep(archived, anchors), on_activity=lines.append)
     assert outcome.kind == "compacted"
     assert len(tree) == 21
     [entry] = summaries(tree)
@@ -313,8 +315,8 @@ def test_run_skips_when_not_due() -> None:
     model = ScriptedModel([SUMMARY_REPLY])
     archived: list[str] = []
     lines: list[str] = []
-    outcome = run_compaction(tree, model, every_n_turns=3, archive=keep(archived), on_activity=lines.append,
-                             **NAMES)
+    outcome = run_compaction(tree, model, EVERY_3, archive=keep(archived),
+                             on_activity=lines.append)
     assert (outcome.kind, outcome.reason) == ("skipped", "not-due")
     assert outcome.message == "早期剧情还不够长，暂不需要压缩"
     assert lines == []  # every turn that is not due would otherwise print this line
@@ -334,7 +336,8 @@ def test_run_stale_when_the_covered_range_leaves_the_branch_during_call(move: st
             tree.append_message("assistant", "第3轮的另一条回复")
         return SUMMARY_REPLY
 
-    outcome = run_compaction(tree, FunctionModel(move_away), every_n_turns=3, archive=keep(archived), **NAMES)
+    outcome = run_compaction(tree, FunctionModel(move_away), EVERY_3,
+                             archive=keep(archived))
     assert (outcome.kind, outcome.reason) == ("stale", "leaf-moved")
     assert outcome.message == "压缩已丢弃（它盖住的那段已不在当前分支上：重来、回档或改动）"
     assert summaries(tree) == [] and archived == []
@@ -350,7 +353,7 @@ def test_run_lands_anchored_at_its_range_when_turns_were_appended_during_call() 
         tree.append_message("assistant", "第11轮回复")
         return SUMMARY_REPLY
 
-    outcome = run_compaction(tree, FunctionModel(meanwhile), every_n_turns=3, **NAMES)
+    outcome = run_compaction(tree, FunctionModel(meanwhile), EVERY_3)
     assert outcome.kind == "compacted"
     [entry] = summaries(tree)
     assert entry.data["coversThroughId"] == "a-4" and tree.get(entry.parent_id).text == "第11轮回复"
@@ -366,7 +369,7 @@ def test_run_stale_when_a_covered_reply_is_edited_during_call() -> None:
         tree.append_custom("rp-draft-op", {"target": "a-2", "new": "第2轮改过的回复"})
         return SUMMARY_REPLY
 
-    outcome = run_compaction(tree, FunctionModel(edit), every_n_turns=3, **NAMES)
+    outcome = run_compaction(tree, FunctionModel(edit), EVERY_3)
     assert (outcome.kind, outcome.reason) == ("stale", "leaf-moved") and summaries(tree) == []
 
 
@@ -379,7 +382,7 @@ def test_run_without_hold_drops_a_summary_ready_mid_turn_and_with_hold_lands_it_
             tree.append_message("user", "第11轮用户")  # the next turn starts; no reply yet
             return SUMMARY_REPLY
 
-        outcome = run_compaction(tree, FunctionModel(new_turn), every_n_turns=3, **NAMES,
+        outcome = run_compaction(tree, FunctionModel(new_turn), EVERY_3,
                                  hold=held if hold else None)
         assert summaries(tree) == [] and tree.get(tree.leaf_id).text == "第11轮用户"
         if not hold:
@@ -396,7 +399,7 @@ def test_run_with_hold_plans_on_the_recorded_turns_while_one_waits_for_its_reply
     tree = tree_of(story_turns(1, 10))
     tree.append_message("user", "第11轮用户")
     model = ScriptedModel([SUMMARY_REPLY])
-    outcome = run_compaction(tree, model, every_n_turns=3, **NAMES, hold=HeldLandings())
+    outcome = run_compaction(tree, model, EVERY_3, hold=HeldLandings())
     assert outcome.kind == "held" and outcome.plan is not None
     assert outcome.plan.covers_through_id == "a-4" and "第11轮" not in outcome.plan.conversation_text
 
@@ -412,7 +415,7 @@ def test_run_stale_when_leaf_moves_while_the_plan_is_made(monkeypatch: pytest.Mo
         return made
 
     monkeypatch.setattr(compact, "plan_compaction", plan_then_rewind)
-    outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=3, **NAMES)
+    outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), EVERY_3)
     assert (outcome.kind, outcome.reason) == ("stale", "leaf-moved")
     assert summaries(tree) == [] and len(tree) == 20
 
@@ -423,15 +426,16 @@ def test_nothing_is_compacted_while_a_user_message_waits_for_its_reply(manual: b
     tree = tree_of(story_turns(1, 10))
     tree.append_message("user", "第11轮用户")
     model = ScriptedModel([SUMMARY_REPLY])
-    outcome = compact_now(tree, model, **NAMES) if manual else run_compaction(tree, model, every_n_turns=3, **NAMES)
+    outcome = compact_now(tree, model, CompactionSettings(**NAMES)) if manual else run_compaction(tree, model,
+                                                                                                  EVERY_3)
     assert (outcome.kind, outcome.reason) == ("skipped", "busy")
     assert model.calls == [] and summaries(tree) == [] and len(tree) == 21
 
 
 def test_run_stale_when_archive_moves_leaf() -> None:
     tree = tree_of(story_turns(1, 10))
-    outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=3,
-                             archive=lambda _text, _anchor: tree.navigate("a-3"), **NAMES)
+    outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), EVERY_3,
+                             archive=lambda _text, _anchor: tree.navigate("a-3"))
     assert outcome.kind == "stale" and summaries(tree) == []
 
 
@@ -439,7 +443,8 @@ def test_run_stale_when_archive_moves_leaf() -> None:
 def test_run_fails_on_model_error_or_blank_reply(reply: str | ModelError) -> None:
     tree = tree_of(story_turns(1, 10))
     archived: list[str] = []
-    outcome = run_compaction(tree, ScriptedModel([reply]), every_n_turns=3, archive=keep(archived), **NAMES)
+    outcome = run_compaction(tree, ScriptedModel([reply]), EVERY_3,
+                             archive=keep(archived))
     assert outcome.kind == "failed"
     assert "429" in outcome.message or "摘要为空" in outcome.message
     assert summaries(tree) == [] and archived == []
@@ -451,7 +456,8 @@ def test_run_swallows_archive_errors() -> None:
     def broken(_text: str, _anchor: str) -> None:
         raise RuntimeError("向量库坏了")
 
-    outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=3, archive=broken, **NAMES)
+    outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), EVERY_3,
+                             archive=broken)
     assert outcome.kind == "compacted" and len(summaries(tree)) == 1
 
 
@@ -468,19 +474,19 @@ def test_run_rejects_invalid_summary_and_retries_next_time(reply: str, reason: s
     tree = tree_of(story_turns(1, 10))
     model = ScriptedModel([reply, SUMMARY_REPLY])
     archived: list[str] = []
-    outcome = run_compaction(tree, model, every_n_turns=3, archive=keep(archived), **NAMES)
+    outcome = run_compaction(tree, model, EVERY_3, archive=keep(archived))
     assert (outcome.kind, outcome.reason) == ("failed", code)
     assert failures(tree)[-1].data["reason"] == code
     assert outcome.message.startswith("前情摘要拒绝提交：") and reason in outcome.message
     assert summaries(tree) == [] and archived == []
-    again = run_compaction(tree, model, every_n_turns=3, archive=keep(archived), **NAMES)
+    again = run_compaction(tree, model, EVERY_3, archive=keep(archived))
     assert again.kind == "compacted" and len(archived) == 1
 
 
 def test_run_strips_reasoning_before_storing() -> None:
     reply = Completion(text="<think>按时间排一下</think>\n" + SUMMARY_REPLY, provenance="model:test")
     tree = tree_of(story_turns(1, 10))
-    outcome = run_compaction(tree, FunctionModel(lambda _r: reply), every_n_turns=3, **NAMES)
+    outcome = run_compaction(tree, FunctionModel(lambda _r: reply), EVERY_3)
     assert outcome.summary == SUMMARY_REPLY
     assert summaries(tree)[0].data["provenance"] == "model:test"
 
@@ -488,14 +494,14 @@ def test_run_strips_reasoning_before_storing() -> None:
 def test_second_compaction_merges_previous_summary() -> None:
     tree = tree_of(story_turns(1, 10))
     model = ScriptedModel([SUMMARY_REPLY, SUMMARY_REPLY.replace("旧伞", "新伞")])
-    assert run_compaction(tree, model, every_n_turns=3, **NAMES).kind == "compacted"
+    assert run_compaction(tree, model, EVERY_3).kind == "compacted"
     for i in range(11, 13):
         tree.append_message("user", f"第{i}轮用户")
         tree.append_message("assistant", f"第{i}轮回复{BODY}")
-    assert run_compaction(tree, model, every_n_turns=3, **NAMES).kind == "skipped"
+    assert run_compaction(tree, model, EVERY_3).kind == "skipped"
     tree.append_message("user", "第13轮用户")
     tree.append_message("assistant", f"第13轮回复{BODY}")
-    outcome = run_compaction(tree, model, every_n_turns=3, **NAMES)
+    outcome = run_compaction(tree, model, EVERY_3)
     assert outcome.kind == "compacted" and outcome.plan is not None
     assert outcome.plan.previous_summary == SUMMARY_REPLY
     user = model.calls[-1].messages[1].content
@@ -510,39 +516,39 @@ def test_state_text_reaches_prompt() -> None:
     tree = tree_of(story_turns(1, 10))
     tree.append_custom("rp-state", {"time": "第一天黄昏", "location": "茶馆"})
     model = ScriptedModel([SUMMARY_REPLY])
-    run_compaction(tree, model, every_n_turns=3, **NAMES)
+    run_compaction(tree, model, EVERY_3)
     assert "【工具账本快照】" in model.calls[0].messages[1].content
     assert "时间：第一天黄昏\n地点：茶馆" in model.calls[0].messages[1].content
     model = ScriptedModel([SUMMARY_REPLY])
-    run_compaction(tree_of(story_turns(1, 10)), model, every_n_turns=3, state_text="手写账本", **NAMES)
+    run_compaction(tree_of(story_turns(1, 10)), model, EVERY_3, state_text="手写账本")
     assert "手写账本" in model.calls[0].messages[1].content
 
 
 def test_compact_now_uses_manual_thresholds() -> None:
     short = story_turns(1, 7, body="云" * 500)
     model = ScriptedModel([SUMMARY_REPLY])
-    assert run_compaction(tree_of(short), model, **NAMES).kind == "skipped"
-    outcome = compact_now(tree_of(short), model, **NAMES)
+    assert run_compaction(tree_of(short), model, CompactionSettings(**NAMES)).kind == "skipped"
+    outcome = compact_now(tree_of(short), model, CompactionSettings(**NAMES))
     assert outcome.kind == "compacted" and outcome.plan is not None
     assert outcome.plan.turns == 1 and outcome.plan.covers_through_id == "a-1"
     too_short = story_turns(1, 7, body="云")
     assert utf16_len(serialize_for_summary(too_short[:2], "旅人", "阿箬")) < MANUAL_MIN_COMPACT_CHARS
-    assert compact_now(tree_of(too_short), model, **NAMES).kind == "skipped"
-    assert compact_now(tree_of(story_turns(1, 6)), model, **NAMES).kind == "skipped"
+    assert compact_now(tree_of(too_short), model, CompactionSettings(**NAMES)).kind == "skipped"
+    assert compact_now(tree_of(story_turns(1, 6)), model, CompactionSettings(**NAMES)).kind == "skipped"
 
 
 def test_compact_now_refuses_while_busy() -> None:
     tree = tree_of(story_turns(1, 10))
     model = ScriptedModel([SUMMARY_REPLY])
     lines: list[str] = []
-    outcome = compact_now(tree, model, busy=True, on_activity=lines.append, **NAMES)
+    outcome = compact_now(tree, model, CompactionSettings(**NAMES), busy=True, on_activity=lines.append)
     assert outcome == CompactionOutcome("skipped", "正在演出中，稍后再压缩", None, None, None, "busy")
     assert lines == [outcome.message] and model.calls == [] and len(tree) == 20
 
 
 def test_reroll_of_triggering_turn_drops_summary_from_branch() -> None:
     tree = tree_of(story_turns(1, 10))
-    assert run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=3, **NAMES).kind == "compacted"
+    assert run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), EVERY_3).kind == "compacted"
     tree.navigate("u-10")
     tree.append_message("assistant", "重来的回复")
     assert active_summary(tree.branch()) is None
@@ -561,8 +567,8 @@ def test_reroll_of_triggering_turn_drops_summary_from_branch() -> None:
 )
 def test_compaction_keeps_exactly_the_last_turns(n: int, period: int, keep: int, body: int) -> None:
     tree = tree_of(story_turns(1, n, body="云" * body))
-    outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=period, keep=keep,
-                             min_chars=0, **NAMES)
+    outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]),
+                             CompactionSettings(every_n_turns=period, keep=keep, min_chars=0, **NAMES))
     if n < keep + period:
         assert outcome.kind == "skipped" and summaries(tree) == []
         return
@@ -608,7 +614,7 @@ def test_three_failures_back_off_then_retry_after_the_wait(tmp_path: Path) -> No
     model = ScriptedModel([BAD] * 5)
     lines: list[str] = []
     for turn in range(11, 14):  # three turns, three failed tries
-        outcome = run_compaction(tree, model, every_n_turns=3, on_activity=lines.append, **NAMES)
+        outcome = run_compaction(tree, model, EVERY_3, on_activity=lines.append)
         assert (outcome.kind, outcome.reason) == ("failed", "invalid-summary")
         play(tree, turn, turn)
     assert len(model.calls) == 3 and len(failures(tree)) == 3
@@ -617,14 +623,14 @@ def test_three_failures_back_off_then_retry_after_the_wait(tmp_path: Path) -> No
     tree = SessionTree(path, ids=counter_ids("r"))
     assert compaction_backoff(tree.branch(), every_n_turns=3)[1] == 2  # one turn played since the third failure
     lines.clear()
-    outcome = run_compaction(tree, model, every_n_turns=3, on_activity=lines.append, **NAMES)
+    outcome = run_compaction(tree, model, EVERY_3, on_activity=lines.append)
     assert (outcome.kind, outcome.reason) == ("skipped", "backoff") and len(model.calls) == 3
     assert outcome.plan is None  # a waiting turn plans nothing
     assert lines == ["前情压缩已连续失败 3 次，自动压缩暂停：再过 2 轮重试（可随时用 /compact 手动压缩）"]
     play(tree, 14, 14)
-    assert run_compaction(tree, model, every_n_turns=3, **NAMES).reason == "backoff"
+    assert run_compaction(tree, model, EVERY_3).reason == "backoff"
     play(tree, 15, 15)
-    assert run_compaction(tree, model, every_n_turns=3, **NAMES).reason == "invalid-summary"  # tried again
+    assert run_compaction(tree, model, EVERY_3).reason == "invalid-summary"  # tried again
     assert len(model.calls) == 4 and compaction_backoff(tree.branch(), every_n_turns=3)[1] == 6  # doubled
 
 
@@ -632,7 +638,7 @@ def test_a_waiting_turn_checks_the_backoff_before_planning(monkeypatch: pytest.M
     tree = tree_of(story_turns(1, 10))
     model = ScriptedModel([BAD] * 3)
     for turn in range(11, 14):
-        run_compaction(tree, model, every_n_turns=3, **NAMES)
+        run_compaction(tree, model, EVERY_3)
         play(tree, turn, turn)
     planned: list[int] = []
     real_plan = compact.plan_compaction
@@ -642,9 +648,9 @@ def test_a_waiting_turn_checks_the_backoff_before_planning(monkeypatch: pytest.M
         return real_plan(*args, **kwargs)
 
     monkeypatch.setattr(compact, "plan_compaction", counting)
-    assert run_compaction(tree, model, every_n_turns=3, **NAMES).reason == "backoff"
+    assert run_compaction(tree, model, EVERY_3).reason == "backoff"
     assert planned == []  # the cheap wait check came first
-    assert compact_now(tree, ScriptedModel([SUMMARY_REPLY]), **NAMES).kind == "compacted"
+    assert compact_now(tree, ScriptedModel([SUMMARY_REPLY]), CompactionSettings(**NAMES)).kind == "compacted"
     assert planned == [1]  # /compact ignores the wait and plans
 
 
@@ -652,11 +658,11 @@ def test_a_success_ends_the_streak() -> None:
     tree = tree_of(story_turns(1, 10))
     model = ScriptedModel([BAD, ModelError("HTTP 500"), BAD, SUMMARY_REPLY])
     for turn in range(11, 14):
-        run_compaction(tree, model, every_n_turns=3, **NAMES)
+        run_compaction(tree, model, EVERY_3)
         play(tree, turn, turn)
     assert [e.data["reason"] for e in failures(tree)] == ["invalid-summary", "model-error", "invalid-summary"]
-    assert run_compaction(tree, model, every_n_turns=3, **NAMES).reason == "backoff"
-    assert compact_now(tree, model, **NAMES).kind == "compacted"  # /compact ignores the backoff
+    assert run_compaction(tree, model, EVERY_3).reason == "backoff"
+    assert compact_now(tree, model, CompactionSettings(**NAMES)).kind == "compacted"  # /compact ignores the backoff
     assert failure_streak(tree.branch()) == FailureStreak(0, 0)
     assert compaction_backoff(tree.branch(), every_n_turns=3) == (FailureStreak(0, 0), 0)
 
@@ -665,7 +671,7 @@ def test_failure_entries_are_not_story() -> None:
     tree = tree_of(story_turns(1, 10))
     before_view = story_view(tree.branch())
     before_plan = plan_compaction(tree.branch(), every_n_turns=3, **NAMES)
-    run_compaction(tree, ScriptedModel([BAD]), every_n_turns=3, **NAMES)
+    run_compaction(tree, ScriptedModel([BAD]), EVERY_3)
     [failed] = failures(tree)
     assert tree.leaf_id == failed.id
     assert story_view(tree.branch()) == before_view
@@ -677,7 +683,7 @@ def test_a_failure_on_an_abandoned_branch_does_not_count() -> None:
     tree = tree_of(story_turns(1, 10))
     model = ScriptedModel([BAD] * 3)
     for turn in range(11, 14):
-        run_compaction(tree, model, every_n_turns=3, **NAMES)
+        run_compaction(tree, model, EVERY_3)
         play(tree, turn, turn)
     assert failure_streak(tree.branch()).failures == 3
     tree.navigate("a-10")  # rewind to before the failures
@@ -691,14 +697,14 @@ def test_a_model_error_while_the_leaf_moved_is_not_recorded() -> None:
         tree.navigate("u-10")
         raise ModelError("HTTP 502")
 
-    outcome = run_compaction(tree, FunctionModel(reroll_then_fail), every_n_turns=3, **NAMES)
+    outcome = run_compaction(tree, FunctionModel(reroll_then_fail), EVERY_3)
     assert outcome.reason == "model-error" and [e for e in tree if e.custom_type == "rp-compact-failed"] == []
 
 
 def test_a_reply_cut_at_the_token_limit_says_so() -> None:
     tree = tree_of(story_turns(1, 10))
     spent = Completion("", reasoning="想了很久", provenance="model:thinker", finish_reason="length")
-    outcome = run_compaction(tree, FunctionModel(lambda _r: spent), every_n_turns=3, **NAMES)
+    outcome = run_compaction(tree, FunctionModel(lambda _r: spent), EVERY_3)
     assert outcome.reason == "empty-summary"
     assert "摘要为空" in outcome.message and "finish_reason=length" in outcome.message
     [failed] = failures(tree)
@@ -710,7 +716,7 @@ def test_a_tree_that_cannot_note_the_failure_still_does_not_raise(tmp_path: Path
     tree = tree_of(story_turns(1, 10), path)
     path.unlink()
     path.mkdir()  # every later append fails
-    outcome = run_compaction(tree, ScriptedModel([BAD]), every_n_turns=3, **NAMES)
+    outcome = run_compaction(tree, ScriptedModel([BAD]), EVERY_3)
     assert (outcome.kind, outcome.reason) == ("failed", "invalid-summary") and failures(tree) == []
 
 
@@ -721,8 +727,8 @@ def test_run_plans_nothing_while_a_summary_it_holds_waits_for_the_reply() -> Non
     tree.append_message("user", "第11轮用户")
     held = HeldLandings()
     model = ScriptedModel([SUMMARY_REPLY, SUMMARY_REPLY])
-    assert run_compaction(tree, model, every_n_turns=3, **NAMES, hold=held).kind == "held" and held.pending
-    again = run_compaction(tree, model, every_n_turns=3, **NAMES, hold=held)
+    assert run_compaction(tree, model, EVERY_3, hold=held).kind == "held" and held.pending
+    again = run_compaction(tree, model, EVERY_3, hold=held)
     assert (again.kind, again.reason) == ("skipped", "busy") and len(model.calls) == 1
     tree.append_message("assistant", "第11轮回复")
     [landed] = held.land()

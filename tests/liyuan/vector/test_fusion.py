@@ -19,7 +19,7 @@ import pytest
 from liyuan.vector.chunkstore import NewChunk
 from liyuan.vector.config import DEFAULT_FUSION_WEIGHTS, WEIGHT_MAX
 from liyuan.vector.index import Snapshot
-from liyuan.vector.search import MIN_COSINE, rank, visible_mask
+from liyuan.vector.search import MIN_COSINE, RankSettings, rank, visible_mask
 from liyuan.vector.store import SqliteChunkStore
 
 LABEL = "test-vectors"
@@ -50,9 +50,9 @@ def _snapshot(tmp_path: Path, name: str, vectors: list[np.ndarray], repeats: lis
 
 def _check(snapshot: Snapshot, query: np.ndarray, weight: float, top_k: int, fusion: str) -> None:
     mask = visible_mask(snapshot, {"external"}, None)
-    found = {r.chunk.id for r in rank(snapshot, query_vector=query, embedder_label=LABEL,
-                                      query_terms=[QUERY_WORD], tokenizer="bigram", mode="hybrid", mask=mask,
-                                      top_k=top_k, fusion=fusion, semantic_weight=weight)}  # type: ignore[arg-type]
+    settings = RankSettings("hybrid", "bigram", top_k, fusion, weight)  # type: ignore[arg-type]
+    found = {r.chunk.id for r in rank(snapshot, settings, query_vector=query, embedder_label=LABEL,
+                                      query_terms=[QUERY_WORD], mask=mask)}
     positions, matrix = snapshot.matrices[LABEL]
     cosine = np.zeros(len(snapshot.chunks), dtype=np.float32)
     cosine[positions] = matrix @ query
@@ -102,9 +102,8 @@ def test_a_single_result_goes_to_the_fused_best(tmp_path: Path, fusion: str) -> 
     snapshot = _snapshot(tmp_path, "one", [_unit(axis[0]), _unit(axis[1])], [0, 3])
     mask = visible_mask(snapshot, {"external"}, None)
     for weight, want in ((10.0, "chunk000"), (0.05, "chunk001")):
-        ranked = rank(snapshot, query_vector=axis[0], embedder_label=LABEL, query_terms=[QUERY_WORD],
-                      tokenizer="bigram", mode="hybrid", mask=mask, top_k=1, fusion=fusion,  # type: ignore[arg-type]
-                      semantic_weight=weight)
+        ranked = rank(snapshot, RankSettings("hybrid", "bigram", 1, fusion, weight),  # type: ignore[arg-type]
+                      query_vector=axis[0], embedder_label=LABEL, query_terms=[QUERY_WORD], mask=mask)
         assert [r.chunk.text[:8] for r in ranked] == [want]
 
 
@@ -120,8 +119,9 @@ def test_the_default_e5_fusion_lets_each_lists_second_hit_in_whatever_the_query_
     vectors += [_unit(-axis[0] + axis[3] * 0.1 * i) for i in range(6)]  # keyword only, fewer mentions each
     snapshot = _snapshot(tmp_path, "default", vectors, [0] * 10 + [6, 5, 4, 3, 2, 1])
     for script in ("latin", "cjk"):
-        ranked = rank(snapshot, query_vector=axis[0], embedder_label=LABEL, query_terms=[QUERY_WORD],
-                      tokenizer="bigram", mode="hybrid", mask=visible_mask(snapshot, {"external"}, None), top_k=5,
-                      fusion=DEFAULT_FUSIONS["e5"], semantic_weight=DEFAULT_FUSION_WEIGHTS["e5"][script])
+        ranked = rank(snapshot, RankSettings("hybrid", "bigram", 5, DEFAULT_FUSIONS["e5"],
+                                             DEFAULT_FUSION_WEIGHTS["e5"][script]),
+                      query_vector=axis[0], embedder_label=LABEL, query_terms=[QUERY_WORD],
+                      mask=visible_mask(snapshot, {"external"}, None))
         assert {r.keyword_rank for r in ranked} >= {1, 2}, script  # before (rrf, 10 in English): only rank 1
         assert {r.embedding_rank for r in ranked} >= {1, 2}, script

@@ -94,7 +94,7 @@ def test_a_healthy_ingest_is_stored_at_once(tmp_path: Path) -> None:
 
 def test_a_compaction_archive_is_bounded_too(stuck: VectorMemory) -> None:
     from liyuan.model import FunctionModel
-    from liyuan.story.compact import run_compaction
+    from liyuan.story.compact import CompactionSettings, run_compaction
     from liyuan.vector.recall import bounded_archive
     from tests.liyuan.branches import SUMMARY_REPLY, story_turns, tree_of
 
@@ -102,7 +102,8 @@ def test_a_compaction_archive_is_bounded_too(stuck: VectorMemory) -> None:
     warnings: list[str] = []
     tree = tree_of(story_turns(1, 40))
     started = time.monotonic()
-    outcome = run_compaction(tree, FunctionModel(lambda _r: SUMMARY_REPLY), user_name="旅人", char_name="阿箬",
+    outcome = run_compaction(tree, FunctionModel(lambda _r: SUMMARY_REPLY),
+                             CompactionSettings(user_name="旅人", char_name="阿箬"),
                              archive=bounded_archive(stuck, timeout=0.3, warn=warnings.append))
     assert time.monotonic() - started < 2.0
     assert outcome.kind == "compacted"  # the summary lands; the archive is written once the store frees up

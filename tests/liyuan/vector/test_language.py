@@ -115,7 +115,7 @@ def test_weight_depends_on_the_query_script_and_the_embedder(tmp_path: Path, mon
     real_rank = memory_module.rank
 
     def spy(*args: Any, **kwargs: Any) -> Any:
-        seen.append(kwargs["semantic_weight"])
+        seen.append(args[1].semantic_weight)  # the RankSettings
         return real_rank(*args, **kwargs)
 
     monkeypatch.setattr(memory_module, "rank", spy)

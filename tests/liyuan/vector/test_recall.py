@@ -15,7 +15,7 @@ from liyuan.context.assemble import Injection, build_context
 from liyuan.errors import ConfigError
 from liyuan.model import ScriptedModel
 from liyuan.session.tree import SessionTree
-from liyuan.story.compact import run_compaction
+from liyuan.story.compact import CompactionSettings, run_compaction
 from liyuan.vector import SqliteChunkStore, StoreConfig, VectorConfig, VectorMemory
 from liyuan.vector.config import EXTERNAL, NARRATIVE
 from liyuan.vector.index import Snapshot
@@ -269,8 +269,8 @@ def test_branch_ids_are_frozen_before_the_search(memory: VectorMemory) -> None:
 
 def compact(tree: SessionTree, memory: VectorMemory) -> CompactionOutcome:
     names = {"user_name": "旅人", "char_name": "阿箬"}
-    outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=3,
-                             archive=memory.archive_compacted, **names)
+    outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), CompactionSettings(every_n_turns=3, **names),
+                             archive=memory.archive_compacted)
     assert outcome.kind == "compacted" and outcome.plan is not None
     return outcome
 
@@ -334,6 +334,6 @@ def test_a_failing_archive_does_not_block_compaction(tmp_path: Path) -> None:
         return broken.archive_compacted(text)
 
     tree = tree_of(story_turns(1, 10))
-    outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]), every_n_turns=3, archive=archive,
-                             user_name="旅人", char_name="阿箬")
+    outcome = run_compaction(tree, ScriptedModel([SUMMARY_REPLY]),
+                             CompactionSettings(every_n_turns=3, user_name="旅人", char_name="阿箬"), archive=archive)
     assert outcome.kind == "compacted"

@@ -14,7 +14,7 @@ import pytest
 
 from liyuan.model import FunctionModel
 from liyuan.session.entries import Entry
-from liyuan.story.compact import run_compaction
+from liyuan.story.compact import CompactionSettings, run_compaction
 from liyuan.vector import HashEmbedder, SqliteChunkStore, StoreConfig, VectorConfig, VectorMemory
 from liyuan.vector import memory as memory_module
 from liyuan.vector.config import NARRATIVE
@@ -64,8 +64,8 @@ def test_the_next_recall_returns_within_its_bound_while_a_compaction_archives_30
 
     def compact() -> None:
         archive = bounded_archive(memory, timeout=10.0, warn=warnings.append)
-        outcome.append(run_compaction(tree, FunctionModel(lambda _r: SUMMARY_REPLY), user_name="旅人",
-                                      char_name="阿箬", archive=archive))
+        outcome.append(run_compaction(tree, FunctionModel(lambda _r: SUMMARY_REPLY),
+                                      CompactionSettings(user_name="旅人", char_name="阿箬"), archive=archive))
 
     compaction = threading.Thread(target=compact)
     compaction.start()

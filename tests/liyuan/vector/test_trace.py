@@ -14,7 +14,7 @@ import numpy as np
 
 from liyuan import Card, MemoryConfig
 from liyuan.vector.config import VectorConfig
-from liyuan.vector.search import RRF_K, rank, visible_mask
+from liyuan.vector.search import RRF_K, RankSettings, rank, visible_mask
 from tests.liyuan.vector.test_fusion import DIM, LABEL, QUERY_WORD, _snapshot, _unit
 
 
@@ -31,9 +31,10 @@ def test_each_hit_carries_its_rank_in_each_list_and_the_fused_score(tmp_path: Pa
     snapshot = _snapshot(tmp_path, "trace", vectors, [1, 2, 1, 3, 1, 1, 6, 0])
     query = axis[0]
     weight = 3.0
-    ranked = rank(snapshot, query_vector=query, embedder_label=LABEL, query_terms=[QUERY_WORD],
-                  tokenizer="bigram", mode="hybrid", mask=visible_mask(snapshot, {"external"}, None),
-                  top_k=5, fusion="rrf", semantic_weight=weight)
+    ranked = rank(snapshot,
+                  RankSettings(mode="hybrid", tokenizer="bigram", top_k=5, fusion="rrf", semantic_weight=weight),
+                  query_vector=query, embedder_label=LABEL, query_terms=[QUERY_WORD],
+                  mask=visible_mask(snapshot, {"external"}, None))
     positions, matrix = snapshot.matrices[LABEL]
     cosine = np.zeros(len(snapshot.chunks), dtype=np.float32)
     cosine[positions] = matrix @ query
@@ -57,8 +58,8 @@ def test_each_hit_carries_its_rank_in_each_list_and_the_fused_score(tmp_path: Pa
 def test_a_single_list_mode_ranks_by_that_list_alone(tmp_path: Path) -> None:
     axis = np.eye(DIM, dtype=np.float32)
     snapshot = _snapshot(tmp_path, "single", [_unit(axis[0] + axis[1] * 0.1 * i) for i in range(4)], [1, 3, 0, 2])
-    ranked = rank(snapshot, query_vector=None, embedder_label=LABEL, query_terms=[QUERY_WORD], tokenizer="bigram",
-                  mode="lexical", mask=visible_mask(snapshot, {"external"}, None), top_k=5)
+    ranked = rank(snapshot, RankSettings(mode="lexical", tokenizer="bigram", top_k=5), query_vector=None,
+                  embedder_label=LABEL, query_terms=[QUERY_WORD], mask=visible_mask(snapshot, {"external"}, None))
     assert [h.keyword_rank for h in ranked] == [1, 2, 3] and all(h.embedding_rank is None for h in ranked)
     assert not any(h.reserved for h in ranked)
 
