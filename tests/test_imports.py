@@ -140,20 +140,22 @@ MAX_MODULE_LINES = 400
 """The budget of one module. A module past it gets split, unless it is named below."""
 
 OVER_BUDGET: dict[str, tuple[int, str]] = {
-    "liyuan.app.card": (600, "the facade an app reads top to bottom: opening (one storage object), chats, sync, "
+    "liyuan.app.card": (610, "the facade an app reads top to bottom: opening (one storage object), chats, sync, "
                               "the history-bound and storage checks, lifecycle in one class; a chat it opens is "
                               "handed its pins, its clock and the edit hold-back of the resident summary (issue 38); "
                               "its run switches are one RunOptions beside it, and the pin and lore methods an app "
                               "calls are its own again, documented where the app reads them (issue 40: the CardPins "
                               "and CardLore mixins existed for the line budget only; the lore work is a CardLore "
-                              "the card holds, in liyuan.app.card_lore)"),
+                              "the card holds, in liyuan.app.card_lore); a chat it opens gets the event its entry "
+                              "sync waits for (issue 36: the first turn does not share its CPU with that sync)"),
     "liyuan.card.sync": (495, "CardMemory is one class: its sync is one protocol under one lock (recap, merge, "
                               "forget) and its reading and hard-path calls take the same locks; the HandPath mixin "
                               "that held the latter existed for the line budget only (issue 40 folded it back)"),
-    "liyuan.app.chat": (480, "edit and delete (issue 38) are two public methods of the chat an app holds, each a "
+    "liyuan.app.chat": (495, "edit and delete (issue 38) are two public methods of the chat an app holds, each a "
                              "thin call into liyuan.app.edits; hiding them behind a mixin would scatter the facade; "
                              "its pin methods are its own again (issue 40: the ChatPins mixin existed for the line "
-                             "budget only)"),
+                             "budget only); it lets the sync its card started on entering it begin once its first "
+                             "turn is assembled (issue 36)"),
     "liyuan.vector.memory": (460, "one class owns the store's write path (checked embedding, eviction notices, "
                                   "archive batches); a split would pass its private state around"),
 }

@@ -91,7 +91,8 @@ class RunOptions:
     auto_sync: bool = True
     """``False`` leaves card syncs to the app's own :meth:`Card.sync` calls (an app that syncs
     on its own schedule, or a replay that syncs at set points); by default entering and
-    deleting a chat sync in the background, as the seed says."""
+    deleting a chat sync in the background, as the seed says (entering: once the chat's
+    first turn is assembled, or :data:`~liyuan.card.worker.ENTRY_SYNC_WAIT_S` after)."""
     clock: Clock = system_clock
     """Where time stamps come from (:func:`liyuan.clock.fixed_clock` for a replay)."""
     ids: IdFactory = random_ids
@@ -225,15 +226,20 @@ class Card:
             if given is not None and given != own:
                 raise ConfigError(f"{what}={given!r} 和卡的不同（卡的是 {own!r}）：人物名字在 Card.open(..., "
                                   f"{what}=...) 里给，一张卡的摘要、复盘和合并用同一套名字")
+        first_turn: threading.Event | None = None
         with self._chats_guard:
             chat = self._chats.get(chat_id)
             if chat is None:
-                chat = self._open_chat(chat_id, user_name or self.user_name, char_name or self.char_name, greeting)
+                first_turn = threading.Event()
+                chat = self._open_chat(chat_id, user_name or self.user_name, char_name or self.char_name, greeting,
+                                       first_turn)
                 self._chats[chat_id] = chat
                 self._open.hold(chat_id, chat.tree)
         if title is not None:
             self._sessions.set_meta(chat_id, (json.dumps({"name": title}, ensure_ascii=False) + "\n").encode())
-        if self._auto_sync:
+        if self._auto_sync and first_turn and self._worker and self.side_model is not None:  # after its first turn
+            self._worker.trigger(self.path, after=first_turn)
+        elif self._auto_sync:
             self.sync(wait=False)
         return chat
 
@@ -466,6 +472,7 @@ class Card:
             assert memory is not None
             self._synced(self.path, memory.sync())
         else:
+            self._worker.release()  # asked for now: a sync waiting for a chat's first turn starts
             self._worker.trigger(self.path)
             if not wait or not self._worker.wait_idle(timeout):
                 return None
@@ -487,6 +494,7 @@ class Card:
         for chat in chats:
             done = chat.flush(deadline.left()) and done
         if self._worker is not None:
+            self._worker.release()
             done = self._worker.wait_idle(deadline.left()) and done
         return done
 
@@ -569,7 +577,8 @@ class Card:
         if removed:
             self._emit(Activity("sync", f"清理了 {removed} 个导入中断（进程被杀）时留下的临时文件"))
 
-    def _open_chat(self, chat_id: str, user_name: str, char_name: str, greeting: str | None) -> Chat:
+    def _open_chat(self, chat_id: str, user_name: str, char_name: str, greeting: str | None,
+                   first_turn: threading.Event) -> Chat:
         existing = self._sessions.names(chat_id)
         name = existing[-1] if existing else FIRST_SESSION_FILE
         log = self._sessions.log(chat_id, name, fsync=self.config.durability == "entry")  # a symlink: refused
@@ -583,7 +592,8 @@ class Card:
         if not existing and greeting:
             tree.append_message("assistant", greeting, greeting=True)
         lane = Lane(f"liyuan-{chat_id}", self._emit, background=self._background, chat_id=chat_id)
-        deps = ChatDeps(user_name, char_name, self._resident, self._emit, self._lore, self._pin_book, self._clock)
+        deps = ChatDeps(user_name, char_name, self._resident, self._emit, self._lore, self._pin_book, self._clock,
+                        first_turn)
         return Chat(chat_id, tree, card=deps, config=self.config, side_model=self.side_model, lane=lane, vector=vector)
 
 def _combine(outcomes: list[SyncOutcome]) -> SyncOutcome:

@@ -22,6 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -78,6 +79,9 @@ class ChatDeps:
     lore: LoreShelf | None = None
     pins: PinBook | None = None
     clock: Clock = system_clock
+    first_turn: threading.Event | None = None
+    """Set once the chat's first turn is assembled (or it closes): the sync the card starts
+    on entering the chat waits for it, so the two do not share the first turn's CPU."""
 
 
 class Chat:
@@ -104,6 +108,7 @@ class Chat:
         self.vector = vector
         """The chat's vector memory, or ``None`` when it is off."""
         self._lore, self._pin_book, self._clock = card.lore, card.pins, card.clock
+        self._first_turn = card.first_turn
         self._closed = False
         self._said_cut = False
         self._said_pins_over = False
@@ -143,6 +148,7 @@ class Chat:
             self._land_held()  # a summary ready after the last reply goes before these words
             entry = self.tree.append_message("user", user_text, **fields)
         if mode == "agent":
+            self._turn_assembled()
             return Turn(as_chat_messages(agent_history(self.tree.branch())), user_text, entry)
         return self._assemble(entry, user_text, ledger=ledger, roster=roster, lore_index=lore_index, extra=extra,
                               appended=True)
@@ -356,7 +362,12 @@ class Chat:
         """Finish the background work and stop the chat's worker thread; the chat takes no more turns."""
         refuse_own_wait(self._on_lane(), "关闭这一局")  # before it is marked closed
         self._closed = True
+        self._turn_assembled()
         return self._lane.close(timeout)
+
+    def _turn_assembled(self) -> None:
+        if self._first_turn is not None:
+            self._first_turn.set()
 
     def _drain(self) -> bool:
         """Wait for the lane within ``background_wait_s``; True once it has drained. After a
@@ -384,8 +395,14 @@ class Chat:
         if self._closed:
             raise StateError(f"局 {self.id} 已关闭（卡已关闭或这一局已删除）：请用 card.chat() 重新打开")
 
-    def _assemble(self, user: Entry | None, user_text: str, *, ledger: Ledger | None, roster: str | None,
-                  lore_index: str, extra: Sequence[str], appended: bool = False) -> Turn:
+    def _assemble(self, user: Entry | None, user_text: str, **blocks: Any) -> Turn:
+        try:
+            return self._assemble_turn(user, user_text, **blocks)
+        finally:
+            self._turn_assembled()  # the sync started on entering this chat may go on now
+
+    def _assemble_turn(self, user: Entry | None, user_text: str, *, ledger: Ledger | None, roster: str | None,
+                       lore_index: str, extra: Sequence[str], appended: bool = False) -> Turn:
         branch = self.tree.branch()
         snapshot = latest_state_entry(branch) if ledger is None else None  # indexed: no walk back to the root
         shown = ledger if snapshot is None else Ledger.from_dict(snapshot.data)

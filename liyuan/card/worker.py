@@ -19,7 +19,11 @@ from liyuan.card.sync import CardMemory, SyncOutcome
 from liyuan.errors import StateError
 from liyuan.runner import Deadline, Runner
 
-__all__ = ["SyncWorker"]
+__all__ = ["ENTRY_SYNC_WAIT_S", "SyncWorker"]
+
+ENTRY_SYNC_WAIT_S = 2.0
+"""How long the sync started on entering a chat waits for that chat's first turn to be
+assembled before it starts anyway (:meth:`SyncWorker.trigger`'s ``after``)."""
 
 log = logging.getLogger("liyuan.card")
 
@@ -51,17 +55,34 @@ class SyncWorker:
         self._on_error = on_error
         self._guard = threading.Lock()
         self._runners: dict[Path, Runner] = {}
+        self._waits: list[threading.Event] = []
+        """The ``after`` events of runs that may still be waiting (see :meth:`release`)."""
         self.runs = 0
         """Finished runs, over all cards (for tests and stats)."""
 
-    def trigger(self, card_dir: str | Path) -> None:
-        """Ask for a sync of this card; returns at once."""
+    def trigger(self, card_dir: str | Path, *, after: threading.Event | None = None) -> None:
+        """Ask for a sync of this card; returns at once.
+
+        ``after``: the run starts once it is set, or :data:`ENTRY_SYNC_WAIT_S` seconds
+        later (entering a chat: its first turn goes first; a trigger that arrives while
+        this one is queued joins it, waiting the same way).
+        """
         key = Path(card_dir).resolve()
         with self._guard:
             runner = self._runners.get(key)
             if runner is None:
                 runner = self._runners[key] = Runner(f"card-sync-{key.name}")
-        runner.submit(partial(self._run, key), coalesce=True)
+        if after is not None:
+            with self._guard:
+                self._waits.append(after)
+        runner.submit(partial(self._run, key, after), coalesce=True)
+
+    def release(self) -> None:
+        """Let every run waiting for an ``after`` start now (the app asked for a sync, or waits for one)."""
+        with self._guard:
+            waits, self._waits = self._waits, []
+        for event in waits:
+            event.set()
 
     def delete_chat(self, card_dir: str | Path, chat_id: str) -> bool:
         """Delete a chat (see :meth:`CardMemory.delete_chat`), then trigger a sync."""
@@ -73,9 +94,11 @@ class SyncWorker:
         self.trigger(key)
         return deleted
 
-    def _run(self, key: Path) -> None:
+    def _run(self, key: Path, after: threading.Event | None = None) -> None:
         # Should the run end by a BaseException (SystemExit from a model), the runner hands
         # it to the job and goes on: the card is no longer running, waiters are released.
+        if after is not None:
+            after.wait(ENTRY_SYNC_WAIT_S)
         self._run_once(key)
         with self._guard:
             self.runs += 1

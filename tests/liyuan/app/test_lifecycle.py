@@ -24,13 +24,14 @@ def test_two_threads_opening_the_same_chat_share_one_chat_object(
     calls: list[str] = []
     second = threading.Event()
 
-    def slow_open(self: Card, chat_id: str, user_name: str, char_name: str, greeting: str | None) -> Chat:
+    def slow_open(self: Card, chat_id: str, user_name: str, char_name: str, greeting: str | None,
+                  first_turn: threading.Event) -> Chat:
         calls.append(chat_id)
         if len(calls) == 1:
             second.wait(0.5)  # racy code lets the second thread in meanwhile; a guarded one never does
         else:
             second.set()
-        return opened(self, chat_id, user_name, char_name, greeting)
+        return opened(self, chat_id, user_name, char_name, greeting, first_turn)
 
     monkeypatch.setattr(Card, "_open_chat", slow_open)
     got: list[Chat] = []
