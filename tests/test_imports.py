@@ -156,6 +156,9 @@ OVER_BUDGET: dict[str, tuple[int, str]] = {
                              "its pin methods are its own again (issue 40: the ChatPins mixin existed for the line "
                              "budget only); it lets the sync its card started on entering it begin once its first "
                              "turn is assembled (issue 36)"),
+    "liyuan.session.loader": (410, "one streaming pass over a session file with its damage handling in one "
+                                    "place; the collection after a long read (issue 36) took it past the budget, "
+                                    "and a split would hand the scan's private state around"),
     "liyuan.vector.memory": (460, "one class owns the store's write path (checked embedding, eviction notices, "
                                   "archive batches); a split would pass its private state around"),
 }

@@ -198,12 +198,10 @@ def read_session_file(path: Path) -> SessionContent:
 
 
 _SETTLE_AFTER = 20_000
-"""Entries from which an open ends with one full collection. The entries made with the
-collector paused all sit in its youngest generation; left there, the collector walks them
-again when they move to the middle generation, and again when they reach the oldest: three
-walks of a million objects at 100,000 turns, landing in the first prepare() and the first
-turns (about a quarter of a second here). One collection now walks them once and leaves
-them in the oldest generation, which is walked again only when it has grown by a quarter."""
+"""Entries from which a read ends with one full collection. Made with the collector paused,
+they all sit in its youngest generation, and were walked three times right after a long open
+(to the middle generation, to the oldest, then a full pass: a quarter of a second at 100,000
+turns); one collection walks them once and leaves them in the oldest generation."""
 
 
 @contextmanager
