@@ -43,7 +43,8 @@ def long_markdown(data: Mapping[str, Any]) -> str:
     sizes = [str(s) for s in data["sizes"]]
     first, last = sizes[0], sizes[-1]
     lines = [stamp_line(data["machine"]), ""]
-    repeat = len(next(iter(next(iter(data["turns"].values())).values())).get("runs", [None]))
+    first_cell = next(cell for row in data["turns"].values() for cell in row.values())
+    repeat = len(first_cell.get("runs", ()))  # snapshots before the runs were kept: one run
     runs = f"，每种组合开 {repeat} 次、取各次中位数和 p95 的中位数" if repeat > 1 else ""
     lines += [f"每轮前台用时（`prepare` + `record`，每个规模计 {data['timed_turns']} 轮{runs}）：", "",
               _row(["每轮", *(f"{_n(s)} 轮" for s in sizes), f"{_n(last)} / {_n(first)}"]),

@@ -237,8 +237,8 @@ class Card:
                 self._open.hold(chat_id, chat.tree)
         if title is not None:
             self._sessions.set_meta(chat_id, (json.dumps({"name": title}, ensure_ascii=False) + "\n").encode())
-        if self._auto_sync and first_turn and self._worker and self.side_model is not None:  # after its first turn
-            self._worker.trigger(self.path, after=first_turn)
+        if self._auto_sync and first_turn is not None and self._worker is not None and self.side_model is not None:
+            self._worker.trigger(self.path, after=first_turn)  # once the new chat's first turn is assembled
         elif self._auto_sync:
             self.sync(wait=False)
         return chat
@@ -595,6 +595,7 @@ class Card:
         deps = ChatDeps(user_name, char_name, self._resident, self._emit, self._lore, self._pin_book, self._clock,
                         first_turn)
         return Chat(chat_id, tree, card=deps, config=self.config, side_model=self.side_model, lane=lane, vector=vector)
+
 
 def _combine(outcomes: list[SyncOutcome]) -> SyncOutcome:
     """Several syncs as one: every chat recapped, failed or forgotten; the last real merge status."""

@@ -72,9 +72,8 @@ class SyncWorker:
             runner = self._runners.get(key)
             if runner is None:
                 runner = self._runners[key] = Runner(f"card-sync-{key.name}")
-        if after is not None:
-            with self._guard:
-                self._waits.append(after)
+            if after is not None:  # those already set (their chat's first turn came) are dropped
+                self._waits = [*(event for event in self._waits if not event.is_set()), after]
         runner.submit(partial(self._run, key, after), coalesce=True)
 
     def release(self) -> None:
